@@ -1,0 +1,201 @@
+"""Diagnostics: errors, warnings and notes with locations, printed as MLIR prints them.
+
+Diagnostics are *collected* by a :class:`DiagnosticEngine` (each :class:`~lamina.ir.context.Context`
+owns one); handlers decide what happens to them (print to stderr, collect for a test, check against
+``expected-error`` comments). Code that finds a problem calls :func:`emit_error` (or
+``op.emit_error``), which reports to the engine of the active context.
+
+Op verifiers and other checkers raise :class:`VerifyError`; the verifier turns it into a located
+diagnostic. When no engine is active, emitting an error raises :class:`DiagnosticError` so that a
+library caller never loses an error silently.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import sys
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
+
+from lamina.ir.location import (
+    CallSiteLoc,
+    FileLineColLoc,
+    FusedLoc,
+    Location,
+    NameLoc,
+    UnknownLoc,
+)
+
+if TYPE_CHECKING:
+    from lamina.ir.core import Operation
+
+ERROR = "error"
+WARNING = "warning"
+NOTE = "note"
+REMARK = "remark"
+
+
+class Diagnostic:
+    """One diagnostic with optional attached notes."""
+
+    __slots__ = ("severity", "location", "message", "notes", "source_line")
+
+    def __init__(self, severity: str, location: Location | None, message: str) -> None:
+        self.severity = severity
+        self.location = location if location is not None else UnknownLoc()
+        self.message = message
+        self.notes: list[Diagnostic] = []
+        self.source_line: str | None = None  # filled by handlers that know the source text
+
+    def attach_note(self, message: str, location: Location | None = None) -> Diagnostic:
+        note = Diagnostic(NOTE, location if location is not None else self.location, message)
+        self.notes.append(note)
+        return note
+
+    def __str__(self) -> str:
+        lines = [f"{format_location(self.location)}: {self.severity}: {self.message}"]
+        for n in self.notes:
+            lines.append(str(n))
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return f"<Diagnostic {self}>"
+
+
+def format_location(loc: Location) -> str:
+    """How a location prefixes a diagnostic: ``file:line:col`` when there is one, else a name."""
+    flc = loc.file_line_col()
+    if flc is not None:
+        return f"{flc.filename}:{flc.line}:{flc.col}"
+    if isinstance(loc, NameLoc):
+        return f'"{loc.name}"'
+    if isinstance(loc, FusedLoc):
+        for sub in loc.locations:
+            if isinstance(sub, NameLoc):
+                return f'"{sub.name}"'
+    if isinstance(loc, CallSiteLoc):
+        return format_location(loc.callee)
+    if isinstance(loc, FileLineColLoc):  # pragma: no cover - handled above
+        return f"{loc.filename}:{loc.line}:{loc.col}"
+    return "<unknown>:0"
+
+
+class DiagnosticError(Exception):
+    """Raised when an error is emitted and no diagnostic engine is active to collect it."""
+
+    def __init__(self, diagnostic: Diagnostic) -> None:
+        super().__init__(str(diagnostic))
+        self.diagnostic = diagnostic
+
+
+class VerifyError(Exception):
+    """Raised by op verifiers; the verifier reports it as an error located at the op."""
+
+    def __init__(self, message: str, notes: list[tuple[str, Location | None]] | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.notes = notes or []
+
+
+Handler = Callable[[Diagnostic], None]
+
+
+def print_to_stderr(diag: Diagnostic) -> None:
+    print(str(diag), file=sys.stderr)
+
+
+class DiagnosticEngine:
+    """Routes diagnostics to the innermost handler and counts errors."""
+
+    __slots__ = ("_handlers", "error_count")
+
+    def __init__(self, handler: Handler | None = print_to_stderr) -> None:
+        self._handlers: list[Handler] = [handler] if handler else []
+        self.error_count = 0
+
+    def emit(self, diag: Diagnostic) -> Diagnostic:
+        if diag.severity == ERROR:
+            self.error_count += 1
+        if self._handlers:
+            self._handlers[-1](diag)
+        elif diag.severity == ERROR:
+            raise DiagnosticError(diag)
+        return diag
+
+    def push_handler(self, handler: Handler) -> None:
+        self._handlers.append(handler)
+
+    def pop_handler(self) -> None:
+        self._handlers.pop()
+
+    @contextlib.contextmanager
+    def handler(self, handler: Handler) -> Iterator[None]:
+        self.push_handler(handler)
+        try:
+            yield
+        finally:
+            self.pop_handler()
+
+    @contextlib.contextmanager
+    def capture(self) -> Iterator[list[Diagnostic]]:
+        """Collect every diagnostic emitted inside the block into a list (for tests)."""
+        got: list[Diagnostic] = []
+        with self.handler(got.append):
+            yield got
+
+
+# The engine of the active context (see Context.__enter__). Not a global registry of state: it is
+# scoped by ``with context:`` and restored on exit.
+_active_engine: contextvars.ContextVar[DiagnosticEngine | None] = contextvars.ContextVar(
+    "lamina_diagnostic_engine", default=None
+)
+
+
+def active_engine() -> DiagnosticEngine | None:
+    return _active_engine.get()
+
+
+@contextlib.contextmanager
+def using_engine(engine: DiagnosticEngine) -> Iterator[DiagnosticEngine]:
+    token = _active_engine.set(engine)
+    try:
+        yield engine
+    finally:
+        _active_engine.reset(token)
+
+
+Notes = "list[tuple[str, Location | None]] | None"
+
+
+def emit(
+    severity: str, location: Location | None, message: str, notes: Notes = None
+) -> Diagnostic:
+    """Report a diagnostic (with its notes, attached before any handler sees it)."""
+    diag = Diagnostic(severity, location, message)
+    for text, loc in notes or ():
+        diag.attach_note(text, loc)
+    engine = _active_engine.get()
+    if engine is None:
+        if severity == ERROR:
+            raise DiagnosticError(diag)
+        print_to_stderr(diag)
+        return diag
+    return engine.emit(diag)
+
+
+def emit_error(location: Location | None, message: str, notes: Notes = None) -> Diagnostic:
+    return emit(ERROR, location, message, notes)
+
+
+def emit_warning(location: Location | None, message: str, notes: Notes = None) -> Diagnostic:
+    return emit(WARNING, location, message, notes)
+
+
+def emit_remark(location: Location | None, message: str) -> Diagnostic:
+    return emit(REMARK, location, message)
+
+
+def op_error_message(op: Operation, message: str) -> str:
+    """MLIR's prefix for op errors: ``'arith.addi' op <message>``."""
+    return f"'{op.name}' op {message}"
