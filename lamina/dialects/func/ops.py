@@ -131,7 +131,7 @@ class ReturnOp(Op):
         for i, (v, t) in enumerate(zip(vals, results)):
             if v.type is not t:
                 raise VerifyError(
-                    f"type of return operand {i} ({v.type}) doesn't match function result type ({t}) "
+                    f"type of return operand {i} ('{v.type}') doesn't match function result type ('{t}') "
                     f"in function @{fn.symbol_name()}"
                 )
 

@@ -1,0 +1,1 @@
+"""Command-line tools: ``lamina-opt`` and the ``lamina`` driver."""

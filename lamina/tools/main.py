@@ -1,0 +1,70 @@
+"""``lamina``: the umbrella command.
+
+    lamina example            # the main job on the built-in example (see README)
+    lamina opt ARGS...        # same as lamina-opt
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Sequence
+
+from lamina.tools.common import internal_error_guard
+
+EXAMPLE_PIPELINE = "builtin.module(inline,func.func(canonicalize,cse),symbol-dce)"
+
+
+def example(args: argparse.Namespace) -> int:
+    """Parse the built-in example, verify it, run a pipeline, print before and after."""
+    import lamina.dialects  # noqa: F401
+    import lamina.transforms  # noqa: F401
+    from lamina.examples import example_path
+    from lamina.ir.context import Context
+    from lamina.ir.parser import parse_module
+    from lamina.ir.printer import print_operation
+    from lamina.ir.source_diagnostics import SourceBuffer, SourceDiagnosticPrinter
+    from lamina.ir.verifier import verify
+    from lamina.passes import PassManager
+
+    path = example_path("simple.mlir")
+    text = path.read_text()
+    ctx = Context(handler=SourceDiagnosticPrinter({str(path): SourceBuffer(str(path), text)}))
+    with ctx:
+        t0 = time.perf_counter()
+        module = parse_module(text, ctx, filename=str(path))
+        if module is None or not verify(module, ctx):
+            return 1
+        print(f"// ---- input: {path}")
+        print(print_operation(module), end="")
+        pipeline = args.pipeline
+        print(f"// ---- equivalent command: lamina-opt {path} --pass-pipeline='{pipeline}'")
+        pm = PassManager.parse(pipeline, ctx)
+        pm.enable_timing()
+        if not pm.run(module):
+            return 1
+        print(f"// ---- after {pipeline}")
+        print(print_operation(module), end="")
+        sys.stderr.write(pm.timing_report())
+        print(f"// done in {1000 * (time.perf_counter() - t0):.1f} ms")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "opt":
+        from lamina.tools.opt import main as opt_main
+
+        return opt_main(argv[1:])
+    p = argparse.ArgumentParser(prog="lamina", description="Lamina: a deep-learning compiler on an MLIR-style IR.")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    ex = sub.add_parser("example", help="run the main job on the built-in example")
+    ex.add_argument("--pipeline", default=EXAMPLE_PIPELINE, help=f"pass pipeline (default: {EXAMPLE_PIPELINE})")
+    sub.add_parser("opt", help="lamina-opt (all further arguments are passed on)")
+    args = p.parse_args(argv)
+    return internal_error_guard("lamina", lambda: example(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

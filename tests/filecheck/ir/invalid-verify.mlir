@@ -1,0 +1,58 @@
+// RUN: lamina-opt %s --split-input-file --verify-diagnostics
+
+func.func @f(%x: i32) -> i64 {
+  // expected-error @+1 {{'arith.addi' op requires the same type for all operands and results}}
+  %0 = "arith.addi"(%x, %x) : (i32, i32) -> i64
+  "func.return"(%0) : (i64) -> ()
+}
+
+// -----
+
+func.func @f(%x: i32) -> i32 {
+  // expected-error @+1 {{operand #0 does not dominate this use}}
+  %0 = "arith.addi"(%1, %x) : (i32, i32) -> i32
+  // expected-note @+1 {{operand defined here}}
+  %1 = "arith.addi"(%x, %x) : (i32, i32) -> i32
+  "func.return"(%0) : (i32) -> ()
+}
+
+// -----
+
+func.func @f(%x: i32) -> f32 {
+  // expected-error @+1 {{type of return operand 0 ('i32') doesn't match function result type ('f32') in function @f}}
+  "func.return"(%x) : (i32) -> ()
+}
+
+// -----
+
+func.func @f() {
+  // expected-error @+1 {{'func.return' op must be the last operation in the parent block}}
+  "func.return"() : () -> ()
+  "func.return"() : () -> ()
+}
+
+// -----
+
+// expected-note @+1 {{see existing symbol definition here}}
+func.func @dup() {
+  "func.return"() : () -> ()
+}
+// expected-error @+1 {{redefinition of symbol named 'dup'}}
+func.func @dup() {
+  "func.return"() : () -> ()
+}
+
+// -----
+
+func.func @f() {
+  // expected-error @+1 {{'func.call' op 'missing' does not reference a valid function}}
+  "func.call"() <{callee = @missing}> : () -> ()
+  "func.return"() : () -> ()
+}
+
+// -----
+
+// expected-error @+1 {{'func.func' op entry block must have 1 arguments to match function signature}}
+"func.func"() <{function_type = (i32) -> (), sym_name = "g"}> ({
+  "func.return"() : () -> ()
+}) : () -> ()
