@@ -2,7 +2,9 @@
 
 from lamina.ir.context import register_dialect_module
 
-for _name in ("func", "arith", "cf", "quant"):
+DIALECTS = ("func", "arith", "cf", "quant", "top")
+
+for _name in DIALECTS:
     register_dialect_module(_name, f"lamina.dialects.{_name}")
 
 
@@ -10,9 +12,5 @@ def load_all() -> None:
     """Import every dialect module (registers them)."""
     import importlib
 
-    for name in ("func", "arith", "cf", "quant"):
-        try:
-            importlib.import_module(f"lamina.dialects.{name}")
-        except ModuleNotFoundError as e:  # a dialect still being written
-            if e.name != f"lamina.dialects.{name}":
-                raise
+    for name in DIALECTS:
+        importlib.import_module(f"lamina.dialects.{name}")

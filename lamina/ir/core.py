@@ -877,11 +877,13 @@ class Region:
         if len(new_blocks) > 1:
             vals = mapping.values
             for nb in new_blocks:
-                for op in nb:
-                    for o in op.operand_uses:
-                        nv = vals.get(o.value)
-                        if nv is not None and nv is not o.value:
-                            o.set(nv)
+                for top in nb:
+                    # nested ops too: a region may use a value of a later (dominating) block
+                    for op in top.walk_ops() if top.regions else (top,):
+                        for o in op.operand_uses:
+                            nv = vals.get(o.value)
+                            if nv is not None and nv is not o.value:
+                                o.set(nv)
 
     def is_ancestor_of(self, op: Operation) -> bool:
         r = op.parent_region

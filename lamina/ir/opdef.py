@@ -253,6 +253,8 @@ class OpDef:
 
     def _range(self, fields: list, n: int, index: int, segmented: bool, segs: Any) -> tuple[int, int]:
         if segmented:
+            if segs is None:  # missing segment sizes: all groups empty (as MLIR's default)
+                return 0, 0
             start = sum(segs[:index])
             return start, start + segs[index]
         lo = 0
@@ -381,22 +383,32 @@ class Op(Operation):
 
 
 def _count_msg(what: str, fields: list, n: int) -> str | None:
+    """MLIR's wording (OpDefinition.cpp's verifyNOperands/verifyOneResult/...) for a bad count."""
     fixed = sum(1 for f in fields if f.kind == SINGLE)
     has_var = any(f.kind == VARIADIC for f in fields)
     n_opt = sum(1 for f in fields if f.kind == OPTIONAL)
-    if has_var:
+    if has_var or n_opt:
         if n < fixed:
             return f"expected {fixed} or more {what}s, but found {n}"
-    elif n_opt:
-        if not fixed <= n <= fixed + n_opt:
-            return f"expected between {fixed} and {fixed + n_opt} {what}s, but found {n}"
-    elif n != fixed:
-        return f"expected {fixed} {what}{'s' if fixed != 1 else ''}, but found {n}"
-    return None
+        if not has_var and n > fixed + n_opt:
+            first = next(i for i, f in enumerate(fields) if f.kind == OPTIONAL)
+            return f"{what} group starting at #{first} requires 0 or 1 element, but found {n - fixed}"
+        return None
+    if n == fixed:
+        return None
+    if fixed == 0:
+        return f"requires zero {what}s"
+    if fixed == 1:
+        return "requires a single operand" if what == "operand" else "requires one result"
+    if what == "result":
+        return f"expected {fixed} results"
+    return f"expected {fixed} {what}s, but found {n}"
 
 
 def _check_segments(op: Operation, key: str, fields: list, n: int, what: str) -> None:
     segs = op.properties.get(key)
+    if segs is None:  # MLIR's default-initialised property: all zeros
+        segs = DenseArrayAttr(_i32, [0] * len(fields))
     if not isinstance(segs, DenseArrayAttr) or len(segs) != len(fields):
         raise VerifyError(f"'{key}' must be an array<i32> of {len(fields)} elements")
     if sum(segs.values) != n:
@@ -430,7 +442,7 @@ def verify_op_def(op: Operation) -> None:
     else:
         msg = _count_msg("result", od.results, len(op.results))
         if msg:
-            raise VerifyError(msg.replace("expected", "requires", 1) if False else msg)
+            raise VerifyError(msg)
     for f in od.results:
         lo, hi = od.result_range(op, f.index)
         for i in range(lo, hi):
@@ -450,8 +462,10 @@ def verify_op_def(op: Operation) -> None:
     n_fixed = sum(1 for r in od.regions if not r.variadic)
     has_var = any(r.variadic for r in od.regions)
     nr = len(op.regions)
-    if (nr < n_fixed) if has_var else (nr != n_fixed):
-        raise VerifyError(f"requires {n_fixed}{' or more' if has_var else ''} region{'s' if n_fixed != 1 else ''}")
+    if has_var and nr < n_fixed:
+        raise VerifyError(f"expected {n_fixed} or more regions")
+    if not has_var and nr != n_fixed:
+        raise VerifyError({0: "requires zero regions", 1: "requires one region"}.get(n_fixed, f"expected {n_fixed} regions"))
     for r in od.regions:
         if r.single_block and not r.variadic and len(op.regions[r.index].blocks) > 1:
             raise VerifyError(f"region #{r.index} ('{r.name}') failed to verify constraint: region with 1 blocks")
@@ -459,8 +473,10 @@ def verify_op_def(op: Operation) -> None:
     ns_fixed = sum(1 for s in od.successors if not s.variadic)
     s_var = any(s.variadic for s in od.successors)
     ns = len(op._successors)
-    if (ns < ns_fixed) if s_var else (ns != ns_fixed):
-        raise VerifyError(f"requires {ns_fixed}{' or more' if s_var else ''} successor{'s' if ns_fixed != 1 else ''}")
+    if s_var and ns < ns_fixed:
+        raise VerifyError(f"requires at least {ns_fixed} successors but found {ns}")
+    if not s_var and ns != ns_fixed:
+        raise VerifyError(f"requires {ns_fixed} successor{'' if ns_fixed == 1 else 's'} but found {ns}")
 
 
 def verify_traits(op: Operation) -> None:
