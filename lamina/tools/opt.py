@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -37,11 +38,13 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pass-pipeline", default=None, help="textual pass pipeline, e.g. 'builtin.module(canonicalize,cse)'")
     p.add_argument(
         "--split-input-file",
-        nargs="?",
+        action="store_const",
         const=SPLIT_MARKER,
         default=None,
-        help=f"split the input into chunks at lines '{SPLIT_MARKER}' and process each independently",
+        help=f"split the input into chunks at lines '{SPLIT_MARKER}' (or --split-input-file=MARKER) "
+        "and process each independently",
     )
+    p.add_argument("--split-input-marker", dest="split_input_file", help=argparse.SUPPRESS)
     p.add_argument("--verify-diagnostics", action="store_true", help="check diagnostics against expected-* comments")
     p.add_argument("--mlir-print-op-generic", action="store_true", help="print the generic op form")
     p.add_argument("--mlir-print-debuginfo", action="store_true", help="print locations")
@@ -101,35 +104,9 @@ def split_chunks(text: str, marker: str) -> list[tuple[str, int]]:
 
 
 def _list_passes() -> str:
-    from lamina.passes import list_passes
+    from lamina.passes.registry import format_pass_list
 
-    lines = ["Available Passes:"]
-    for info in list_passes():
-        name, summary, options = _pass_info(info)
-        lines.append(f"  --{name:<28} - {summary}")
-        for oname, ohelp in options:
-            lines.append(f"      --{oname:<24} - {ohelp}")
-    return "\n".join(lines)
-
-
-def _pass_info(info: object) -> tuple[str, str, list[tuple[str, str]]]:
-    if isinstance(info, tuple):
-        name, summary, *rest = info
-        opts = rest[0] if rest else []
-    else:
-        name = getattr(info, "name", str(info))
-        summary = getattr(info, "summary", "")
-        opts = getattr(info, "options", [])
-    out = []
-    if isinstance(opts, dict):
-        opts = list(opts.items())
-    for o in opts:
-        if isinstance(o, tuple):
-            oname, odesc = o[0], o[1]
-            out.append((oname, getattr(odesc, "help", str(odesc))))
-        else:
-            out.append((getattr(o, "name", str(o)), getattr(o, "help", "")))
-    return name, summary, out
+    return format_pass_list()
 
 
 def run(argv: Sequence[str] | None = None) -> int:
@@ -139,6 +116,10 @@ def run(argv: Sequence[str] | None = None) -> int:
 
     argv = list(sys.argv[1:] if argv is None else argv)
     argv, pass_flags = _split_pass_flags(argv)
+    # mlir-opt spells a custom marker --split-input-file=MARKER (a bare flag takes no value).
+    argv = [
+        x for a in argv for x in (("--split-input-marker", a.split("=", 1)[1]) if a.startswith("--split-input-file=") else (a,))
+    ]
     args = _build_parser().parse_args(argv)
     if args.list_passes:
         print(_list_passes())
@@ -156,6 +137,8 @@ def run(argv: Sequence[str] | None = None) -> int:
         return 1
     chunks = split_chunks(text, args.split_input_file) if args.split_input_file else [(text, 1)]
 
+    # Like mlir-opt: each chunk prints as the op, a newline and a blank line; chunks that failed
+    # print nothing; chunks are separated by the split marker.
     outputs: list[str] = []
     ok = True
     for chunk, first_line in chunks:
@@ -164,20 +147,15 @@ def run(argv: Sequence[str] | None = None) -> int:
         ctx = Context(allow_unregistered_dialects=args.allow_unregistered_dialect, handler=handler)
         with ctx:
             out = _process(ctx, chunk, filename, first_line, pipeline, args)
-        if out is not None:
-            outputs.append(out)
+        outputs.append("" if out is None else out.rstrip("\n") + "\n\n")
         if args.verify_diagnostics:
             ok = handler.finish() and ok  # type: ignore[union-attr]
         elif ctx.diagnostics.error_count:
             ok = False
-    result = ("\n" + SPLIT_MARKER + "\n").join(o.rstrip("\n") for o in outputs)
-    if args.split_input_file and len(chunks) > 1 and not outputs:
-        result = SPLIT_MARKER
-    if result and not result.endswith("\n"):
-        result += "\n"
+    result = (SPLIT_MARKER + "\n").join(outputs)
     if args.output == "-":
         sys.stdout.write(result)
-    elif ok or outputs:
+    elif ok:
         atomic_write(args.output, result)
     return 0 if ok else 1
 
@@ -191,11 +169,12 @@ def _process(
     from lamina.ir.verifier import verify
     from lamina.passes import PassManager, PipelineError
 
+    t0 = time.perf_counter()
     module = parse_module(chunk, ctx, filename=filename, line_offset=first_line - 1)
-    if module is None:
+    t_parse = time.perf_counter() - t0
+    if module is None or not verify(module, ctx):
         return None
-    if not verify(module, ctx):
-        return None
+    pm = None
     if pipeline:
         try:
             pm = PassManager.parse(pipeline, ctx)
@@ -219,24 +198,34 @@ def _process(
         if args.reproducer:
             pm.enable_crash_reproducer(args.reproducer)
         success = pm.run(module)
-        if args.timing:
-            sys.stderr.write(pm.timing_report())
-        if args.statistics and hasattr(pm, "statistics_report"):
+        if args.statistics:
             sys.stderr.write(pm.statistics_report())
         if not success:
             return None
     if ctx.diagnostics.error_count:
         return None
     external = args.external_weights
-    if external and args.output != "-":
-        external = os.path.join(os.path.dirname(os.path.abspath(args.output)), os.path.basename(external)) if not os.path.dirname(external) else external
-    return print_operation(
+    if external and not os.path.dirname(external) and args.output != "-":
+        # A bare weight-file name lives next to the output file.
+        external = os.path.join(os.path.dirname(os.path.abspath(args.output)), external)
+    t1 = time.perf_counter()
+    text = print_operation(
         module,
         generic=args.mlir_print_op_generic,
         debuginfo=args.mlir_print_debuginfo,
         resources="external" if external else "inline",
         external_weights=external,
     )
+    t_print = time.perf_counter() - t1
+    if args.timing:
+        extra = [("Parser", t_parse), ("Output", t_print)]
+        if pm is not None:
+            sys.stderr.write(pm.timing_report(extra=extra))
+        else:
+            from lamina.passes.instrumentation import timing_report
+
+            sys.stderr.write(timing_report([], extra=extra))
+    return text
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -3,9 +3,12 @@
 // CHECK: ... Execution time report ...
 // CHECK: Total Execution Time:
 // CHECK: Wall Time
-// CHECK-DAG: cse
-// CHECK-DAG: canonicalize
-// CHECK-DAG: symbol-dce
+// CHECK-DAG: Parser
+// CHECK-DAG: 'func.func' Pipeline
+// CHECK-DAG: CSE
+// CHECK-DAG: Canonicalizer
+// CHECK-DAG: SymbolDCE
+// CHECK-DAG: Output
 // CHECK: Total
 func.func @f(%x: i32) -> i32 {
   return %x : i32

@@ -4,7 +4,7 @@
 // RUN: cat %s | lamina-opt --canonicalize --cse | FileCheck %s --check-prefix=STDIN
 // RUN: lamina-opt %s -o %t.out && FileCheck %s --check-prefix=STDIN < %t.out
 // RUN: not lamina-opt %s.missing 2>&1 | FileCheck %s --check-prefix=MISSING
-// RUN: printf 'func.func @f() {\n  %%0 = "foo.bar"() : () -> i32\n' | not lamina-opt 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: printf 'func.func @f() {\n  %%%%0 = "foo.bar"() : () -> i32\n' | not lamina-opt 2>&1 | FileCheck %s --check-prefix=BAD
 // RUN: printf '"foo.bar"() : () -> ()\n' | lamina-opt --allow-unregistered-dialect | FileCheck %s --check-prefix=UNREG
 
 // HELP: --pass-pipeline

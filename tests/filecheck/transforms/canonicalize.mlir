@@ -5,7 +5,7 @@
 func.func @fold_add(%n: i32) -> (i32, i32) {
   // CHECK-DAG: %[[C3:.*]] = "arith.constant"() <{value = 3 : i32}> : () -> i32
   // CHECK-NOT: "arith.addi"
-  // CHECK: "func.return"(%[[C3]], %arg0)
+  // CHECK: "func.return"(%[[C3]], %arg{{[0-9]+}})
   %c1 = "arith.constant"() <{value = 1 : i32}> : () -> i32
   %c2 = "arith.constant"() <{value = 2 : i32}> : () -> i32
   %s = "arith.addi"(%c1, %c2) : (i32, i32) -> i32
@@ -28,7 +28,7 @@ func.func @fold_wrap() -> i8 {
 // CHECK-LABEL: sym_name = "dead"
 func.func @dead(%x: f32) -> f32 {
   // CHECK-NOT: "arith.mulf"
-  // CHECK: "func.return"(%arg0)
+  // CHECK: "func.return"(%arg{{[0-9]+}})
   %0 = "arith.mulf"(%x, %x) : (f32, f32) -> f32
   "func.return"(%x) : (f32) -> ()
 }
@@ -47,8 +47,9 @@ func.func @fold_splat() -> tensor<4xf32> {
 // select with a constant condition picks a side.
 // CHECK-LABEL: sym_name = "fold_select"
 func.func @fold_select(%a: i32, %b: i32) -> i32 {
+  // CHECK: ^bb0(%{{.*}}: i32, %[[B:.*]]: i32):
   // CHECK-NOT: "arith.select"
-  // CHECK: "func.return"(%arg1)
+  // CHECK: "func.return"(%[[B]])
   %f = "arith.constant"() <{value = false}> : () -> i1
   %r = "arith.select"(%f, %a, %b) : (i1, i32, i32) -> i32
   "func.return"(%r) : (i32) -> ()

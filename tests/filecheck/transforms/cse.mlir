@@ -2,7 +2,7 @@
 
 // CHECK-LABEL: sym_name = "simple"
 func.func @simple(%x: f32) -> (f32, f32) {
-  // CHECK: %[[M:.*]] = "arith.mulf"(%arg0, %arg0)
+  // CHECK: %[[M:.*]] = "arith.mulf"(%[[X:arg[0-9]+]], %[[X]])
   // CHECK-NOT: "arith.mulf"
   // CHECK: "func.return"(%[[M]], %[[M]])
   %0 = "arith.mulf"(%x, %x) : (f32, f32) -> f32
@@ -25,15 +25,16 @@ func.func @distinct(%x: i32, %y: i32) -> (i32, i32, i32, i32) {
 // An expression in a dominating block is reused in a dominated one.
 // CHECK-LABEL: sym_name = "dominance"
 func.func @dominance(%c: i1, %x: i32) -> i32 {
-  // CHECK: %[[A:.*]] = "arith.addi"(%arg1, %arg1)
-  // CHECK: ^bb1:
-  // CHECK-NOT: "arith.addi"
-  // CHECK: "func.return"(%[[A]])
+  // CHECK: %[[A:.*]] = "arith.addi"(%[[X:arg[0-9]+]], %[[X]])
+  // CHECK: ^bb1(%[[Y:.*]]: i32):
+  // CHECK-NEXT: %[[S:.*]] = "arith.addi"(%[[A]], %[[Y]])
+  // CHECK-NEXT: "func.return"(%[[S]])
   %0 = "arith.addi"(%x, %x) : (i32, i32) -> i32
-  "cf.br"()[^bb1] : () -> ()
-^bb1:
+  "cf.br"(%0)[^bb1] : (i32) -> ()
+^bb1(%y: i32):
   %1 = "arith.addi"(%x, %x) : (i32, i32) -> i32
-  "func.return"(%1) : (i32) -> ()
+  %2 = "arith.addi"(%1, %y) : (i32, i32) -> i32
+  "func.return"(%2) : (i32) -> ()
 }
 
 // Sibling blocks do not dominate each other: both adds stay.

@@ -1,0 +1,35 @@
+#loc2 = loc("/work/main/tests/filecheck/interop/mlir-opt-accepts.mlir":12:19)
+#loc3 = loc("/work/main/tests/filecheck/interop/mlir-opt-accepts.mlir":12:43)
+#loc4 = loc("/work/main/tests/filecheck/interop/mlir-opt-accepts.mlir":12:54)
+#loc13 = loc("/work/main/tests/filecheck/interop/mlir-opt-accepts.mlir":21:8)
+"builtin.module"() ({
+  "func.func"() <{function_type = (tensor<2x3xf32>, i1, index) -> (tensor<2x3xf32>, i32), sym_name = "main"}> ({
+  ^bb0(%arg0: tensor<2x3xf32> loc("/work/main/tests/filecheck/interop/mlir-opt-accepts.mlir":12:19), %arg1: i1 loc("/work/main/tests/filecheck/interop/mlir-opt-accepts.mlir":12:43), %arg2: index loc("/work/main/tests/filecheck/interop/mlir-opt-accepts.mlir":12:54)):
+    %0 = "arith.constant"() <{value = dense<[[1.000000e+00, 2.000000e+00, 3.000000e+00], [4.000000e+00, 5.000000e+00, 6.500000e+00]]> : tensor<2x3xf32>}> : () -> tensor<2x3xf32> loc(#loc5)
+    %1 = "arith.addf"(%arg0, %0) <{fastmath = #arith.fastmath<none>}> : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32> loc(#loc6)
+    %2 = "arith.index_cast"(%arg2) : (index) -> i32 loc(#loc7)
+    %3 = "arith.constant"() <{value = 7 : i32}> : () -> i32 loc(#loc8)
+    %4 = "arith.cmpi"(%2, %3) <{predicate = 2 : i64}> : (i32, i32) -> i1 loc(#loc9)
+    %5 = "arith.select"(%4, %2, %3) : (i1, i32, i32) -> i32 loc(#loc10)
+    %6 = "lam_ext.custom"(%1) <{axes = array<i64: 0, 1>, mode = "nearest"}> {lam_ext.hint = 2.500000e-01 : f32} : (tensor<2x3xf32>) -> tensor<2x3xf32> loc(#loc16)
+    "cf.cond_br"(%arg1, %5)[^bb1, ^bb2] <{operandSegmentSizes = array<i32: 1, 1, 0>}> : (i1, i32) -> () loc(#loc12)
+  ^bb1(%7: i32 loc("/work/main/tests/filecheck/interop/mlir-opt-accepts.mlir":21:8)):  // pred: ^bb0
+    "func.return"(%6, %7) : (tensor<2x3xf32>, i32) -> () loc(#loc14)
+  ^bb2:  // pred: ^bb0
+    "func.return"(%1, %3) : (tensor<2x3xf32>, i32) -> () loc(#loc15)
+  }) : () -> () loc(#loc1)
+}) : () -> () loc(#loc)
+#loc = loc("/work/main/tests/filecheck/interop/mlir-opt-accepts.mlir":11:1)
+#loc1 = loc("/work/main/tests/filecheck/interop/mlir-opt-accepts.mlir":12:3)
+#loc5 = loc("/work/main/tests/filecheck/interop/mlir-opt-accepts.mlir":13:10)
+#loc6 = loc("/work/main/tests/filecheck/interop/mlir-opt-accepts.mlir":14:10)
+#loc7 = loc("/work/main/tests/filecheck/interop/mlir-opt-accepts.mlir":15:10)
+#loc8 = loc("/work/main/tests/filecheck/interop/mlir-opt-accepts.mlir":16:10)
+#loc9 = loc("/work/main/tests/filecheck/interop/mlir-opt-accepts.mlir":17:10)
+#loc10 = loc("/work/main/tests/filecheck/interop/mlir-opt-accepts.mlir":18:10)
+#loc11 = loc("model.onnx":12:0)
+#loc12 = loc("/work/main/tests/filecheck/interop/mlir-opt-accepts.mlir":20:5)
+#loc14 = loc("/work/main/tests/filecheck/interop/mlir-opt-accepts.mlir":22:5)
+#loc15 = loc("/work/main/tests/filecheck/interop/mlir-opt-accepts.mlir":24:5)
+#loc16 = loc("resize"(#loc11))
+
