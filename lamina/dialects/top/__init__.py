@@ -1,0 +1,50 @@
+"""The ``top`` dialect: hardware-independent tensor ops (TPU-MLIR's Top dialect), each with its
+definition, verifier, shape inference, numpy reference execution and FLOP count in one place.
+
+Modules by family: :mod:`.io` (Input, Weight, None, Yield), :mod:`.elementwise`, :mod:`.nn`,
+:mod:`.tensor`, :mod:`.reduce`, :mod:`.control`, :mod:`.extra` (resize, attention, sequence models, quantization ...),
+:mod:`.detection` (NonMaxSuppression, GridSample, RoiAlign).
+"""
+
+from __future__ import annotations
+
+from lamina.ir.context import Dialect, register_dialect
+
+from .base import TopOp
+from .control import CONTROL_OPS
+from .detection import DETECTION_OPS
+from .elementwise import ELEMENTWISE_OPS
+from .extra import EXTRA_OPS
+from .interfaces import FlopsInterface, InferShapeInterface
+from .io import InputOp, NoneOp, WeightOp, YieldOp
+from .nn import NN_OPS
+from .reduce import REDUCE_OPS
+from .tensor import TENSOR_OPS
+
+ALL_OPS: list[type[TopOp]] = [
+    InputOp,
+    WeightOp,
+    NoneOp,
+    YieldOp,
+    *ELEMENTWISE_OPS,
+    *TENSOR_OPS,
+    *REDUCE_OPS,
+    *NN_OPS,
+    *CONTROL_OPS,
+    *EXTRA_OPS,
+    *DETECTION_OPS,
+]
+
+TOP = register_dialect(Dialect("top", ALL_OPS, description="Hardware-independent tensor ops (TPU-MLIR Top)."))
+
+__all__ = [
+    "ALL_OPS",
+    "TOP",
+    "FlopsInterface",
+    "InferShapeInterface",
+    "InputOp",
+    "NoneOp",
+    "TopOp",
+    "WeightOp",
+    "YieldOp",
+]

@@ -1,0 +1,965 @@
+"""Neural-network ``top`` ops: MatMul/Gemm, Conv/Deconv (im2col on strided views + BLAS), pools,
+normalizations (BatchNorm, InstanceNorm, LayerNorm, GroupNorm, RMSNorm, LRN, ...), Softmax, Einsum.
+
+Convolution never copies the input per kernel position: the padded input is viewed as windows with
+``sliding_window_view`` and contracted with the filter by ``tensordot`` (one im2col-sized copy inside
+BLAS's reshape), and the bias is added in place into the result.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided, sliding_window_view
+
+from lamina.ir.diagnostics import VerifyError
+from lamina.ir.opdef import operand, prop, result_def
+from lamina.ir.types import DYNAMIC, NoneType, Type, i64
+
+from .base import (
+    AnyTensor,
+    AnyTensorOrNone,
+    F,
+    F64Attr,
+    I,
+    I64ArrayAttr,
+    I64Attr,
+    S,
+    StrAttr,
+    StrEnum,
+    TopOp,
+    elem_of,
+    norm_axis,
+    num_elements,
+    shape_of,
+    tensor_of,
+)
+
+_AUTO_PAD = StrEnum("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
+
+
+# ---- matmul -----------------------------------------------------------------------------------
+
+
+class MatMulOp(TopOp):
+    """numpy ``matmul`` semantics (batched, broadcast), optional bias added to the output."""
+
+    name = "top.MatMul"
+    fresh_results = True
+    input = operand(AnyTensor)
+    right = operand(AnyTensor)
+    bias = operand(AnyTensorOrNone)
+    output = result_def(AnyTensor)
+    do_relu = prop(I64Attr, default=I(0))
+
+    def infer_shapes(self) -> list[Type]:
+        a, b = shape_of(self.input), shape_of(self.right)
+        if a is None or b is None:
+            return [tensor_of(None, elem_of(self.input))]
+        a1, b1 = list(a), list(b)
+        if len(a1) == 1:
+            a1 = [1, *a1]
+        if len(b1) == 1:
+            b1 = [*b1, 1]
+        if a1[-1] != b1[-2] and DYNAMIC not in (a1[-1], b1[-2]):
+            raise VerifyError(f"contracting dimensions differ: {list(a)} x {list(b)}")
+        from .base import broadcast_shapes
+
+        batch = broadcast_shapes(tuple(a1[:-2]), tuple(b1[:-2])) or ()
+        out = [*batch, a1[-2], b1[-1]]
+        if len(a) == 1:
+            out.pop(-2)
+        if len(b) == 1:
+            out.pop(-1)
+        return [tensor_of(out, elem_of(self.input))]
+
+    def execute(self, inputs: Sequence[Any]) -> list[Any]:
+        a, b, bias = inputs
+        y = np.matmul(a, b)
+        if bias is not None:
+            y += bias
+        if self.attr("do_relu"):
+            np.maximum(y, 0, out=y)
+        return [y]
+
+    def flops(self) -> int:
+        a = shape_of(self.input)
+        k = a[-1] if a else 0
+        return 2 * k * num_elements(self.output.type)
+
+
+class GemmOp(TopOp):
+    """alpha * op(A) @ op(B) + beta * C."""
+
+    name = "top.Gemm"
+    fresh_results = True
+    input = operand(AnyTensor)
+    right = operand(AnyTensor)
+    bias = operand(AnyTensorOrNone)
+    output = result_def(AnyTensor)
+    alpha = prop(F64Attr, default=F(1.0))
+    beta = prop(F64Attr, default=F(1.0))
+    transA = prop(I64Attr, default=I(0))  # noqa: N815 - ONNX attribute names
+    transB = prop(I64Attr, default=I(0))  # noqa: N815
+
+    def execute(self, inputs: Sequence[Any]) -> list[Any]:
+        a, b, c = inputs
+        if self.attr("transA"):
+            a = a.T
+        if self.attr("transB"):
+            b = b.T
+        y = a @ b
+        al = self.attr("alpha")
+        if al != 1.0:
+            y *= y.dtype.type(al)
+        if c is not None:
+            be = self.attr("beta")
+            y += c * c.dtype.type(be) if be != 1.0 else c
+        return [y]
+
+    def flops(self) -> int:
+        a = shape_of(self.input)
+        return 2 * (a[0] if self.attr("transA") and a else a[-1] if a else 0) * num_elements(self.output.type)
+
+
+class EinsumOp(TopOp):
+    name = "top.Einsum"
+    from lamina.ir.opdef import var_operand as _vo
+
+    inputs = _vo(AnyTensor)
+    output = result_def(AnyTensor)
+    equation = prop(StrAttr)
+
+    def execute(self, inputs: Sequence[Any]) -> list[Any]:
+        eq = self.attr("equation").replace(" ", "")
+        return [np.asarray(np.einsum(eq, *inputs, optimize=len(inputs) > 2))]
+
+
+# ---- convolution ------------------------------------------------------------------------------
+
+
+def _pads(
+    auto_pad: str,
+    in_sp: Sequence[int],
+    k: Sequence[int],
+    s: Sequence[int],
+    d: Sequence[int],
+    pads: Sequence[int] | None,
+) -> list[int]:
+    nd = len(in_sp)
+    if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        begin, end = [], []
+        for i in range(nd):
+            ek = (k[i] - 1) * d[i] + 1
+            out = -(-in_sp[i] // s[i])
+            total = max((out - 1) * s[i] + ek - in_sp[i], 0)
+            lo = total // 2 if auto_pad == "SAME_UPPER" else total - total // 2
+            begin.append(lo)
+            end.append(total - lo)
+        return begin + end
+    if auto_pad == "VALID" or pads is None:
+        return [0] * (2 * nd)
+    return list(pads)
+
+
+def _windows(x: np.ndarray, k: Sequence[int], s: Sequence[int], d: Sequence[int]) -> np.ndarray:
+    """View of ``x`` (N, C, *spatial) as (N, C, *out, *k) windows; no copy."""
+    nd = len(k)
+    ek = [(k[i] - 1) * d[i] + 1 for i in range(nd)]
+    w = sliding_window_view(x, ek, axis=tuple(range(2, 2 + nd)))
+    sl = (
+        slice(None),
+        slice(None),
+        *[slice(None, None, si) for si in s],
+        *[slice(None, None, di) for di in d],
+    )
+    return w[sl]
+
+
+class _ConvPlan:
+    """Per-shape state of one convolution: geometry, fast-path choice and scratch buffers."""
+
+    __slots__ = ("cols", "fast", "geo", "m", "n", "osp", "oshape", "padded", "view_shape", "view_strides")
+
+    def __init__(self, geo: Any, x: np.ndarray, w: np.ndarray, group: int) -> None:
+        self.geo = geo
+        k, s, d, p = geo
+        nd = len(k)
+        self.n, self.m = x.shape[0], w.shape[0]
+        self.fast = (
+            nd == 2
+            and group == 1
+            and x.dtype == w.dtype
+            and x.dtype.kind == "f"
+            and x.shape[1] == w.shape[1]
+        )
+        self.padded: np.ndarray | None = None
+        self.cols: np.ndarray | None = None
+        if not self.fast:
+            return
+        n, c, h, wd = x.shape
+        hp, wp = h + p[0] + p[2], wd + p[1] + p[3]
+        oh = (hp - ((k[0] - 1) * d[0] + 1)) // s[0] + 1
+        ow = (wp - ((k[1] - 1) * d[1] + 1)) // s[1] + 1
+        self.osp = (oh, ow)
+        self.oshape = (n, self.m, oh, ow)
+        if any(p):
+            self.padded = np.zeros((n, c, hp, wp), dtype=x.dtype)
+        if k != [1, 1] or s != [1, 1]:
+            self.cols = np.empty((n, c * k[0] * k[1], oh * ow), dtype=x.dtype)
+            it = x.dtype.itemsize
+            self.view_shape = (n, c, k[0], k[1], oh, ow)
+            self.view_strides = (
+                c * hp * wp * it,
+                hp * wp * it,
+                d[0] * wp * it,
+                d[1] * it,
+                s[0] * wp * it,
+                s[1] * it,
+            )
+
+    def run(self, x: np.ndarray, w: np.ndarray, b: Any, relu: bool, op: ConvOp) -> np.ndarray:
+        if not self.fast:
+            return op._generic(x, w, b, self.geo, relu)
+        k, s, d, p = self.geo
+        n, m = self.n, self.m
+        if self.padded is not None:
+            xp = self.padded
+            xp[:, :, p[0] : p[0] + x.shape[2], p[1] : p[1] + x.shape[3]] = x
+        else:
+            xp = np.ascontiguousarray(x)
+        wm = w.reshape(m, -1)
+        if self.cols is None:  # 1x1, stride 1: the input is already the im2col matrix
+            cols = xp.reshape(n, xp.shape[1], -1)
+        else:
+            cols = self.cols
+            view = as_strided(xp, self.view_shape, self.view_strides, writeable=False)
+            np.copyto(cols.reshape(self.view_shape), view)
+        y = np.matmul(wm, cols[0]) if n == 1 else np.matmul(wm, cols)
+        y = y.reshape(self.oshape)
+        if b is not None:
+            y += b.reshape(1, m, 1, 1).astype(y.dtype, copy=False)
+        if relu:
+            np.maximum(y, 0, out=y)
+        return y
+
+
+class ConvOp(TopOp):
+    """N-d convolution (NCHW), groups, dilations, explicit or automatic padding."""
+
+    name = "top.Conv"
+    input = operand(AnyTensor)
+    filter = operand(AnyTensor)
+    bias = operand(AnyTensorOrNone)
+    output = result_def(AnyTensor)
+    kernel_shape = prop(I64ArrayAttr, optional=True)
+    strides = prop(I64ArrayAttr, optional=True)
+    pads = prop(I64ArrayAttr, optional=True)
+    dilations = prop(I64ArrayAttr, optional=True)
+    group = prop(I64Attr, default=I(1))
+    auto_pad = prop(_AUTO_PAD, default=S("NOTSET"))
+    do_relu = prop(I64Attr, default=I(0))
+
+    def verify_(self) -> None:
+        xs, ws = shape_of(self.input), shape_of(self.filter)
+        if xs is not None and ws is not None:
+            if len(xs) != len(ws):
+                raise VerifyError(f"input rank {len(xs)} and filter rank {len(ws)} differ")
+            g = self.attr("group")
+            if xs[1] >= 0 and ws[1] >= 0 and xs[1] != ws[1] * g:
+                raise VerifyError(f"input channels {xs[1]} != filter channels {ws[1]} x group {g}")
+
+    def _params(
+        self, x_shape: Sequence[int], w_shape: Sequence[int]
+    ) -> tuple[list[int], list[int], list[int], list[int]]:
+        nd = len(w_shape) - 2
+        k = list(self.attr("kernel_shape") or w_shape[2:])
+        s = list(self.attr("strides") or [1] * nd)
+        d = list(self.attr("dilations") or [1] * nd)
+        p = _pads(self.attr("auto_pad"), x_shape[2:], k, s, d, self.attr("pads"))
+        return k, s, d, p
+
+    def infer_shapes(self) -> list[Type]:
+        xs, ws = shape_of(self.input), shape_of(self.filter)
+        if xs is None or ws is None or DYNAMIC in xs[2:] or DYNAMIC in ws:
+            return [
+                tensor_of(
+                    None if xs is None else [xs[0], ws[0] if ws else DYNAMIC] + [DYNAMIC] * (len(xs) - 2),
+                    elem_of(self.input),
+                )
+            ]
+        k, s, d, p = self._params(xs, ws)
+        nd = len(k)
+        out = [(xs[2 + i] + p[i] + p[i + nd] - ((k[i] - 1) * d[i] + 1)) // s[i] + 1 for i in range(nd)]
+        return [tensor_of([xs[0], ws[0], *out], elem_of(self.input))]
+
+    fresh_results = True
+
+    def execute(self, inputs: Sequence[Any]) -> list[Any]:
+        return self.executor()(inputs)
+
+    def executor(self) -> Any:
+        """Convolution with properties read once and, per input shape, the geometry and scratch
+        buffers (zero-padded input, im2col matrix) kept between runs.
+
+        2-d, ``group == 1`` float convolutions take the fast path: 1x1 kernels are one GEMM on the
+        input itself; others copy the windows once (a single ``copyto`` from a strided view) into
+        the im2col buffer and do one GEMM; bias and ReLU are applied in place on the GEMM output.
+        Depthwise convolutions accumulate over kernel taps; anything else takes the generic path."""
+        attrs = (
+            self.attr("kernel_shape"),
+            self.attr("strides"),
+            self.attr("dilations"),
+            self.attr("pads"),
+            self.attr("auto_pad"),
+        )
+        g = self.attr("group")
+        relu = bool(self.attr("do_relu"))
+        cache: dict[tuple[Any, ...], Any] = {}
+
+        def geometry(xs: tuple[int, ...], ws: tuple[int, ...]) -> Any:
+            nd = len(ws) - 2
+            ks, st, dl, pads, auto = attrs
+            k = list(ks or ws[2:])
+            s = list(st or [1] * nd)
+            d = list(dl or [1] * nd)
+            p = _pads(auto, xs[2:], k, s, d, pads)
+            return k, s, d, p
+
+        def run(inputs: Sequence[Any]) -> list[Any]:
+            x, w, b = inputs
+            key = (x.shape, w.shape, x.dtype, w.dtype)
+            ent = cache.get(key)
+            if ent is None:
+                ent = cache[key] = _ConvPlan(geometry(x.shape, w.shape), x, w, g)
+            return [ent.run(x, w, b, relu, self)]
+
+        return run
+
+    def _generic(self, x: Any, w: Any, b: Any, geo: Any, relu: bool) -> Any:
+        k, s, d, p = geo
+        nd = len(k)
+        if any(p):
+            x = np.pad(x, [(0, 0), (0, 0)] + [(p[i], p[i + nd]) for i in range(nd)])
+        g = self.attr("group")
+        n, c = x.shape[:2]
+        m = w.shape[0]
+        dt = np.result_type(x, w)
+        if all(v == 1 for v in (*k, *s)):  # 1x1 convolution: a plain GEMM on the input, no im2col
+            osp = x.shape[2:]
+            cols = x.reshape(n, g, c // g, -1)
+        else:
+            win = _windows(x, k, s, d)  # (N, C, *O, *k) strided view, no copy
+            osp = win.shape[2 : 2 + nd]
+            if c == g and m == g:  # depthwise: accumulate over kernel taps, vectorized over channels
+                return self._depthwise(win, w, b, osp, dt, relu)
+            # im2col: (N, G, C/G * prod(k), prod(O)) in the order the filter is laid out
+            cols = np.empty((n, c, int(np.prod(k)), *osp), dtype=x.dtype)
+            for t, idx in enumerate(np.ndindex(*k)):
+                cols[:, :, t] = win[(slice(None), slice(None), *[slice(None)] * nd, *idx)]
+            cols = cols.reshape(n, g, (c // g) * int(np.prod(k)), -1)
+        wm = w.reshape(g, m // g, -1)  # (G, M/G, K)
+        y = np.matmul(wm, cols)  # (N, G, M/G, P): already NC(spatial) ordered
+        y = y.reshape(n, m, *osp)
+        if b is not None:
+            y += b.reshape((1, m) + (1,) * nd).astype(dt, copy=False)
+        if relu:
+            np.maximum(y, 0, out=y)
+        return y if y.dtype == dt else y.astype(dt)
+
+    def _depthwise(
+        self, win: np.ndarray, w: np.ndarray, b: Any, osp: Sequence[int], dt: Any, relu: bool
+    ) -> np.ndarray:
+        nd = len(osp)
+        n, m = win.shape[:2]
+        k = w.shape[2:]
+        wr = w.reshape(m, -1).astype(dt, copy=False)
+        y = np.zeros((n, m, *osp), dtype=dt)
+        tmp = np.empty_like(y)
+        bshape = (1, m) + (1,) * nd
+        for t, idx in enumerate(np.ndindex(*k)):
+            tap = win[(slice(None), slice(None), *[slice(None)] * nd, *idx)]
+            np.multiply(tap, wr[:, t].reshape(bshape), out=tmp)
+            y += tmp
+        if b is not None:
+            y += b.reshape(bshape).astype(dt, copy=False)
+        if relu:
+            np.maximum(y, 0, out=y)
+        return y
+
+    def flops(self) -> int:
+        ws = shape_of(self.filter)
+        if not ws:
+            return 0
+        return 2 * int(np.prod(ws[1:])) * num_elements(self.output.type)
+
+
+class DeconvOp(TopOp):
+    """Transposed convolution (ONNX ConvTranspose)."""
+
+    name = "top.Deconv"
+    fresh_results = True
+    input = operand(AnyTensor)
+    filter = operand(AnyTensor)
+    bias = operand(AnyTensorOrNone)
+    output = result_def(AnyTensor)
+    kernel_shape = prop(I64ArrayAttr, optional=True)
+    strides = prop(I64ArrayAttr, optional=True)
+    pads = prop(I64ArrayAttr, optional=True)
+    dilations = prop(I64ArrayAttr, optional=True)
+    output_padding = prop(I64ArrayAttr, optional=True)
+    output_shape = prop(I64ArrayAttr, optional=True)
+    group = prop(I64Attr, default=I(1))
+    auto_pad = prop(_AUTO_PAD, default=S("NOTSET"))
+
+    def execute(self, inputs: Sequence[Any]) -> list[Any]:
+        x, w, b = inputs
+        nd = x.ndim - 2
+        k = list(self.attr("kernel_shape") or w.shape[2:])
+        s = list(self.attr("strides") or [1] * nd)
+        d = list(self.attr("dilations") or [1] * nd)
+        op_ = list(self.attr("output_padding") or [0] * nd)
+        g = self.attr("group")
+        n, c = x.shape[:2]
+        mg = w.shape[1]
+        isp = x.shape[2:]
+        full = [s[i] * (isp[i] - 1) + op_[i] + (k[i] - 1) * d[i] + 1 for i in range(nd)]
+        y = np.zeros((n, mg * g, *full), dtype=np.result_type(x, w))
+        cg = c // g
+        for gi in range(g):
+            xg = x[:, gi * cg : (gi + 1) * cg]
+            wg = w[gi * cg : (gi + 1) * cg]  # (cg, mg, *k)
+            cols = np.tensordot(xg, wg, axes=((1,), (0,)))  # (N, *I, mg, *k)
+            cols = np.moveaxis(cols, 1 + nd, 1)  # (N, mg, *I, *k)
+            for idx in np.ndindex(*k):
+                dst = (
+                    slice(None),
+                    slice(gi * mg, (gi + 1) * mg),
+                    *[slice(idx[i] * d[i], idx[i] * d[i] + (isp[i] - 1) * s[i] + 1, s[i]) for i in range(nd)],
+                )
+                y[dst] += cols[(slice(None), slice(None), *[slice(None)] * nd, *idx)]
+        out_shape = self.attr("output_shape")
+        auto = self.attr("auto_pad")
+        if out_shape is not None or auto in ("SAME_UPPER", "SAME_LOWER"):
+            target = list(out_shape)[-nd:] if out_shape is not None else [isp[i] * s[i] for i in range(nd)]
+            total = [full[i] - target[i] for i in range(nd)]
+            if auto == "SAME_UPPER":
+                begin = [t // 2 for t in total]
+            else:
+                begin = [t - t // 2 for t in total]
+            pads = begin + [total[i] - begin[i] for i in range(nd)]
+        else:
+            pads = list(self.attr("pads") or [0] * (2 * nd))
+        if min(pads) < 0:  # output_shape larger than the natural size: grow with zeros
+            y = np.pad(y, [(0, 0), (0, 0)] + [(max(-pads[i], 0), max(-pads[i + nd], 0)) for i in range(nd)])
+            full = list(y.shape[2:])
+            pads = [max(p, 0) for p in pads]
+        sl = (slice(None), slice(None), *[slice(pads[i], full[i] - pads[i + nd]) for i in range(nd)])
+        y = y[sl]
+        if b is not None:
+            y = y + b.reshape((1, -1) + (1,) * nd)
+        return [np.ascontiguousarray(y)]
+
+    def flops(self) -> int:
+        ws = shape_of(self.filter)
+        xs = shape_of(self.input)
+        if not ws or not xs or DYNAMIC in xs:
+            return 0
+        return 2 * int(np.prod(ws)) * int(np.prod(xs)) // max(xs[1], 1)
+
+
+# ---- pooling ----------------------------------------------------------------------------------
+
+
+class _PoolBase(TopOp):
+    input = operand(AnyTensor)
+    output = result_def(AnyTensor)
+    kernel_shape = prop(I64ArrayAttr)
+    strides = prop(I64ArrayAttr, optional=True)
+    pads = prop(I64ArrayAttr, optional=True)
+    dilations = prop(I64ArrayAttr, optional=True)
+    ceil_mode = prop(I64Attr, default=I(0))
+    auto_pad = prop(_AUTO_PAD, default=S("NOTSET"))
+
+    def _geometry(
+        self, x_shape: Sequence[int]
+    ) -> tuple[list[int], list[int], list[int], list[int], list[int]]:
+        """kernel, strides, dilations, pads (explicit), extra end padding for ceil mode, output sizes."""
+        k = list(self.attr("kernel_shape"))
+        nd = len(k)
+        s = list(self.attr("strides") or [1] * nd)
+        d = list(self.attr("dilations") or [1] * nd)
+        sp = x_shape[2:]
+        p = _pads(self.attr("auto_pad"), sp, k, s, d, self.attr("pads"))
+        extra, out = [], []
+        for i in range(nd):
+            ek = (k[i] - 1) * d[i] + 1
+            span = sp[i] + p[i] + p[i + nd] - ek
+            if self.attr("ceil_mode"):
+                o = -(-span // s[i]) + 1
+                if (o - 1) * s[i] >= sp[i] + p[i]:  # last window must start inside input or left pad
+                    o -= 1
+            else:
+                o = span // s[i] + 1
+            out.append(o)
+            extra.append(max((o - 1) * s[i] + ek - (sp[i] + p[i] + p[i + nd]), 0))
+        return k, s, d, p, extra + out
+
+    def infer_shapes(self) -> list[Type]:
+        xs = shape_of(self.input)
+        if xs is None or DYNAMIC in xs[2:]:
+            return [r.type for r in self.results]
+        k, *_, eo = self._geometry(xs)
+        nd = len(k)
+        t = tensor_of([xs[0], xs[1], *eo[nd:]], elem_of(self.input))
+        return [t] + (
+            [tensor_of(t.shape, i64)]
+            if len(self.results) > 1 and not isinstance(self.results[1].type, NoneType)
+            else [r.type for r in self.results[1:]]
+        )
+
+
+class MaxPoolOp(_PoolBase):
+    name = "top.MaxPool"
+    indices = result_def(AnyTensorOrNone)
+    storage_order = prop(I64Attr, default=I(0))
+
+    fresh_results = True
+
+    def executor(self) -> Any:
+        """Without the indices result: a running ``np.maximum`` over the kernel taps (strided views of
+        the padded input kept in a per-shape buffer); with indices, :meth:`execute`."""
+        if not isinstance(self.results[1].type, NoneType):
+            return self.execute
+        cache: dict[tuple[Any, ...], Any] = {}
+
+        def run(inputs: Sequence[Any]) -> list[Any]:
+            x = inputs[0]
+            key = (x.shape, x.dtype)
+            ent = cache.get(key)
+            if ent is None:
+                k, s, d, p, eo = self._geometry(x.shape)
+                nd = len(k)
+                lo = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
+                padded = None
+                if any(p) or any(eo[:nd]):
+                    padded = np.full(
+                        x.shape[:2] + tuple(x.shape[2 + i] + p[i] + p[i + nd] + eo[i] for i in range(nd)),
+                        lo,
+                        dtype=x.dtype,
+                    )
+                inner = (slice(None), slice(None)) + tuple(
+                    slice(p[i], p[i] + x.shape[2 + i]) for i in range(nd)
+                )
+                osz = eo[nd:]
+                taps = [
+                    (slice(None), slice(None))
+                    + tuple(slice(idx[i] * d[i], idx[i] * d[i] + (osz[i] - 1) * s[i] + 1, s[i]) for i in range(nd))
+                    for idx in np.ndindex(*k)
+                ]
+                ent = cache[key] = (padded, inner, taps)
+            padded, inner, taps = ent
+            if padded is not None:
+                padded[inner] = x
+                xp = padded
+            else:
+                xp = x
+            y = xp[taps[0]].copy()
+            for t in taps[1:]:
+                np.maximum(y, xp[t], out=y)
+            return [y, None]
+
+        return run
+
+    def execute(self, inputs: Sequence[Any]) -> list[Any]:
+        x = inputs[0]
+        k, s, d, p, eo = self._geometry(x.shape)
+        nd = len(k)
+        lo = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
+        xp = np.pad(x, [(0, 0), (0, 0)] + [(p[i], p[i + nd] + eo[i]) for i in range(nd)], constant_values=lo)
+        win = _windows(xp, k, s, d)
+        osz = eo[nd:]
+        win = win[(slice(None), slice(None), *[slice(0, o) for o in osz])]
+        flat = win.reshape(*win.shape[: 2 + nd], -1)
+        y = flat.max(axis=-1)
+        if isinstance(self.results[1].type, NoneType):
+            return [y, None]
+        am = flat.argmax(axis=-1)
+        kidx = np.unravel_index(am, k)
+        sp = x.shape[2:]
+        coords = []
+        for i in range(nd):
+            o = np.arange(osz[i]).reshape([1, 1] + [-1 if j == i else 1 for j in range(nd)])
+            coords.append(o * s[i] - p[i] + kidx[i] * d[i])
+        nc = np.arange(x.shape[0] * x.shape[1]).reshape(x.shape[0], x.shape[1], *([1] * nd))
+        if self.attr("storage_order") and nd == 2:
+            lin = coords[0] + coords[1] * sp[0]
+        else:
+            lin = np.zeros_like(coords[0])
+            for i in range(nd):
+                lin = lin * sp[i] + coords[i]
+        idx = nc * int(np.prod(sp)) + lin
+        return [y, idx.astype(np.int64)]
+
+
+class AvgPoolOp(_PoolBase):
+    name = "top.AvgPool"
+    fresh_results = True
+    count_include_pad = prop(I64Attr, default=I(0))
+
+    def execute(self, inputs: Sequence[Any]) -> list[Any]:
+        x = inputs[0]
+        k, s, d, p, eo = self._geometry(x.shape)
+        nd = len(k)
+        width = [(0, 0), (0, 0)] + [(p[i], p[i + nd] + eo[i]) for i in range(nd)]
+        xp = np.pad(x, width)
+        osz = eo[nd:]
+        win = _windows(xp, k, s, d)[(slice(None), slice(None), *[slice(0, o) for o in osz])]
+        axes = tuple(range(2 + nd, 2 + 2 * nd))
+        tot = win.sum(axis=axes, dtype=np.float64 if x.dtype == np.float16 else x.dtype)
+        # divisor: window elements that are real (or explicit padding when count_include_pad)
+        mask = np.zeros((1, 1, *x.shape[2:]), dtype=np.float32) + 1
+        mw = [(0, 0), (0, 0)] + [(p[i], p[i + nd]) for i in range(nd)]
+        mask = np.pad(mask, mw, constant_values=1.0 if self.attr("count_include_pad") else 0.0)
+        mask = np.pad(mask, [(0, 0), (0, 0)] + [(0, eo[i]) for i in range(nd)])
+        cnt = _windows(mask, k, s, d)[(slice(None), slice(None), *[slice(0, o) for o in osz])].sum(axis=axes)
+        return [(tot / np.maximum(cnt, 1)).astype(x.dtype)]
+
+
+class LpPoolOp(_PoolBase):
+    name = "top.LpPool"
+    p = prop(I64Attr, default=I(2))
+
+    def execute(self, inputs: Sequence[Any]) -> list[Any]:
+        x = inputs[0]
+        k, s, d, pads, eo = self._geometry(x.shape)
+        nd = len(k)
+        xp = np.pad(x, [(0, 0), (0, 0)] + [(pads[i], pads[i + nd] + eo[i]) for i in range(nd)])
+        osz = eo[nd:]
+        win = _windows(xp, k, s, d)[(slice(None), slice(None), *[slice(0, o) for o in osz])]
+        pw = self.attr("p")
+        r = np.sum(np.abs(win) ** pw, axis=tuple(range(2 + nd, 2 + 2 * nd))) ** (1.0 / pw)
+        return [r.astype(x.dtype)]
+
+
+# ---- normalization ----------------------------------------------------------------------------
+
+
+def _bshape(c_axis_len: int, rank: int, axis: int = 1) -> tuple[int, ...]:
+    return tuple(c_axis_len if i == axis else 1 for i in range(rank))
+
+
+class BatchNormOp(TopOp):
+    """Inference batch normalization: (x - mean) / sqrt(var + eps) * gamma + beta over axis 1."""
+
+    name = "top.BatchNorm"
+    fresh_results = True
+    input = operand(AnyTensor)
+    gamma = operand(AnyTensor)
+    beta = operand(AnyTensor)
+    mean = operand(AnyTensor)
+    variance = operand(AnyTensor)
+    output = result_def(AnyTensor)
+    epsilon = prop(F64Attr, default=F(1e-5))
+
+    def infer_shapes(self) -> list[Type]:
+        return [self.input.type]
+
+    def execute(self, inputs: Sequence[Any]) -> list[Any]:
+        x, g, b, m, v = inputs
+        shp = _bshape(x.shape[1], x.ndim) if x.ndim > 1 else (-1,)
+        inv = (g / np.sqrt(v + v.dtype.type(self.attr("epsilon")))).astype(x.dtype)
+        return [(x * inv.reshape(shp) + (b - m * inv).astype(x.dtype).reshape(shp)).astype(x.dtype)]
+
+    flops_per_element = 2
+
+
+def _normalize(x: np.ndarray, axes: tuple[int, ...], eps: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    xf = x.astype(np.float32) if x.dtype != np.float64 else x
+    mean = xf.mean(axis=axes, keepdims=True)
+    diff = xf - mean
+    var = np.mean(diff * diff, axis=axes, keepdims=True)
+    inv = 1.0 / np.sqrt(var + eps)
+    return diff * inv, mean, inv
+
+
+class InstanceNormOp(TopOp):
+    name = "top.InstanceNorm"
+    fresh_results = True
+    input = operand(AnyTensor)
+    weight = operand(AnyTensor)
+    bias = operand(AnyTensor)
+    output = result_def(AnyTensor)
+    epsilon = prop(F64Attr, default=F(1e-5))
+
+    def infer_shapes(self) -> list[Type]:
+        return [self.input.type]
+
+    def execute(self, inputs: Sequence[Any]) -> list[Any]:
+        x, w, b = inputs
+        y, _, _ = _normalize(x, tuple(range(2, x.ndim)), self.attr("epsilon"))
+        shp = _bshape(x.shape[1], x.ndim)
+        return [(y * w.reshape(shp) + b.reshape(shp)).astype(x.dtype)]
+
+    flops_per_element = 5
+
+
+class LayerNormOp(TopOp):
+    """Normalize over dims ``axis..rank``; optional Mean and InvStdDev results."""
+
+    name = "top.LayerNorm"
+    input = operand(AnyTensor)
+    weight = operand(AnyTensor)
+    bias = operand(AnyTensorOrNone)
+    output = result_def(AnyTensor)
+    mean = result_def(AnyTensorOrNone)
+    rstd = result_def(AnyTensorOrNone)
+    axis = prop(I64Attr, default=I(-1))
+    epsilon = prop(F64Attr, default=F(1e-5))
+    stash_type = prop(I64Attr, default=I(1))
+
+    fresh_results = True
+
+    def executor(self) -> Any:
+        """float32 with only the normalized output wanted: one subtraction, one square, in-place
+        scale and shift (no float64 temporaries)."""
+        if not (isinstance(self.mean.type, NoneType) and isinstance(self.rstd.type, NoneType)):
+            return self.execute
+        axis, eps = self.attr("axis"), self.attr("epsilon")
+
+        def run(inputs: Sequence[Any]) -> list[Any]:
+            x, w, b = inputs
+            if x.dtype != np.float32:
+                return self.execute(inputs)
+            axes = tuple(range(norm_axis(axis, x.ndim), x.ndim))
+            y = x - x.mean(axis=axes, keepdims=True)
+            sq = np.square(y)
+            var = sq.mean(axis=axes, keepdims=True)
+            var += np.float32(eps)
+            np.sqrt(var, out=var)
+            y /= var
+            y *= w
+            if b is not None:
+                y += b
+            return [y, None, None]
+
+        return run
+
+    def execute(self, inputs: Sequence[Any]) -> list[Any]:
+        x, w, b = inputs
+        ax = norm_axis(self.attr("axis"), x.ndim)
+        y, mean, inv = _normalize(x, tuple(range(ax, x.ndim)), self.attr("epsilon"))
+        y = y * w
+        if b is not None:
+            y = y + b
+        return [y.astype(x.dtype), mean.astype(np.float32), inv.astype(np.float32)]
+
+    flops_per_element = 5
+
+
+class GroupNormOp(TopOp):
+    name = "top.GroupNorm"
+    fresh_results = True
+    input = operand(AnyTensor)
+    weight = operand(AnyTensor)
+    bias = operand(AnyTensor)
+    output = result_def(AnyTensor)
+    num_groups = prop(I64Attr)
+    epsilon = prop(F64Attr, default=F(1e-5))
+
+    def infer_shapes(self) -> list[Type]:
+        return [self.input.type]
+
+    def execute(self, inputs: Sequence[Any]) -> list[Any]:
+        x, w, b = inputs
+        g = self.attr("num_groups")
+        n, c = x.shape[:2]
+        xr = x.reshape(n, g, -1)
+        y, _, _ = _normalize(xr, (2,), self.attr("epsilon"))
+        y = y.reshape(x.shape)
+        if w.size == g and g != c:  # opset 18: per-group scale/bias
+            w = np.repeat(w, c // g)
+            b = np.repeat(b, c // g)
+        shp = _bshape(c, x.ndim)
+        return [(y * w.reshape(shp) + b.reshape(shp)).astype(x.dtype)]
+
+    flops_per_element = 5
+
+
+class RMSNormOp(TopOp):
+    name = "top.RMSNorm"
+    fresh_results = True
+    input = operand(AnyTensor)
+    weight = operand(AnyTensor)
+    output = result_def(AnyTensor)
+    axis = prop(I64Attr, default=I(-1))
+    epsilon = prop(F64Attr, default=F(1e-5))
+    stash_type = prop(I64Attr, default=I(1))
+
+    def infer_shapes(self) -> list[Type]:
+        return [self.input.type]
+
+    def execute(self, inputs: Sequence[Any]) -> list[Any]:
+        x, w = inputs
+        ax = norm_axis(self.attr("axis"), x.ndim)
+        xf = x.astype(np.float32) if x.dtype != np.float64 else x
+        ms = np.mean(xf * xf, axis=tuple(range(ax, x.ndim)), keepdims=True)
+        return [(xf / np.sqrt(ms + self.attr("epsilon")) * w).astype(x.dtype)]
+
+    flops_per_element = 4
+
+
+class LRNOp(TopOp):
+    name = "top.LRN"
+    input = operand(AnyTensor)
+    output = result_def(AnyTensor)
+    size = prop(I64Attr)
+    alpha = prop(F64Attr, default=F(1e-4))
+    beta = prop(F64Attr, default=F(0.75))
+    bias = prop(F64Attr, default=F(1.0))
+
+    def infer_shapes(self) -> list[Type]:
+        return [self.input.type]
+
+    def execute(self, inputs: Sequence[Any]) -> list[Any]:
+        x = inputs[0]
+        n = self.attr("size")
+        c = x.shape[1]
+        sq = np.square(x.astype(np.float64))
+        lo, hi = (n - 1) // 2, n - 1 - (n - 1) // 2
+        pad = np.pad(sq, [(0, 0), (lo, hi)] + [(0, 0)] * (x.ndim - 2))
+        cs = np.concatenate([np.zeros_like(pad[:, :1]), np.cumsum(pad, axis=1)], axis=1)
+        ssum = cs[:, n : n + c] - cs[:, :c]
+        r = x / (self.attr("bias") + self.attr("alpha") / n * ssum) ** self.attr("beta")
+        return [r.astype(x.dtype)]
+
+
+class LpNormOp(TopOp):
+    name = "top.LpNorm"
+    input = operand(AnyTensor)
+    output = result_def(AnyTensor)
+    axis = prop(I64Attr, default=I(-1))
+    p = prop(I64Attr, default=I(2))
+
+    def infer_shapes(self) -> list[Type]:
+        return [self.input.type]
+
+    def execute(self, inputs: Sequence[Any]) -> list[Any]:
+        x = inputs[0]
+        ax = norm_axis(self.attr("axis"), x.ndim)
+        if self.attr("p") == 1:
+            nrm = np.sum(np.abs(x), axis=ax, keepdims=True)
+        else:
+            nrm = np.sqrt(np.sum(x * x, axis=ax, keepdims=True))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return [np.where(nrm == 0, 0, x / nrm).astype(x.dtype)]
+
+
+class MeanVarianceNormOp(TopOp):
+    name = "top.MeanVarianceNorm"
+    input = operand(AnyTensor)
+    output = result_def(AnyTensor)
+    axes = prop(I64ArrayAttr, optional=True)
+
+    def infer_shapes(self) -> list[Type]:
+        return [self.input.type]
+
+    def execute(self, inputs: Sequence[Any]) -> list[Any]:
+        x = inputs[0]
+        axes = tuple(self.attr("axes") or (0, 2, 3))
+        mean = x.mean(axis=axes, keepdims=True)
+        std = np.sqrt(np.mean(np.square(x - mean), axis=axes, keepdims=True))
+        return [((x - mean) / (std + 1e-9)).astype(x.dtype)]
+
+
+class SoftmaxOp(TopOp):
+    """softmax (or log-softmax with ``log``) along ``axis``."""
+
+    name = "top.Softmax"
+    fresh_results = True
+    input = operand(AnyTensor)
+    output = result_def(AnyTensor)
+    axis = prop(I64Attr, default=I(-1))
+    log = prop(I64Attr, default=I(0))
+
+    def infer_shapes(self) -> list[Type]:
+        return [self.input.type]
+
+    def execute(self, inputs: Sequence[Any]) -> list[Any]:
+        x = inputs[0]
+        ax = norm_axis(self.attr("axis"), x.ndim)
+        m = np.max(x, axis=ax, keepdims=True)
+        m = np.where(np.isfinite(m), m, 0).astype(x.dtype)
+        e = x - m
+        if self.attr("log"):
+            return [(e - np.log(np.sum(np.exp(e), axis=ax, keepdims=True))).astype(x.dtype)]
+        np.exp(e, out=e)
+        e /= np.sum(e, axis=ax, keepdims=True)
+        return [e]
+
+    def inplace_executor(self, operand_index: int) -> Any:
+        if self.attr("log"):
+            return None
+        axis = self.attr("axis")
+
+        def run(inputs: Sequence[Any]) -> list[Any]:
+            x = inputs[0]
+            if x.dtype.kind != "f":
+                return self.execute(inputs)
+            ax = norm_axis(axis, x.ndim)
+            m = np.max(x, axis=ax, keepdims=True)
+            if not np.isfinite(m).all():
+                return self.execute(inputs)
+            x -= m
+            np.exp(x, out=x)
+            x /= np.sum(x, axis=ax, keepdims=True)
+            return [x]
+
+        return run
+
+    flops_per_element = 5
+
+
+class HardmaxOp(TopOp):
+    name = "top.Hardmax"
+    input = operand(AnyTensor)
+    output = result_def(AnyTensor)
+    axis = prop(I64Attr, default=I(-1))
+
+    def infer_shapes(self) -> list[Type]:
+        return [self.input.type]
+
+    def execute(self, inputs: Sequence[Any]) -> list[Any]:
+        x = inputs[0]
+        ax = norm_axis(self.attr("axis"), x.ndim)
+        idx = np.expand_dims(np.argmax(x, axis=ax), ax)
+        out = np.zeros_like(x)
+        np.put_along_axis(out, idx, 1, axis=ax)
+        return [out]
+
+
+NN_OPS: list[type[TopOp]] = [
+    MatMulOp,
+    GemmOp,
+    EinsumOp,
+    ConvOp,
+    DeconvOp,
+    MaxPoolOp,
+    AvgPoolOp,
+    LpPoolOp,
+    BatchNormOp,
+    InstanceNormOp,
+    LayerNormOp,
+    GroupNormOp,
+    RMSNormOp,
+    LRNOp,
+    LpNormOp,
+    MeanVarianceNormOp,
+    SoftmaxOp,
+    HardmaxOp,
+]
+
+_ = (math, StrAttr)

@@ -1,0 +1,393 @@
+"""The reference interpreter: executes a ``top`` module on numpy arrays.
+
+The module's ``func.func @main`` is compiled once into an *execution plan*: every SSA value gets an
+integer slot in one flat environment list, and each op becomes a step ``(fn, input slots, output
+slots, slots to free)``. Running is then a tight loop with no name lookups; intermediates are
+released right after their last use unless every tensor is being dumped. Ops with regions
+(``top.If``, ``top.Loop``, ``top.Scan``) get a callable per region that runs the region's own plan
+in the same environment (so values captured from the enclosing graph are simply read).
+
+Speed: ops build their step function once (``op.executor()``: properties read once, per-shape
+geometry and scratch buffers kept); ``top.Weight`` values are materialized at plan time into an
+environment template instead of being re-read every run; and, when intermediates are not being
+dumped, a single consumer of a freshly computed array (ReLU after a convolution, the residual Add,
+the bias Add after a MatMul, ...) computes its result *into* that array (``inplace_executor``)
+instead of allocating a new one.
+
+Tensor names come from op locations: ``loc("conv1_out"(...))`` names the op's result, a fused
+location of names names each result in order; function inputs/outputs are named by the ``onnx.name``
+entries of ``arg_attrs``/``res_attrs``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from lamina.ir.attributes import StringAttr
+from lamina.ir.core import Block, Operation, Region, Value
+from lamina.ir.location import FileLineColLoc, FusedLoc, Location, NameLoc
+from lamina.ir.traits import ExecutableOpInterface
+
+NAME_KEY = "onnx.name"
+
+
+class ExecutionError(Exception):
+    """An op failed while executing; the message names the op and its location."""
+
+    def __init__(self, message: str, op: Operation | None = None) -> None:
+        super().__init__(message)
+        self.op = op
+
+
+def location_names(loc: Location) -> list[str]:
+    """The tensor names a location gives, in result order."""
+    if isinstance(loc, NameLoc):
+        return [loc.name]
+    if isinstance(loc, FusedLoc):
+        out: list[str] = []
+        for sub in loc.locations:
+            if isinstance(sub, NameLoc):
+                out.append(sub.name)
+        return out
+    return []
+
+
+def result_names(op: Operation) -> list[str]:
+    """A name for every result of ``op`` (from its location; suffixed ``_<i>`` where missing)."""
+    names = location_names(op.location)
+    n = len(op.results)
+    if len(names) == n:
+        return names
+    base = names[0] if names else f"{op.name}_{id(op):x}"
+    if n == 1:
+        return [base]
+    return [names[i] if i < len(names) else f"{base}_{i}" for i in range(n)]
+
+
+def _describe(loc: Location) -> str:
+    flc = loc.file_line_col()
+    names = location_names(loc)
+    where = f"{flc.filename}:{flc.line}:{flc.col}" if isinstance(flc, FileLineColLoc) else ""
+    return ", ".join(x for x in (where, "/".join(f"'{n}'" for n in names)) if x)
+
+
+def find_main(module: Operation) -> Operation:
+    if module.name == "func.func":
+        return module
+    funcs = [op for op in module.regions[0].blocks[0] if op.name == "func.func"]
+    for f in funcs:
+        if f.properties["sym_name"].value == "main":
+            return f
+    if not funcs:
+        raise ExecutionError("module has no func.func to execute")
+    return funcs[0]
+
+
+def _attr_names(func: Operation, key: str, n: int, prefix: str) -> list[str]:
+    attrs = func.properties.get(key)
+    out = []
+    for i in range(n):
+        name = None
+        if attrs is not None and i < len(attrs):
+            a = attrs[i].get(NAME_KEY)
+            if isinstance(a, StringAttr):
+                name = a.value
+        out.append(name or f"{prefix}{i}")
+    return out
+
+
+Step = tuple[
+    Callable[[list[Any]], Sequence[Any]], tuple[int, ...], tuple[int, ...], tuple[int, ...], Operation
+]
+
+
+class Interpreter:
+    """Compiles a module (or a ``func.func``) once; :meth:`run` executes it on numpy inputs."""
+
+    def __init__(self, module: Operation) -> None:
+        self.func = find_main(module)
+        self._slots: dict[Value, int] = {}
+        self._consts: list[tuple[int, Any]] = []
+        entry: Block = self.func.regions[0].blocks[0]
+        for a in entry.args:
+            self._slot(a)
+        ret = entry.last_op
+        if ret is None or ret.name != "func.return":
+            raise ExecutionError("function body must end with func.return")
+        self.input_names = _attr_names(self.func, "arg_attrs", len(entry.args), "input_")
+        self.output_names = _attr_names(self.func, "res_attrs", ret.num_operands, "output_")
+        self._arg_slots = [self._slots[a] for a in entry.args]
+        self.plan, self._names = self._compile_block(entry, top_level=True)
+        self._ret_slots = [self._slots[v] for v in ret.operands]
+        # Slots freed after their last use (top level only; outputs and dumps keep theirs).
+        self._free = self._liveness(entry, ret)
+        self.num_slots = len(self._slots)
+        self._template: list[Any] = [None] * self.num_slots
+        for s, v in self._consts:
+            self._template[s] = v
+        #: the plan used when intermediates are not dumped: same steps, some computed in place
+        self.fast_plan = self._inplace_plan(self.plan, ret)
+
+    # ---- compilation ---------------------------------------------------------------------
+
+    def _slot(self, v: Value) -> int:
+        s = self._slots.get(v)
+        if s is None:
+            s = self._slots[v] = len(self._slots)
+        return s
+
+    def _compile_block(
+        self, block: Block, top_level: bool = False
+    ) -> tuple[list[Step], list[tuple[int, str]]]:
+        plan: list[Step] = []
+        names: list[tuple[int, str]] = []
+        for a in block.args:
+            self._slot(a)
+        for op in block:
+            if op.name in ("func.return", "top.Yield"):
+                continue
+            ins = tuple(self._slot(v) for v in op.operands)
+            outs = tuple(self._slot(r) for r in op.results)
+            if top_level:
+                for s, n in zip(outs, result_names(op)):
+                    names.append((s, n))
+            if op.name in _CONSTANT_OPS and not op.operands:  # materialized once, at plan time
+                try:
+                    vals = self._op_fn(op)([])
+                except Exception as e:
+                    raise ExecutionError(
+                        f"'{op.name}' op at {_describe(op.location)} failed: {type(e).__name__}: {e}", op
+                    ) from e
+                for s, v in zip(outs, vals):
+                    self._consts.append((s, v))
+                continue
+            fn = self._op_fn(op)
+            plan.append((fn, ins, outs, (), op))
+        return plan, names
+
+    def _op_fn(self, op: Operation) -> Callable[[list[Any]], Sequence[Any]]:
+        if op.regions:
+            runners = [self._region_runner(r) for r in op.regions]
+            exe = getattr(op, "execute_regions", None)
+            if exe is None:
+                raise ExecutionError(f"'{op.name}' op has regions but no execute_regions", op)
+            return lambda ins, _exe=exe, _r=runners: _exe(ins, _r)
+        iface = ExecutableOpInterface.get(op)
+        if iface is None:
+            raise ExecutionError(f"'{op.name}' op at {_describe(op.location)} cannot be executed", op)
+        make = getattr(op, "executor", None)
+        return make() if make is not None else iface.execute
+
+    def _region_runner(self, region: Region) -> Callable[[Sequence[Any]], list[Any]]:
+        if not region.blocks:
+            return lambda args: []
+        block = region.blocks[0]
+        plan, _ = self._compile_block(block)
+        arg_slots = [self._slots[a] for a in block.args]
+        term = block.last_op
+        yield_slots = (
+            [self._slot(v) for v in term.operands] if term is not None and term.name == "top.Yield" else []
+        )
+
+        def run(args: Sequence[Any]) -> list[Any]:
+            env = self._env
+            for s, v in zip(arg_slots, args):
+                env[s] = v
+            self._exec(plan, env)
+            return [env[s] for s in yield_slots]
+
+        return run
+
+    def _inplace_plan(self, plan: list[Step], ret: Operation) -> list[Step]:
+        """``plan`` with in-place steps where an operand can be donated: it is the result of an op
+        with ``fresh_results`` in this block, this op is its only use, it is not a function result,
+        and it has exactly the (static) type of this op's single result."""
+        returned = set(ret.operands)
+        out: list[Step] = []
+        for step in plan:
+            fn, ins, outs, extra, op = step
+            make = getattr(op, "inplace_executor", None)
+            res_t = op.results[0].type if len(op.results) == 1 else None
+            if make is None or res_t is None or not getattr(res_t, "has_static_shape", False):
+                out.append(step)
+                continue
+            for i, v in enumerate(op.operands):
+                prod = v.defining_op() if hasattr(v, "defining_op") else None
+                if (
+                    prod is None
+                    or prod.parent is not op.parent
+                    or not getattr(prod, "fresh_results", False)
+                    or v.type is not res_t
+                    or v in returned
+                    or len(v.uses) != 1
+                ):
+                    continue
+                fast = make(i)
+                if fast is None:
+                    continue
+                step = (_guarded(fast, fn, i, res_t), ins, outs, extra, op)
+                break
+            out.append(step)
+        return out
+
+    def _liveness(self, entry: Block, ret: Operation) -> list[tuple[int, ...]]:
+        last: dict[int, int] = {}
+        keep = {self._slots[v] for v in ret.operands}
+        for i, (_, _, _, _, op) in enumerate(self.plan):
+            for v in op.operands:
+                last[self._slots[v]] = i
+            if op.regions:  # values captured by nested regions die with the region op
+                for inner in op.walk_ops():
+                    for v in inner.operands:
+                        s = self._slots.get(v)
+                        if s is not None:
+                            last[s] = i
+        free: list[list[int]] = [[] for _ in self.plan]
+        for s, i in last.items():
+            if s not in keep:
+                free[i].append(s)
+        return [tuple(f) for f in free]
+
+    # ---- execution -----------------------------------------------------------------------
+
+    def _exec(self, plan: list[Step], env: list[Any], free: list[tuple[int, ...]] | None = None) -> None:
+        i = -1
+        try:
+            if free is None:
+                for fn, ins, outs, _, _ in plan:
+                    res = fn([env[s] for s in ins])
+                    for s, v in zip(outs, res):
+                        env[s] = v
+            else:
+                for i, (fn, ins, outs, _, _) in enumerate(plan):
+                    res = fn([env[s] for s in ins])
+                    for s, v in zip(outs, res):
+                        env[s] = v
+                    for s in free[i]:
+                        env[s] = None
+        except ExecutionError:
+            raise
+        except Exception as e:  # report which op failed, where
+            op = self._find_failed(plan, env, i)
+            where = f" at {_describe(op.location)}" if op is not None else ""
+            name = op.name if op is not None else "?"
+            raise ExecutionError(f"'{name}' op{where} failed: {type(e).__name__}: {e}", op) from e
+
+    @staticmethod
+    def _find_failed(plan: list[Step], env: list[Any], i: int) -> Operation | None:
+        if 0 <= i < len(plan):
+            return plan[i][4]
+        # Without an index (fast loop): the first step whose outputs were not all produced.
+        for _, _, outs, _, op in plan:
+            if (
+                any(env[s] is None for s in outs)
+                and op.results
+                and not all(type(r.type).__name__ == "NoneType" for r in op.results)
+            ):
+                return op
+        return None
+
+    def _bind_inputs(self, inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray]) -> list[Any]:
+        env: list[Any] = self._template.copy()
+        if isinstance(inputs, Mapping):
+            missing = [n for n in self.input_names if n not in inputs]
+            if missing:
+                raise ExecutionError(
+                    f"missing input(s): {', '.join(missing)} (expected {', '.join(self.input_names)})"
+                )
+            vals = [inputs[n] for n in self.input_names]
+        else:
+            vals = list(inputs)
+            if len(vals) != len(self._arg_slots):
+                raise ExecutionError(f"expected {len(self._arg_slots)} inputs, got {len(vals)}")
+        for s, v in zip(self._arg_slots, vals):
+            env[s] = np.asarray(v)
+        return env
+
+    def profile(
+        self, inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray], runs: int = 2
+    ) -> list[tuple[str, float, int]]:
+        """Seconds spent per op type (best of ``runs`` runs of the fast plan) and the op count,
+        most expensive first."""
+        import time
+
+        best: dict[str, float] = {}
+        counts: dict[str, int] = {}
+        for r in range(runs):
+            env = self._bind_inputs(inputs)
+            self._env = env
+            per: dict[str, float] = {}
+            for i, (fn, ins, outs, _, op) in enumerate(self.fast_plan):
+                t0 = time.perf_counter()
+                res = fn([env[s] for s in ins])
+                per[op.name] = per.get(op.name, 0.0) + time.perf_counter() - t0
+                if r == 0:
+                    counts[op.name] = counts.get(op.name, 0) + 1
+                for s, v in zip(outs, res):
+                    env[s] = v
+                for s in self._free[i]:
+                    env[s] = None
+            for k, v in per.items():
+                best[k] = min(best.get(k, v), v)
+        self._env = []
+        return sorted(((k, v, counts[k]) for k, v in best.items()), key=lambda t: -t[1])
+
+    def run(
+        self, inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray], dump_all: bool = False
+    ) -> dict[str, np.ndarray]:
+        """Execute on ``inputs`` (by input name or position). Returns the outputs by ONNX output name;
+        with ``dump_all``, every intermediate tensor by its location name as well."""
+        env = self._bind_inputs(inputs)
+        self._env = env
+        if dump_all:
+            self._exec(self.plan, env, None)
+        else:
+            self._exec(self.fast_plan, env, self._free)
+        out: dict[str, np.ndarray] = {}
+        if dump_all:
+            for s, n in self._names:
+                v = env[s]
+                if v is not None:
+                    out[n] = v
+        for s, n in zip(self._ret_slots, self.output_names):
+            out[n] = env[s]
+        self._env = []
+        return out
+
+
+_CONSTANT_OPS = frozenset({"top.Weight", "top.None"})
+
+
+def _guarded(
+    fast: Callable[[Sequence[Any]], Sequence[Any]],
+    slow: Callable[[Sequence[Any]], Sequence[Any]],
+    i: int,
+    res_t: Any,
+) -> Callable[[Sequence[Any]], Sequence[Any]]:
+    """``fast`` (in place into input ``i``) when that input really is a writable array of the
+    result's shape and dtype at run time, else ``slow``."""
+    from lamina.ir.attributes import element_type_to_dtype
+
+    shape = tuple(res_t.shape)
+    try:
+        dtype = element_type_to_dtype(res_t.element_type)
+    except ValueError:
+        return slow
+
+    def step(ins: Sequence[Any]) -> Sequence[Any]:
+        a = ins[i]
+        if type(a) is np.ndarray and a.shape == shape and a.dtype == dtype and a.flags.writeable:
+            return fast(ins)
+        return slow(ins)
+
+    return step
+
+
+def run_module(
+    module: Operation, inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray], dump_all: bool = False
+) -> dict[str, np.ndarray]:
+    """One-shot helper: compile ``module`` and run it."""
+    return Interpreter(module).run(inputs, dump_all=dump_all)

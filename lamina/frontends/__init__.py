@@ -1,0 +1,1 @@
+"""Front ends: importers from framework model formats into Lamina IR (``top`` dialect)."""

@@ -1,0 +1,710 @@
+"""ONNX → ``top`` importer.
+
+``import_onnx(path_or_model, ...)`` returns a ``builtin.module`` holding ``func.func @main``: its
+arguments are the model inputs (each through a ``top.Input``), initializers and ``Constant`` nodes
+become ``top.Weight`` ops (``dense_resource`` blobs referencing the numpy arrays), every node
+becomes ``top`` ops through the converter table in :mod:`.converters`, and ``func.return`` returns
+the graph outputs. ``If``/``Loop``/``Scan`` subgraphs become regions that read outer values directly.
+
+Every op is located at ``loc("<onnx output name>"("<model file>":0:0))`` (a fused location of those
+for multi-output nodes), so diagnostics and tensor dumps use the names users see in Netron.
+
+Problems are reported as located diagnostics and one :class:`OnnxImportError`: a malformed or
+truncated file, or *every* unsupported op type at once with the nodes that use it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from lamina.ir.attributes import ArrayAttr, DictionaryAttr, StringAttr, dense_resource
+from lamina.ir.context import Context
+from lamina.ir.core import Block, Operation, Region, Value
+from lamina.ir.diagnostics import Diagnostic
+from lamina.ir.location import FileLineColLoc, FusedLoc, Location, NameLoc
+from lamina.ir.types import (
+    DYNAMIC,
+    FloatType,
+    IntegerType,
+    RankedTensorType,
+    Type,
+    UnrankedTensorType,
+    f32,
+    none,
+)
+
+NAME_KEY = "onnx.name"
+
+
+class OnnxImportError(Exception):
+    """Import failed. ``kind`` is ``"malformed"``, ``"unsupported"`` or ``"invalid"``;
+    ``unsupported`` maps each unsupported op type to the node names that use it."""
+
+    def __init__(
+        self,
+        message: str,
+        kind: str,
+        unsupported: dict[str, list[str]] | None = None,
+        diagnostics: Sequence[Diagnostic] = (),
+    ) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.unsupported = unsupported or {}
+        self.diagnostics = list(diagnostics)
+
+
+class Unsupported(Exception):
+    """Raised by a converter for a node it cannot express (an attribute value, a dtype, ...)."""
+
+
+# ---- element types ----------------------------------------------------------------------------
+
+_ELEM: dict[int, Type] = {
+    1: f32,
+    2: IntegerType(8, "u"),
+    3: IntegerType(8),
+    4: IntegerType(16, "u"),
+    5: IntegerType(16),
+    6: IntegerType(32),
+    7: IntegerType(64),
+    9: IntegerType(1),
+    10: FloatType("f16"),
+    11: FloatType("f64"),
+    12: IntegerType(32, "u"),
+    13: IntegerType(64, "u"),
+    16: FloatType("bf16"),
+    17: FloatType("f8E4M3FN"),
+    18: FloatType("f8E4M3FNUZ"),
+    19: FloatType("f8E5M2"),
+    20: FloatType("f8E5M2FNUZ"),
+    21: IntegerType(4, "u"),
+    22: IntegerType(4),
+}
+_ELEM_NAMES = {
+    8: "STRING",
+    14: "COMPLEX64",
+    15: "COMPLEX128",
+    23: "FLOAT4E2M1",
+    24: "FLOAT8E8M0",
+    25: "UINT2",
+    26: "INT2",
+}
+
+
+def onnx_elem_type(code: int) -> Type:
+    t = _ELEM.get(code)
+    if t is None:
+        raise Unsupported(f"tensors of element type {_ELEM_NAMES.get(code, code)} are not supported")
+    return t
+
+
+def onnx_type(tp: Any) -> Type | None:
+    """The Lamina type of an ONNX TypeProto (None for non-tensor types: sequences, maps, optionals)."""
+    if not tp.HasField("tensor_type"):
+        return None
+    tt = tp.tensor_type
+    elem = onnx_elem_type(tt.elem_type) if tt.elem_type else f32
+    if not tt.HasField("shape"):
+        return UnrankedTensorType(elem)
+    dims = [d.dim_value if d.HasField("dim_value") else DYNAMIC for d in tt.shape.dim]
+    return RankedTensorType(dims, elem)
+
+
+def to_numpy(tensor: Any) -> np.ndarray:
+    from onnx import numpy_helper
+
+    if tensor.data_type == 8:
+        raise Unsupported("string tensors are not supported")
+    arr = numpy_helper.to_array(tensor)
+    if arr.dtype.name in ("int4", "uint4"):
+        arr = arr.astype(np.int8 if arr.dtype.name == "int4" else np.uint8)
+    return arr
+
+
+def _resource_key(name: str) -> str:
+    key = re.sub(r"[^A-Za-z0-9_.]", "_", name) or "weight"
+    return key if not key[0].isdigit() else "w" + key
+
+
+# ---- node view handed to converters ------------------------------------------------------------
+
+
+class Node:
+    """One ONNX node as converters see it: input values (``None`` for absent optional inputs),
+    attributes as Python values (tensors as arrays, graphs as GraphProtos), output names."""
+
+    __slots__ = (
+        "attrs",
+        "domain",
+        "input_names",
+        "inputs",
+        "loc",
+        "name",
+        "op_type",
+        "opset",
+        "outputs",
+        "proto",
+    )
+
+    def __init__(
+        self, proto: Any, inputs: list[Value | None], attrs: dict[str, Any], opset: int, loc: Location
+    ) -> None:
+        self.proto = proto
+        self.op_type: str = proto.op_type
+        self.domain: str = proto.domain
+        self.name: str = proto.name
+        self.inputs = inputs
+        self.input_names: list[str] = list(proto.input)
+        self.outputs: list[str] = list(proto.output)
+        self.attrs = attrs
+        self.opset = opset
+        self.loc = loc
+
+    def input(self, i: int) -> Value | None:
+        return self.inputs[i] if i < len(self.inputs) else None
+
+    def attr(self, name: str, default: Any = None) -> Any:
+        return self.attrs.get(name, default)
+
+    def __repr__(self) -> str:
+        return f"<{self.op_type} node '{self.name}'>"
+
+
+def attr_value(a: Any) -> Any:
+    from onnx import AttributeProto as A
+
+    t = a.type
+    if t == A.INT:
+        return int(a.i)
+    if t == A.FLOAT:
+        return float(a.f)
+    if t == A.STRING:
+        return a.s.decode("utf-8", "replace")
+    if t == A.INTS:
+        return [int(x) for x in a.ints]
+    if t == A.FLOATS:
+        return [float(x) for x in a.floats]
+    if t == A.STRINGS:
+        return [s.decode("utf-8", "replace") for s in a.strings]
+    if t == A.TENSOR:
+        return to_numpy(a.t)
+    if t == A.GRAPH:
+        return a.g
+    if t == A.GRAPHS:
+        return list(a.graphs)
+    if t == A.TYPE_PROTO:
+        return a.tp
+    raise Unsupported(f"attribute '{a.name}' of type {t} is not supported")
+
+
+Converter = Callable[["GraphConverter", Node], Sequence["Value | None"]]
+CONVERTERS: dict[str, Converter] = {}
+
+
+def register(*op_types: str) -> Callable[[Converter], Converter]:
+    """Register a converter for ONNX op types (``"Relu"``, or ``"com.microsoft::Foo"`` for other domains)."""
+
+    def deco(fn: Converter) -> Converter:
+        for t in op_types:
+            CONVERTERS[t] = fn
+        return fn
+
+    return deco
+
+
+def _key(domain: str, op_type: str) -> str:
+    return op_type if domain in ("", "ai.onnx") else f"{domain}::{op_type}"
+
+
+# ---- the graph converter ---------------------------------------------------------------------
+
+
+class GraphConverter:
+    """Converts one ONNX graph (and its subgraphs) into ops appended to a block."""
+
+    def __init__(
+        self,
+        ctx: Context,
+        filename: str,
+        opset: int,
+        value_types: dict[str, Type],
+        model_opsets: dict[str, int],
+    ) -> None:
+        self.ctx = ctx
+        self.filename = filename
+        self.file_loc = FileLineColLoc(filename, 0, 0)
+        self.opset = opset
+        self.model_opsets = model_opsets
+        self.value_types = value_types
+        self.scopes: list[dict[str, Value]] = [{}]
+        self.block: Block = Block()
+        self.errors: list[tuple[Location, str]] = []
+        self._none: dict[Block, Value] = {}
+        #: outputs of nodes that failed to convert (their users are skipped silently)
+        self.failed: set[str] = set()
+
+    # ---- values ----------------------------------------------------------------------------
+
+    def lookup(self, name: str) -> Value | None:
+        for scope in reversed(self.scopes):
+            v = scope.get(name)
+            if v is not None:
+                return v
+        return None
+
+    def bind(self, name: str, v: Value) -> None:
+        self.scopes[-1][name] = v
+
+    def none(self) -> Value:
+        v = self._none.get(self.block)
+        if v is None:
+            from lamina.dialects.top.io import NoneOp
+
+            op = NoneOp.create([], [none], {}, {}, 0, (), NameLoc("none", self.file_loc))
+            first = self.block.first_op
+            self.block.insert_before(first, op) if first is not None else self.block.append(op)
+            v = self._none[self.block] = op.results[0]
+        return v
+
+    def loc(self, names: Sequence[str]) -> Location:
+        names = [n for n in names if n]
+        if len(names) == 1:
+            return NameLoc(names[0], self.file_loc)
+        if not names:
+            return self.file_loc
+        return FusedLoc([NameLoc(n, self.file_loc) for n in names])
+
+    def weight(self, array: np.ndarray, name: str, elem: Type | None = None) -> Value:
+        """A ``top.Weight`` holding ``array`` by reference (no copy)."""
+        from lamina.dialects.top.io import WeightOp
+        from lamina.ir.attributes import dtype_to_element_type
+
+        arr = np.asarray(array)
+        et = elem or dtype_to_element_type(arr.dtype)
+        attr = dense_resource(self.ctx.resources, _resource_key(name), arr, et)
+        op = WeightOp.create([], [attr.type], {"value": attr}, {}, 0, (), NameLoc(name, self.file_loc))
+        self.block.append(op)
+        return op.results[0]
+
+    def const(self, v: Value | None) -> np.ndarray | None:
+        if v is None:
+            return None
+        from lamina.dialects.top.base import const_value
+
+        return const_value(v)
+
+    def emit(
+        self,
+        cls: type[Operation],
+        operands: Sequence[Value | None],
+        node: Node | None = None,
+        props: Mapping[str, Any] | None = None,
+        result_types: Sequence[Type] | None = None,
+        names: Sequence[str] | None = None,
+        regions: Sequence[Region] = (),
+    ) -> Operation:
+        """Create ``cls`` with ``operands`` (None → ``top.None``), properties and result types (by
+        default the ONNX-inferred types of the node's outputs, refined by the op's shape inference)."""
+        from lamina.ir.attributes import attr_from_python
+
+        ops = [self.none() if v is None else v for v in operands]
+        out_names = list(names) if names is not None else (node.outputs if node is not None else [])
+        od = cls.op_def
+        n_res = len(od.results) if all(r.kind == "single" for r in od.results) else len(out_names)
+        if result_types is None:
+            result_types = []
+            for i in range(n_res):
+                nm = out_names[i] if i < len(out_names) else ""
+                if not nm:
+                    result_types.append(none)
+                else:
+                    result_types.append(self.value_types.get(nm) or UnrankedTensorType(f32))
+        pr = {k: attr_from_python(v) for k, v in (props or {}).items() if v is not None}
+        loc = self.loc(out_names) if out_names else (node.loc if node is not None else self.file_loc)
+        op = cls.create(ops, list(result_types), pr, {}, list(regions), (), loc)
+        self.block.append(op)
+        self._refine(op)
+        return op
+
+    def _refine(self, op: Operation) -> None:
+        """Use the op's own shape inference where the ONNX types are not fully static."""
+        if all(
+            (isinstance(r.type, RankedTensorType) and r.type.has_static_shape) or r.type is none
+            for r in op.results
+        ):
+            return
+        infer = getattr(op, "infer_shapes", None)
+        if infer is None:
+            return
+        try:
+            types = infer()
+        except Exception:
+            return
+        for r, t in zip(op.results, types):
+            if r.type is none:
+                continue
+            if isinstance(t, RankedTensorType) and (
+                not isinstance(r.type, RankedTensorType)
+                or (
+                    t.rank == r.type.rank
+                    and sum(d == DYNAMIC for d in t.shape) < sum(d == DYNAMIC for d in r.type.shape)
+                )
+            ):
+                if (
+                    isinstance(r.type, (RankedTensorType, UnrankedTensorType))
+                    and r.type.element_type is not t.element_type
+                ):
+                    t = t.with_element_type(r.type.element_type)
+                r.type = t
+
+    # ---- graphs ----------------------------------------------------------------------------
+
+    def convert_nodes(self, graph: Any) -> None:
+        for init in graph.initializer:
+            try:
+                self.bind(init.name, self.weight(to_numpy(init), init.name))
+            except Unsupported as e:
+                self.errors.append((NameLoc(init.name, self.file_loc), f"initializer '{init.name}': {e}"))
+        for sp in getattr(graph, "sparse_initializer", ()):
+            self.errors.append(
+                (NameLoc(sp.values.name, self.file_loc), "sparse initializers are not supported")
+            )
+        for node in graph.node:
+            self.convert_node(node)
+
+    def convert_node(self, proto: Any) -> None:
+        loc = self.loc(list(proto.output) or [proto.name])
+        key = _key(proto.domain, proto.op_type)
+        fn = CONVERTERS.get(key)
+        if fn is None:
+            self.errors.append((loc, f"unsupported op type '{key}'"))
+            self.failed.update(proto.output)
+            return
+        inputs: list[Value | None] = []
+        for name in proto.input:
+            if not name:
+                inputs.append(None)
+                continue
+            v = self.lookup(name)
+            if v is None and name in self.failed:
+                self.failed.update(proto.output)
+                return
+            if v is None:
+                self.errors.append(
+                    (loc, f"node '{proto.name}' ({proto.op_type}) reads undefined tensor '{name}'")
+                )
+                return
+            inputs.append(v)
+        try:
+            attrs = {a.name: attr_value(a) for a in proto.attribute}
+            node = Node(proto, inputs, attrs, self.model_opsets.get(proto.domain or "", self.opset), loc)
+            outs = fn(self, node)
+        except Unsupported as e:
+            self.errors.append((loc, f"{proto.op_type} node '{proto.name}': {e}"))
+            self.failed.update(proto.output)
+            return
+        except Exception as e:
+            self.errors.append(
+                (loc, f"{proto.op_type} node '{proto.name}' could not be converted: {type(e).__name__}: {e}")
+            )
+            self.failed.update(proto.output)
+            return
+        for name, v in zip(proto.output, outs):
+            if name and v is not None:
+                self.bind(name, v)
+
+    def subgraph(self, graph: Any, arg_types: Sequence[Type] | None = None) -> Region:
+        """Convert a subgraph into a single-block region ending in ``top.Yield``. Its inputs become
+        block arguments; names of enclosing graphs stay visible."""
+        from lamina.dialects.top.io import YieldOp
+
+        types = []
+        for i, inp in enumerate(graph.input):
+            t = onnx_type(inp.type) if inp.type.HasField("tensor_type") else None
+            if (
+                arg_types is not None
+                and i < len(arg_types)
+                and (t is None or not isinstance(t, RankedTensorType))
+            ):
+                t = arg_types[i]
+            types.append(t or UnrankedTensorType(f32))
+        block = Block(types, [NameLoc(i.name, self.file_loc) for i in graph.input])
+        saved = self.block
+        self.block = block
+        self.scopes.append({})
+        try:
+            for inp, a in zip(graph.input, block.args):
+                self.bind(inp.name, a)
+            self.convert_nodes(graph)
+            outs = []
+            for o in graph.output:
+                v = self.lookup(o.name)
+                if v is None:
+                    self.errors.append(
+                        (NameLoc(o.name, self.file_loc), f"subgraph output '{o.name}' is not produced")
+                    )
+                    v = self.none()
+                outs.append(v)
+            block.append(YieldOp.create(outs, [], {}, {}, 0, (), self.file_loc))
+        finally:
+            self.scopes.pop()
+            self.block = saved
+        return Region(blocks=[block])
+
+
+# ---- entry point -------------------------------------------------------------------------------
+
+
+def _collect_op_types(graph: Any, out: dict[str, list[str]]) -> None:
+    for n in graph.node:
+        key = _key(n.domain, n.op_type)
+        out.setdefault(key, []).append(n.name or (n.output[0] if n.output else "?"))
+        for a in n.attribute:
+            if a.type == 5:  # GRAPH
+                _collect_op_types(a.g, out)
+            elif a.type == 10:  # GRAPHS
+                for g in a.graphs:
+                    _collect_op_types(g, out)
+
+
+def _collect_types(graph: Any, out: dict[str, Type]) -> None:
+    for vi in list(graph.input) + list(graph.output) + list(graph.value_info):
+        try:
+            t = onnx_type(vi.type)
+        except Unsupported:
+            t = None
+        if t is not None:
+            out.setdefault(vi.name, t)
+    for n in graph.node:
+        for a in n.attribute:
+            if a.type == 5:
+                _collect_types(a.g, out)
+            elif a.type == 10:
+                for g in a.graphs:
+                    _collect_types(g, out)
+
+
+def load_model(path: str | os.PathLike[str]) -> Any:
+    """Load an ONNX model file; a malformed or truncated file raises :class:`OnnxImportError`."""
+    import onnx
+
+    p = os.fspath(path)
+    if not os.path.exists(p):
+        raise OnnxImportError(f"{p}: no such file", "malformed")
+    try:
+        with open(p, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise OnnxImportError(f"{p}: cannot read: {e.strerror}", "malformed") from None
+    if not data:
+        raise OnnxImportError(f"{p}: the file is empty, not an ONNX model", "malformed")
+    try:
+        model = onnx.ModelProto()
+        model.ParseFromString(data)
+    except Exception as e:
+        raise OnnxImportError(
+            f"{p}: not a valid ONNX model (the file is truncated or is not an ONNX protobuf: {e})",
+            "malformed",
+        ) from None
+    if not model.HasField("graph") or not model.opset_import:
+        raise OnnxImportError(
+            f"{p}: not a valid ONNX model (no graph or no opset_import; truncated?)", "malformed"
+        )
+    if any(t.data_location == 1 for t in model.graph.initializer):  # external data
+        from onnx.external_data_helper import load_external_data_for_model
+
+        try:
+            load_external_data_for_model(model, os.path.dirname(os.path.abspath(p)))
+        except Exception as e:
+            raise OnnxImportError(f"{p}: cannot load external weight data: {e}", "malformed") from None
+    return model
+
+
+def import_onnx(
+    model: Any,
+    ctx: Context | None = None,
+    *,
+    input_shapes: Sequence[Sequence[int]] | Mapping[str, Sequence[int]] | None = None,
+    output_names: Sequence[str] | None = None,
+    filename: str | None = None,
+    shape_inference: bool = True,
+) -> Any:
+    """Import an ONNX model (a path or a ``ModelProto``) into a ``top`` module.
+
+    ``input_shapes`` fixes the shapes of the inputs (in order, or by name) as TPU-MLIR's
+    ``--input_shapes`` does; ``output_names`` selects other tensors as the outputs.
+    Raises :class:`OnnxImportError` (after reporting located diagnostics to ``ctx``)."""
+    import onnx
+
+    import lamina.dialects.func
+    import lamina.dialects.top  # noqa: F401
+    from lamina.dialects.func.ops import FuncOp, ReturnOp
+    from lamina.dialects.top.io import InputOp
+    from lamina.frontends.onnx import converters  # noqa: F401  (fills CONVERTERS)
+    from lamina.ir.builtin import ModuleOp
+
+    if ctx is None:
+        ctx = Context(handler=None)
+    if isinstance(model, (str, os.PathLike)):
+        filename = filename or os.fspath(model)
+        try:
+            model = load_model(model)
+        except OnnxImportError as e:
+            ctx.diagnostics.emit(
+                Diagnostic("error", FileLineColLoc(filename, 0, 0), str(e))
+            ) if ctx.diagnostics._handlers else None
+            raise
+    filename = filename or (model.graph.name or "model") + ".onnx"
+    graph = model.graph
+    opsets = {o.domain: o.version for o in model.opset_import}
+    opset = opsets.get("", opsets.get("ai.onnx", 0))
+
+    # 1. every unsupported op type, at once
+    used: dict[str, list[str]] = {}
+    _collect_op_types(graph, used)
+    from lamina.frontends.onnx import converters as _c  # noqa: F401
+
+    unsupported = {k: v for k, v in used.items() if k not in CONVERTERS}
+    file_loc = FileLineColLoc(filename, 0, 0)
+    if unsupported:
+        lines = [
+            f"  {k}: {', '.join(repr(n) for n in names[:8])}{' ...' if len(names) > 8 else ''}"
+            for k, names in sorted(unsupported.items())
+        ]
+        msg = f"{len(unsupported)} unsupported ONNX op type(s) in '{filename}':\n" + "\n".join(lines)
+        notes = [
+            (f"{k} is used by node '{names[0]}'", NameLoc(names[0], file_loc))
+            for k, names in sorted(unsupported.items())
+        ]
+        _report(ctx, file_loc, msg, notes)
+        raise OnnxImportError(msg, "unsupported", unsupported)
+
+    # 2. input shapes, shape inference
+    init_names = {t.name for t in graph.initializer}
+    real_inputs = [i for i in graph.input if i.name not in init_names]
+    if input_shapes is not None:
+        copy = onnx.ModelProto()
+        copy.CopyFrom(model)
+        model = copy
+        real_inputs = [i for i in model.graph.input if i.name not in init_names]
+        model = _fix_input_shapes(model, real_inputs, input_shapes, filename)
+        graph = model.graph
+        real_inputs = [i for i in graph.input if i.name not in init_names]
+    if shape_inference:
+        try:
+            model = onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
+            graph = model.graph
+            real_inputs = [i for i in graph.input if i.name not in init_names]
+        except Exception:
+            pass
+    value_types: dict[str, Type] = {}
+    _collect_types(graph, value_types)
+
+    # 3. the function
+    cv = GraphConverter(ctx, filename, opset, value_types, opsets)
+    in_types: list[Type] = []
+    for i in real_inputs:
+        try:
+            t = onnx_type(i.type)
+        except Unsupported as e:
+            cv.errors.append((NameLoc(i.name, file_loc), f"input '{i.name}': {e}"))
+            t = None
+        if t is None and not cv.errors:
+            cv.errors.append(
+                (NameLoc(i.name, file_loc), f"input '{i.name}': only tensor inputs are supported")
+            )
+        in_types.append(t or UnrankedTensorType(f32))
+    out_list = list(output_names) if output_names else [o.name for o in graph.output]
+    func = FuncOp.new("main", in_types, [], loc=file_loc)
+    entry = func.entry_block
+    cv.block = entry
+    for i, a in zip(real_inputs, entry.args):
+        a.location = NameLoc(i.name, file_loc)
+        op = InputOp.create([a], [a.type], {}, {}, 0, (), NameLoc(i.name, file_loc))
+        entry.append(op)
+        cv.bind(i.name, op.results[0])
+    cv.convert_nodes(graph)
+    outs: list[Value] = []
+    for name in out_list:
+        v = cv.lookup(name)
+        if v is None and name in cv.failed:
+            continue
+        if v is None:
+            cv.errors.append((NameLoc(name, file_loc), f"graph output '{name}' is not produced by any node"))
+            continue
+        outs.append(v)
+    if cv.errors:
+        msg = f"failed to import '{filename}':\n" + "\n".join(f"  {m}" for _, m in cv.errors)
+        kind = (
+            "unsupported"
+            if all("not supported" in m or "unsupported" in m for _, m in cv.errors)
+            else "invalid"
+        )
+        for loc, m in cv.errors:
+            _report(ctx, loc, m, [])
+        raise OnnxImportError(msg, kind)
+    entry.append(ReturnOp.create(outs, [], {}, {}, 0, (), file_loc))
+    from lamina.ir.attributes import TypeAttr
+    from lamina.ir.types import FunctionType
+
+    func.properties["function_type"] = TypeAttr(FunctionType(in_types, [v.type for v in outs]))
+    func.properties["arg_attrs"] = ArrayAttr(
+        [DictionaryAttr({NAME_KEY: StringAttr(i.name)}) for i in real_inputs]
+    )
+    func.properties["res_attrs"] = ArrayAttr([DictionaryAttr({NAME_KEY: StringAttr(n)}) for n in out_list])
+    module = ModuleOp.new([func], loc=file_loc)
+    return module
+
+
+def _report(ctx: Context, loc: Location, msg: str, notes: list[tuple[str, Location | None]]) -> None:
+    d = Diagnostic("error", loc, msg)
+    for text, nloc in notes:
+        d.attach_note(text, nloc)
+    eng = ctx.diagnostics
+    if eng._handlers:
+        eng.emit(d)
+    else:
+        eng.error_count += 1
+
+
+def _fix_input_shapes(model: Any, inputs: list[Any], shapes: Any, filename: str) -> Any:
+
+    if isinstance(shapes, Mapping):
+        pairs = [(i, shapes[i.name]) for i in inputs if i.name in shapes]
+        unknown = set(shapes) - {i.name for i in inputs}
+        if unknown:
+            raise OnnxImportError(
+                f"{filename}: --input_shapes names unknown input(s) {sorted(unknown)}", "invalid"
+            )
+    else:
+        shapes = list(shapes)
+        if len(shapes) != len(inputs):
+            raise OnnxImportError(
+                f"{filename}: --input_shapes gives {len(shapes)} shape(s) but the model has {len(inputs)} input(s)",
+                "invalid",
+            )
+        pairs = list(zip(inputs, shapes))
+    for inp, shape in pairs:
+        tt = inp.type.tensor_type
+        old = list(tt.shape.dim) if tt.HasField("shape") else []
+        if old and len(old) != len(shape):
+            raise OnnxImportError(
+                f"{filename}: --input_shapes gives rank {len(shape)} for input '{inp.name}' of rank {len(old)}",
+                "invalid",
+            )
+        for d, want in zip(old, shape):
+            if d.HasField("dim_value") and d.dim_value != want and d.dim_value > 0:
+                raise OnnxImportError(
+                    f"{filename}: --input_shapes gives {list(shape)} for input '{inp.name}' whose static shape "
+                    f"is {[x.dim_value if x.HasField('dim_value') else '?' for x in old]}",
+                    "invalid",
+                )
+        tt.shape.ClearField("dim")
+        for want in shape:
+            tt.shape.dim.add().dim_value = int(want)
+    return model
