@@ -51,17 +51,28 @@ def example(args: argparse.Namespace) -> int:
     return 0
 
 
+# `lamina <verb> ARGS...` runs the same code as the TPU-MLIR-named commands.
+VERBS = {
+    "opt": ("lamina.tools.opt", "main", "lamina-opt: parse, verify, run passes, print"),
+    "transform": ("lamina.tools.transform", "transform_main", "model_transform: ONNX -> top IR, checked layer by layer"),
+    "run": ("lamina.tools.runner", "run_main", "model_runner: run a .mlir or .onnx model on an npz input"),
+    "compare": ("lamina.tools.npz_tool", "compare_main", "npz_tool compare: per-tensor similarity of two npz files"),
+}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] == "opt":
-        from lamina.tools.opt import main as opt_main
+    if argv and argv[0] in VERBS:
+        import importlib
 
-        return opt_main(argv[1:])
+        module, fn, _ = VERBS[argv[0]]
+        return getattr(importlib.import_module(module), fn)(argv[1:])
     p = argparse.ArgumentParser(prog="lamina", description="Lamina: a deep-learning compiler on an MLIR-style IR.")
     sub = p.add_subparsers(dest="cmd", required=True)
     ex = sub.add_parser("example", help="run the main job on the built-in example")
     ex.add_argument("--pipeline", default=EXAMPLE_PIPELINE, help=f"pass pipeline (default: {EXAMPLE_PIPELINE})")
-    sub.add_parser("opt", help="lamina-opt (all further arguments are passed on)")
+    for verb, (_, _, help_text) in VERBS.items():
+        sub.add_parser(verb, help=f"{help_text} (further arguments are passed on)")
     args = p.parse_args(argv)
     return internal_error_guard("lamina", lambda: example(args))
 

@@ -1,0 +1,288 @@
+"""File handling shared by ``model_transform``, ``model_runner``, ``npz_tool`` and :mod:`lamina.api`:
+reading and atomically writing ``.npz`` files, loading a model (``.mlir`` or ``.onnx``), checking
+inputs against a model's signature, and running onnxruntime with every intermediate tensor.
+
+Every problem is a :class:`ToolError` whose message names the file and what was expected; the
+commands print it as one line and exit non-zero.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import zipfile
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+
+class ToolError(Exception):
+    """A user-facing error (bad file, bad flag, mismatched input): printed as one message."""
+
+
+# ---- npz ------------------------------------------------------------------------------------------
+
+
+def load_npz(path: str, what: str = "npz file") -> dict[str, np.ndarray]:
+    """All arrays of an ``.npz`` (or a single ``.npy``, keyed by its file stem), in file order."""
+    if not os.path.exists(path):
+        raise ToolError(f"{what} '{path}' does not exist")
+    if os.path.isdir(path):
+        raise ToolError(f"{what} '{path}' is a directory")
+    try:
+        if path.endswith(".npy"):
+            return {os.path.splitext(os.path.basename(path))[0]: np.load(path, allow_pickle=False)}
+        z = np.load(path, allow_pickle=False)
+        if not isinstance(z, np.lib.npyio.NpzFile):
+            return {os.path.splitext(os.path.basename(path))[0]: np.asarray(z)}
+        with z:
+            return {k: z[k] for k in z.files}
+    except ToolError:
+        raise
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as e:
+        raise ToolError(f"{what} '{path}' cannot be read (corrupt or not an .npz/.npy file): {e}") from None
+
+
+def save_npz(path: str, arrays: Mapping[str, np.ndarray]) -> None:
+    """Write ``arrays`` as an uncompressed ``.npz`` atomically (temporary file + rename). Any key is
+    allowed (numpy's ``savez(**kw)`` rejects a few, like ``file``)."""
+    d = os.path.dirname(os.path.abspath(path)) or "."
+    if not os.path.isdir(d):
+        raise ToolError(f"cannot write '{path}': directory '{d}' does not exist")
+    fd, tmp = tempfile.mkstemp(prefix=".lamina-", suffix=".npz", dir=d)
+    os.close(fd)
+    try:
+        with zipfile.ZipFile(tmp, "w", zipfile.ZIP_STORED, allowZip64=True) as zf:
+            for k, v in arrays.items():
+                arr = np.asanyarray(v)
+                with zf.open(k + ".npy", "w", force_zip64=True) as fh:
+                    np.lib.format.write_array(fh, arr, allow_pickle=False)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+# ---- models -----------------------------------------------------------------------------------------
+
+
+@dataclass
+class Signature:
+    """A model's inputs and outputs: names, shapes (None where unknown) and numpy dtypes."""
+
+    input_names: list[str]
+    input_shapes: list[tuple[int, ...] | None]
+    input_dtypes: list[np.dtype]
+    output_names: list[str]
+
+
+def module_signature(module: Any) -> Signature:
+    from lamina.execution.interpreter import NAME_KEY, find_main
+    from lamina.ir.attributes import StringAttr, element_type_to_dtype
+    from lamina.ir.types import RankedTensorType
+
+    func = find_main(module)
+    entry = func.regions[0].blocks[0]
+
+    def names(key: str, n: int, prefix: str) -> list[str]:
+        attrs = func.properties.get(key)
+        out = []
+        for i in range(n):
+            a = attrs[i].get(NAME_KEY) if attrs is not None and i < len(attrs) else None
+            out.append(a.value if isinstance(a, StringAttr) else f"{prefix}{i}")
+        return out
+
+    shapes: list[tuple[int, ...] | None] = []
+    dtypes: list[np.dtype] = []
+    for a in entry.args:
+        t = a.type
+        if isinstance(t, RankedTensorType):
+            shapes.append(tuple(t.shape) if t.has_static_shape else None)
+        else:
+            shapes.append(None)
+        try:
+            dtypes.append(np.dtype(element_type_to_dtype(t.element_type)))
+        except Exception:
+            dtypes.append(np.dtype(np.float32))
+    ret = entry.last_op
+    n_out = ret.num_operands if ret is not None else 0
+    return Signature(
+        names("arg_attrs", len(entry.args), "input_"), shapes, dtypes, names("res_attrs", n_out, "output_")
+    )
+
+
+def input_ops(module: Any) -> list[Any]:
+    """The ``top.Input`` op of each function argument (None where an argument has none)."""
+    from lamina.execution.interpreter import find_main
+
+    entry = find_main(module).regions[0].blocks[0]
+    out = []
+    for a in entry.args:
+        users = [u.owner for u in a.uses] if hasattr(a, "uses") else []
+        op = next((u for u in users if getattr(u, "name", "") == "top.Input"), None)
+        out.append(op)
+    return out
+
+
+def weight_names(module: Any) -> set[str]:
+    """Location names of ``top.Weight``/``top.None`` results (left out of tensor dumps)."""
+    from lamina.execution.interpreter import result_names
+
+    out: set[str] = set()
+    for op in module.walk_ops():
+        if op.name in ("top.Weight", "top.None"):
+            out.update(result_names(op))
+    return out
+
+
+def parse_mlir_file(path: str) -> tuple[Any, Any]:
+    """Parse and verify a ``.mlir`` file; diagnostics become one ToolError."""
+    import lamina.dialects  # noqa: F401
+    from lamina.ir.context import Context
+    from lamina.ir.parser import parse_module
+    from lamina.ir.verifier import verify
+
+    if not os.path.exists(path):
+        raise ToolError(f"model '{path}' does not exist")
+    try:
+        with open(path, "rb") as f:
+            text = f.read().decode("utf-8")
+    except UnicodeDecodeError:
+        raise ToolError(f"model '{path}' is not a UTF-8 text .mlir file") from None
+    except OSError as e:
+        raise ToolError(f"cannot read model '{path}': {e.strerror or e}") from None
+    diags: list[str] = []
+    ctx = Context(handler=lambda d: diags.append(_format_diag(d)))
+    with ctx:
+        module = parse_module(text, ctx, filename=path)
+        if module is None:
+            raise ToolError(f"cannot parse model '{path}':\n" + "\n".join(diags or ["(no diagnostic)"]))
+        if not verify(module, ctx):
+            raise ToolError(f"model '{path}' does not verify:\n" + "\n".join(diags))
+    return module, ctx
+
+
+def _format_diag(d: Any) -> str:
+    try:
+        return str(d)
+    except Exception:
+        return getattr(d, "message", repr(d))
+
+
+def import_onnx_file(
+    path: str,
+    input_shapes: Any = None,
+    output_names: Any = None,
+) -> tuple[Any, Any]:
+    """Import an ONNX file into a ``top`` module; import problems become one ToolError."""
+    from lamina.frontends.onnx import OnnxImportError, import_onnx
+    from lamina.ir.context import Context
+
+    ctx = Context(handler=None)
+    try:
+        module = import_onnx(path, ctx, input_shapes=input_shapes, output_names=output_names or None)
+    except OnnxImportError as e:
+        raise ToolError(str(e)) from None
+    return module, ctx
+
+
+# ---- inputs --------------------------------------------------------------------------------------
+
+
+def check_inputs(arrays: Mapping[str, np.ndarray], sig: Signature, source: str) -> dict[str, np.ndarray]:
+    """The inputs the model needs, taken from ``arrays`` (read from ``source``), with shapes checked and
+    dtypes converted to the model's. A single unnamed array feeds a single-input model."""
+    arrays = dict(arrays)
+    if len(sig.input_names) == 1 and len(arrays) == 1 and sig.input_names[0] not in arrays:
+        arrays = {sig.input_names[0]: next(iter(arrays.values()))}
+    missing = [n for n in sig.input_names if n not in arrays]
+    if missing:
+        have = ", ".join(f"'{k}'" for k in arrays) or "none"
+        raise ToolError(
+            f"{source}: missing input(s) {', '.join(repr(m) for m in missing)}; the model expects "
+            f"{', '.join(repr(n) for n in sig.input_names)} (the file has {have})"
+        )
+    out: dict[str, np.ndarray] = {}
+    for name, shape, dt in zip(sig.input_names, sig.input_shapes, sig.input_dtypes):
+        a = np.asarray(arrays[name])
+        if shape is not None and tuple(a.shape) != tuple(shape):
+            raise ToolError(
+                f"{source}: input '{name}' has shape {list(a.shape)} but the model expects {list(shape)}"
+            )
+        if a.dtype != dt:
+            if a.dtype.kind not in "biuf":
+                raise ToolError(f"{source}: input '{name}' has dtype {a.dtype}, expected {dt}")
+            a = a.astype(dt)
+        out[name] = a
+    return out
+
+
+# ---- onnxruntime ------------------------------------------------------------------------------------
+
+
+def onnx_intermediate_names(model: Any) -> list[str]:
+    """Every tensor produced by a top-level node, in graph order."""
+    seen: set[str] = set()
+    names: list[str] = []
+    for node in model.graph.node:
+        for o in node.output:
+            if o and o not in seen:
+                seen.add(o)
+                names.append(o)
+    return names
+
+
+def run_onnxruntime(
+    model: Any, feeds: Mapping[str, np.ndarray], dump_all: bool = False, source: str = "model"
+) -> dict[str, np.ndarray]:
+    """Run an ONNX ModelProto with onnxruntime (CPU). With ``dump_all`` every intermediate tensor of the
+    top-level graph is added as an output (on a copy of the model), keyed by its tensor name."""
+    import onnx
+
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        raise ToolError("onnxruntime is not installed (pip install onnxruntime)") from None
+    out_names = [o.name for o in model.graph.output]
+    m = model
+    if dump_all:
+        m = onnx.ModelProto()
+        m.CopyFrom(model)
+        existing = set(out_names)
+        for name in onnx_intermediate_names(model):
+            if name not in existing:
+                m.graph.output.append(onnx.ValueInfoProto(name=name))
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    try:
+        sess = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    except Exception as e:
+        if dump_all:  # some graphs reject extra outputs: fall back to the model's own outputs
+            return run_onnxruntime(model, feeds, False, source)
+        raise ToolError(f"onnxruntime cannot load '{source}': {_first_line(e)}") from None
+    inputs = {i.name for i in sess.get_inputs()}
+    names = [o.name for o in sess.get_outputs()]
+    try:
+        vals = sess.run(names, {k: v for k, v in feeds.items() if k in inputs})
+    except Exception as e:
+        raise ToolError(f"onnxruntime failed to run '{source}': {_first_line(e)}") from None
+    res: dict[str, np.ndarray] = {}
+    for n, v in zip(names, vals):
+        if isinstance(v, np.ndarray):
+            res[n] = v
+    return res
+
+
+def _first_line(e: BaseException) -> str:
+    s = str(e).strip()
+    return s if len(s) < 600 else s[:600] + " ..."
+
+
+def ordered(arrays: Mapping[str, np.ndarray], first: Iterable[str]) -> dict[str, np.ndarray]:
+    out = {k: arrays[k] for k in first if k in arrays}
+    out.update((k, v) for k, v in arrays.items() if k not in out)
+    return out

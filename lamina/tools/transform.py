@@ -1,0 +1,461 @@
+"""``model_transform`` / ``lamina transform``: ONNX → ``top`` .mlir, checked layer by layer.
+
+    model_transform --model_name resnet --model_def resnet.onnx --input_shapes [[1,3,224,224]] \\
+        --mean 123.675,116.28,103.53 --scale 0.0171,0.0175,0.0174 --pixel_format rgb \\
+        --test_input dog.jpg --test_result resnet_top_outputs.npz --mlir resnet.mlir
+
+Writes, next to ``--mlir`` (default ``<model_name>.mlir``):
+
+* the ``top`` module (with locations, so tensor names survive) and its weight file
+  ``<model_name>_top_weights.npz`` (the module records it as ``lamina.weight_file``);
+
+and with ``--test_input``:
+
+* ``<model_name>_in_f32.npz``: the preprocessed inputs, keyed by input name;
+* ``<model_name>_ref_outputs.npz``: every tensor of the ONNX graph computed by onnxruntime;
+* ``--test_result`` (default ``<model_name>_top_outputs.npz``): every tensor computed by Lamina's
+  interpreter from the written .mlir;
+
+then compares the last two tensor by tensor (``npz_tool compare``) and exits 1 naming the tensors
+outside ``--tolerance``. Each step prints its equivalent command line. Exit status: 0 success,
+1 any error or comparison failure, 2 bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+from lamina.compare import CompareReport, compare_sets, parse_tolerance
+from lamina.tools.common import atomic_write, internal_error_guard
+from lamina.tools.model_io import (
+    Signature,
+    ToolError,
+    import_onnx_file,
+    input_ops,
+    module_signature,
+    parse_mlir_file,
+    run_onnxruntime,
+    save_npz,
+)
+from lamina.tools.preprocess import (
+    PreprocessConfig,
+    load_test_inputs,
+    parse_dtypes,
+    parse_floats,
+    parse_ints,
+    parse_names,
+    parse_shapes,
+)
+
+TOOL = "model_transform"
+
+
+# ---- progress ------------------------------------------------------------------------------------------
+
+
+class Progress:
+    """Step progress on stderr: tqdm when installed, else one ``[i/n] step`` line per step."""
+
+    def __init__(self, total: int, enabled: bool = True, stream: TextIO | None = None) -> None:
+        self.total = total
+        self.i = 0
+        self.enabled = enabled
+        self.stream = stream or sys.stderr
+        self._bar = None
+        if enabled:
+            try:
+                from tqdm import tqdm  # type: ignore[import-not-found]
+
+                self._bar = tqdm(total=total, file=self.stream, leave=False, unit="step")
+            except ImportError:
+                self._bar = None
+
+    def step(self, desc: str) -> None:
+        self.i += 1
+        if not self.enabled:
+            return
+        if self._bar is not None:
+            self._bar.set_description(desc)
+            self._bar.update(1)
+        else:
+            print(f"[{self.i}/{self.total}] {desc}", file=self.stream, flush=True)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+
+
+# ---- options and result --------------------------------------------------------------------------------
+
+
+@dataclass
+class TransformOptions:
+    model_def: str
+    model_name: str | None = None
+    input_shapes: list[list[int]] | None = None
+    input_types: list[Any] = field(default_factory=list)
+    output_names: list[str] = field(default_factory=list)
+    mean: list[float] | None = None
+    scale: list[float] | None = None
+    pixel_format: str | None = None
+    channel_format: str | None = None
+    resize_dims: list[int] | None = None
+    keep_aspect_ratio: bool = False
+    pad_value: int = 0
+    test_input: str | None = None
+    test_result: str | None = None
+    tolerance: tuple[float, float] = (0.99, 0.99)
+    excepts: list[str] = field(default_factory=list)
+    mlir: str | None = None
+    debug: bool = False
+
+    def name(self) -> str:
+        return self.model_name or os.path.splitext(os.path.basename(self.model_def))[0]
+
+    def has_preprocess(self) -> bool:
+        return (
+            any(
+                x is not None
+                for x in (self.mean, self.scale, self.pixel_format, self.channel_format, self.resize_dims)
+            )
+            or self.keep_aspect_ratio
+            or bool(self.pad_value)
+        )
+
+    def preprocess_config(self) -> PreprocessConfig:
+        cfg = PreprocessConfig(
+            mean=self.mean,
+            scale=self.scale,
+            pixel_format=self.pixel_format or "bgr",
+            channel_format=self.channel_format or "nchw",
+            resize_dims=self.resize_dims,
+            keep_aspect_ratio=self.keep_aspect_ratio,
+            pad_value=self.pad_value,
+        )
+        cfg.validate()
+        return cfg
+
+
+@dataclass
+class TransformResult:
+    """What ``transform`` produced: the module, the files written and the comparison (if any)."""
+
+    module: Any
+    signature: Signature
+    mlir: str
+    weights: str | None
+    inputs_npz: str | None = None
+    ref_npz: str | None = None
+    result_npz: str | None = None
+    report: CompareReport | None = None
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool:
+        return self.report is None or self.report.passed
+
+
+# ---- the steps -------------------------------------------------------------------------------------------
+
+
+def write_mlir(module: Any, mlir_path: str, weights_path: str) -> str | None:
+    """Print ``module`` with locations to ``mlir_path``, weights to ``weights_path`` (both atomically).
+    Returns the weight file written (None when the module has no weights)."""
+    from lamina.ir.printer import print_operation
+
+    d = os.path.dirname(os.path.abspath(mlir_path))
+    if not os.path.isdir(d):
+        raise ToolError(f"cannot write '{mlir_path}': directory '{d}' does not exist")
+    if os.path.dirname(os.path.abspath(weights_path)) != d:
+        raise ToolError("the weight file must be in the same directory as the .mlir")
+    tmpdir = tempfile.mkdtemp(prefix=".lamina-", dir=d)
+    try:
+        tmp_weights = os.path.join(tmpdir, os.path.basename(weights_path))
+        text = print_operation(module, debuginfo=True, resources="external", external_weights=tmp_weights)
+        module.attributes.pop("lamina.weight_file", None)
+        wrote = os.path.exists(tmp_weights)
+        if wrote:
+            os.replace(tmp_weights, weights_path)
+        atomic_write(mlir_path, text)
+    finally:
+        shutil.rmtree(tmpdir, ignore_errors=True)
+    return weights_path if wrote else None
+
+
+def transform_command(o: TransformOptions) -> str:
+    """The ``model_transform`` command line equivalent to ``o``."""
+    parts = ["model_transform", f"--model_name {o.name()}", f"--model_def {o.model_def}"]
+    if o.input_shapes:
+        parts.append("--input_shapes " + str(o.input_shapes).replace(" ", ""))
+    if o.input_types:
+        parts.append("--input_types " + ",".join(str(t) for t in o.input_types))
+    if o.output_names:
+        parts.append("--output_names " + ",".join(o.output_names))
+    for flag, v in (("--mean", o.mean), ("--scale", o.scale)):
+        if v is not None:
+            parts.append(f"{flag} " + ",".join(f"{x:g}" for x in v))
+    for flag, v in (("--pixel_format", o.pixel_format), ("--channel_format", o.channel_format)):
+        if v is not None:
+            parts.append(f"{flag} {v}")
+    if o.resize_dims:
+        parts.append("--resize_dims " + ",".join(map(str, o.resize_dims)))
+    if o.keep_aspect_ratio:
+        parts.append("--keep_aspect_ratio")
+    if o.test_input:
+        parts.append(f"--test_input {o.test_input}")
+    if o.test_result:
+        parts.append(f"--test_result {o.test_result}")
+    if tuple(o.tolerance) != (0.99, 0.99):
+        parts.append(f"--tolerance {o.tolerance[0]},{o.tolerance[1]}")
+    if o.excepts:
+        parts.append("--excepts " + ",".join(o.excepts))
+    parts.append(f"--mlir {o.mlir or o.name() + '.mlir'}")
+    return " ".join(parts)
+
+
+def transform(
+    o: TransformOptions,
+    log: Callable[[str], None] | None = print,
+    progress: bool = True,
+) -> TransformResult:
+    """Run the whole model_transform flow; raises :class:`ToolError` on bad input. A comparison failure
+    does not raise: check ``result.passed`` / ``result.report``."""
+    from lamina.ir.verifier import verify
+    from lamina.tools.runner import run_top_module, runner_command
+
+    say = log or (lambda s: None)
+    name = o.name()
+    mlir = o.mlir or f"{name}.mlir"
+    out_dir = os.path.dirname(os.path.abspath(mlir))
+
+    def beside(suffix: str) -> str:
+        return os.path.join(os.path.dirname(mlir), f"{name}{suffix}")
+
+    weights = beside("_top_weights.npz")
+    if not os.path.exists(o.model_def):
+        raise ToolError(f"--model_def '{o.model_def}' does not exist")
+    if not o.model_def.endswith(".onnx"):
+        raise ToolError(f"--model_def '{o.model_def}': only ONNX models (.onnx) are supported")
+    if not os.path.isdir(out_dir):
+        raise ToolError(f"cannot write '{mlir}': directory '{out_dir}' does not exist")
+    cfg = o.preprocess_config()
+    steps = 2 + (4 if o.test_input else 0)
+    bar = Progress(steps, progress)
+    timings: dict[str, float] = {}
+    try:
+        t = time.perf_counter()
+        bar.step(f"importing {o.model_def}")
+        module, ctx = import_onnx_file(o.model_def, o.input_shapes, o.output_names)
+        if o.has_preprocess():
+            for op in input_ops(module):
+                if op is not None and getattr(op.results[0].type, "rank", 0) == 4:
+                    cfg.apply_to_input_op(op)
+        diags: list[str] = []
+        with ctx.diagnostics.handler(lambda d: diags.append(str(d))):
+            if not verify(module, ctx):
+                raise ToolError(
+                    f"the imported module of '{o.model_def}' does not verify:\n" + "\n".join(diags)
+                )
+        sig = module_signature(module)
+        timings["import"] = time.perf_counter() - t
+
+        t = time.perf_counter()
+        bar.step(f"writing {mlir}")
+        wrote = write_mlir(module, mlir, weights)
+        timings["write"] = time.perf_counter() - t
+        say(f"# {transform_command(o)}")
+        say(f"wrote {mlir}" + (f" and {wrote}" if wrote else ""))
+        res = TransformResult(module, sig, mlir, wrote, timings=timings)
+        if not o.test_input:
+            return res
+
+        # inputs
+        t = time.perf_counter()
+        bar.step(f"preprocessing {o.test_input}")
+        configs = [
+            PreprocessConfig.from_input_op(op) if o.has_preprocess() else cfg for op in input_ops(module)
+        ]
+        inputs = load_test_inputs(o.test_input, sig, configs, o.input_types)
+        in_npz = beside("_in_f32.npz")
+        save_npz(in_npz, inputs)
+        res.inputs_npz = in_npz
+        say(f"wrote {in_npz} ({', '.join(f'{k}: {list(v.shape)}' for k, v in inputs.items())})")
+        timings["preprocess"] = time.perf_counter() - t
+
+        # onnxruntime reference
+        t = time.perf_counter()
+        bar.step("onnxruntime reference (all tensors)")
+        ref_npz = beside("_ref_outputs.npz")
+        say(f"# {runner_command(in_npz, o.model_def, ref_npz, True)}")
+        from lamina.frontends.onnx import OnnxImportError, load_model
+
+        try:
+            onnx_model = load_model(o.model_def)
+        except OnnxImportError as e:
+            raise ToolError(str(e)) from None
+        ref = run_onnxruntime(onnx_model, inputs, dump_all=True, source=o.model_def)
+        save_npz(ref_npz, ref)
+        res.ref_npz = ref_npz
+        timings["onnxruntime"] = time.perf_counter() - t
+
+        # Lamina, from the written file
+        t = time.perf_counter()
+        bar.step(f"Lamina interpreter on {mlir}")
+        result_npz = o.test_result or beside("_top_outputs.npz")
+        say(f"# {runner_command(in_npz, mlir, result_npz, True)}")
+        written, _ = parse_mlir_file(mlir)
+        top = run_top_module(written, inputs, dump_all=True)
+        save_npz(result_npz, top)
+        res.result_npz = result_npz
+        timings["lamina"] = time.perf_counter() - t
+
+        # compare
+        t = time.perf_counter()
+        bar.step("comparing")
+        tol = f"{o.tolerance[0]},{o.tolerance[1]}"
+        exc = f" --excepts {','.join(o.excepts)}" if o.excepts else ""
+        say(f"# npz_tool compare {result_npz} {ref_npz} --tolerance {tol}{exc} -v")
+        report = compare_sets(top, ref, o.tolerance, o.excepts, name_a=result_npz, name_b=ref_npz)
+        missing = [n for n in sig.output_names if n not in ref or n not in top]
+        if missing:
+            raise ToolError(f"model output(s) {', '.join(missing)} missing from the tensor dumps")
+        res.report = report
+        timings["compare"] = time.perf_counter() - t
+        return res
+    finally:
+        bar.close()
+
+
+# ---- command line ----------------------------------------------------------------------------------------
+
+
+def build_parser(prog: str = TOOL) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog=prog,
+        description="Convert an ONNX model to a top-dialect .mlir and check it layer by layer against onnxruntime.",
+    )
+    p.add_argument("--model_name", default=None, help="model name (default: the model file's stem)")
+    p.add_argument("--model_def", required=True, help="the ONNX model file")
+    p.add_argument("--input_shapes", default=None, help="input shapes, like [[1,3,224,224],[1,10]]")
+    p.add_argument(
+        "--input_types", default=None, help="input types, like float32,int32 (default: the model's)"
+    )
+    p.add_argument("--output_names", default=None, help="comma-separated tensors to use as the outputs")
+    p.add_argument("--mean", default=None, help="per-channel mean, like 123.675,116.28,103.53")
+    p.add_argument("--scale", default=None, help="per-channel scale, like 0.0171,0.0175,0.0174")
+    p.add_argument(
+        "--pixel_format",
+        default=None,
+        choices=("rgb", "bgr", "gray", "rgba"),
+        help="image channel order the model expects (default bgr)",
+    )
+    p.add_argument(
+        "--channel_format", default=None, choices=("nchw", "nhwc", "none"), help="input layout (default nchw)"
+    )
+    p.add_argument(
+        "--resize_dims", default=None, help="resize images to h,w before cropping (default: input h,w)"
+    )
+    p.add_argument(
+        "--keep_aspect_ratio", action="store_true", help="resize keeping the aspect ratio, pad the rest"
+    )
+    p.add_argument("--pad_value", type=int, default=0, help="padding value with --keep_aspect_ratio")
+    p.add_argument(
+        "--test_input", default=None, help="test input: .npz, or one image/.npy per input (comma-separated)"
+    )
+    p.add_argument(
+        "--test_result", default=None, help="where to save Lamina's tensors (default <name>_top_outputs.npz)"
+    )
+    p.add_argument(
+        "--tolerance", default="0.99,0.99", help="minimum cosine,euclidean similarity (default 0.99,0.99)"
+    )
+    p.add_argument("--excepts", default=None, help="comma-separated tensor names not to compare")
+    p.add_argument("--mlir", default=None, help="output .mlir (default <name>.mlir)")
+    p.add_argument("--debug", action="store_true", help="print every compared tensor and step timings")
+    return p
+
+
+def options_from_args(a: argparse.Namespace) -> TransformOptions:
+    try:
+        tol = parse_tolerance(a.tolerance)
+    except ValueError as e:
+        raise ToolError(str(e)) from None
+    return TransformOptions(
+        model_def=a.model_def,
+        model_name=a.model_name,
+        input_shapes=parse_shapes(a.input_shapes) if a.input_shapes else None,
+        input_types=parse_dtypes(a.input_types),
+        output_names=parse_names(a.output_names),
+        mean=parse_floats(a.mean, "--mean"),
+        scale=parse_floats(a.scale, "--scale"),
+        pixel_format=a.pixel_format,
+        channel_format=a.channel_format,
+        resize_dims=parse_ints(a.resize_dims, "--resize_dims"),
+        keep_aspect_ratio=a.keep_aspect_ratio,
+        pad_value=a.pad_value,
+        test_input=a.test_input,
+        test_result=a.test_result,
+        tolerance=tol,
+        excepts=parse_names(a.excepts),
+        mlir=a.mlir,
+        debug=a.debug,
+    )
+
+
+def _run(a: argparse.Namespace, tool: str) -> int:
+    from lamina.tools.npz_tool import print_report
+
+    try:
+        o = options_from_args(a)
+        res = transform(o)
+    except ToolError as e:
+        print(f"{tool}: error: {e}", file=sys.stderr)
+        return 1
+    except OSError as e:
+        print(f"{tool}: error: {e.strerror or e}: {getattr(e, 'filename', '') or ''}", file=sys.stderr)
+        return 1
+    if o.debug:
+        print("# timings: " + ", ".join(f"{k} {v * 1000:.1f} ms" for k, v in res.timings.items()))
+    if res.report is None:
+        return 0
+    print_report(res.report, 1 if o.debug else 0)
+    if not res.report.passed:
+        failed = res.report.failed
+        if not res.report.results:
+            print(
+                f"{tool}: error: no tensor in common between {res.result_npz} and {res.ref_npz}",
+                file=sys.stderr,
+            )
+        else:
+            names = ", ".join(f"'{r.name}' ({r.verdict})" for r in failed[:20])
+            more = f" and {len(failed) - 20} more" if len(failed) > 20 else ""
+            print(
+                f"{tool}: error: {len(failed)} tensor(s) outside tolerance "
+                f"{o.tolerance[0]},{o.tolerance[1]}: {names}{more}",
+                file=sys.stderr,
+            )
+        return 1
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return internal_error_guard(TOOL, lambda: _run(build_parser().parse_args(argv), TOOL))
+
+
+def transform_main(argv: Sequence[str] | None = None) -> int:
+    """``lamina transform ...``"""
+    return internal_error_guard(
+        "lamina transform",
+        lambda: _run(build_parser("lamina transform").parse_args(argv), "lamina transform"),
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())
