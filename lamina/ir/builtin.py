@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from lamina.ir.attributes import StringAttr
 from lamina.ir.context import Dialect, register_dialect
@@ -28,7 +29,9 @@ class ModuleOp(Op, SymbolOpInterface):
     body_region = region(single_block=True)
 
     @classmethod
-    def new(cls, ops: Iterable[Operation] = (), loc: Location | None = None, sym_name: str | None = None) -> ModuleOp:
+    def new(
+        cls, ops: Iterable[Operation] = (), loc: Location | None = None, sym_name: str | None = None
+    ) -> ModuleOp:
         m = cls.build(loc=loc, sym_name=StringAttr(sym_name) if sym_name else None)
         b = m.regions[0].add_block()
         for op in ops:
@@ -41,6 +44,33 @@ class ModuleOp(Op, SymbolOpInterface):
         if not r.blocks:
             r.add_block()
         return r.blocks[0]
+
+    # ---- custom assembly: ``module @name attributes {...} {`` ... ``}``
+
+    def print(self, printer: Any) -> None:
+        name = self.properties.get("sym_name")
+        if name is not None:
+            printer.write(" ")
+            printer.print_symbol_name(name.value)
+        merged = {k: v for k, v in self.properties.items() if k != "sym_name"}
+        merged.update(self.attributes)
+        printer.print_optional_attr_dict_with_keyword(merged)
+        printer.write(" ")
+        printer.print_region(self.regions[0], print_entry_block_args=False, print_block_terminators=False)
+
+    @classmethod
+    def parse(cls, parser: Any) -> ModuleOp:
+        name = parser.parse_optional_symbol_name()
+        attrs = parser.parse_optional_attr_dict_with_keyword()
+        props: dict[str, Any] = {}
+        if name is not None:
+            props["sym_name"] = StringAttr(name)
+        for k in [k for k in attrs if k in cls.op_def.prop_names]:
+            props[k] = attrs.pop(k)
+        region = parser.parse_region(arguments=None, isolated=True)
+        if not region.blocks:
+            region.add_block()
+        return parser.create_op(cls, (), (), props, attrs, [region])
 
     def verify_(self) -> None:
         return None

@@ -55,6 +55,11 @@ class Diagnostic:
 
     def __str__(self) -> str:
         lines = [f"{format_location(self.location)}: {self.severity}: {self.message}"]
+        if self.source_line is not None:
+            flc = self.location.file_line_col()
+            if flc is not None and flc.col >= 1:
+                lines.append(self.source_line)
+                lines.append(" " * (flc.col - 1) + "^")
         for n in self.notes:
             lines.append(str(n))
         return "\n".join(lines)

@@ -58,7 +58,7 @@ class NameLoc(Location):
 
     @classmethod
     def _key(cls, name: str, child: Location | None = None) -> tuple:
-        if child is UnknownLoc():
+        if child is not None and type(child) is UnknownLoc:
             child = None
         return (name, child)
 

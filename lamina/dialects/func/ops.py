@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from lamina.ir.attributes import ArrayAttr, DictionaryAttr, StringAttr, SymbolRefAttr, TypeAttr
 from lamina.ir.context import Dialect, register_dialect
@@ -100,15 +101,125 @@ class FuncOp(Op, SymbolOpInterface, CallableOpInterface):
             return
         entry = self.entry_block
         if len(entry.args) != len(ft.inputs):
-            raise VerifyError(
-                f"entry block must have {len(ft.inputs)} arguments to match function signature"
-            )
+            raise VerifyError(f"entry block must have {len(ft.inputs)} arguments to match function signature")
         for i, (a, t) in enumerate(zip(entry.args, ft.inputs)):
             if a.type is not t:
                 raise VerifyError(
                     f"type of entry block argument #{i}({a.type}) must match the type of the "
                     f"corresponding argument in function signature({t})"
                 )
+
+    # ---- custom assembly (``func.func [private] @name(%arg0: i32 {attrs}) -> (i32) attributes {...} {``)
+
+    _ELIDED = ("sym_name", "function_type", "sym_visibility", "arg_attrs", "res_attrs")
+
+    def print(self, printer: Any) -> None:
+        vis = self.properties.get("sym_visibility")
+        if vis is not None:
+            printer.write(" " + vis.value)
+        printer.write(" ")
+        printer.print_symbol_name(self.properties["sym_name"].value)
+        ft = self.properties["function_type"].value
+        arg_attrs = self.properties.get("arg_attrs")
+        res_attrs = self.properties.get("res_attrs")
+        body = self.regions[0]
+        printer.write("(")
+        for i, t in enumerate(ft.inputs):
+            if i:
+                printer.write(", ")
+            attrs = arg_attrs[i] if arg_attrs is not None and i < len(arg_attrs) else None
+            if body.blocks:
+                printer.print_region_argument(body.blocks[0].args[i], attrs)
+            else:
+                printer.print_type(t)
+                if attrs:
+                    printer.print_optional_attr_dict(dict(attrs.items()))
+        printer.write(")")
+        results = ft.results
+        if results:
+            has_attrs = res_attrs is not None and any(len(a) for a in res_attrs)
+            if len(results) == 1 and not has_attrs and not isinstance(results[0], FunctionType):
+                printer.write(" -> ")
+                printer.print_type(results[0])
+            else:
+                printer.write(" -> (")
+                for i, t in enumerate(results):
+                    if i:
+                        printer.write(", ")
+                    printer.print_type(t)
+                    if res_attrs is not None and i < len(res_attrs) and len(res_attrs[i]):
+                        printer.print_optional_attr_dict(dict(res_attrs[i].items()))
+                printer.write(")")
+        merged = {k: v for k, v in self.properties.items() if k not in self._ELIDED}
+        merged.update(self.attributes)
+        printer.print_optional_attr_dict_with_keyword(merged)
+        if body.blocks:
+            printer.write(" ")
+            printer.print_region(body, print_entry_block_args=False, print_block_terminators=True)
+
+    @classmethod
+    def parse(cls, parser: Any) -> FuncOp:
+        vis = parser.parse_optional_keyword(("private", "public", "nested"))
+        name = parser.parse_symbol_name()
+        parser.expect("(")
+        args: list[Any] = []
+        types: list[Type] = []
+        arg_attrs: list[dict] = []
+        named = None
+        if not parser.parse_optional(")"):
+            while True:
+                if parser.peek() == "%":
+                    if named is False:
+                        raise parser.error("expected type instead of SSA identifier")
+                    named = True
+                    a = parser.parse_argument(allow_type=True, allow_attrs=True)
+                    args.append(a)
+                    types.append(a.type)
+                    arg_attrs.append(a.attrs or {})
+                else:
+                    if named:
+                        raise parser.error("expected SSA identifier")
+                    named = False
+                    types.append(parser.parse_type())
+                    arg_attrs.append(parser.parse_optional_attr_dict())
+                    parser.parse_optional_location()
+                if parser.parse_optional(")"):
+                    break
+                parser.expect(",", "or ')' in argument list")
+        results: list[Type] = []
+        res_attrs: list[dict] = []
+        if parser.parse_optional("->"):
+            if parser.peek() == "(":
+                parser.expect("(")
+                if not parser.parse_optional(")"):
+                    while True:
+                        results.append(parser.parse_type())
+                        res_attrs.append(parser.parse_optional_attr_dict())
+                        if parser.parse_optional(")"):
+                            break
+                        parser.expect(",", "or ')' in result list")
+            else:
+                results.append(parser.parse_type())
+                res_attrs.append({})
+        attrs = parser.parse_optional_attr_dict_with_keyword()
+        props: dict[str, Any] = {
+            "sym_name": StringAttr(name),
+            "function_type": TypeAttr(FunctionType(types, results)),
+        }
+        if vis is not None:
+            props["sym_visibility"] = StringAttr(vis)
+        if any(arg_attrs):
+            props["arg_attrs"] = ArrayAttr([DictionaryAttr(d) for d in arg_attrs])
+        if any(res_attrs):
+            props["res_attrs"] = ArrayAttr([DictionaryAttr(d) for d in res_attrs])
+        for k in [k for k in attrs if k in cls.op_def.prop_names]:
+            props[k] = attrs.pop(k)
+        region = parser.parse_optional_region(arguments=args, isolated=True)
+        if region is None:
+            if named:
+                raise parser.error("expected '{' to begin a region")
+            region = Region()
+        return parser.create_op(cls, (), (), props, attrs, [region])
 
 
 class ReturnOp(Op):
@@ -135,6 +246,25 @@ class ReturnOp(Op):
                     f"in function @{fn.symbol_name()}"
                 )
 
+    def print(self, printer: Any) -> None:
+        ops = self.operands
+        if ops:
+            printer.write(" ")
+            printer.print_operands(ops)
+            printer.write(" : ")
+            printer.print_types([v.type for v in ops])
+        printer.print_optional_attr_dict(self.attributes)
+
+    @classmethod
+    def parse(cls, parser: Any) -> ReturnOp:
+        us = parser.parse_operand_list()
+        attrs = parser.parse_optional_attr_dict()
+        vals = []
+        if us:
+            types = parser.parse_colon_type_list()
+            vals = parser.resolve_operands(us, types)
+        return parser.create_op(cls, vals, (), {}, attrs)
+
 
 class CallOp(Op, CallOpInterface):
     """Calls a function by symbol."""
@@ -156,6 +286,33 @@ class CallOp(Op, CallOpInterface):
     def verify_(self) -> None:
         # Signature checks need the symbol table; they run in the verifier's symbol-use phase.
         return None
+
+    def print(self, printer: Any) -> None:
+        printer.write(" ")
+        printer.print_attribute(self.properties["callee"])
+        printer.write("(")
+        printer.print_operands(self.operands)
+        printer.write(")")
+        merged = {k: v for k, v in self.properties.items() if k != "callee"}
+        merged.update(self.attributes)
+        printer.print_optional_attr_dict(merged)
+        printer.write(" : ")
+        printer.print_function_type([v.type for v in self.operands], [r.type for r in self.results])
+
+    @classmethod
+    def parse(cls, parser: Any) -> CallOp:
+        callee = parser.parse_attribute()
+        if not isinstance(callee, SymbolRefAttr):
+            raise parser.error("expected symbol reference for the callee")
+        us = parser.parse_operand_list("paren")
+        attrs = parser.parse_optional_attr_dict()
+        parser.expect(":")
+        ft = parser.parse_function_type()
+        vals = parser.resolve_operands(us, ft.inputs)
+        props: dict[str, Any] = {"callee": callee}
+        for k in [k for k in attrs if k in cls.op_def.prop_names]:
+            props[k] = attrs.pop(k)
+        return parser.create_op(cls, vals, ft.results, props, attrs)
 
 
 FUNC = register_dialect(Dialect("func", [FuncOp, ReturnOp, CallOp]))

@@ -1,0 +1,368 @@
+"""Printer: types, attributes, locations, aliases, numbering, custom forms, resources — each
+expected string is what mlir-opt-22 prints for the same IR."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import lamina.dialects  # noqa: F401 - registers the dialect modules
+from lamina.ir.attributes import (
+    ArrayAttr,
+    BoolAttr,
+    DenseArrayAttr,
+    DenseElementsAttr,
+    DictionaryAttr,
+    FloatAttr,
+    IntegerAttr,
+    StringAttr,
+    SymbolRefAttr,
+    TypeAttr,
+    UnitAttr,
+    dense_resource,
+)
+from lamina.ir.builtin import ModuleOp
+from lamina.ir.context import Context
+from lamina.ir.core import Block, Region, UnregisteredOp
+from lamina.ir.floatfmt import bits_to_float, format_float
+from lamina.ir.location import CallSiteLoc, FileLineColLoc, FusedLoc, NameLoc, UnknownLoc
+from lamina.ir.parser import parse_module
+from lamina.ir.printer import Printer, print_attribute_or_type, print_operation
+from lamina.ir.types import (
+    DYNAMIC,
+    FloatType,
+    FunctionType,
+    IndexType,
+    IntegerType,
+    MemRefType,
+    NoneType,
+    RankedTensorType,
+    TupleType,
+    UnrankedTensorType,
+    VectorType,
+    f32,
+    i1,
+    i8,
+    i32,
+    i64,
+)
+
+
+@pytest.mark.parametrize(
+    ("t", "text"),
+    [
+        (i32, "i32"),
+        (IntegerType(8, "s"), "si8"),
+        (IntegerType(8, "u"), "ui8"),
+        (IntegerType(128), "i128"),
+        (IndexType(), "index"),
+        (NoneType(), "none"),
+        (FloatType("bf16"), "bf16"),
+        (FloatType("f8E4M3FN"), "f8E4M3FN"),
+        (RankedTensorType([DYNAMIC, 3], f32), "tensor<?x3xf32>"),
+        (RankedTensorType([], f32), "tensor<f32>"),
+        (RankedTensorType([0], f32), "tensor<0xf32>"),
+        (UnrankedTensorType(f32), "tensor<*xf32>"),
+        (VectorType([4], f32), "vector<4xf32>"),
+        (VectorType([], f32), "vector<f32>"),
+        (MemRefType([4, DYNAMIC], f32), "memref<4x?xf32>"),
+        (MemRefType([2], f32, None, IntegerAttr(1, i64)), "memref<2xf32, 1>"),
+        (TupleType([]), "tuple<>"),
+        (TupleType([i32, f32]), "tuple<i32, f32>"),
+        (FunctionType([i32], [f32]), "(i32) -> f32"),
+        (FunctionType([i32, f32], []), "(i32, f32) -> ()"),
+        (FunctionType([], [f32, f32]), "() -> (f32, f32)"),
+        (FunctionType([FunctionType([i32], [i32])], [i32]), "((i32) -> i32) -> i32"),
+        (FunctionType([], [FunctionType([i32], [i32])]), "() -> ((i32) -> i32)"),
+        (RankedTensorType([4], f32, StringAttr("enc")), 'tensor<4xf32, "enc">'),
+    ],
+)
+def test_type_text(t, text):
+    assert print_attribute_or_type(t) == text
+    assert str(t) == text
+
+
+@pytest.mark.parametrize(
+    ("a", "text"),
+    [
+        (IntegerAttr(1, i64), "1 : i64"),
+        (IntegerAttr(-5, i32), "-5 : i32"),
+        (IntegerAttr(7, IndexType()), "7 : index"),
+        (BoolAttr(True), "true"),
+        (IntegerAttr(0, i1), "false"),
+        (IntegerAttr(255, IntegerType(8, "u")), "255 : ui8"),
+        (IntegerAttr(-128, IntegerType(8, "s")), "-128 : si8"),
+        (IntegerAttr((1 << 128) - 1, IntegerType(128)), "-1 : i128"),
+        (IntegerAttr(2**64 - 1, IntegerType(64, "u")), "18446744073709551615 : ui64"),
+        (FloatAttr(1.5, FloatType("f64")), "1.500000e+00 : f64"),
+        (FloatAttr(2.0, FloatType("f16")), "2.000000e+00 : f16"),
+        (FloatAttr(math.nan, f32), "0x7FC00000 : f32"),
+        (FloatAttr(math.inf, FloatType("f64")), "0x7FF0000000000000 : f64"),
+        (FloatAttr(1.015625, f32), "1.015625 : f32"),
+        (FloatAttr(0.1, FloatType("bf16")), "1.000980e-01 : bf16"),
+        (StringAttr("plain"), '"plain"'),
+        (StringAttr('with "quotes" and \\ backslash'), '"with \\22quotes\\22 and \\\\ backslash"'),
+        (StringAttr("line\nbreak\ttab"), '"line\\0Abreak\\09tab"'),
+        (StringAttr("nonascii: \u00e9"), '"nonascii: \\C3\\A9"'),
+        (UnitAttr(), "unit"),
+        (ArrayAttr([]), "[]"),
+        (ArrayAttr([IntegerAttr(1, i64), IntegerAttr(1, i32), StringAttr("x")]), '[1, 1 : i32, "x"]'),
+        (ArrayAttr([FloatAttr(1.5, FloatType("f64"))]), "[1.500000e+00]"),
+        (DenseArrayAttr(i64, [1, 2]), "array<i64: 1, 2>"),
+        (DenseArrayAttr(i64, []), "array<i64>"),
+        (DenseArrayAttr(f32, [1.0, 2.5]), "array<f32: 1.000000e+00, 2.500000e+00>"),
+        (DenseArrayAttr(i1, [True, False]), "array<i1: true, false>"),
+        (DictionaryAttr({"zeta": IntegerAttr(1, i64), "alpha": UnitAttr()}), "{alpha, zeta = 1 : i64}"),
+        (
+            DictionaryAttr({"a-b": IntegerAttr(1, i64), "a.b": IntegerAttr(2, i64)}),
+            '{"a-b" = 1 : i64, a.b = 2 : i64}',
+        ),
+        (DictionaryAttr({}), "{}"),
+        (TypeAttr(FunctionType([i32], [i32])), "(i32) -> i32"),
+        (SymbolRefAttr("foo"), "@foo"),
+        (SymbolRefAttr("foo", ["bar", "baz"]), "@foo::@bar::@baz"),
+        (SymbolRefAttr("quoted sym"), '@"quoted sym"'),
+        (SymbolRefAttr("sym$dollar"), "@sym$dollar"),
+        (UnknownLoc(), "loc(unknown)"),
+        (FileLineColLoc("f.mlir", 3, 5), 'loc("f.mlir":3:5)'),
+        (NameLoc("conv1"), 'loc("conv1")'),
+        (NameLoc("n", FileLineColLoc("f", 1, 2)), 'loc("n"("f":1:2))'),
+        (FusedLoc([NameLoc("a"), NameLoc("b")]), 'loc(fused["a", "b"])'),
+        (FusedLoc([NameLoc("a")], StringAttr("meta")), 'loc(fused<"meta">["a"])'),
+        (CallSiteLoc(NameLoc("a"), NameLoc("b")), 'loc(callsite("a" at "b"))'),
+    ],
+)
+def test_attribute_text(a, text):
+    assert print_attribute_or_type(a) == text
+
+
+@pytest.mark.parametrize(
+    ("t", "bits", "text"),
+    [
+        ("f64", 0x0000000000000000, "0.000000e+00"),
+        ("f32", 0x80000000, "-0.000000e+00"),
+        ("f16", 0x2E66, "9.997550e-02"),
+        ("bf16", 0x3DCD, "1.000980e-01"),
+        ("f64", 0x3FD3333333333333, "3.000000e-01"),
+        ("bf16", 0x3F82, "1.015630e+00"),
+        ("f16", 0x3C10, "1.015630e+00"),
+        ("f32", 0x3F9E063A, "1.23456502"),
+        ("f32", 0x7F800000, "0x7F800000"),
+        ("f8E4M3FN", 0x42, "2.500000e+00"),
+    ],
+)
+def test_float_format_matches_mlir(t, bits, text):
+    assert format_float(bits_to_float(bits, t), t) == text
+
+
+def test_dense_elements():
+    t = RankedTensorType([4], f32)
+    assert str(DenseElementsAttr(t, np.float32(1.0))) == "dense<1.000000e+00> : tensor<4xf32>"
+    t2 = RankedTensorType([2, 3], IntegerType(64))
+    a = DenseElementsAttr(t2, np.arange(1, 7).reshape(2, 3))
+    assert str(a) == "dense<[[1, 2, 3], [4, 5, 6]]> : tensor<2x3xi64>"
+    b = DenseElementsAttr(RankedTensorType([3], i1), np.array([True, False, True]))
+    assert str(b) == "dense<[true, false, true]> : tensor<3xi1>"
+    e = DenseElementsAttr(RankedTensorType([0], f32), np.zeros(0, np.float32))
+    assert str(e) == "dense<> : tensor<0xf32>"
+    s8 = DenseElementsAttr(RankedTensorType([3], i8), np.array([1, -1, 127], np.int8))
+    assert str(s8) == "dense<[1, -1, 127]> : tensor<3xi8>"
+
+
+def test_dense_hex_threshold():
+    t100 = RankedTensorType([100], i32)
+    assert str(DenseElementsAttr(t100, np.arange(100, dtype=np.int32))).startswith("dense<[0, 1, 2")
+    t101 = RankedTensorType([101], i32)
+    text = str(DenseElementsAttr(t101, np.arange(101, dtype=np.int32)))
+    assert text.startswith('dense<"0x00000000010000000200000003000000')
+    assert text.endswith('64000000"> : tensor<101xi32>')
+    bits = np.array([i % 3 == 0 for i in range(101)])
+    assert str(DenseElementsAttr(RankedTensorType([101], i1), bits)) == (
+        'dense<"0x49922449922449922449922409"> : tensor<101xi1>'
+    )
+
+
+def _generic_module(ops):
+    m = ModuleOp.new()
+    for op in ops:
+        m.body.append(op)
+    return m
+
+
+def test_generic_op_layout_and_numbering():
+    a = UnregisteredOp.create([], [i32, f32], name="foo.multi")
+    b = UnregisteredOp.create(
+        [a.results[0]],
+        [],
+        {"z": IntegerAttr(1, i32), "a": StringAttr("s"), "m": UnitAttr()},
+        {"zz": IntegerAttr(2, i64), "aa": ArrayAttr([IntegerAttr(1, i64)]), "mm": UnitAttr()},
+        name="foo.props",
+    )
+    text = print_operation(_generic_module([a, b]), generic=True)
+    assert text == (
+        '"builtin.module"() ({\n'
+        '  %0:2 = "foo.multi"() : () -> (i32, f32)\n'
+        '  "foo.props"(%0#0) <{a = "s", m, z = 1 : i32}> {aa = [1], mm, zz = 2 : i64} : (i32) -> ()\n'
+        "}) : () -> ()\n"
+    )
+
+
+def _nested():
+    """func-like op with two regions that define values (numbering differs between forms)."""
+    outer = UnregisteredOp.create([], [], regions=1, name="foo.func")
+    entry = outer.regions[0].add_block(Block([i32]))
+    x = entry.args[0]
+    r1 = Region()
+    b1 = r1.add_block(Block())
+    b1.append(UnregisteredOp.create([x], [i32], name="foo.a"))
+    r2 = Region()
+    b2 = r2.add_block(Block())
+    b2.append(UnregisteredOp.create([x], [i32], name="foo.b"))
+    ifop = UnregisteredOp.create([x], [i32], regions=[r1, r2], name="foo.if")
+    entry.append(ifop)
+    entry.append(UnregisteredOp.create([ifop.results[0]], [i32], name="foo.c"))
+    return _generic_module([outer])
+
+
+def test_value_numbering_generic_is_global_lifo():
+    text = print_operation(_nested(), generic=True)
+    assert "^bb0(%arg0: i32):" in text
+    assert '%0 = "foo.if"(%arg0)' in text
+    assert '%1 = "foo.c"(%0)' in text
+    # Regions are numbered from a LIFO stack: the second region of foo.if first.
+    assert '%3 = "foo.a"(%arg0)' in text
+    assert '%2 = "foo.b"(%arg0)' in text
+
+
+def test_value_numbering_custom_restarts_per_region():
+    text = print_operation(_nested())
+    assert '%2 = "foo.a"(%arg0)' in text
+    assert '%2 = "foo.b"(%arg0)' in text
+    assert text.startswith("module {\n")
+
+
+def test_block_predecessor_comments():
+    f = UnregisteredOp.create([], [], regions=1, name="foo.f")
+    reg = f.regions[0]
+    b0, b1, _b2, b3 = (reg.add_block(Block()) for _ in range(4))
+    b3.add_argument(i32)
+    c = UnregisteredOp.create([], [i32], name="foo.c")
+    b0.append(c)
+    b0.append(UnregisteredOp.create([], [], successors=[b1, b3], name="foo.br"))
+    b1.append(UnregisteredOp.create([], [], successors=[b3], name="foo.br"))
+    b3.append(UnregisteredOp.create([b3.args[0]], [], name="foo.ret"))
+    text = print_operation(_generic_module([f]), generic=True)
+    assert "  ^bb1:  // pred: ^bb0\n" in text
+    assert "  ^bb2:  // no predecessors\n" in text
+    assert "  ^bb3(%1: i32):  // 2 preds: ^bb0, ^bb1\n" in text
+    assert '"foo.br"()[^bb1, ^bb3] : () -> ()' in text
+
+
+def test_empty_module_forms():
+    m = ModuleOp.new()
+    assert print_operation(m, generic=True) == '"builtin.module"() ({\n^bb0:\n}) : () -> ()\n'
+    assert print_operation(m) == "module {\n}\n"
+
+
+def test_debuginfo_aliases_numbering_and_deferral():
+    ctx = Context(allow_unregistered_dialects=True)
+    src = (
+        'func.func @f(%a: i32 loc(fused["a", "b"])) {\n'
+        '  "foo.t"() : () -> () loc("a")\n'
+        '  "foo.u"() {l = loc("q":2:2)} : () -> () loc("n"("f":1:1))\n'
+        '  return loc("b")\n'
+        '} loc("b")\n'
+    )
+    m = parse_module(src, ctx, filename="t.mlir")
+    assert m is not None
+    text = print_operation(m, generic=True, debuginfo=True)
+    assert text == (
+        '#loc1 = loc("b")\n'
+        '#loc2 = loc("a")\n'
+        '#loc4 = loc("q":2:2)\n'
+        "#loc5 = loc(fused[#loc2, #loc1])\n"
+        '"builtin.module"() ({\n'
+        '  "func.func"() <{function_type = (i32) -> (), sym_name = "f"}> ({\n'
+        "  ^bb0(%arg0: i32 loc(fused[#loc2, #loc1])):\n"
+        '    "foo.t"() : () -> () loc(#loc2)\n'
+        '    "foo.u"() {l = #loc4} : () -> () loc(#loc6)\n'
+        '    "func.return"() : () -> () loc(#loc1)\n'
+        "  }) : () -> () loc(#loc1)\n"
+        "}) : () -> () loc(#loc)\n"
+        '#loc = loc("t.mlir":0:0)\n'
+        '#loc3 = loc("f":1:1)\n'
+        '#loc6 = loc("n"(#loc3))\n'
+    )
+    # Identical to mlir-opt-22 --mlir-print-op-generic --mlir-print-debuginfo on the same source.
+    # Without debuginfo only the attribute location gets an alias.
+    assert print_operation(m, generic=True).startswith('#loc = loc("q":2:2)\n"builtin.module"')
+
+
+def test_custom_forms_module_and_func():
+    ctx = Context(allow_unregistered_dialects=True)
+    src = (
+        'module @mymod attributes {foo.attr = 42 : i64, a.b = "x"} {\n'
+        "  func.func private @decl(i32, f32) -> (i32, f32)\n"
+        '  func.func @argattrs(%x: i32 {foo.bar = 1 : i32, foo.noalias}, %y: f32) -> (i32 {res.attr = "r"}, f32) '
+        "attributes {some.attr = unit} {\n"
+        "    return %x, %y : i32, f32\n"
+        "  }\n"
+        "  func.func @caller(%x: i32, %y: f32) -> (i32, f32) {\n"
+        "    %0:2 = call @argattrs(%x, %y) : (i32, f32) -> (i32, f32)\n"
+        "    return %0#0, %0#1 : i32, f32\n"
+        "  }\n"
+        "}\n"
+    )
+    m = parse_module(src, ctx)
+    assert m is not None
+    assert print_operation(m) == (
+        'module @mymod attributes {a.b = "x", foo.attr = 42 : i64} {\n'
+        "  func.func private @decl(i32, f32) -> (i32, f32)\n"
+        '  func.func @argattrs(%arg0: i32 {foo.bar = 1 : i32, foo.noalias}, %arg1: f32) -> (i32 {res.attr = "r"}, f32) '
+        "attributes {some.attr} {\n"
+        "    return %arg0, %arg1 : i32, f32\n"
+        "  }\n"
+        "  func.func @caller(%arg0: i32, %arg1: f32) -> (i32, f32) {\n"
+        "    %0:2 = call @argattrs(%arg0, %arg1) : (i32, f32) -> (i32, f32)\n"
+        "    return %0#0, %0#1 : i32, f32\n"
+        "  }\n"
+        "}\n"
+    )
+    generic = print_operation(m, generic=True)
+    assert (
+        '"func.func"() <{arg_attrs = [{foo.bar = 1 : i32, foo.noalias}, {}], function_type = (i32, f32) -> (i32, f32), '
+        'res_attrs = [{res.attr = "r"}, {}], sym_name = "argattrs"}> ({' in generic
+    )
+    assert (
+        '"func.func"() <{function_type = (i32, f32) -> (i32, f32), sym_name = "decl", sym_visibility = "private"}> ({\n  }) : () -> ()'
+        in generic
+    )
+    assert '%0:2 = "func.call"(%arg0, %arg1) <{callee = @argattrs}> : (i32, f32) -> (i32, f32)' in generic
+
+
+def test_resources_section_inline_order_and_unused():
+    ctx = Context(allow_unregistered_dialects=True)
+    r1 = dense_resource(ctx.resources, "zzz", np.array([2], np.int8))
+    r2 = dense_resource(ctx.resources, "aaa", np.array([1], np.int8))
+    dense_resource(ctx.resources, "unused", np.array([9], np.int8))
+    m = _generic_module(
+        [
+            UnregisteredOp.create([], [], {}, {"r": r1}, name="foo.a"),
+            UnregisteredOp.create([], [], {}, {"r": r2}, name="foo.b"),
+        ]
+    )
+    text = print_operation(m, generic=True)
+    assert text.endswith(
+        "}) : () -> ()\n\n{-#\n  dialect_resources: {\n    builtin: {\n"
+        '      zzz: "0x1000000002",\n      aaa: "0x1000000001"\n    }\n  }\n#-}\n'
+    )
+    assert "unused" not in text
+    assert "{-#" not in print_operation(m, generic=True, resources="none")
+
+
+def test_print_op_to_string_and_str():
+    op = UnregisteredOp.create([], [i32], {}, {"x": IntegerAttr(1, i64)}, name="foo.x")
+    assert Printer(generic=True).print_op_to_string(op) == '%0 = "foo.x"() {x = 1 : i64} : () -> i32'
+    assert str(op) == '%0 = "foo.x"() {x = 1 : i64} : () -> i32'
