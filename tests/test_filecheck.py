@@ -5,18 +5,25 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_lit_filecheck_suite() -> None:
     import lit  # noqa: F401 - a declared test dependency; fail loudly if it is missing
+
     env = dict(os.environ)
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     jobs = str(max(1, min(4, os.cpu_count() or 1)))
     proc = subprocess.run(
-        [sys.executable, "-c", "from lit.main import main; main()", "-v", "-j", jobs, str(ROOT / "tests" / "filecheck")],
+        [
+            sys.executable,
+            "-c",
+            "from lit.main import main; main()",
+            "-v",
+            "-j",
+            jobs,
+            str(ROOT / "tests" / "filecheck"),
+        ],
         capture_output=True,
         text=True,
         env=env,

@@ -12,8 +12,8 @@ Large weights use :class:`DenseResourceElementsAttr`: the attribute holds a :cla
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Any, Callable, ClassVar
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, ClassVar
 
 import ml_dtypes
 import numpy as np

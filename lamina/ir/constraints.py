@@ -90,10 +90,18 @@ class ShapedOf(Constraint):
 
     __slots__ = ("classes", "element")
 
-    def __init__(self, element: Any = None, classes: tuple[type, ...] = (RankedTensorType, UnrankedTensorType), description: str | None = None) -> None:
+    def __init__(
+        self,
+        element: Any = None,
+        classes: tuple[type, ...] = (RankedTensorType, UnrankedTensorType),
+        description: str | None = None,
+    ) -> None:
         self.classes = classes
         self.element = to_constraint(element)
-        kinds = " or ".join("tensor" if c in (RankedTensorType, UnrankedTensorType) else c.__name__ for c in dict.fromkeys(classes))
+        kinds = " or ".join(
+            "tensor" if c in (RankedTensorType, UnrankedTensorType) else c.__name__
+            for c in dict.fromkeys(classes)
+        )
         kinds = "tensor" if set(classes) == {RankedTensorType, UnrankedTensorType} else kinds
         super().__init__(description or f"{kinds} of {self.element.description} values")
 
@@ -130,10 +138,13 @@ def _elem(t: Type) -> Type:
 
 
 SignlessIntegerLike = Predicate(
-    lambda t: isinstance(_elem(t), (IndexType,)) or (isinstance(_elem(t), IntegerType) and _elem(t).is_signless),
+    lambda t: (
+        isinstance(_elem(t), (IndexType,)) or (isinstance(_elem(t), IntegerType) and _elem(t).is_signless)
+    ),
     "signless-integer-like",
 )
 FloatLike = Predicate(lambda t: isinstance(_elem(t), FloatType), "floating-point-like")
 SignlessIntegerOrFloatLike = Predicate(
-    lambda t: SignlessIntegerLike.check(t) or FloatLike.check(t), "signless-integer-like or floating-point-like"
+    lambda t: SignlessIntegerLike.check(t) or FloatLike.check(t),
+    "signless-integer-like or floating-point-like",
 )

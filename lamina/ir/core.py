@@ -536,7 +536,9 @@ class Operation(metaclass=_OpMeta):
     def emit_error(self, message: str, notes: list[tuple[str, Location | None]] | None = None) -> Diagnostic:
         return emit("error", self.location, op_error_message(self, message), notes)
 
-    def emit_warning(self, message: str, notes: list[tuple[str, Location | None]] | None = None) -> Diagnostic:
+    def emit_warning(
+        self, message: str, notes: list[tuple[str, Location | None]] | None = None
+    ) -> Diagnostic:
         return emit("warning", self.location, op_error_message(self, message), notes)
 
     def emit_remark(self, message: str) -> Diagnostic:

@@ -173,9 +173,7 @@ def using_engine(engine: DiagnosticEngine) -> Iterator[DiagnosticEngine]:
 Notes = "list[tuple[str, Location | None]] | None"
 
 
-def emit(
-    severity: str, location: Location | None, message: str, notes: Notes = None
-) -> Diagnostic:
+def emit(severity: str, location: Location | None, message: str, notes: Notes = None) -> Diagnostic:
     """Report a diagnostic (with its notes, attached before any handler sees it)."""
     diag = Diagnostic(severity, location, message)
     for text, loc in notes or ():

@@ -184,7 +184,9 @@ def var_result(constraint: Any = None) -> Any:
     return ResultDef(VARIADIC, constraint)
 
 
-def prop(constraint: Any = None, default: Attribute | None = None, optional: bool = False, name: str = "") -> Any:
+def prop(
+    constraint: Any = None, default: Attribute | None = None, optional: bool = False, name: str = ""
+) -> Any:
     """An inherent attribute. ``name`` overrides the attribute name when the Python name differs."""
     return PropDef(constraint, default, optional, name)
 
@@ -215,7 +217,16 @@ def var_successor() -> Any:
 class OpDef:
     """Everything declared about one op class; used by accessors, builder and verifier."""
 
-    __slots__ = ("operands", "results", "props", "prop_names", "regions", "successors", "operand_segmented", "result_segmented")
+    __slots__ = (
+        "operands",
+        "results",
+        "props",
+        "prop_names",
+        "regions",
+        "successors",
+        "operand_segmented",
+        "result_segmented",
+    )
 
     def __init__(self, cls: type) -> None:
         self.operands: list[OperandDef] = []
@@ -224,7 +235,7 @@ class OpDef:
         self.regions: list[RegionDef] = []
         self.successors: list[SuccessorDef] = []
         for klass in reversed(cls.__mro__):
-            for k, v in vars(klass).items():
+            for v in vars(klass).values():
                 if isinstance(v, OperandDef):
                     _replace(self.operands, v)
                 elif isinstance(v, ResultDef):
@@ -245,9 +256,11 @@ class OpDef:
             s.index = i
         self.operand_segmented = sum(f.kind != SINGLE for f in self.operands) > 1
         self.result_segmented = sum(f.kind != SINGLE for f in self.results) > 1
-        self.prop_names = frozenset(p.name for p in self.props) | (
-            {OPERAND_SEGMENTS} if self.operand_segmented else set()
-        ) | ({RESULT_SEGMENTS} if self.result_segmented else set())
+        self.prop_names = (
+            frozenset(p.name for p in self.props)
+            | ({OPERAND_SEGMENTS} if self.operand_segmented else set())
+            | ({RESULT_SEGMENTS} if self.result_segmented else set())
+        )
 
     # segment computation ------------------------------------------------------------------
 
@@ -266,11 +279,23 @@ class OpDef:
 
     def operand_range(self, op: Operation, index: int) -> tuple[int, int]:
         segs = op.properties.get(OPERAND_SEGMENTS) if self.operand_segmented else None
-        return self._range(self.operands, len(op._operands), index, self.operand_segmented, segs.values if segs is not None else None)
+        return self._range(
+            self.operands,
+            len(op._operands),
+            index,
+            self.operand_segmented,
+            segs.values if segs is not None else None,
+        )
 
     def result_range(self, op: Operation, index: int) -> tuple[int, int]:
         segs = op.properties.get(RESULT_SEGMENTS) if self.result_segmented else None
-        return self._range(self.results, len(op.results), index, self.result_segmented, segs.values if segs is not None else None)
+        return self._range(
+            self.results,
+            len(op.results),
+            index,
+            self.result_segmented,
+            segs.values if segs is not None else None,
+        )
 
 
 def _replace(lst: list, field: Any) -> None:
@@ -282,8 +307,23 @@ def _replace(lst: list, field: Any) -> None:
 
 
 _RESERVED = {
-    "results", "regions", "properties", "attributes", "location", "parent", "operands", "name",
-    "traits", "successors", "verify_", "fold", "create", "build", "clone", "erase", "walk",
+    "results",
+    "regions",
+    "properties",
+    "attributes",
+    "location",
+    "parent",
+    "operands",
+    "name",
+    "traits",
+    "successors",
+    "verify_",
+    "fold",
+    "create",
+    "build",
+    "clone",
+    "erase",
+    "walk",
 }
 
 
@@ -412,7 +452,9 @@ def _check_segments(op: Operation, key: str, fields: list, n: int, what: str) ->
     if not isinstance(segs, DenseArrayAttr) or len(segs) != len(fields):
         raise VerifyError(f"'{key}' must be an array<i32> of {len(fields)} elements")
     if sum(segs.values) != n:
-        raise VerifyError(f"{what} count ({n}) does not match with the total size ({sum(segs.values)}) specified in attribute '{key}'")
+        raise VerifyError(
+            f"{what} count ({n}) does not match with the total size ({sum(segs.values)}) specified in attribute '{key}'"
+        )
     for f, s in zip(fields, segs.values):
         if s < 0 or (f.kind == SINGLE and s != 1) or (f.kind == OPTIONAL and s > 1):
             raise VerifyError(f"'{key}' has an invalid size {s} for {what} group '{f.name}'")
@@ -457,7 +499,9 @@ def verify_op_def(op: Operation) -> None:
                 raise VerifyError(f"requires attribute '{p.name}'")
             continue
         if not p.constraint.check(a):
-            raise VerifyError(f"attribute '{p.name}' failed to satisfy constraint: {p.constraint.description}")
+            raise VerifyError(
+                f"attribute '{p.name}' failed to satisfy constraint: {p.constraint.description}"
+            )
     # regions
     n_fixed = sum(1 for r in od.regions if not r.variadic)
     has_var = any(r.variadic for r in od.regions)
@@ -465,10 +509,14 @@ def verify_op_def(op: Operation) -> None:
     if has_var and nr < n_fixed:
         raise VerifyError(f"expected {n_fixed} or more regions")
     if not has_var and nr != n_fixed:
-        raise VerifyError({0: "requires zero regions", 1: "requires one region"}.get(n_fixed, f"expected {n_fixed} regions"))
+        raise VerifyError(
+            {0: "requires zero regions", 1: "requires one region"}.get(n_fixed, f"expected {n_fixed} regions")
+        )
     for r in od.regions:
         if r.single_block and not r.variadic and len(op.regions[r.index].blocks) > 1:
-            raise VerifyError(f"region #{r.index} ('{r.name}') failed to verify constraint: region with 1 blocks")
+            raise VerifyError(
+                f"region #{r.index} ('{r.name}') failed to verify constraint: region with 1 blocks"
+            )
     # successors
     ns_fixed = sum(1 for s in od.successors if not s.variadic)
     s_var = any(s.variadic for s in od.successors)

@@ -1855,7 +1855,7 @@ class Parser:
         c = s[name_pos : name_pos + 1]
         if c == '"':
             op = self._parse_generic_op(defs, name_pos)
-        elif c.isalpha() or c == "_":
+        elif (c.isascii() and c.isalpha()) or c == "_":
             op = self._parse_custom_op(defs, name_pos)
         elif not c:
             raise self.error("expected operation name in quotes")
@@ -2062,7 +2062,8 @@ class Parser:
     def _parse_custom_op(self, defs: list[tuple[str, int, int]] | None, name_pos: int) -> Operation:
         s = self.s
         m = _BARE_ID.match(s, name_pos)
-        assert m is not None
+        if m is None:
+            raise self.error("expected operation name", name_pos)
         name = m.group()
         self.pos = m.end()
         cls = None

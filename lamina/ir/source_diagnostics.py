@@ -71,7 +71,17 @@ _EXPECTED = re.compile(
 class _Expected:
     __slots__ = ("severity", "line", "text", "regex", "found", "src_line", "col", "length", "unknown")
 
-    def __init__(self, severity: str, line: int, text: str, regex: bool, src_line: int, col: int, length: int, unknown: bool) -> None:
+    def __init__(
+        self,
+        severity: str,
+        line: int,
+        text: str,
+        regex: bool,
+        src_line: int,
+        col: int,
+        length: int,
+        unknown: bool,
+    ) -> None:
         self.severity = severity
         self.line = line
         self.text = text

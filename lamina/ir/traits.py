@@ -143,7 +143,11 @@ class SameOperandsAndResultType(Trait):
 
 class SameOperandsAndResultShape(Trait):
     def verify(self, op: Operation) -> None:
-        shapes = {getattr(t, "shape", None) for t in [*op.operand_types, *op.result_types] if getattr(t, "has_rank", False)}
+        shapes = {
+            getattr(t, "shape", None)
+            for t in [*op.operand_types, *op.result_types]
+            if getattr(t, "has_rank", False)
+        }
         if len(shapes) > 1:
             raise VerifyError("requires the same shape for all operands and results")
 

@@ -89,13 +89,17 @@ class OpPassManager:
         for el in elems:
             if el.nested is not None:
                 if el.options is not None:
-                    raise PipelineError(f"options are not allowed on the op pipeline '{el.name}'", text, el.column)
+                    raise PipelineError(
+                        f"options are not allowed on the op pipeline '{el.name}'", text, el.column
+                    )
                 sub = self.nest(el.name)
                 sub._add_elements(el.nested, text)
                 continue
             cls = get_pass(el.name)
             if cls is None:
-                raise PipelineError(f"'{el.name}' does not refer to a registered pass or pass pipeline", text, el.column)
+                raise PipelineError(
+                    f"'{el.name}' does not refer to a registered pass or pass pipeline", text, el.column
+                )
             try:
                 p = cls.from_option_string(el.options) if el.options is not None else cls()
             except PassOptionError as e:
@@ -202,7 +206,9 @@ class PassManager(OpPassManager):
         for it in mgr.items:
             node = self._timing_nodes.get(id(it))
             if node is None:
-                node = TimingNode(f"'{it.anchor_name}' Pipeline" if isinstance(it, OpPassManager) else it.display_name)
+                node = TimingNode(
+                    f"'{it.anchor_name}' Pipeline" if isinstance(it, OpPassManager) else it.display_name
+                )
             if isinstance(it, OpPassManager):
                 node.children = self._timing_tree(it)
             out.append(node)
@@ -331,7 +337,9 @@ class PassManager(OpPassManager):
         first = True
         for d in got:
             if d.severity == "error" and first:
-                d.attach_note(f"verification failed after running pass '{p.display_name}' ({p.name})", op.location)
+                d.attach_note(
+                    f"verification failed after running pass '{p.display_name}' ({p.name})", op.location
+                )
                 first = False
             _reemit(engine, d)
         return bool(ok) and not any(d.severity == "error" for d in got)
@@ -339,7 +347,9 @@ class PassManager(OpPassManager):
     def _report_exception(self, p: Pass, op: Operation, e: BaseException) -> None:
         notes = []
         if self.debug:
-            notes.append(("".join(traceback.format_exception(type(e), e, e.__traceback__)).rstrip(), op.location))
+            notes.append(
+                ("".join(traceback.format_exception(type(e), e, e.__traceback__)).rstrip(), op.location)
+            )
         emit(
             "error",
             op.location,

@@ -41,7 +41,9 @@ _FALSE = {"false", "0", "off", "no"}
 
 def _parse_scalar(typ: Any, text: str, choices: Sequence[str] | None) -> Any:
     text = text.strip()
-    if (len(text) >= 2 and text[0] == text[-1] and text[0] in "\"'") or (len(text) >= 2 and text[0] == "{" and text[-1] == "}"):
+    if (len(text) >= 2 and text[0] == text[-1] and text[0] in "\"'") or (
+        len(text) >= 2 and text[0] == "{" and text[-1] == "}"
+    ):
         text = text[1:-1]
     if typ is bool:
         low = text.lower()

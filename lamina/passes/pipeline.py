@@ -69,7 +69,8 @@ def parse_pipeline_text(text: str) -> list[PipelineElement]:
                     raise err("encountered unbalanced parentheses while parsing pipeline", open_at)
                 if pos < n and text[pos] == ")" and depth == 0:
                     raise err(
-                        "encountered extra closing ')' creating unbalanced parentheses while parsing pipeline", pos
+                        "encountered extra closing ')' creating unbalanced parentheses while parsing pipeline",
+                        pos,
                     )
                 raise err("expected a pass or op name in pipeline", start)
             el = PipelineElement(name, start + 1)
@@ -125,7 +126,8 @@ def parse_pipeline_text(text: str) -> list[PipelineElement]:
             if ch == ")":
                 if depth == 0:
                     raise err(
-                        "encountered extra closing ')' creating unbalanced parentheses while parsing pipeline", pos
+                        "encountered extra closing ')' creating unbalanced parentheses while parsing pipeline",
+                        pos,
                     )
                 return elems
             raise err(f"unexpected '{ch}' in pipeline", pos)

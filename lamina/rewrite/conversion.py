@@ -153,7 +153,11 @@ class TypeConverter:
         return all(self.is_legal(x) for x in [*ft.inputs, *ft.results])
 
     def _materialize(
-        self, mats: list[Callable[..., Value | None]], rewriter: PatternRewriter, t: Type, inputs: Sequence[Value],
+        self,
+        mats: list[Callable[..., Value | None]],
+        rewriter: PatternRewriter,
+        t: Type,
+        inputs: Sequence[Value],
         loc: Location,
     ) -> Value | None:
         for fn in reversed(mats):
@@ -162,10 +166,14 @@ class TypeConverter:
                 return v
         return None
 
-    def materialize_source(self, rewriter: PatternRewriter, t: Type, inputs: Sequence[Value], loc: Location) -> Value | None:
+    def materialize_source(
+        self, rewriter: PatternRewriter, t: Type, inputs: Sequence[Value], loc: Location
+    ) -> Value | None:
         return self._materialize(self._source_mats, rewriter, t, inputs, loc)
 
-    def materialize_target(self, rewriter: PatternRewriter, t: Type, inputs: Sequence[Value], loc: Location) -> Value | None:
+    def materialize_target(
+        self, rewriter: PatternRewriter, t: Type, inputs: Sequence[Value], loc: Location
+    ) -> Value | None:
         return self._materialize(self._target_mats, rewriter, t, inputs, loc)
 
 
@@ -179,7 +187,9 @@ class ConversionPattern:
     def __init__(self, type_converter: TypeConverter | None = None) -> None:
         self.type_converter = type_converter
 
-    def match_and_rewrite(self, op: Operation, operands: list[Value], rewriter: ConversionPatternRewriter) -> bool:
+    def match_and_rewrite(
+        self, op: Operation, operands: list[Value], rewriter: ConversionPatternRewriter
+    ) -> bool:
         raise NotImplementedError
 
     @property
@@ -259,7 +269,9 @@ class ConversionPatternRewriter(PatternRewriter):
     def replace_op(self, op: Operation, new: Sequence[Value] | Operation) -> None:
         values = list(new.results) if isinstance(new, Operation) else list(new)
         if len(values) != len(op.results):
-            raise ValueError(f"cannot replace {len(op.results)} results of '{op.name}' with {len(values)} values")
+            raise ValueError(
+                f"cannot replace {len(op.results)} results of '{op.name}' with {len(values)} values"
+            )
         self.listener.notify_op_replaced(op, values)
         for r, v in zip(op.results, values):
             if r is v or not r.uses:
@@ -445,8 +457,11 @@ def _convert(
                 src = ", ".join(f"'{v.type}'" for v in c.operands)
                 dst = ", ".join(f"'{t}'" for t in c.result_types)
                 errors.append(
-                    (c.location, f"failed to legalize unresolved materialization from ({src}) to ({dst}) "
-                     "that remained live after conversion")
+                    (
+                        c.location,
+                        f"failed to legalize unresolved materialization from ({src}) to ({dst}) "
+                        "that remained live after conversion",
+                    )
                 )
         if errors:
             for loc, msg in errors:

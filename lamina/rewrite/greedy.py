@@ -237,7 +237,13 @@ class GreedyRewriteDriver(RewriterListener):
         self.scope: Operation | None = None
         self.iterations = 0
         #: Counters: ``pops``, ``erased_dead``, ``folds``, ``rewrites``, ``pattern_attempts``.
-        self.stats: dict[str, int] = {"pops": 0, "erased_dead": 0, "folds": 0, "rewrites": 0, "pattern_attempts": 0}
+        self.stats: dict[str, int] = {
+            "pops": 0,
+            "erased_dead": 0,
+            "folds": 0,
+            "rewrites": 0,
+            "pattern_attempts": 0,
+        }
 
     # ---- listener ---------------------------------------------------------------------
 
@@ -378,7 +384,9 @@ class GreedyRewriteDriver(RewriterListener):
 
     def _try_fold(self, op: Operation) -> bool:
         operands = op.operand_uses
-        consts: list[Attribute | None] = [constant_value(o.value.defining_op()) for o in operands] if operands else []
+        consts: list[Attribute | None] = (
+            [constant_value(o.value.defining_op()) for o in operands] if operands else []
+        )
         result = op.fold(consts)
         if result is None:
             return self._fold_commutative(op, consts)
@@ -493,7 +501,11 @@ def apply_patterns_greedily(
         stats.update(driver.stats)
         stats["iterations"] = driver.iterations
     if not converged and report:
-        emit(report, op.location, f"greedy pattern rewriter failed to converge after {max_iterations} iterations")
+        emit(
+            report,
+            op.location,
+            f"greedy pattern rewriter failed to converge after {max_iterations} iterations",
+        )
     return converged
 
 

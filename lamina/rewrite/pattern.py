@@ -60,7 +60,9 @@ class RewritePattern:
 class FunctionPattern(RewritePattern):
     """A pattern from a function ``fn(op, rewriter) -> bool``."""
 
-    def __init__(self, fn: Callable[[Operation, PatternRewriter], bool], root: Any = None, benefit: int = 1) -> None:
+    def __init__(
+        self, fn: Callable[[Operation, PatternRewriter], bool], root: Any = None, benefit: int = 1
+    ) -> None:
         self.fn = fn
         self.root = root  # type: ignore[misc]
         self.benefit = benefit  # type: ignore[misc]
@@ -224,7 +226,9 @@ class PatternRewriter:
         """Replace every use of ``op``'s results with ``new`` (values or an op's results) and erase it."""
         values = list(new.results) if isinstance(new, Operation) else list(new)
         if len(values) != len(op.results):
-            raise IRError(f"cannot replace {len(op.results)} results of '{op.name}' with {len(values)} values")
+            raise IRError(
+                f"cannot replace {len(op.results)} results of '{op.name}' with {len(values)} values"
+            )
         self.listener.notify_op_replaced(op, values)
         for r, v in zip(op.results, values):
             if r is not v:
@@ -316,7 +320,11 @@ class PatternRewriter:
     # ---- blocks and regions -------------------------------------------------------------
 
     def inline_block_before(
-        self, source: Block, dest: Operation | Block, args: Sequence[Value] = (), before: Operation | None = None
+        self,
+        source: Block,
+        dest: Operation | Block,
+        args: Sequence[Value] = (),
+        before: Operation | None = None,
     ) -> None:
         """Move every op of ``source`` before ``dest`` (an op, or the end/``before`` of a block),
         replacing ``source``'s arguments with ``args``; ``source`` is left empty and detached."""

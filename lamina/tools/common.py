@@ -29,7 +29,9 @@ def read_text_input(path: str, tool: str) -> tuple[str | None, str]:
     except UnicodeDecodeError as e:
         line = data[: e.start].count(b"\n") + 1
         col = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
-        print(f"{name}:{line}:{col}: error: invalid UTF-8 byte 0x{data[e.start]:02x} in input", file=sys.stderr)
+        print(
+            f"{name}:{line}:{col}: error: invalid UTF-8 byte 0x{data[e.start]:02x} in input", file=sys.stderr
+        )
         return None, name
 
 
@@ -61,7 +63,7 @@ def internal_error_guard(tool: str, fn: Callable[[], int]) -> int:
     except RecursionError:
         print(f"{tool}: error: input nested too deeply", file=sys.stderr)
         return 1
-    except Exception as e:  # noqa: BLE001 - the last line of defence: no traceback for users
+    except Exception as e:
         if os.environ.get(DEBUG_ENV):
             traceback.print_exc()
         print(

@@ -1,7 +1,7 @@
 """``lamina``: the umbrella command.
 
-    lamina example            # the main job on the built-in example (see README)
-    lamina opt ARGS...        # same as lamina-opt
+lamina example            # the main job on the built-in example (see README)
+lamina opt ARGS...        # same as lamina-opt
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ EXAMPLE_PIPELINE = "builtin.module(inline,func.func(canonicalize,cse),symbol-dce
 
 def example(args: argparse.Namespace) -> int:
     """Parse the built-in example, verify it, run a pipeline, print before and after."""
-    import lamina.dialects  # noqa: F401
+    import lamina.dialects
     import lamina.transforms  # noqa: F401
     from lamina.examples import example_path
     from lamina.ir.context import Context
@@ -54,9 +54,17 @@ def example(args: argparse.Namespace) -> int:
 # `lamina <verb> ARGS...` runs the same code as the TPU-MLIR-named commands.
 VERBS = {
     "opt": ("lamina.tools.opt", "main", "lamina-opt: parse, verify, run passes, print"),
-    "transform": ("lamina.tools.transform", "transform_main", "model_transform: ONNX -> top IR, checked layer by layer"),
+    "transform": (
+        "lamina.tools.transform",
+        "transform_main",
+        "model_transform: ONNX -> top IR, checked layer by layer",
+    ),
     "run": ("lamina.tools.runner", "run_main", "model_runner: run a .mlir or .onnx model on an npz input"),
-    "compare": ("lamina.tools.npz_tool", "compare_main", "npz_tool compare: per-tensor similarity of two npz files"),
+    "compare": (
+        "lamina.tools.npz_tool",
+        "compare_main",
+        "npz_tool compare: per-tensor similarity of two npz files",
+    ),
 }
 
 
@@ -67,10 +75,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         module, fn, _ = VERBS[argv[0]]
         return getattr(importlib.import_module(module), fn)(argv[1:])
-    p = argparse.ArgumentParser(prog="lamina", description="Lamina: a deep-learning compiler on an MLIR-style IR.")
+    p = argparse.ArgumentParser(
+        prog="lamina", description="Lamina: a deep-learning compiler on an MLIR-style IR."
+    )
     sub = p.add_subparsers(dest="cmd", required=True)
     ex = sub.add_parser("example", help="run the main job on the built-in example")
-    ex.add_argument("--pipeline", default=EXAMPLE_PIPELINE, help=f"pass pipeline (default: {EXAMPLE_PIPELINE})")
+    ex.add_argument(
+        "--pipeline", default=EXAMPLE_PIPELINE, help=f"pass pipeline (default: {EXAMPLE_PIPELINE})"
+    )
     for verb, (_, _, help_text) in VERBS.items():
         sub.add_parser(verb, help=f"{help_text} (further arguments are passed on)")
     args = p.parse_args(argv)

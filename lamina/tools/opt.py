@@ -35,7 +35,9 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("input", nargs="?", default="-", help="input file ('-' or omitted: stdin)")
     p.add_argument("-o", dest="output", default="-", help="output file (default: stdout)")
-    p.add_argument("--pass-pipeline", default=None, help="textual pass pipeline, e.g. 'builtin.module(canonicalize,cse)'")
+    p.add_argument(
+        "--pass-pipeline", default=None, help="textual pass pipeline, e.g. 'builtin.module(canonicalize,cse)'"
+    )
     p.add_argument(
         "--split-input-file",
         action="store_const",
@@ -45,25 +47,79 @@ def _build_parser() -> argparse.ArgumentParser:
         "and process each independently",
     )
     p.add_argument("--split-input-marker", dest="split_input_file", help=argparse.SUPPRESS)
-    p.add_argument("--verify-diagnostics", action="store_true", help="check diagnostics against expected-* comments")
+    p.add_argument(
+        "--verify-diagnostics", action="store_true", help="check diagnostics against expected-* comments"
+    )
     p.add_argument("--mlir-print-op-generic", action="store_true", help="print the generic op form")
     p.add_argument("--mlir-print-debuginfo", action="store_true", help="print locations")
-    p.add_argument("--allow-unregistered-dialect", action="store_true", help="allow ops of unregistered dialects")
-    p.add_argument("--print-ir-after-all", "--mlir-print-ir-after-all", action="store_true", dest="after_all", help="print IR after each pass")
-    p.add_argument("--print-ir-before-all", "--mlir-print-ir-before-all", action="store_true", dest="before_all", help="print IR before each pass")
-    p.add_argument("--print-ir-after", "--mlir-print-ir-after", action="append", default=[], dest="after", metavar="PASS", help="print IR after the named pass")
-    p.add_argument("--print-ir-before", "--mlir-print-ir-before", action="append", default=[], dest="before", metavar="PASS", help="print IR before the named pass")
-    p.add_argument("--print-ir-after-change", "--mlir-print-ir-after-change", action="store_true", dest="after_change", help="only print IR after a pass if it changed")
-    p.add_argument("--timing", "--mlir-timing", action="store_true", dest="timing", help="print a per-pass timing report")
-    p.add_argument("--mlir-pass-statistics", action="store_true", dest="statistics", help="print pass statistics")
+    p.add_argument(
+        "--allow-unregistered-dialect", action="store_true", help="allow ops of unregistered dialects"
+    )
+    p.add_argument(
+        "--print-ir-after-all",
+        "--mlir-print-ir-after-all",
+        action="store_true",
+        dest="after_all",
+        help="print IR after each pass",
+    )
+    p.add_argument(
+        "--print-ir-before-all",
+        "--mlir-print-ir-before-all",
+        action="store_true",
+        dest="before_all",
+        help="print IR before each pass",
+    )
+    p.add_argument(
+        "--print-ir-after",
+        "--mlir-print-ir-after",
+        action="append",
+        default=[],
+        dest="after",
+        metavar="PASS",
+        help="print IR after the named pass",
+    )
+    p.add_argument(
+        "--print-ir-before",
+        "--mlir-print-ir-before",
+        action="append",
+        default=[],
+        dest="before",
+        metavar="PASS",
+        help="print IR before the named pass",
+    )
+    p.add_argument(
+        "--print-ir-after-change",
+        "--mlir-print-ir-after-change",
+        action="store_true",
+        dest="after_change",
+        help="only print IR after a pass if it changed",
+    )
+    p.add_argument(
+        "--timing", "--mlir-timing", action="store_true", dest="timing", help="print a per-pass timing report"
+    )
+    p.add_argument(
+        "--mlir-pass-statistics", action="store_true", dest="statistics", help="print pass statistics"
+    )
     p.add_argument(
         "--verify-each",
         default="true",
         choices=["true", "false", "1", "0"],
         help="run the verifier after each pass (default: true)",
     )
-    p.add_argument("--mlir-pass-pipeline-crash-reproducer", "--crash-reproducer", dest="reproducer", default=None, metavar="FILE", help="on a pass failure or crash, write the failing input and pipeline to FILE")
-    p.add_argument("--external-weights", default=None, metavar="FILE.npz", help="write dense_resource blobs to FILE.npz instead of inline")
+    p.add_argument(
+        "--mlir-pass-pipeline-crash-reproducer",
+        "--crash-reproducer",
+        dest="reproducer",
+        default=None,
+        metavar="FILE",
+        help="on a pass failure or crash, write the failing input and pipeline to FILE",
+    )
+    p.add_argument(
+        "--external-weights",
+        default=None,
+        metavar="FILE.npz",
+        help="write dense_resource blobs to FILE.npz instead of inline",
+    )
     p.add_argument("--list-passes", action="store_true", help="list registered passes and exit")
     return p
 
@@ -78,7 +134,7 @@ def _split_pass_flags(argv: list[str]) -> tuple[list[str], list[str]]:
             name, _, opts = a[2:].partition("=")
             try:
                 cls = get_pass(name)
-            except Exception:  # noqa: BLE001 - unknown name: not a pass flag
+            except Exception:
                 cls = None
             if cls is not None:
                 passes.append(f"{name}{{{opts}}}" if opts else name)
@@ -93,7 +149,7 @@ def split_chunks(text: str, marker: str) -> list[tuple[str, int]]:
     cur: list[str] = []
     start = 1
     for i, line in enumerate(text.split("\n"), start=1):
-        if line.strip().startswith(marker) and line.strip()[len(marker):].strip() == "":
+        if line.strip().startswith(marker) and line.strip()[len(marker) :].strip() == "":
             chunks.append(("\n".join(cur), start))
             cur = []
             start = i + 1
@@ -110,7 +166,7 @@ def _list_passes() -> str:
 
 
 def run(argv: Sequence[str] | None = None) -> int:
-    import lamina.dialects  # noqa: F401 - registers the dialects
+    import lamina.dialects
     import lamina.transforms  # noqa: F401 - registers the passes
     from lamina.ir.context import Context
 
@@ -118,15 +174,22 @@ def run(argv: Sequence[str] | None = None) -> int:
     argv, pass_flags = _split_pass_flags(argv)
     # mlir-opt spells a custom marker --split-input-file=MARKER (a bare flag takes no value).
     argv = [
-        x for a in argv for x in (("--split-input-marker", a.split("=", 1)[1]) if a.startswith("--split-input-file=") else (a,))
+        x
+        for a in argv
+        for x in (
+            ("--split-input-marker", a.split("=", 1)[1]) if a.startswith("--split-input-file=") else (a,)
+        )
     ]
     args = _build_parser().parse_args(argv)
     if args.list_passes:
         print(_list_passes())
         return 0
     if args.pass_pipeline and pass_flags:
-        print("lamina-opt: error: --pass-pipeline cannot be combined with pass flags "
-              f"({', '.join('--' + p for p in pass_flags)})", file=sys.stderr)
+        print(
+            "lamina-opt: error: --pass-pipeline cannot be combined with pass flags "
+            f"({', '.join('--' + p for p in pass_flags)})",
+            file=sys.stderr,
+        )
         return 2
     pipeline = args.pass_pipeline
     if pipeline is None and pass_flags:
@@ -143,7 +206,9 @@ def run(argv: Sequence[str] | None = None) -> int:
     ok = True
     for chunk, first_line in chunks:
         buf = SourceBuffer(filename, chunk, first_line)
-        handler = DiagnosticVerifier(buf) if args.verify_diagnostics else SourceDiagnosticPrinter({filename: buf})
+        handler = (
+            DiagnosticVerifier(buf) if args.verify_diagnostics else SourceDiagnosticPrinter({filename: buf})
+        )
         ctx = Context(allow_unregistered_dialects=args.allow_unregistered_dialect, handler=handler)
         with ctx:
             out = _process(ctx, chunk, filename, first_line, pipeline, args)

@@ -34,14 +34,20 @@ class Canonicalizer(Pass):
     max_iterations = Option(int, 10, "Max. iterations between applying patterns / simplifying regions")
     max_num_rewrites = Option(int, -1, "Max. number of pattern rewrites within an iteration")
     region_simplify = Option(
-        str, "normal", "Perform control flow optimizations to the region tree",
+        str,
+        "normal",
+        "Perform control flow optimizations to the region tree",
         choices=("disabled", "normal", "aggressive", "true", "false"),
     )
     top_down = Option(bool, True, "Seed the worklist in general top-down order")
     test_convergence = Option(bool, False, "Test only: Fail pass on non-convergence to detect cyclic pattern")
-    disable_patterns = Option(list[str], [], "Labels of patterns that should be filtered out during application")
+    disable_patterns = Option(
+        list[str], [], "Labels of patterns that should be filtered out during application"
+    )
     enable_patterns = Option(
-        list[str], [], "Labels of patterns that should be used during application, all other patterns are filtered out"
+        list[str],
+        [],
+        "Labels of patterns that should be used during application, all other patterns are filtered out",
     )
 
     num_rewrites = Statistic("num-rewrites", "Number of pattern rewrites and folds")

@@ -214,7 +214,8 @@ class Inliner(Pass):
     summary = "Inline function calls"
 
     default_pipeline = Option(
-        str, "canonicalize",
+        str,
+        "canonicalize",
         "The optimizer pipeline used for callables that do not have a dedicated optimizer pipeline",
     )
     max_iterations = Option(int, 4, "Maximum number of iterations when inlining within an SCC")

@@ -160,7 +160,9 @@ def test_crash_reproducer(tmp_path):
     assert "{-#\n  external_resources: {\n    mlir_reproducer: {\n" in text
     assert 'pipeline: "builtin.module(func.func(cse,lam-explode))",' in text
     assert "disable_threading: true," in text and "verify_each: true" in text
-    errors = [d for d in diags if d.message == "Failures have been detected while processing an MLIR pass pipeline"]
+    errors = [
+        d for d in diags if d.message == "Failures have been detected while processing an MLIR pass pipeline"
+    ]
     assert len(errors) == 1
     note = errors[0].notes[0].message
     assert note == (
@@ -192,8 +194,11 @@ def test_verifier_failure_names_pass():
         assert not pm.run(module("a"))
     errs = [d for d in diags if d.severity == "error"]
     assert errs
-    assert any("verification failed after running pass 'BreakIRPass' (lam-break-ir)" in n.message
-               for d in errs for n in d.notes)
+    assert any(
+        "verification failed after running pass 'BreakIRPass' (lam-break-ir)" in n.message
+        for d in errs
+        for n in d.notes
+    )
     pm2 = PassManager.parse("builtin.module(lam-break-ir)", ctx)
     pm2.enable_verifier(False)
     assert pm2.run(module("a"))

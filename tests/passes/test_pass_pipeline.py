@@ -81,7 +81,13 @@ def test_parse_any_and_bare():
 def test_options_parsed():
     pm = PassManager.parse("lam-options{count=7 flag sizes=1,2,3 label={a b} mode=aggressive}", ctx())
     p = pm.items[0]
-    assert p.count == 7 and p.flag is True and p.sizes == [1, 2, 3] and p.label == "a b" and p.mode == "aggressive"
+    assert (
+        p.count == 7
+        and p.flag is True
+        and p.sizes == [1, 2, 3]
+        and p.label == "a b"
+        and p.mode == "aggressive"
+    )
     assert p.option_string() == "count=7 flag=true label={a b} mode=aggressive sizes=1,2,3"
     q = PassManager.parse("lam-options{flag=false}", ctx()).items[0]
     assert q.flag is False and q.count == 3 and q.sizes == []

@@ -68,7 +68,9 @@ def test_full_conversion_failure_reports_each_op_and_rolls_back():
     with ctx, ctx.diagnostics.capture() as diags:
         assert not apply_full_conversion(m, t, [FooToBar()])
     msgs = [str(d) for d in diags]
-    assert msgs == ["c.mlir:3:3: error: failed to legalize operation 'lam_test.foo' that was explicitly marked illegal"]
+    assert msgs == [
+        "c.mlir:3:3: error: failed to legalize operation 'lam_test.foo' that was explicitly marked illegal"
+    ]
     # Rolled back: the first foo (convertible) is still there too.
     f = m.body.first_op
     assert names(f) == before
@@ -127,7 +129,9 @@ def test_type_conversion_with_materializations():
     m, f = build()
     tc = _i32_to_i64()
     t = target()
-    t.add_dynamically_legal_op(BarOp, lambda op: all(tc.is_legal(x) for x in [*op.operand_types, *op.result_types]))
+    t.add_dynamically_legal_op(
+        BarOp, lambda op: all(tc.is_legal(x) for x in [*op.operand_types, *op.result_types])
+    )
     assert apply_partial_conversion(m, t, [FooToBar(tc)], tc)
     ops = list(f.entry_block)
     assert [o.name for o in ops] == [

@@ -27,7 +27,9 @@ def run_opt(tmp_path: Path, text: str, *args: str) -> tuple[int, str, str]:
 
 
 def test_example_roundtrips_and_optimizes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    rc, out, _ = run_opt(tmp_path, SEED_IR, "--pass-pipeline=builtin.module(inline,func.func(canonicalize,cse),symbol-dce)")
+    rc, out, _ = run_opt(
+        tmp_path, SEED_IR, "--pass-pipeline=builtin.module(inline,func.func(canonicalize,cse),symbol-dce)"
+    )
     assert rc == 0, capsys.readouterr().err
     assert "@scale" not in out and "@unused" not in out
     assert out.count('"arith.mulf"') == 2  # x*2 and the CSE'd square
@@ -69,7 +71,43 @@ def test_split_chunks_keep_line_numbers() -> None:
 
 # ---- fuzzing: mutated IR text gives diagnostics and exit 1, never a traceback or a hang ----------
 
-_TOKENS = ["(", ")", "{", "}", "<", ">", "[", "]", "%", "^", "@", '"', ":", ",", "=", "->", "#", "!", "loc(", "dense<", "0x", "tensor<", "?x", "{-#", "#-}", "\\", "\n", "1e400", "-", "i0", "f32", "array<i64:", "%0:2", "^bb0(", "// -----"]
+_TOKENS = [
+    "(",
+    ")",
+    "{",
+    "}",
+    "<",
+    ">",
+    "[",
+    "]",
+    "%",
+    "^",
+    "@",
+    '"',
+    ":",
+    ",",
+    "=",
+    "->",
+    "#",
+    "!",
+    "loc(",
+    "dense<",
+    "0x",
+    "tensor<",
+    "?x",
+    "{-#",
+    "#-}",
+    "\\",
+    "\n",
+    "1e400",
+    "-",
+    "i0",
+    "f32",
+    "array<i64:",
+    "%0:2",
+    "^bb0(",
+    "// -----",
+]
 
 
 def _mutate(text: str, rnd: random.Random, n: int) -> str:
@@ -99,9 +137,15 @@ def _alarm(signum: int, frame: object) -> None:
     raise _Timeout
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 8))
-def test_fuzz_mutated_ir_never_crashes(tmp_path: Path, capsys: pytest.CaptureFixture[str], seed: int, n: int) -> None:
+def test_fuzz_mutated_ir_never_crashes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], seed: int, n: int
+) -> None:
     text = _mutate(SEED_IR, random.Random(seed), n)
     old = signal.signal(signal.SIGALRM, _alarm)
     signal.alarm(10)

@@ -217,7 +217,9 @@ def test_symbol_dce_requires_symbol_table():
 def test_inline_single_block_and_erase_dead_private():
     callee = fn("add1", vis="private")
     cb = callee.entry_block
-    s = cb.append(lt.AddOp.build(lhs=cb.args[0], rhs=lt.const(cb, 1), out=i32, loc=FileLineColLoc("in", 2, 3)))
+    s = cb.append(
+        lt.AddOp.build(lhs=cb.args[0], rhs=lt.const(cb, 1), out=i32, loc=FileLineColLoc("in", 2, 3))
+    )
     _ret(callee, s.results[0])
     unused = fn("unused", vis="private")
     _ret(unused)
@@ -299,7 +301,9 @@ def test_canonicalize_non_convergence():
     assert [d.severity for d in diags] == ["warning"]
     assert "failed to converge after 2 iterations" in diags[0].message
     with ctx.diagnostics.capture() as diags:
-        assert not PassManager.parse("builtin.module(canonicalize{max-iterations=2 test-convergence=true})", ctx).run(m)
+        assert not PassManager.parse(
+            "builtin.module(canonicalize{max-iterations=2 test-convergence=true})", ctx
+        ).run(m)
     assert [d.severity for d in diags] == ["error"]
 
 

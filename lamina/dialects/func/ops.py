@@ -92,9 +92,8 @@ class FuncOp(Op, SymbolOpInterface, CallableOpInterface):
             raise VerifyError(f"requires a function type, got '{ft}'")
         for key, n in (("arg_attrs", len(ft.inputs)), ("res_attrs", len(ft.results))):
             a = self.properties.get(key)
-            if a is not None:
-                if len(a) != n or not all(isinstance(x, DictionaryAttr) for x in a):
-                    raise VerifyError(f"expects '{key}' to be an array of {n} dictionaries")
+            if a is not None and (len(a) != n or not all(isinstance(x, DictionaryAttr) for x in a)):
+                raise VerifyError(f"expects '{key}' to be an array of {n} dictionaries")
         if self.is_declaration:
             if self.symbol_visibility() == "public":
                 raise VerifyError("symbol declaration cannot have public visibility")
