@@ -12,7 +12,10 @@ geometry and scratch buffers kept); ``top.Weight`` values are materialized at pl
 environment template instead of being re-read every run; and, when intermediates are not being
 dumped, a single consumer of a freshly computed array (ReLU after a convolution, the residual Add,
 the bias Add after a MatMul, ...) computes its result *into* that array (``inplace_executor``)
-instead of allocating a new one.
+instead of allocating a new one. ``Interpreter.profile(inputs)`` reports the time per op type.
+
+An :class:`Interpreter` keeps per-op scratch buffers (padded inputs, im2col matrices) between runs:
+use one instance per thread.
 
 Tensor names come from op locations: ``loc("conv1_out"(...))`` names the op's result, a fused
 location of names names each result in order; function inputs/outputs are named by the ``onnx.name``
@@ -127,6 +130,9 @@ class Interpreter:
         self.num_slots = len(self._slots)
         self._template: list[Any] = [None] * self.num_slots
         for s, v in self._consts:
+            if isinstance(v, np.ndarray) and v.flags.writeable:
+                v = v.view()
+                v.flags.writeable = False  # shared by every run: nobody may write into it
             self._template[s] = v
         #: the plan used when intermediates are not dumped: same steps, some computed in place
         self.fast_plan = self._inplace_plan(self.plan, ret)

@@ -335,6 +335,15 @@ class TopOp(Op, ExecutableOpInterface, InferShapeInterface, FlopsInterface):
     def flops(self) -> int:
         return self.flops_per_element * sum(num_elements(r.type) for r in self.results)
 
+    # ---- canonicalization ------------------------------------------------------------------
+
+    @classmethod
+    def get_canonicalization_patterns(cls) -> Sequence[Any]:
+        """The patterns of :mod:`lamina.dialects.top.transforms.patterns` rooted at this op."""
+        from .transforms.patterns import canonicalization_patterns
+
+        return canonicalization_patterns(cls.name)
+
 
 def result_dtype(op: TopOp, i: int = 0) -> np.dtype:
     """The numpy dtype of result ``i`` (f32 when unknown)."""

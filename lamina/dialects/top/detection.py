@@ -200,7 +200,9 @@ class GridSampleOp(TopOp):
             lo, hi = (0.0, d - 1.0) if ac else (-0.5, d - 0.5)
             if mode == "nearest":
                 xi = np.rint(xi)
-            if pad == "border":
+            if mode == "cubic":
+                pass  # as PyTorch and onnxruntime: bicubic pads each tap, not the sample coordinate
+            elif pad == "border":
                 xi = np.where((xi < lo) | (xi > hi), np.clip(xi, 0, d - 1), xi)
             elif pad == "reflection":
                 xi = _reflect(xi, lo, hi)
@@ -216,7 +218,9 @@ class GridSampleOp(TopOp):
             if pad == "border":
                 return np.clip(idx, 0, d - 1), None
             lo, hi = borders[i]
-            return np.clip(np.trunc(_reflect(idx.astype(np.float64), lo, hi)).astype(np.int64), 0, d - 1), None
+            return np.clip(
+                np.trunc(_reflect(idx.astype(np.float64), lo, hi)).astype(np.int64), 0, d - 1
+            ), None
 
         if mode == "nearest":
             taps_per_dim = [[(coords[i].astype(np.int64), None)] for i in range(r)]
@@ -284,9 +288,7 @@ class RoiAlignOp(TopOp):
     rois = operand(AnyTensor)
     batch_indices = operand(AnyTensor)
     output = result_def(AnyTensor)
-    coordinate_transformation_mode = prop(
-        StrEnum("half_pixel", "output_half_pixel"), default=S("half_pixel")
-    )
+    coordinate_transformation_mode = prop(StrEnum("half_pixel", "output_half_pixel"), default=S("half_pixel"))
     mode = prop(StrEnum("avg", "max"), default=S("avg"))
     output_height = prop(I64Attr, default=I(1))
     output_width = prop(I64Attr, default=I(1))
@@ -298,7 +300,9 @@ class RoiAlignOp(TopOp):
         if xs is None or rs is None:
             return [tensor_of(None, elem_of(self.input))]
         return [
-            tensor_of([rs[0], xs[1], self.attr("output_height"), self.attr("output_width")], elem_of(self.input))
+            tensor_of(
+                [rs[0], xs[1], self.attr("output_height"), self.attr("output_width")], elem_of(self.input)
+            )
         ]
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:

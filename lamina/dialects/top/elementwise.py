@@ -46,10 +46,38 @@ except ImportError:  # pragma: no cover - scipy is optional
     _scipy_erf = None
 
 
+# float32 erf as a rational function on [-4, 4] (the approximation Eigen/XLA use for float32):
+# |err| < 5e-7, relative error < 3e-7 near 0; ~6x faster than scipy's float32 loop.
+_ERF_P = [-2.72614225801306e-10, 2.77068142495902e-08, -2.10102402082508e-06, -5.69250639462346e-05,
+          -7.34990630326855e-04, -2.95459980854025e-03, -1.60960333262415e-02]  # fmt: skip
+_ERF_Q = [-1.45660718464996e-05, -2.13374055278905e-04, -1.68282697438203e-03, -7.37332916720468e-03,
+          -1.42647390514189e-02]  # fmt: skip
+
+
+def erf_f32(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    f = np.float32
+    xc = np.clip(x, f(-4), f(4), out=out)
+    x2 = xc * xc
+    p = x2 * f(_ERF_P[0])
+    p += f(_ERF_P[1])
+    for a in _ERF_P[2:]:
+        p *= x2
+        p += f(a)
+    q = x2 * f(_ERF_Q[0])
+    q += f(_ERF_Q[1])
+    for b in _ERF_Q[2:]:
+        q *= x2
+        q += f(b)
+    p *= xc
+    return np.divide(p, q, out=xc)
+
+
 def erf(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-    """Vectorized erf in the input's precision (scipy's when available, else the rational
-    approximation of :func:`erf_numpy`); ``out`` may be ``x`` itself."""
-    if _scipy_erf is not None and x.dtype in (np.float32, np.float64):
+    """Vectorized erf in the input's precision (:func:`erf_f32` for float32; scipy's when available,
+    else the rational approximation of :func:`erf_numpy`); ``out`` may be ``x`` itself."""
+    if x.dtype == np.float32:
+        return erf_f32(x, out)
+    if _scipy_erf is not None and x.dtype == np.float64:
         return _scipy_erf(x, out=out) if out is not None else _scipy_erf(x)
     r = erf_numpy(x)
     if out is not None:

@@ -599,6 +599,10 @@ class _RNNBase(TopOp):
                 h_new, c_new = self._step(
                     xt, h, c, r[d], wb[self.n_gates * hs :], p[d] if p is not None else None, acts, clip, hs
                 )
+                if lens is None:  # every sequence is full length: no masking
+                    h, c = h_new, c_new
+                    y[t, d] = h_new
+                    continue
                 m = active[:, None]
                 h = np.where(m, h_new, h)
                 c = np.where(m, c_new, c)
@@ -650,13 +654,18 @@ class LSTMOp(_RNNBase):
         f, g, hh = acts
         gates = xt + h @ r.T + rb
         i_, o_, f_, c_ = (gates[:, k * hs : (k + 1) * hs] for k in range(4))
-        pi, po, pf = (p[:hs], p[hs : 2 * hs], p[2 * hs :]) if p is not None else (0, 0, 0)
-        i_ = f(_clip(i_ + pi * c, clip))
-        f_ = f(_clip(f_ + pf * c, clip))
+        if p is not None:
+            pi, po, pf = p[:hs], p[hs : 2 * hs], p[2 * hs :]
+            i_ = i_ + pi * c
+            f_ = f_ + pf * c
+        i_ = f(_clip(i_, clip))
+        f_ = f(_clip(f_, clip))
         if self.attr("input_forget"):
             f_ = 1 - i_
         c_new = f_ * c + i_ * g(_clip(c_, clip))
-        o_ = f(_clip(o_ + po * c_new, clip))
+        if p is not None:
+            o_ = o_ + po * c_new
+        o_ = f(_clip(o_, clip))
         return o_ * hh(c_new), c_new
 
 
@@ -683,6 +692,13 @@ class GRUOp(_RNNBase):
     ) -> tuple[Any, Any]:
         f, g = acts
         xz, xr, xh = (xt[:, k * hs : (k + 1) * hs] for k in range(3))
+        if self.attr("linear_before_reset"):  # one recurrent GEMM for the three gates
+            hr = h @ r.T
+            hr += rb
+            z = f(_clip(xz + hr[:, :hs], clip))
+            rt = f(_clip(xr + hr[:, hs : 2 * hs], clip))
+            ht = g(_clip(xh + rt * hr[:, 2 * hs :], clip))
+            return (1 - z) * ht + z * h, c
         rz, rr, rh = (r[k * hs : (k + 1) * hs] for k in range(3))
         bz, br, bh = (rb[k * hs : (k + 1) * hs] for k in range(3))
         z = f(_clip(xz + h @ rz.T + bz, clip))

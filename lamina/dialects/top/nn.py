@@ -54,6 +54,8 @@ class MatMulOp(TopOp):
     bias = operand(AnyTensorOrNone)
     output = result_def(AnyTensor)
     do_relu = prop(I64Attr, default=I(0))
+    #: with ``do_relu``: clamp to ``relu_limit`` as well when it is positive (ReLU6 and Clip(0, n))
+    relu_limit = prop(F64Attr, default=F(-1.0))
 
     def infer_shapes(self) -> list[Type]:
         a, b = shape_of(self.input), shape_of(self.right)
@@ -83,6 +85,8 @@ class MatMulOp(TopOp):
             y += bias
         if self.attr("do_relu"):
             np.maximum(y, 0, out=y)
+            if self.attr("relu_limit") > 0:
+                np.minimum(y, y.dtype.type(self.attr("relu_limit")), out=y)
         return [y]
 
     def flops(self) -> int:
@@ -179,25 +183,95 @@ def _windows(x: np.ndarray, k: Sequence[int], s: Sequence[int], d: Sequence[int]
     return w[sl]
 
 
+class _DepthwisePlan:
+    """2-d depthwise convolution (channel multiplier 1) without im2col: the zero-padded input is
+    split into ``stride`` phase planes, so that every kernel tap reads one *contiguous* run of
+    each flattened plane. The output is accumulated over the planes' full width (a few wasted
+    columns per row) and cropped once at the end: two passes over the output per tap, all with
+    long inner loops."""
+
+    __slots__ = ("inner", "l", "ow", "padded", "phases", "pw", "taps", "yshape")
+
+    def __init__(self, geo: Any, x: np.ndarray) -> None:
+        k, s, d, p = geo
+        n, c, h, w = x.shape
+        ek = [(k[i] - 1) * d[i] + 1 for i in range(2)]
+        hp, wp = h + p[0] + p[2], w + p[1] + p[3]
+        oh = (hp - ek[0]) // s[0] + 1
+        self.ow = (wp - ek[1]) // s[1] + 1
+        ph, pw = -(-hp // s[0]) + 1, -(-wp // s[1])  # one spare row: the last taps run past the end
+        self.pw = pw
+        self.padded = np.zeros((n, c, ph * s[0], pw * s[1]), dtype=x.dtype)
+        self.inner = (slice(None), slice(None), slice(p[0], p[0] + h), slice(p[1], p[1] + w))
+        self.phases: dict[tuple[int, int], Any] = {}
+        self.taps: list[tuple[int, tuple[int, int], int]] = []
+        for t, (i, j) in enumerate(np.ndindex(k[0], k[1])):
+            r, q = i * d[0], j * d[1]
+            key = (r % s[0], q % s[1])
+            if key not in self.phases:
+                if s == [1, 1]:
+                    self.phases[key] = (None, self.padded.reshape(n, c, -1))
+                else:
+                    buf = np.empty((n, c, ph, pw), dtype=x.dtype)
+                    src = self.padded[:, :, key[0] :: s[0], key[1] :: s[1]]
+                    self.phases[key] = ((buf, src), buf.reshape(n, c, -1))
+            self.taps.append((t, key, (r // s[0]) * pw + q // s[1]))
+        self.l = oh * pw
+        self.yshape = (n, c, oh, pw)
+
+    def run(self, x: np.ndarray, w: np.ndarray, b: Any, relu: bool) -> np.ndarray:
+        self.padded[self.inner] = x
+        for copy, _ in self.phases.values():
+            if copy is not None:
+                np.copyto(copy[0], copy[1])
+        n, c = x.shape[:2]
+        wt = w.reshape(c, -1)
+        ln = self.l
+        y = np.empty((n, c, ln), dtype=x.dtype)
+        tmp = np.empty_like(y)
+        for idx, (t, key, off) in enumerate(self.taps):
+            src = self.phases[key][1][:, :, off : off + ln]
+            if idx == 0:
+                np.multiply(src, wt[:, t, None], out=y)
+            else:
+                np.multiply(src, wt[:, t, None], out=tmp)
+                y += tmp
+        if b is not None:
+            y += b.reshape(c, 1).astype(y.dtype, copy=False)
+        if relu:
+            np.maximum(y, 0, out=y)
+        return np.ascontiguousarray(y.reshape(self.yshape)[:, :, :, : self.ow])
+
+
 class _ConvPlan:
     """Per-shape state of one convolution: geometry, fast-path choice and scratch buffers."""
 
-    __slots__ = ("cols", "fast", "geo", "m", "n", "osp", "oshape", "padded", "view_shape", "view_strides")
+    __slots__ = (
+        "cols",
+        "dw",
+        "fast",
+        "geo",
+        "m",
+        "n",
+        "oshape",
+        "osp",
+        "padded",
+        "view_shape",
+        "view_strides",
+    )
 
     def __init__(self, geo: Any, x: np.ndarray, w: np.ndarray, group: int) -> None:
         self.geo = geo
         k, s, d, p = geo
         nd = len(k)
         self.n, self.m = x.shape[0], w.shape[0]
-        self.fast = (
-            nd == 2
-            and group == 1
-            and x.dtype == w.dtype
-            and x.dtype.kind == "f"
-            and x.shape[1] == w.shape[1]
-        )
+        simple = nd == 2 and x.dtype == w.dtype and x.dtype.kind == "f"
+        self.fast = simple and group == 1 and x.shape[1] == w.shape[1]
+        self.dw: _DepthwisePlan | None = None
         self.padded: np.ndarray | None = None
         self.cols: np.ndarray | None = None
+        if simple and group == x.shape[1] == self.m and w.shape[1] == 1:
+            self.dw = _DepthwisePlan(geo, x)
         if not self.fast:
             return
         n, c, h, wd = x.shape
@@ -222,9 +296,11 @@ class _ConvPlan:
             )
 
     def run(self, x: np.ndarray, w: np.ndarray, b: Any, relu: bool, op: ConvOp) -> np.ndarray:
+        if self.dw is not None:
+            return self.dw.run(x, w, b, relu)
         if not self.fast:
             return op._generic(x, w, b, self.geo, relu)
-        k, s, d, p = self.geo
+        p = self.geo[3]
         n, m = self.n, self.m
         if self.padded is not None:
             xp = self.padded
@@ -262,6 +338,8 @@ class ConvOp(TopOp):
     group = prop(I64Attr, default=I(1))
     auto_pad = prop(_AUTO_PAD, default=S("NOTSET"))
     do_relu = prop(I64Attr, default=I(0))
+    #: with ``do_relu``: clamp to ``relu_limit`` as well when it is positive (ReLU6 and Clip(0, n))
+    relu_limit = prop(F64Attr, default=F(-1.0))
 
     def verify_(self) -> None:
         xs, ws = shape_of(self.input), shape_of(self.filter)
@@ -318,6 +396,7 @@ class ConvOp(TopOp):
         )
         g = self.attr("group")
         relu = bool(self.attr("do_relu"))
+        limit = self.attr("relu_limit") if relu else -1.0
         cache: dict[tuple[Any, ...], Any] = {}
 
         def geometry(xs: tuple[int, ...], ws: tuple[int, ...]) -> Any:
@@ -335,7 +414,10 @@ class ConvOp(TopOp):
             ent = cache.get(key)
             if ent is None:
                 ent = cache[key] = _ConvPlan(geometry(x.shape, w.shape), x, w, g)
-            return [ent.run(x, w, b, relu, self)]
+            y = ent.run(x, w, b, relu, self)
+            if limit > 0:
+                np.minimum(y, y.dtype.type(limit), out=y)
+            return [y]
 
         return run
 
@@ -355,7 +437,7 @@ class ConvOp(TopOp):
             win = _windows(x, k, s, d)  # (N, C, *O, *k) strided view, no copy
             osp = win.shape[2 : 2 + nd]
             if c == g and m == g:  # depthwise: accumulate over kernel taps, vectorized over channels
-                return self._depthwise(win, w, b, osp, dt, relu)
+                return ConvOp._depthwise(self, win, w, b, osp, dt, relu)
             # im2col: (N, G, C/G * prod(k), prod(O)) in the order the filter is laid out
             cols = np.empty((n, c, int(np.prod(k)), *osp), dtype=x.dtype)
             for t, idx in enumerate(np.ndindex(*k)):
@@ -547,17 +629,21 @@ class MaxPoolOp(_PoolBase):
                 padded = None
                 if any(p) or any(eo[:nd]):
                     padded = np.full(
-                        x.shape[:2] + tuple(x.shape[2 + i] + p[i] + p[i + nd] + eo[i] for i in range(nd)),
+                        (*x.shape[:2], *(x.shape[2 + i] + p[i] + p[i + nd] + eo[i] for i in range(nd))),
                         lo,
                         dtype=x.dtype,
                     )
-                inner = (slice(None), slice(None)) + tuple(
-                    slice(p[i], p[i] + x.shape[2 + i]) for i in range(nd)
-                )
+                inner = (slice(None), slice(None), *(slice(p[i], p[i] + x.shape[2 + i]) for i in range(nd)))
                 osz = eo[nd:]
                 taps = [
-                    (slice(None), slice(None))
-                    + tuple(slice(idx[i] * d[i], idx[i] * d[i] + (osz[i] - 1) * s[i] + 1, s[i]) for i in range(nd))
+                    (
+                        slice(None),
+                        slice(None),
+                        *(
+                            slice(idx[i] * d[i], idx[i] * d[i] + (osz[i] - 1) * s[i] + 1, s[i])
+                            for i in range(nd)
+                        ),
+                    )
                     for idx in np.ndindex(*k)
                 ]
                 ent = cache[key] = (padded, inner, taps)

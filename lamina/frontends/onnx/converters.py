@@ -654,7 +654,13 @@ from lamina.dialects.top import detection as D  # noqa: E402, N812
 simple("NonMaxSuppression", D.NmsOp)
 simple("RoiAlign", D.RoiAlignOp)
 
-_GRID_MODES = {"bilinear": "linear", "bicubic": "cubic", "linear": "linear", "cubic": "cubic", "nearest": "nearest"}
+_GRID_MODES = {
+    "bilinear": "linear",
+    "bicubic": "cubic",
+    "linear": "linear",
+    "cubic": "cubic",
+    "nearest": "nearest",
+}
 
 
 @register("GridSample")
@@ -663,3 +669,85 @@ def _grid_sample(cv: GraphConverter, node: Node) -> Values:
     if mode not in _GRID_MODES:
         raise Unsupported(f"GridSample mode '{mode}' is not supported")
     return emit(cv, D.GridSampleOp, node, mode=_GRID_MODES[mode])
+
+
+# ---- integer ops of quantized models ----------------------------------------------------------
+
+from lamina.dialects.top import integer as Q  # noqa: E402, N812
+
+simple("MatMulInteger", Q.MatMulIntegerOp)
+simple("ConvInteger", Q.ConvIntegerOp)
+simple("QLinearMatMul", Q.QLinearMatMulOp)
+simple("QLinearConv", Q.QLinearConvOp)
+
+
+@register("DynamicQuantizeLinear")
+def _dyn_quant(cv: GraphConverter, node: Node) -> Values:
+    return emit(cv, Q.DynamicQuantizeLinearOp, node, names=_padded_names(node, 3))
+
+
+# ---- signal processing ----------------------------------------------------------------------------
+
+from lamina.dialects.top import signal as SG  # noqa: E402, N812
+
+
+@register("DFT")
+def _dft(cv: GraphConverter, node: Node) -> Values:
+    if node.opset >= 20:
+        ax_v = node.input(2)
+        c = cv.const(ax_v) if ax_v is not None else None
+        if c is not None:
+            return emit(cv, SG.DFTOp, node, [node.inputs[0], node.input(1), None], axis=int(c.reshape(-1)[0]))
+        return emit(cv, SG.DFTOp, node, [node.inputs[0], node.input(1), ax_v], axis=-2)
+    return emit(cv, SG.DFTOp, node, [node.inputs[0], node.input(1), None], axis=node.attrs.get("axis", 1))
+
+
+simple("STFT", SG.STFTOp)
+
+
+def _window(mode: str) -> Any:
+    def conv(cv: GraphConverter, node: Node) -> Values:
+        elem = onnx_elem_type(node.attrs.get("output_datatype", 1))
+        return emit(
+            cv,
+            SG.WindowOp,
+            node,
+            [node.inputs[0]],
+            result_types=[_ty(cv, node, 0, elem)],
+            mode=mode,
+            periodic=node.attrs.get("periodic", 1),
+        )
+
+    return conv
+
+
+for _onnx, _mode in [("HannWindow", "hann"), ("HammingWindow", "hamming"), ("BlackmanWindow", "blackman")]:
+    CONVERTERS[_onnx] = _window(_mode)
+
+
+@register("MelWeightMatrix")
+def _mel(cv: GraphConverter, node: Node) -> Values:
+    elem = onnx_elem_type(node.attrs.get("output_datatype", 1))
+    return emit(cv, SG.MelWeightMatrixOp, node, result_types=[_ty(cv, node, 0, elem)])
+
+
+# ---- misc: Unique, CenterCropPad, Col2Im, AffineGrid, MaxUnpool, BitCast, Det -------------------
+
+from lamina.dialects.top import misc as MI  # noqa: E402, N812
+
+simple("CenterCropPad", MI.CenterCropPadOp)
+simple("Col2Im", MI.Col2ImOp)
+simple("AffineGrid", MI.AffineGridOp)
+simple("MaxUnpool", MI.MaxUnpoolOp)
+simple("Det", MI.DetOp)
+
+
+@register("Unique")
+def _unique(cv: GraphConverter, node: Node) -> Values:
+    return emit(cv, MI.UniqueOp, node, names=_padded_names(node, 4))
+
+
+@register("BitCast")
+def _bitcast(cv: GraphConverter, node: Node) -> Values:
+    elem = onnx_elem_type(node.attrs["to"])
+    return emit(cv, MI.BitCastOp, node, [node.inputs[0]], result_types=[_ty(cv, node, 0, elem)])

@@ -1,0 +1,219 @@
+"""Helpers shared by the ``top`` passes and patterns: reading constant operands, creating new
+``top.Weight`` ops backed by ``dense_resource`` blobs, and small matching utilities."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+from lamina.ir.attributes import (
+    DenseElementsAttr,
+    DenseResourceElementsAttr,
+    ResourceBlob,
+    ResourceHandle,
+    ResourceManager,
+    dtype_to_element_type,
+)
+from lamina.ir.core import Operation, Value
+from lamina.ir.location import FusedLoc, Location, NameLoc
+from lamina.ir.types import NoneType, RankedTensorType, ShapedType, Type
+
+WEIGHT = "top.Weight"
+
+
+# ---- reading values ---------------------------------------------------------------------------
+
+
+def weight_of(v: Value) -> np.ndarray | None:
+    """The array of ``v`` if it is produced by a ``top.Weight``, else None."""
+    op = v.defining_op()
+    if op is None or op.name != WEIGHT:
+        return None
+    a = op.properties.get("value")
+    if isinstance(a, (DenseElementsAttr, DenseResourceElementsAttr)):
+        try:
+            return a.to_numpy()
+        except ValueError:  # a resource without data
+            return None
+    return None
+
+
+def is_weight(v: Value) -> bool:
+    op = v.defining_op()
+    return op is not None and op.name == WEIGHT
+
+
+def scalar_of(v: Value) -> float | None:
+    """The value of a constant whose elements are all equal (a splat or a one-element tensor)."""
+    a = weight_of(v)
+    if a is None or a.size == 0 or a.dtype.kind not in "fiub":
+        return None
+    first = a.reshape(-1)[0]
+    if a.size > 1 and not np.all(a == first):
+        return None
+    if a.dtype.kind == "f" and a.dtype.itemsize < 8:
+        return float(str(first))  # the shortest decimal that round-trips: 1e-05, not 9.99999974e-06
+    return float(first)
+
+
+def is_scalar(v: Value, value: float, rtol: float = 1e-6) -> bool:
+    s = scalar_of(v)
+    return s is not None and abs(s - value) <= rtol * max(1.0, abs(value))
+
+
+def def_op(v: Value, name: str) -> Operation | None:
+    """``v``'s defining op if it is named ``name``."""
+    op = v.defining_op()
+    return op if op is not None and op.name == name else None
+
+
+def single_use(v: Value) -> bool:
+    return len(v.uses) == 1
+
+
+def users(v: Value) -> list[Operation]:
+    return [u.owner for u in v.uses]
+
+
+def is_none_value(v: Value) -> bool:
+    return isinstance(v.type, NoneType)
+
+
+def ranked(v: Value | Type) -> RankedTensorType | None:
+    t = v if isinstance(v, Type) else v.type
+    return t if isinstance(t, RankedTensorType) else None
+
+
+def static_shape(v: Value | Type) -> tuple[int, ...] | None:
+    t = v if isinstance(v, Type) else v.type
+    if isinstance(t, ShapedType) and t.has_rank and t.has_static_shape:
+        return tuple(t.shape)
+    return None
+
+
+def binary_other(op: Operation, v: Value) -> Value | None:
+    """For a two-operand op with ``v`` as one operand, the other operand."""
+    a, b = op.operands[0], op.operands[1]
+    if a is v:
+        return b
+    if b is v:
+        return a
+    return None
+
+
+# ---- locations --------------------------------------------------------------------------------
+
+
+def loc_name(loc: Location | None) -> str | None:
+    if isinstance(loc, NameLoc):
+        return loc.name
+    if isinstance(loc, FusedLoc):
+        for sub in loc.locations:
+            if isinstance(sub, NameLoc):
+                return sub.name
+    return None
+
+
+# ---- new weights ------------------------------------------------------------------------------
+
+
+def root_op(op: Operation) -> Operation:
+    while True:
+        parent = op.parent_op()
+        if parent is None:
+            return op
+        op = parent
+
+
+def _resource_keys(root: Operation) -> set[str]:
+    keys: set[str] = set()
+    for o in root.walk_ops():
+        for a in o.properties.values():
+            if isinstance(a, DenseResourceElementsAttr):
+                keys.add(a.handle.key)
+        for a in o.attributes.values():
+            if isinstance(a, DenseResourceElementsAttr):
+                keys.add(a.handle.key)
+    return keys
+
+
+class WeightFactory:
+    """Makes ``dense_resource`` attributes whose keys are unique in a module (and in the context's
+    resource manager when one is given). The module's keys are collected once, on first use."""
+
+    __slots__ = ("_keys", "manager", "root")
+
+    def __init__(self, root: Operation, manager: ResourceManager | None = None) -> None:
+        self.root = root
+        self.manager = manager
+        self._keys: set[str] | None = None
+
+    def _unique(self, hint: str) -> str:
+        if self._keys is None:
+            self._keys = _resource_keys(self.root)
+        base = "".join(c if (c.isalnum() or c in "_.-") else "_" for c in hint) or "weight"
+        key, n = base, 0
+        mgr = self.manager
+        while key in self._keys or (mgr is not None and mgr.get(key) is not None):
+            n += 1
+            key = f"{base}_{n}"
+        self._keys.add(key)
+        return key
+
+    def attr(
+        self, array: np.ndarray, hint: str, element_type: Type | None = None
+    ) -> DenseResourceElementsAttr:
+        """A ``dense_resource`` holding ``array`` (by reference) under a fresh key derived from ``hint``."""
+        if not array.flags.c_contiguous:  # (np.ascontiguousarray would make a 0-d array 1-d)
+            array = array.copy(order="C")
+        et = element_type or dtype_to_element_type(array.dtype)
+        key = self._unique(hint)
+        if self.manager is not None:
+            handle = self.manager.insert(key, array)
+        else:
+            handle = ResourceHandle(key, ResourceBlob(array))
+        return DenseResourceElementsAttr(RankedTensorType(array.shape, et), handle)
+
+
+class FactoryCache:
+    """One :class:`WeightFactory` per root op (patterns do not know their module up front)."""
+
+    __slots__ = ("_factory", "manager")
+
+    def __init__(self, manager: ResourceManager | None = None) -> None:
+        self._factory: WeightFactory | None = None
+        self.manager = manager
+
+    def for_op(self, op: Operation) -> WeightFactory:
+        root = root_op(op)
+        f = self._factory
+        if f is None or f.root is not root:
+            f = self._factory = WeightFactory(root, self.manager)
+        return f
+
+
+def create_weight(
+    rewriter: Any,
+    factory: WeightFactory,
+    array: np.ndarray,
+    hint: str,
+    loc: Location | None = None,
+    element_type: Type | None = None,
+) -> Value:
+    """Insert a ``top.Weight`` holding ``array`` at the rewriter's insertion point; its result."""
+    from lamina.dialects.top.io import WeightOp
+
+    attr = factory.attr(array, hint, element_type)
+    op = rewriter.create(WeightOp, output=attr.type, value=attr, loc=loc)
+    return op.results[0]
+
+
+def all_same(items: Iterable[Any]) -> bool:
+    it = iter(items)
+    try:
+        first = next(it)
+    except StopIteration:
+        return True
+    return all(x == first for x in it)
