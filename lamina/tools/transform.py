@@ -166,6 +166,23 @@ class TransformResult:
 # ---- the steps -------------------------------------------------------------------------------------------
 
 
+# What model_transform runs on the imported module (as TPU-MLIR runs shape inference and
+# canonicalization): fold constant subgraphs, fuse BN/activations, recognise GELU/LayerNorm/SiLU/
+# attention, drop identities; fused ops keep the location (tensor name) of the last op they replace.
+TOP_PIPELINE = "builtin.module(func.func(top-const-fold,canonicalize,top-shape-infer))"
+
+
+def optimize_top(module: Any, ctx: Any) -> None:
+    """Run :data:`TOP_PIPELINE`; a failure is a ToolError with the diagnostics."""
+    from lamina.passes import PassManager
+
+    diags: list[str] = []
+    with ctx.diagnostics.handler(lambda d: diags.append(str(d))), ctx:
+        pm = PassManager.parse(TOP_PIPELINE, ctx)
+        if not pm.run(module):
+            raise ToolError("optimizing the top IR failed:\n" + "\n".join(diags))
+
+
 def write_mlir(module: Any, mlir_path: str, weights_path: str) -> str | None:
     """Print ``module`` with locations to ``mlir_path``, weights to ``weights_path`` (both atomically).
     Returns the weight file written (None when the module has no weights)."""
@@ -247,7 +264,7 @@ def transform(
     if not os.path.isdir(out_dir):
         raise ToolError(f"cannot write '{mlir}': directory '{out_dir}' does not exist")
     cfg = o.preprocess_config()
-    steps = 2 + (4 if o.test_input else 0)
+    steps = 3 + (4 if o.test_input else 0)
     bar = Progress(steps, progress)
     timings: dict[str, float] = {}
     try:
@@ -264,8 +281,14 @@ def transform(
                 raise ToolError(
                     f"the imported module of '{o.model_def}' does not verify:\n" + "\n".join(diags)
                 )
-        sig = module_signature(module)
         timings["import"] = time.perf_counter() - t
+
+        t = time.perf_counter()
+        bar.step("optimizing top IR")
+        say(f"# top pipeline: {TOP_PIPELINE}")
+        optimize_top(module, ctx)
+        sig = module_signature(module)
+        timings["optimize"] = time.perf_counter() - t
 
         t = time.perf_counter()
         bar.step(f"writing {mlir}")

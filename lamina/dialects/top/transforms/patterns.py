@@ -40,6 +40,7 @@ from .utils import (
     FactoryCache,
     create_weight,
     def_op,
+    derived_loc,
     is_none_value,
     is_scalar,
     loc_name,
@@ -886,7 +887,10 @@ class FuseAttention(TopPattern):
                 input=kt,
                 order=Ints(swap),
                 output=RankedTensorType(kshape, kt.type.element_type),  # type: ignore[union-attr]
-                loc=kt.defining_op().location if kt.defining_op() is not None else out.location,
+                # K itself, not the K^T named at kt: a name of its own.
+                loc=derived_loc(
+                    kt.defining_op().location if kt.defining_op() is not None else out.location, "key"
+                ),
             ).results[0]
         nv = _none(rewriter, out.location)
         if where_mask is not None:
@@ -909,7 +913,7 @@ class FuseAttention(TopPattern):
                 tbrn=zero,
                 fbrn=fill,
                 output=RankedTensorType(cond.type.shape, et),  # type: ignore[union-attr]
-                loc=where.location,  # type: ignore[union-attr]
+                loc=derived_loc(where.location, "additive_mask"),  # type: ignore[union-attr]
             ).results[0]
         kw: dict[str, Any] = {"scale": F(scale)}
         if rank == 3:

@@ -116,6 +116,16 @@ def loc_name(loc: Location | None) -> str | None:
     return None
 
 
+def derived_loc(loc: Location, suffix: str) -> Location:
+    """A location for a *new* tensor made from the one at ``loc``: ``name`` becomes ``name_suffix``.
+
+    Tensors are compared with the framework by location name, so an op that computes something else
+    than the tensor named at ``loc`` must not reuse that name."""
+    name = loc_name(loc)
+    child = loc.child if isinstance(loc, NameLoc) else None
+    return NameLoc(f"{name or 'tensor'}_{suffix}", child)
+
+
 # ---- new weights ------------------------------------------------------------------------------
 
 
