@@ -650,7 +650,11 @@ class Printer:
         finally:
             self.collecting = False
             self.out = saved
-        infos = sorted(self._alias_info.items(), key=lambda kv: (kv[1].depth, kv[1].name, kv[1].order))
+        items = self._alias_info.items()
+        if all(i.depth == 0 and i.name == "loc" for i in self._alias_info.values()):
+            infos = list(items)  # already in first-use order: the usual all-simple-locations case
+        else:
+            infos = sorted(items, key=lambda kv: (kv[1].depth, kv[1].name, kv[1].order))
         counts: dict[str, int] = {}
         aliases = self.aliases
         self._alias_order = []
