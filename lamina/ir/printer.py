@@ -72,6 +72,7 @@ from lamina.ir.types import (
     UnrankedTensorType,
     VectorType,
 )
+from lamina.support.fileio import save_npz
 
 if TYPE_CHECKING:
     pass
@@ -813,7 +814,7 @@ class Printer:
                 arrays[h.key] = np.frombuffer(bytes(d) if not isinstance(d, bytes) else d, dtype=np.uint8)
         meta = json.dumps({h.key: int(h.blob.alignment) for h in self.used_resources if h.blob is not None})
         arrays[RESOURCE_META_KEY] = np.frombuffer(meta.encode(), dtype=np.uint8)
-        np.savez(path, **arrays)
+        save_npz(path, arrays)
 
     # ---- low-level output ---------------------------------------------------------------------
 

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
 import traceback
 from collections.abc import Callable
+
+from lamina.support.fileio import atomic_output, atomic_write
+
+__all__ = ["DEBUG_ENV", "atomic_output", "atomic_write", "internal_error_guard", "read_text_input"]
 
 DEBUG_ENV = "LAMINA_DEBUG"
 
@@ -33,20 +36,6 @@ def read_text_input(path: str, tool: str) -> tuple[str | None, str]:
             f"{name}:{line}:{col}: error: invalid UTF-8 byte 0x{data[e.start]:02x} in input", file=sys.stderr
         )
         return None, name
-
-
-def atomic_write(path: str, text: str | bytes) -> None:
-    """Write via a temporary file and rename, so a failure never leaves a half-written output."""
-    d = os.path.dirname(os.path.abspath(path)) or "."
-    fd, tmp = tempfile.mkstemp(prefix=".lamina-", dir=d)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(text.encode("utf-8") if isinstance(text, str) else text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def internal_error_guard(tool: str, fn: Callable[[], int]) -> int:

@@ -9,13 +9,14 @@ commands print it as one line and exit non-zero.
 from __future__ import annotations
 
 import os
-import tempfile
 import zipfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+from lamina.support import fileio
 
 
 class ToolError(Exception):
@@ -46,24 +47,11 @@ def load_npz(path: str, what: str = "npz file") -> dict[str, np.ndarray]:
 
 
 def save_npz(path: str, arrays: Mapping[str, np.ndarray]) -> None:
-    """Write ``arrays`` as an uncompressed ``.npz`` atomically (temporary file + rename). Any key is
-    allowed (numpy's ``savez(**kw)`` rejects a few, like ``file``)."""
+    """Write ``arrays`` as an ``.npz`` atomically (any key allowed); a missing directory is a ToolError."""
     d = os.path.dirname(os.path.abspath(path)) or "."
     if not os.path.isdir(d):
         raise ToolError(f"cannot write '{path}': directory '{d}' does not exist")
-    fd, tmp = tempfile.mkstemp(prefix=".lamina-", suffix=".npz", dir=d)
-    os.close(fd)
-    try:
-        with zipfile.ZipFile(tmp, "w", zipfile.ZIP_STORED, allowZip64=True) as zf:
-            for k, v in arrays.items():
-                arr = np.asanyarray(v)
-                with zf.open(k + ".npy", "w", force_zip64=True) as fh:
-                    np.lib.format.write_array(fh, arr, allow_pickle=False)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    fileio.save_npz(path, arrays)
 
 
 # ---- models -----------------------------------------------------------------------------------------
