@@ -2,7 +2,7 @@
 
 from lamina.ir.context import register_dialect_module
 
-DIALECTS = ("func", "arith", "cf", "quant", "top")
+DIALECTS = ("func", "arith", "cf", "quant", "top", "tpu")
 
 for _name in DIALECTS:
     register_dialect_module(_name, f"lamina.dialects.{_name}")

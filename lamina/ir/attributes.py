@@ -507,7 +507,9 @@ class ResourceBlob:
     def as_bytes(self) -> memoryview:
         d = self.data
         if isinstance(d, np.ndarray):
-            return memoryview(np.ascontiguousarray(d)).cast("B")
+            # A uint8 view works for every dtype, incl. ml_dtypes ones (bf16, f8) that the buffer
+            # protocol cannot export.
+            return memoryview(np.ascontiguousarray(d).reshape(-1).view(np.uint8))
         return memoryview(d).cast("B")
 
 

@@ -366,3 +366,27 @@ def test_print_op_to_string_and_str():
     op = UnregisteredOp.create([], [i32], {}, {"x": IntegerAttr(1, i64)}, name="foo.x")
     assert Printer(generic=True).print_op_to_string(op) == '%0 = "foo.x"() {x = 1 : i64} : () -> i32'
     assert str(op) == '%0 = "foo.x"() {x = 1 : i64} : () -> i32'
+
+
+def test_dense_resource_of_ml_dtypes_round_trips() -> None:
+    """bf16/f8 blobs (numpy dtypes the buffer protocol cannot export) print and parse back."""
+    import ml_dtypes
+    import numpy as np
+
+    from lamina.ir.attributes import dense_resource
+    from lamina.ir.builtin import ModuleOp
+    from lamina.ir.context import Context
+    from lamina.ir.core import UnregisteredOp
+    from lamina.ir.parser import parse_module
+    from lamina.ir.printer import print_operation
+
+    for dt in (ml_dtypes.bfloat16, ml_dtypes.float8_e4m3fn):
+        ctx = Context(allow_unregistered_dialects=True)
+        arr = np.array([1.5, 2.25, -3.0], dtype=dt)
+        attr = dense_resource(ctx.resources, "w", arr)
+        m = ModuleOp.new([UnregisteredOp.create([], [attr.type], {"value": attr}, name="lam_ext.w")])
+        text = print_operation(m)
+        back = parse_module(text, Context(allow_unregistered_dialects=True))
+        assert back is not None
+        got = back.body.first_op.properties["value"].to_numpy()
+        assert got.dtype == np.dtype(dt) and np.array_equal(got.astype(np.float32), arr.astype(np.float32))
