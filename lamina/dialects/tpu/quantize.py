@@ -1,0 +1,238 @@
+"""The integer arithmetic of the ``tpu`` dialect: the one place where rounding, requantization,
+saturation and float rounding are defined. ``docs/tpu.md`` states the same contract in prose; every
+backend must match these functions bit for bit.
+
+* :func:`quantize_multiplier` — a positive real multiplier ``M`` as ``multiplier * 2**-(31 + rshift)``
+  with ``multiplier`` an int32 in ``[2**30, 2**31)`` (or smaller when the total shift is capped at 62).
+* :func:`requantize` — ``y = sat(zp + rdiv((acc * multiplier), 2**(31 + rshift)))`` where ``rdiv``
+  rounds half away from zero, computed exactly in int64.
+* :func:`quantize` — float → integer: ``sat(round_half_away(x / scale) + zp)`` computed in float64
+  from the float32 input.
+* :func:`dequantize` — ``(q - zp) * scale`` in float32.
+* :func:`round_float` — float32 → f16 / bf16 (IEEE round to nearest even, as ``ml_dtypes`` does).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+from lamina.dialects.quant import QuantizedType, UniformQuantizedPerAxisType, UniformQuantizedType
+from lamina.ir.attributes import element_type_to_dtype
+from lamina.ir.types import FloatType, ShapedType, Type
+
+__all__ = [
+    "LUT_FUNCTIONS",
+    "MAX_SHIFT",
+    "build_lut",
+    "dequantize",
+    "float_dtype",
+    "qparams",
+    "quantize",
+    "quantize_multiplier",
+    "requantize",
+    "round_float",
+    "round_half_away",
+    "rounding_rshift",
+    "storage_dtype",
+    "wrap_int32",
+]
+
+#: The largest total right shift ``31 + rshift`` a requantization may use.
+MAX_SHIFT = 62
+
+
+def quantize_multiplier(real: float) -> tuple[int, int]:
+    """``real`` (> 0) as ``(multiplier, rshift)`` with ``real ≈ multiplier * 2**-(31 + rshift)``.
+
+    ``real = m * 2**e`` with ``m`` in [0.5, 1); ``multiplier = round_half_away(m * 2**31)`` (a
+    carry to ``2**31`` renormalizes to ``2**30`` with ``e + 1``); ``rshift = -e``. When the total
+    shift ``31 + rshift`` would exceed :data:`MAX_SHIFT` it is capped there and the multiplier is
+    ``round_half_away(real * 2**MAX_SHIFT)`` (possibly 0). ``real == 0`` gives ``(0, 0)``."""
+    if not math.isfinite(real) or real < 0:
+        raise ValueError(f"requantization multiplier must be finite and >= 0, got {real}")
+    if real == 0.0:
+        return 0, 0
+    m, e = math.frexp(real)  # real = m * 2**e, 0.5 <= m < 1
+    q = math.floor(m * (1 << 31) + 0.5)
+    if q == 1 << 31:
+        q //= 2
+        e += 1
+    rshift = -e
+    if 31 + rshift > MAX_SHIFT:
+        rshift = MAX_SHIFT - 31
+        q = math.floor(real * 2.0**MAX_SHIFT + 0.5)
+    if 31 + rshift < 1:
+        raise ValueError(f"requantization multiplier {real} is too large (>= 2**30)")
+    return int(q), int(rshift)
+
+
+def rounding_rshift(x: np.ndarray, shift: np.ndarray | int) -> np.ndarray:
+    """``x / 2**shift`` rounded half away from zero, for int64 ``x`` and ``shift`` in [1, 62]:
+    ``(x + 2**(shift-1) - (x < 0)) >> shift`` (arithmetic shift)."""
+    x = np.asarray(x, dtype=np.int64)
+    s = np.asarray(shift, dtype=np.int64)
+    half = np.left_shift(np.int64(1), s - 1)
+    return np.right_shift(x + half - (x < 0).astype(np.int64), s)
+
+
+def wrap_int32(x: np.ndarray) -> np.ndarray:
+    """Two's-complement wrap of integers to int32 (what a 32-bit accumulator does on overflow)."""
+    return np.asarray(x).astype(np.int64).astype(np.int32)
+
+
+def requantize(
+    acc: np.ndarray,
+    multiplier: np.ndarray | int,
+    rshift: np.ndarray | int,
+    zero_point: int,
+    qmin: int,
+    qmax: int,
+    axis: int | None = None,
+) -> np.ndarray:
+    """int32 ``acc`` → ``clip(zero_point + rdiv(acc * multiplier, 2**(31 + rshift)), qmin, qmax)``
+    (int64 arithmetic, ``rdiv`` rounding half away from zero) as int64. With ``axis``, ``multiplier``
+    and ``rshift`` are per-channel arrays along that axis of ``acc``."""
+    acc = np.asarray(acc).astype(np.int64)
+    m = np.asarray(multiplier, dtype=np.int64)
+    s = 31 + np.asarray(rshift, dtype=np.int64)
+    if axis is not None and m.ndim == 1:
+        shape = [1] * acc.ndim
+        shape[axis] = -1
+        m = m.reshape(shape)
+        s = s.reshape(shape)
+    y = rounding_rshift(acc * m, s) + np.int64(zero_point)
+    return np.clip(y, qmin, qmax)
+
+
+def round_half_away(x: np.ndarray) -> np.ndarray:
+    """Round to nearest, ties away from zero (float64 in, float64 out)."""
+    x = np.asarray(x, dtype=np.float64)
+    return np.sign(x) * np.floor(np.abs(x) + 0.5)
+
+
+def storage_dtype(t: QuantizedType) -> np.dtype:
+    """The numpy dtype holding the integers of a quantized element type."""
+    bits = 8 if t.storage_width <= 8 else 16 if t.storage_width <= 16 else 32
+    return np.dtype(f"int{bits}" if t.signed else f"uint{bits}")
+
+
+def qparams(t: Type) -> tuple[np.ndarray, np.ndarray, int | None, int, int]:
+    """``(scales, zero_points, axis, qmin, qmax)`` of a quantized (element or tensor) type; per-tensor
+    types give 0-d arrays and ``axis`` None."""
+    e = t.element_type if isinstance(t, ShapedType) else t
+    if isinstance(e, UniformQuantizedType):
+        return np.float64(e.scale), np.int64(e.zero_point), None, e.storage_min, e.storage_max
+    if isinstance(e, UniformQuantizedPerAxisType):
+        return (
+            np.asarray(e.scales, np.float64),
+            np.asarray(e.zero_points, np.int64),
+            e.axis,
+            e.storage_min,
+            e.storage_max,
+        )
+    raise TypeError(f"not a uniform quantized type: {t}")
+
+
+def _bshape(ndim: int, axis: int, n: int) -> list[int]:
+    s = [1] * ndim
+    s[axis] = n
+    return s
+
+
+def quantize(x: np.ndarray, t: Type) -> np.ndarray:
+    """float → storage integers of ``t``: ``clip(round_half_away(float64(x) / scale) + zp)``."""
+    e = t.element_type if isinstance(t, ShapedType) else t
+    scale, zp, axis, lo, hi = qparams(e)
+    xf = np.asarray(x, dtype=np.float64)
+    if axis is not None:
+        scale = scale.reshape(_bshape(xf.ndim, axis, -1))
+        zp = zp.reshape(_bshape(xf.ndim, axis, -1))
+    q = round_half_away(xf / scale) + zp
+    q = np.nan_to_num(q, nan=0.0, posinf=hi, neginf=lo)
+    return np.clip(q, lo, hi).astype(storage_dtype(e))  # type: ignore[arg-type]
+
+
+def dequantize(q: np.ndarray, t: Type) -> np.ndarray:
+    """storage integers of ``t`` → float32 ``(q - zp) * scale`` (computed in float64, rounded once)."""
+    e = t.element_type if isinstance(t, ShapedType) else t
+    scale, zp, axis, _, _ = qparams(e)
+    qi = np.asarray(q, dtype=np.int64)
+    if axis is not None:
+        scale = scale.reshape(_bshape(qi.ndim, axis, -1))
+        zp = zp.reshape(_bshape(qi.ndim, axis, -1))
+    return ((qi - zp) * scale).astype(np.float32)
+
+
+def float_dtype(t: Type) -> np.dtype | None:
+    """The numpy dtype of a float element type (of a tensor type), or None."""
+    e = t.element_type if isinstance(t, ShapedType) else t
+    if isinstance(e, FloatType):
+        return element_type_to_dtype(e)
+    return None
+
+
+def round_float(x: np.ndarray, t: Type) -> np.ndarray:
+    """``x`` rounded to the float element type of ``t`` (f16/bf16: round to nearest even via a float32
+    intermediate, as hardware converting its float32 result does)."""
+    dt = float_dtype(t)
+    if dt is None:
+        return x
+    x = np.asarray(x)
+    if x.dtype == dt:
+        return x
+    if x.dtype.kind == "f" and x.dtype != np.float32 and dt != np.float64:
+        x = x.astype(np.float32)
+    return x.astype(dt)
+
+
+# ---- lookup tables -------------------------------------------------------------------------------
+
+
+_erf = np.vectorize(math.erf, otypes=[np.float64])
+
+
+def _gelu(x: np.ndarray) -> np.ndarray:
+    return 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0)))
+
+
+LUT_FUNCTIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "Sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x)),
+    "SiLU": lambda x: x / (1.0 + np.exp(-x)),
+    "GELU": _gelu,
+    "Exp": np.exp,
+    "Tanh": np.tanh,
+    "Elu": lambda x: np.where(x >= 0, x, np.expm1(x)),
+    "Softplus": lambda x: np.logaddexp(0.0, x),
+    "Mish": lambda x: x * np.tanh(np.logaddexp(0.0, x)),
+    "HardSwish": lambda x: x * np.clip(x / 6.0 + 0.5, 0.0, 1.0),
+    "HardSigmoid": lambda x: np.clip(x / 6.0 + 0.5, 0.0, 1.0),
+    "LeakyRelu": lambda x: np.where(x >= 0, x, 0.01 * x),
+    "Abs": np.abs,
+    "Sqrt": lambda x: np.sqrt(np.maximum(x, 0.0)),
+    "Erf": _erf,
+}
+
+
+def build_lut(fn: Callable[[np.ndarray], np.ndarray], in_t: Type, out_t: Type) -> np.ndarray:
+    """The 256-entry table of ``fn`` between two 8-bit quantized types: entry ``i`` is the output
+    for the input storage value ``v = i`` (uint8 input) or ``v = i - 128`` (int8 input), i.e. the
+    index is ``v - storage_min_of_the_8_bit_type``; ``table[i] = quantize(fn(dequantize(v)))``
+    with the output type's rounding and saturation, all in float64."""
+    ie = in_t.element_type if isinstance(in_t, ShapedType) else in_t
+    oe = out_t.element_type if isinstance(out_t, ShapedType) else out_t
+    base = -128 if ie.signed else 0
+    v = np.arange(base, base + 256, dtype=np.int64)
+    scale, zp, _, _, _ = qparams(ie)
+    xf = (v - zp) * scale
+    with np.errstate(all="ignore"):
+        y = np.asarray(fn(xf), dtype=np.float64)
+    return quantize(y, oe).astype(storage_dtype(oe))
+
+
+def lut_index(x: np.ndarray, signed: bool) -> np.ndarray:
+    """The table index of 8-bit storage values (``v + 128`` for int8, ``v`` for uint8)."""
+    xi = np.asarray(x, dtype=np.int64)
+    return xi + 128 if signed else xi

@@ -1,0 +1,130 @@
+"""``tpu-canonicalize``: fold cast pairs and merge requantizations (also what the generic
+``canonicalize`` runs on ``tpu`` ops).
+
+* ``Cast(Cast(x : A -> B) -> A)`` → ``x`` when ``B`` is f32 and ``A`` is f16, bf16 or an 8-bit
+  quantized type (the round trip is exact);
+* ``Cast(Cast(x : Q1 -> float) -> Q2)`` with quantized ``Q1 != Q2`` → ``Requant(x -> Q2)``;
+* ``Requant(Requant(x : Q1 -> Q2) -> Q3)`` → ``Requant(x : Q1 -> Q3)`` (one rounding instead of two),
+  or ``x`` when ``Q3`` is ``Q1``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from lamina.ir.attributes import IntegerAttr
+from lamina.ir.core import Operation
+from lamina.ir.types import FloatType, ShapedType, f32, i64
+from lamina.passes import Pass, Statistic, register_pass
+from lamina.rewrite.greedy import apply_patterns_greedily
+from lamina.rewrite.pattern import PatternRewriter, RewritePattern
+
+from ..ops import RequantOp, is_quant
+from ..quantize import quantize_multiplier
+
+
+def _elem(t: Any) -> Any:
+    return t.element_type if isinstance(t, ShapedType) else t
+
+
+def _scale(t: Any) -> float:
+    return float(_elem(t).scale)
+
+
+def _exact_roundtrip(a: Any, b: Any) -> bool:
+    ea, eb = _elem(a), _elem(b)
+    if eb is not f32:
+        return False
+    if isinstance(ea, FloatType):
+        return ea.name in ("f16", "bf16")
+    return is_quant(a) and getattr(ea, "storage_width", 0) == 8
+
+
+class FoldCastPair(RewritePattern):
+    root = "tpu.Cast"
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> bool:
+        src = op.operands[0]
+        d = src.defining_op()
+        if d is None or d.name != "tpu.Cast":
+            return False
+        x = d.operands[0]
+        out_t = op.results[0].type
+        if x.type is out_t and _exact_roundtrip(x.type, src.type):
+            rewriter.replace_op(op, [x])
+            return True
+        if (
+            is_quant(x.type)
+            and is_quant(out_t)
+            and isinstance(_elem(src.type), FloatType)
+            and _elem(src.type) is f32
+        ):
+            if not hasattr(_elem(x.type), "scale") or not hasattr(_elem(out_t), "scale"):
+                return False
+            m, s = quantize_multiplier(_scale(x.type) / _scale(out_t))
+            new = rewriter.create(
+                RequantOp,
+                input=x,
+                output=out_t,
+                multiplier=IntegerAttr(m, i64),
+                rshift=IntegerAttr(s, i64),
+                loc=op.location,
+            )
+            rewriter.replace_op(op, new.results)
+            return True
+        return False
+
+
+class MergeRequants(RewritePattern):
+    root = "tpu.Requant"
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> bool:
+        d = op.operands[0].defining_op()
+        if d is None or d.name != "tpu.Requant":
+            return False
+        x = d.operands[0]
+        out_t = op.results[0].type
+        if x.type is out_t:
+            rewriter.replace_op(op, [x])
+            return True
+        m, s = quantize_multiplier(_scale(x.type) / _scale(out_t))
+        new = rewriter.create(
+            RequantOp,
+            input=x,
+            output=out_t,
+            multiplier=IntegerAttr(m, i64),
+            rshift=IntegerAttr(s, i64),
+            loc=op.location,
+        )
+        rewriter.replace_op(op, new.results)
+        return True
+
+
+_PATTERNS: dict[str, list[type[RewritePattern]]] = {
+    "tpu.Cast": [FoldCastPair],
+    "tpu.Requant": [MergeRequants],
+}
+
+
+def tpu_patterns_for(name: str) -> Sequence[Any]:
+    return [p() for p in _PATTERNS.get(name, [])]
+
+
+def canonicalize_tpu(op: Operation, stats: dict[str, int] | None = None) -> bool:
+    pats = [FoldCastPair(), MergeRequants()]
+    return apply_patterns_greedily(op, pats, max_iterations=10, stats=stats)
+
+
+@register_pass
+class TpuCanonicalize(Pass):
+    name = "tpu-canonicalize"
+    summary = "Fold tpu cast pairs and merge consecutive requantizations"
+    display_name = "TpuCanonicalizePass"
+
+    num_rewrites = Statistic("num-rewrites", "Number of pattern rewrites")
+
+    def run_on_operation(self, op: Operation) -> Any:
+        stats: dict[str, int] = {}
+        canonicalize_tpu(op, stats)
+        self.num_rewrites += stats.get("rewrites", 0)

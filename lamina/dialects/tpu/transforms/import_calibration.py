@@ -1,0 +1,105 @@
+"""``import-calibration-table{file=... asymmetric=false}``: give every tensor named in a calibration
+table the element type ``!quant.calibrated<f32<lo:hi>>``.
+
+Symmetric (default): ``hi = threshold`` and ``lo = -threshold`` if the table's ``min < 0`` else 0
+(a tensor that is never negative becomes uint8 in INT8). Asymmetric: ``lo = min(min, 0)``,
+``hi = max(max, 0)``. Names are location names (what the interpreter dumps). Function arguments
+wrapped by ``top.Input`` take the input's type too (and the function signature follows).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lamina.dialects.quant import CalibratedQuantizedType
+from lamina.execution.interpreter import result_names
+from lamina.ir.core import Operation, Value
+from lamina.ir.types import FloatType, FunctionType, RankedTensorType, ShapedType
+from lamina.passes import Option, Pass, Statistic, register_pass
+
+
+def calibrated_type(t: Any, lo: float, hi: float) -> Any:
+    """``t`` with its float element type replaced by ``!quant.calibrated<elem<lo:hi>>``."""
+    if not isinstance(t, ShapedType) or not isinstance(t.element_type, FloatType):
+        return None
+    e = t.element_type
+    if isinstance(e, CalibratedQuantizedType):
+        e = e.expressed_type
+    ct = CalibratedQuantizedType(e, lo, hi)
+    return RankedTensorType(t.shape, ct) if isinstance(t, RankedTensorType) else None
+
+
+def _set_type(v: Value, t: Any) -> None:
+    v.type = t
+
+
+def import_calibration(func_or_module: Operation, table: Any, asymmetric: bool = False) -> int:
+    """Annotate the values named in ``table`` (a :class:`lamina.quant.table.CalibrationTable`);
+    returns how many values were annotated."""
+    count = 0
+    for op in list(func_or_module.walk_ops()):
+        if op.dialect_name != "top" or op.name in ("top.Weight", "top.None"):
+            continue
+        for r, name in zip(op.results, result_names(op)):
+            st = table.thresholds.get(name)
+            if st is None:
+                continue
+            if asymmetric:
+                lo, hi = min(float(st.min), 0.0), max(float(st.max), 0.0)
+            else:
+                th = abs(float(st.threshold))
+                lo, hi = (-th if float(st.min) < 0 else 0.0), th
+            if hi <= lo:
+                hi = lo + 1e-8
+            nt = calibrated_type(r.type, lo, hi)
+            if nt is None:
+                continue
+            _set_type(r, nt)
+            count += 1
+            if op.name == "top.Input":
+                arg = op.operands[0]
+                _set_type(arg, nt)
+    for f in func_or_module.walk_ops():
+        if f.name == "func.func" and f.regions and f.regions[0].blocks:
+            _sync_signature(f)
+    return count
+
+
+def _sync_signature(func: Operation) -> None:
+    from lamina.ir.attributes import TypeAttr
+
+    entry = func.regions[0].blocks[0]
+    ret = entry.last_op
+    ft = func.properties["function_type"].value
+    results = list(ret.operand_types) if ret is not None and ret.name == "func.return" else list(ft.results)
+    func.properties["function_type"] = TypeAttr(FunctionType(list(entry.arg_types), results))
+
+
+@register_pass
+class ImportCalibrationTable(Pass):
+    name = "import-calibration-table"
+    summary = "Attach !quant.calibrated element types to the tensors named in a calibration table"
+    display_name = "ImportCalibrationTablePass"
+    op_name = "builtin.module"
+
+    file = Option(str, "", "Calibration table (TPU-MLIR format)")
+    asymmetric = Option(bool, False, "Use min/max (asymmetric) instead of the threshold (symmetric)")
+
+    num_annotated = Statistic("num-annotated", "Number of tensors given calibrated types")
+
+    def run_on_operation(self, op: Operation) -> Any:
+        from lamina.quant.table import CalibrationTableError, read_calibration_table
+
+        if not self.file:
+            op.emit_error("import-calibration-table needs file=<calibration table>")
+            self.signal_failure()
+            return
+        try:
+            table = read_calibration_table(self.file)
+        except (OSError, CalibrationTableError) as e:
+            op.emit_error(
+                str(e) if isinstance(e, CalibrationTableError) else f"cannot read '{self.file}': {e}"
+            )
+            self.signal_failure()
+            return
+        self.num_annotated += import_calibration(op, table, self.asymmetric)
