@@ -101,6 +101,11 @@ VERBS = {
         "compare_main",
         "npz_tool compare: per-tensor similarity of two npz files",
     ),
+    "calibrate": (
+        "lamina.tools.calibrate",
+        "calibrate_main",
+        "run_calibration: a calibration table from a dataset",
+    ),
 }
 
 
@@ -120,7 +125,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--pipeline", default=EXAMPLE_PIPELINE, help=f"pass pipeline (default: {EXAMPLE_PIPELINE})"
     )
     ex.add_argument(
-        "--workdir", default="lamina_example", help="where the example model's files go (default: ./lamina_example)"
+        "--workdir",
+        default="lamina_example",
+        help="where the example model's files go (default: ./lamina_example)",
     )
     for verb, (_, _, help_text) in VERBS.items():
         sub.add_parser(verb, help=f"{help_text} (further arguments are passed on)")

@@ -1,0 +1,32 @@
+"""Quantization support.
+
+- :mod:`lamina.quant.table`: calibration tables and qtables in TPU-MLIR's formats.
+- :mod:`lamina.quant.calibration`: :func:`calibrate` (statistics over samples with the ``top``
+  interpreter, a threshold method, tuning) -> :class:`CalibrationResult` with its ``table``.
+- :mod:`lamina.quant.histogram`, :mod:`lamina.quant.methods`, :mod:`lamina.quant.tune`,
+  :mod:`lamina.quant.dataset`: the pieces (streaming statistics, threshold methods, tuning, samples).
+"""
+
+from lamina.quant.calibration import CalibrationError, CalibrationResult, calibrate
+from lamina.quant.methods import METHODS
+from lamina.quant.table import (
+    CalibrationTable,
+    CalibrationTableError,
+    TensorStats,
+    read_calibration_table,
+    read_qtable,
+    write_qtable,
+)
+
+__all__ = [
+    "METHODS",
+    "CalibrationError",
+    "CalibrationResult",
+    "CalibrationTable",
+    "CalibrationTableError",
+    "TensorStats",
+    "calibrate",
+    "read_calibration_table",
+    "read_qtable",
+    "write_qtable",
+]

@@ -1,0 +1,243 @@
+"""Activation calibration: run the ``top`` interpreter over samples, gather per-tensor statistics,
+pick a threshold per tensor, optionally tune it, and build a :class:`CalibrationTable`.
+
+Statistics are gathered in one pass over the samples: after every op of the interpreter's plan, each
+float result is fed to its :class:`~lamina.quant.histogram.TensorObserver` (min, max, moments and an
+exact streaming log-grid histogram of ``|x|``) and then released as the interpreter's liveness
+allows, so memory holds one sample's live tensors plus a fixed 256 KiB per tensor, whatever the
+number of samples. The first ``tune_num`` samples keep every tensor for the tuning step.
+
+The table names tensors by their location names (the interpreter's dump keys, the ONNX tensor names)
+in network order; weights are not calibrated.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from lamina.quant.histogram import TensorObserver
+from lamina.quant.methods import METHODS, MIN_THRESHOLD, compute_threshold
+from lamina.quant.table import CalibrationTable, TensorStats
+
+__all__ = ["CalibrationError", "CalibrationResult", "ModelRunner", "calibrate", "collect_statistics"]
+
+
+class CalibrationError(Exception):
+    """Calibration cannot proceed (an op failed on a sample, no samples, ...)."""
+
+
+class ModelRunner:
+    """Executes a module's plan step by step, observing every named float tensor.
+
+    Uses the interpreter's compiled plans: the in-place, liveness-freeing plan for statistics only,
+    the plain plan (every tensor kept) for the samples used by tuning."""
+
+    def __init__(self, module: Any) -> None:
+        from lamina.execution import ExecutionError, Interpreter
+
+        try:
+            self.interp = Interpreter(module)
+        except ExecutionError as e:
+            raise CalibrationError(f"cannot execute the model: {e}") from None
+        self.names: dict[int, str] = {}
+        seen: set[str] = set()
+        for slot, name in self.interp._names:
+            if name in seen:
+                continue  # a name given twice: keep the first tensor
+            seen.add(name)
+            self.names[slot] = name
+        self.input_names = list(self.interp.input_names)
+
+    def run(
+        self,
+        inputs: Mapping[str, np.ndarray],
+        observe: Callable[[str, np.ndarray], None] | None = None,
+        keep_all: bool = False,
+    ) -> list[Any] | None:
+        """Run one sample; call ``observe(name, array)`` for every named float result as soon as it
+        is computed. With ``keep_all`` returns the environment (every slot's value)."""
+        from lamina.execution import ExecutionError
+
+        it = self.interp
+        try:
+            env = it._bind_inputs(inputs)
+        except ExecutionError as e:
+            raise CalibrationError(str(e)) from None
+        plan = it.plan if keep_all else it.fast_plan
+        free = None if keep_all else it._free
+        names = self.names
+        it._env = env  # region runners read the environment from here
+        op = None
+        try:
+            for i, step in enumerate(plan):
+                fn, ins, outs, _, op = step
+                res = fn([env[s] for s in ins])
+                for s, v in zip(outs, res):
+                    env[s] = v
+                    if observe is not None:
+                        name = names.get(s)
+                        if name is not None and isinstance(v, np.ndarray) and v.dtype.kind == "f":
+                            observe(name, v)
+                if free is not None:
+                    for s in free[i]:
+                        env[s] = None
+        except CalibrationError:
+            raise
+        except Exception as e:
+            where = ""
+            if op is not None:
+                from lamina.execution.interpreter import result_names
+
+                where = f" ('{op.name}' producing {', '.join(repr(n) for n in result_names(op))})"
+            raise CalibrationError(f"execution failed{where}: {type(e).__name__}: {e}") from None
+        finally:
+            it._env = []
+        return env if keep_all else None
+
+
+@dataclass
+class CalibrationResult:
+    table: CalibrationTable
+    observers: dict[str, TensorObserver]
+    initial_thresholds: dict[str, float]
+    tuned: dict[str, float] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+def collect_statistics(
+    runner: ModelRunner,
+    samples: Iterable[Mapping[str, np.ndarray]],
+    keep: int = 0,
+    progress: Any = None,
+) -> tuple[dict[str, TensorObserver], list[list[Any]], int]:
+    """Observers per tensor (network order), the environments of the first ``keep`` samples, and the
+    number of samples seen."""
+    observers: dict[str, TensorObserver] = {}
+    for name in runner.names.values():
+        observers[name] = TensorObserver()
+    used: set[str] = set()
+
+    def observe(name: str, v: np.ndarray) -> None:
+        observers[name].update(v)
+        used.add(name)
+
+    envs: list[list[Any]] = []
+    n = 0
+    for inputs in samples:
+        env = runner.run(inputs, observe, keep_all=n < keep)
+        if env is not None:
+            envs.append(env)
+        n += 1
+        if progress is not None:
+            progress.update(1)
+    for o in observers.values():
+        o.release()
+    return {k: v for k, v in observers.items() if k in used}, envs, n
+
+
+def calibrate(
+    module: Any,
+    samples: Iterable[Mapping[str, np.ndarray]],
+    method: str = "kl",
+    tune_num: int = 0,
+    bin_num: int = 2048,
+    tune_steps: int = 4,
+    progress: bool = False,
+    num_samples: int | None = None,
+    blas_threads: int | None = 1,
+) -> CalibrationResult:
+    """Calibrate ``module`` on ``samples`` (input dicts). ``tune_num > 0`` tunes every threshold on the
+    first ``tune_num`` samples (see :mod:`lamina.quant.tune`).
+
+    ``blas_threads`` limits numpy's BLAS thread pool while calibrating (restored afterwards, with
+    ``threadpoolctl``; None leaves it alone). One thread is the default: the
+    convolutions' GEMMs are small enough that OpenBLAS's spinning worker threads cost more than they
+    give, and on a loaded machine they make calibration several times slower (see
+    benchmarks/RESULTS.md)."""
+    with _limit_blas(blas_threads):
+        return _calibrate(module, samples, method, tune_num, bin_num, tune_steps, progress, num_samples)
+
+
+def _limit_blas(threads: int | None) -> Any:
+    import contextlib
+
+    if threads is None:
+        return contextlib.nullcontext()
+    from threadpoolctl import threadpool_limits  # a declared dependency
+
+    return threadpool_limits(limits=threads, user_api="blas")
+
+
+def _calibrate(
+    module: Any,
+    samples: Iterable[Mapping[str, np.ndarray]],
+    method: str,
+    tune_num: int,
+    bin_num: int,
+    tune_steps: int,
+    progress: bool,
+    num_samples: int | None,
+) -> CalibrationResult:
+    if method not in METHODS:
+        raise CalibrationError(
+            f"unknown calibration method '{method}' (expected one of {', '.join(METHODS)})"
+        )
+    if bin_num < 128:
+        raise CalibrationError(f"--histogram_bin_num must be at least 128, got {bin_num}")
+    timings: dict[str, float] = {}
+    t0 = time.perf_counter()
+    runner = ModelRunner(module)
+    bar = _bar(progress, num_samples, "statistics")
+    try:
+        observers, envs, n = collect_statistics(runner, samples, keep=tune_num, progress=bar)
+    finally:
+        if bar is not None:
+            bar.close()
+    if n == 0:
+        raise CalibrationError("no calibration samples")
+    timings["statistics"] = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    thresholds = {name: compute_threshold(method, o, bin_num) for name, o in observers.items()}
+    timings["thresholds"] = time.perf_counter() - t1
+    tuned: dict[str, float] = {}
+    final = dict(thresholds)
+    if tune_num > 0 and envs:
+        from lamina.quant.tune import tune_thresholds
+
+        t2 = time.perf_counter()
+        absmax = {k: o.absmax for k, o in observers.items()}
+        tuned = tune_thresholds(runner, envs, thresholds, absmax, steps=tune_steps, progress=progress)
+        final.update(tuned)
+        timings["tune"] = time.perf_counter() - t2
+    table = CalibrationTable(
+        histogram_bin_num=bin_num,
+        sample_num=n,
+        tune_num=min(tune_num, len(envs)) if tune_num > 0 else None,
+        comments=[f"# calibration method: {method}"],
+    )
+    for name, o in observers.items():
+        th = final[name]
+        if not math.isfinite(th) or th <= 0:
+            th = MIN_THRESHOLD
+        lo, hi = (o.min, o.max) if o.count else (-MIN_THRESHOLD, MIN_THRESHOLD)
+        if o.count and o.absmax == 0:
+            lo, hi = -MIN_THRESHOLD, MIN_THRESHOLD
+        table.thresholds[name] = TensorStats(float(th), float(lo), float(hi))
+    timings["total"] = time.perf_counter() - t0
+    return CalibrationResult(table, observers, thresholds, tuned, timings)
+
+
+def _bar(progress: bool, total: int | None, desc: str) -> Any:
+    if not progress:
+        return None
+    try:
+        from tqdm import tqdm
+    except ImportError:  # pragma: no cover - tqdm is a dependency
+        return None
+    return tqdm(total=total, desc=desc, unit="sample", leave=False, dynamic_ncols=True)

@@ -1,0 +1,170 @@
+"""``run_calibration`` / ``lamina calibrate``: per-tensor int8 thresholds for a ``top`` model.
+
+    run_calibration M.mlir --dataset DIR --input_num 100 [--data_list FILE] \\
+        [--calibration_method kl|max|percentile9999|mse|aciq_gauss|aciq_laplace] \\
+        [--tune_num 5] [--histogram_bin_num 2048] -o M_cali_table
+
+The samples (images preprocessed with the model's ``top.Input`` attributes, or ``.npz``/``.npy``
+files) run through Lamina's ``top`` interpreter; every float tensor's statistics give a threshold by
+the chosen method (``kl`` by default), refined with ``--tune_num`` samples (0 disables tuning), and
+the table is written atomically in TPU-MLIR's format. ``--cali_method`` (TPU-MLIR's newer name, with
+its ``use_`` prefixes: ``use_kl``, ``use_mse``, ...) is accepted as well.
+
+Exit status: 0 success; 1 bad input (missing dataset, a sample that does not fit the model, an
+unreadable model); 2 bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from lamina.quant.methods import METHODS
+from lamina.tools.common import internal_error_guard
+
+TOOL = "run_calibration"
+
+
+def _method(text: str) -> str:
+    m = text.strip().lower()
+    if m.startswith("use_"):
+        m = m[4:]
+    if m not in METHODS:
+        raise argparse.ArgumentTypeError(f"invalid method '{text}' (choose from {', '.join(METHODS)})")
+    return m
+
+
+def build_parser(prog: str = TOOL) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog=prog, description="Calibrate a top-dialect model: write a calibration table."
+    )
+    p.add_argument("mlir_file", help="the model (.mlir from model_transform)")
+    p.add_argument("--dataset", help="directory of calibration samples (images, .npz, .npy)")
+    p.add_argument("--data_list", help="text file listing samples, one per line (comma-separated per input)")
+    p.add_argument("--input_num", type=int, default=0, help="number of samples to use (0: all)")
+    p.add_argument("--tune_num", type=int, default=5, help="samples used to tune thresholds (0: no tuning)")
+    p.add_argument("--histogram_bin_num", type=int, default=2048, help="histogram bins for kl (default 2048)")
+    p.add_argument(
+        "--calibration_method",
+        "--cali_method",
+        dest="method",
+        type=_method,
+        default="kl",
+        help=f"threshold method: {', '.join(METHODS)} (default kl)",
+    )
+    p.add_argument("-o", "--calibration_table", required=True, help="output calibration table")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    return p
+
+
+def calibrate_file(
+    mlir_file: str,
+    dataset: str | None = None,
+    data_list: str | None = None,
+    input_num: int = 0,
+    method: str = "kl",
+    tune_num: int = 5,
+    histogram_bin_num: int = 2048,
+    calibration_table: str | None = None,
+    progress: bool = False,
+    log: Any = None,
+) -> Any:
+    """``run_calibration`` as a function: returns the :class:`CalibrationResult` and writes the table
+    when ``calibration_table`` is given. Problems raise :class:`ToolError`."""
+    from lamina.quant.calibration import CalibrationError, calibrate
+    from lamina.quant.dataset import DatasetError, SampleLoader, list_samples
+    from lamina.tools.model_io import ToolError, parse_mlir_file
+
+    if dataset is not None and data_list is not None:
+        raise ToolError("give either --dataset or --data_list, not both")
+    if tune_num < 0:
+        raise ToolError(f"--tune_num must be >= 0, got {tune_num}")
+    if histogram_bin_num < 128:
+        raise ToolError(f"--histogram_bin_num must be at least 128, got {histogram_bin_num}")
+    if calibration_table is not None:
+        d = os.path.dirname(os.path.abspath(calibration_table))
+        if not os.path.isdir(d):
+            raise ToolError(f"cannot write '{calibration_table}': directory '{d}' does not exist")
+    try:
+        entries = list_samples(dataset, data_list, input_num)
+    except DatasetError as e:
+        raise ToolError(str(e)) from None
+    if input_num and len(entries) < input_num and log is not None:
+        log(f"{TOOL}: note: --input_num {input_num} but only {len(entries)} sample(s) found; using them all")
+    module, _ctx = parse_mlir_file(mlir_file)
+    loader = SampleLoader.for_module(module)
+    if tune_num > len(entries):
+        tune_num = len(entries)
+    try:
+        # Check every sample can be read before the long run? No: samples are loaded lazily, and a bad
+        # one stops the run with its name (the table is not written).
+        result = calibrate(
+            module,
+            loader.iterate(entries),
+            method=method,
+            tune_num=tune_num,
+            bin_num=histogram_bin_num,
+            progress=progress,
+            num_samples=len(entries),
+        )
+    except (DatasetError, CalibrationError) as e:
+        raise ToolError(str(e)) from None
+    if calibration_table is not None:
+        try:
+            result.table.write(calibration_table)
+        except OSError as e:
+            raise ToolError(f"cannot write '{calibration_table}': {e.strerror or e}") from None
+    return result
+
+
+def _run(args: argparse.Namespace, tool: str) -> int:
+    from lamina.tools.model_io import ToolError
+
+    t0 = time.perf_counter()
+
+    def log(msg: str) -> None:
+        print(msg, file=sys.stderr)
+
+    try:
+        res = calibrate_file(
+            args.mlir_file,
+            dataset=args.dataset,
+            data_list=args.data_list,
+            input_num=args.input_num,
+            method=args.method,
+            tune_num=args.tune_num,
+            histogram_bin_num=args.histogram_bin_num,
+            calibration_table=args.calibration_table,
+            progress=not args.quiet,
+            log=log,
+        )
+    except ToolError as e:
+        print(f"{tool}: error: {e}", file=sys.stderr)
+        return 1
+    t = res.table
+    tuned = sum(1 for k, v in res.tuned.items() if v != res.initial_thresholds.get(k))
+    extra = f", tuned on {t.tune_num} ({tuned} threshold(s) changed)" if t.tune_num else ""
+    print(
+        f"{tool}: {len(t)} tensor(s) calibrated with {args.method} on {t.sample_num} sample(s){extra}; "
+        f"wrote {args.calibration_table} in {time.perf_counter() - t0:.2f} s",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return internal_error_guard(TOOL, lambda: _run(build_parser().parse_args(argv), TOOL))
+
+
+def calibrate_main(argv: Sequence[str] | None = None) -> int:
+    """``lamina calibrate ...``"""
+    tool = "lamina calibrate"
+    return internal_error_guard(tool, lambda: _run(build_parser(tool).parse_args(argv), tool))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,188 @@
+"""``run_calibration``: the command on a tiny model, TPU-MLIR's flags, and clear errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from lamina.quant.table import read_calibration_table
+from lamina.tools.calibrate import calibrate_main, main
+
+
+@pytest.fixture(scope="module")
+def tiny_mlir(tmp_path_factory: pytest.TempPathFactory) -> str:
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper, numpy_helper
+
+    import lamina.api as lm
+
+    d = tmp_path_factory.mktemp("cal")
+    rng = np.random.default_rng(0)
+    w = (rng.standard_normal((4, 3, 3, 3)) * 0.3).astype(np.float32)
+    nodes = [
+        helper.make_node("Conv", ["x", "W"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c"], ["y"], name="relu"),
+    ]
+    g = helper.make_graph(
+        nodes,
+        "tiny",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 16, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 16, 16])],
+        initializer=[numpy_helper.from_array(w, "W")],
+    )
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.save(m, str(d / "tiny.onnx"))
+    res = lm.transform(
+        str(d / "tiny.onnx"),
+        mean=[127.5] * 3,
+        scale=[1 / 64] * 3,
+        pixel_format="rgb",
+        mlir=str(d / "tiny.mlir"),
+    )
+    return str(res.mlir)
+
+
+def _npz_dataset(d: Path, n: int, shape: tuple[int, ...] = (1, 3, 16, 16)) -> Path:
+    d.mkdir()
+    rng = np.random.default_rng(1)
+    for i in range(n):
+        np.savez(d / f"s{i:02d}.npz", x=rng.standard_normal(shape).astype(np.float32))
+    return d
+
+
+def test_npz_dataset(tiny_mlir: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    ds = _npz_dataset(tmp_path / "ds", 5)
+    out = tmp_path / "tiny_cali_table"
+    rc = main([tiny_mlir, "--dataset", str(ds), "--input_num", "4", "--tune_num", "2", "-o", str(out), "-q"])
+    assert rc == 0, capsys.readouterr().err
+    t = read_calibration_table(str(out))
+    assert list(t.thresholds) == ["x", "y"]  # the conv's ReLU is fused: one tensor per op result
+    assert t.sample_num == 4 and t.tune_num == 2 and t.histogram_bin_num == 2048
+    assert "calibrated with kl on 4 sample(s)" in capsys.readouterr().err
+
+
+def test_images_and_methods(tiny_mlir: str, tmp_path: Path) -> None:
+    from PIL import Image
+
+    d = tmp_path / "imgs"
+    d.mkdir()
+    rng = np.random.default_rng(2)
+    for i in range(3):
+        Image.fromarray(rng.integers(0, 255, (20, 24, 3), dtype=np.uint8)).save(d / f"{i}.png")
+    (d / "notes.txt").write_text("ignored")
+    for method in ("max", "use_mse", "percentile9999", "aciq_gauss", "aciq_laplace"):
+        out = tmp_path / f"t_{method}"
+        flag = "--cali_method" if method.startswith("use_") else "--calibration_method"
+        assert (
+            main([tiny_mlir, "--dataset", str(d), flag, method, "--tune_num", "0", "-o", str(out), "-q"]) == 0
+        )
+        t = read_calibration_table(str(out))
+        assert t.sample_num == 3 and t.tune_num is None
+        # preprocessed with the top.Input attributes: (pixel - 127.5) / 64 lies in [-2, 2]
+        assert t["x"].min >= -2.0 and t["x"].max <= 2.0
+
+
+def test_data_list(tiny_mlir: str, tmp_path: Path) -> None:
+    d = tmp_path / "npy"
+    d.mkdir()
+    rng = np.random.default_rng(3)
+    for i in range(2):
+        np.save(d / f"{i}.npy", rng.standard_normal((1, 3, 16, 16)).astype(np.float32))
+    lst = tmp_path / "list.txt"
+    lst.write_text("npy/0.npy\n\nnpy/1.npy\n")
+    out = tmp_path / "t"
+    assert calibrate_main([tiny_mlir, "--data_list", str(lst), "--tune_num", "1", "-o", str(out), "-q"]) == 0
+    assert read_calibration_table(str(out)).sample_num == 2
+
+
+@pytest.mark.parametrize(
+    ("args", "msg"),
+    [
+        (["--dataset", "{tmp}/missing"], "dataset '{tmp}/missing' does not exist"),
+        (["--dataset", "{tmp}/empty"], "has no images"),
+        (["--data_list", "{tmp}/nolist.txt"], "data list '{tmp}/nolist.txt' does not exist"),
+        (
+            ["--dataset", "{tmp}/bad_shape"],
+            "input 'x' has shape [1, 3, 8, 8] but the model expects [1, 3, 16, 16]",
+        ),
+        (["--dataset", "{tmp}/bad_name"], "missing input(s) 'x'"),
+        (["--dataset", "{tmp}/corrupt"], "cannot be read"),
+        (["--dataset", "{tmp}/empty", "--data_list", "{tmp}/l"], "either --dataset or --data_list"),
+        ([], "no calibration data"),
+    ],
+)
+def test_bad_inputs(
+    tiny_mlir: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], msg: str
+) -> None:
+    (tmp_path / "empty").mkdir()
+    _npz_dataset(tmp_path / "bad_shape", 1, (1, 3, 8, 8))
+    (tmp_path / "bad_name").mkdir()
+    np.savez(tmp_path / "bad_name" / "a.npz", x=np.zeros((1, 3, 16, 16), np.float32), z=np.zeros(1))
+    np.savez(tmp_path / "bad_name" / "b.npz", q=np.zeros((1, 3, 16, 16), np.float32), z=np.zeros(1))
+    (tmp_path / "corrupt").mkdir()
+    (tmp_path / "corrupt" / "a.npz").write_bytes(b"not a zip")
+    out = tmp_path / "table"
+    argv = [tiny_mlir, *(a.format(tmp=tmp_path) for a in args), "-o", str(out), "-q"]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert msg.format(tmp=tmp_path) in err, err
+    assert err.startswith("run_calibration: error: ") and "Traceback" not in err
+    assert not out.exists()  # never a half-written table
+
+
+def test_bad_model_and_usage(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    ds = _npz_dataset(tmp_path / "ds", 1)
+    assert main([str(tmp_path / "nope.mlir"), "--dataset", str(ds), "-o", str(tmp_path / "t")]) == 1
+    assert "does not exist" in capsys.readouterr().err
+    assert main(["m.mlir", "--dataset", str(ds)]) == 2  # -o is required
+    assert main(["m.mlir", "-o", "t", "--calibration_method", "entropy"]) == 2
+    assert "invalid method 'entropy'" in capsys.readouterr().err
+    assert main(["m.mlir", "-o", str(tmp_path / "nodir" / "t"), "--dataset", str(ds)]) == 1
+    assert "directory" in capsys.readouterr().err
+
+
+def test_multi_input_npz_and_list(tmp_path: Path) -> None:
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+
+    import lamina.api as lm
+
+    nodes = [
+        helper.make_node("Add", ["a", "b"], ["s"], name="add"),
+        helper.make_node("Mul", ["s", "a"], ["m"], name="mul"),
+    ]
+    g = helper.make_graph(
+        nodes,
+        "two",
+        [
+            helper.make_tensor_value_info("a", TensorProto.FLOAT, [1, 4]),
+            helper.make_tensor_value_info("b", TensorProto.FLOAT, [1, 4]),
+        ],
+        [helper.make_tensor_value_info("m", TensorProto.FLOAT, [1, 4])],
+    )
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.save(m, str(tmp_path / "two.onnx"))
+    mlir = str(lm.transform(str(tmp_path / "two.onnx"), mlir=str(tmp_path / "two.mlir")).mlir)
+    ds = tmp_path / "ds"
+    ds.mkdir()
+    a = np.array([[1, -2, 3, 0.5]], np.float32)
+    b = np.array([[0.5, 0.5, -8, 1]], np.float32)
+    np.savez(ds / "0.npz", a=a, b=b)
+    out = tmp_path / "t"
+    assert main([mlir, "--dataset", str(ds), "--calibration_method", "max", "-o", str(out), "-q"]) == 0
+    t = read_calibration_table(str(out))
+    assert t["a"].threshold == pytest.approx(3.0) and t["b"].threshold == pytest.approx(8.0)
+    assert t["s"].threshold == pytest.approx(5.0) and t["m"].threshold == pytest.approx(15.0)
+    # a data list: one line per sample, one .npy per input
+    np.save(tmp_path / "a.npy", a)
+    np.save(tmp_path / "b.npy", b)
+    lst = tmp_path / "list.txt"
+    lst.write_text("a.npy,b.npy\n")
+    assert main([mlir, "--data_list", str(lst), "--calibration_method", "max", "-o", str(out), "-q"]) == 0
+    assert read_calibration_table(str(out))["m"].threshold == pytest.approx(15.0)
+    lst.write_text("a.npy\n")
+    assert main([mlir, "--data_list", str(lst), "-o", str(out), "-q"]) == 1
