@@ -33,10 +33,16 @@ def build_example_cnn(path: str, seed: int = 0) -> str:
         w("fc.bias", 10),
     ]
     nodes = [
-        helper.make_node("Conv", ["input", "stem.weight", "stem.bias"], ["stem"], "stem_conv", pads=[1, 1, 1, 1]),
-        helper.make_node("BatchNormalization", ["stem", "bn.scale", "bn.bias", "bn.mean", "bn.var"], ["bn"], "bn"),
+        helper.make_node(
+            "Conv", ["input", "stem.weight", "stem.bias"], ["stem"], "stem_conv", pads=[1, 1, 1, 1]
+        ),
+        helper.make_node(
+            "BatchNormalization", ["stem", "bn.scale", "bn.bias", "bn.mean", "bn.var"], ["bn"], "bn"
+        ),
         helper.make_node("Relu", ["bn"], ["relu1"], "relu1"),
-        helper.make_node("Conv", ["relu1", "block.weight", "block.bias"], ["block"], "block_conv", pads=[1, 1, 1, 1]),
+        helper.make_node(
+            "Conv", ["relu1", "block.weight", "block.bias"], ["block"], "block_conv", pads=[1, 1, 1, 1]
+        ),
         helper.make_node("Add", ["block", "relu1"], ["residual"], "residual_add"),
         helper.make_node("Relu", ["residual"], ["relu2"], "relu2"),
         helper.make_node("MaxPool", ["relu2"], ["pool"], "pool", kernel_shape=[2, 2], strides=[2, 2]),

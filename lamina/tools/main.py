@@ -106,6 +106,11 @@ VERBS = {
         "calibrate_main",
         "run_calibration: a calibration table from a dataset",
     ),
+    "deploy": (
+        "lamina.tools.deploy",
+        "deploy_main",
+        "model_deploy: lower a top .mlir to the quantized tpu IR and compare",
+    ),
 }
 
 

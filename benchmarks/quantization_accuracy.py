@@ -1,0 +1,449 @@
+"""Quantization accuracy: Lamina's modes against onnxruntime's ``quantize_static``, on real data.
+
+    python benchmarks/quantization_accuracy.py [--models digits,resnet18,mobilenetv2,yolo,bert]
+        [--calib 32] [--test 16] [--size 64] [--workdir DIR] [--markdown]
+
+Models:
+
+* ``digits``: a small CNN **trained here** (PyTorch, a few seconds on CPU) on scikit-learn's digits,
+  exported to ONNX; reports FP32 and quantized top-1 accuracy on the 450 held-out digits;
+* ``resnet18``, ``mobilenetv2``, ``yolo``, ``bert``: the model zoo of ``tests/models/zoo.py`` (PyTorch
+  built, seeded weights, randomized BatchNorm statistics; no trained weights ship in a wheel we can
+  use without another torch), at modest sizes so the whole run takes minutes on two CPUs.
+
+Data (``benchmarks/data.py``): scikit-image sample-image crops for the CNNs, digits for the digit CNN,
+standard-library docstring sentences for BERT. Calibration and test samples are disjoint.
+
+For each model, every column is the cosine similarity of the final outputs to FP32 onnxruntime (the
+worst output of each sample), averaged over the test samples (the minimum over samples in brackets);
+for YOLO also the cosine of the class-score channels alone (the output concatenates box coordinates,
+in pixels, with sigmoid scores in 0..1, so the whole-output cosine hides lost scores):
+
+* ``ORT INT8``: onnxruntime ``quantize_static`` (QDQ, per-channel weights, MinMax calibration on the
+  same calibration samples, default int8 activations), executed by onnxruntime's CPU provider;
+* Lamina ``F16``, ``BF16``, ``INT8 sym``, ``INT8 asym``, ``INT8 mixed`` (automatic mixed precision:
+  ``lamina.quant.search.search_qtable`` with expected cosine 0.99 and at most 10% of the layers in
+  float): the flow transform -> calibrate -> deploy, the deployed ``tpu`` module run on Lamina's
+  bit-exact ``tpu`` interpreter. A column shows ``n/a (reason)`` while that piece is unavailable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import platform
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, ROOT)
+sys.path.insert(0, HERE)
+
+import data  # noqa: E402
+
+Sample = list[np.ndarray]
+LAMINA_MODES = ("F16", "BF16", "INT8 sym", "INT8 asym", "INT8 mixed")
+
+
+@dataclass
+class Bench:
+    """One benchmarked model: its ONNX file, input names/shapes for Lamina, and the data."""
+
+    name: str
+    title: str
+    onnx: str
+    input_names: list[str]
+    input_shapes: list[list[int]]
+    calib: list[Sample]
+    test: list[Sample]
+    labels: np.ndarray | None = None  # digits: the test labels, one per sample
+    #: extra metric: (label, output index, channel slice on axis 1), e.g. YOLO's class scores
+    segment: tuple[str, int, slice] | None = None
+    notes: str = ""
+    results: dict[str, Any] = field(default_factory=dict)
+
+
+# ---- the models ----------------------------------------------------------------------------------
+
+
+def train_digits_cnn(path: str, epochs: int = 20, seed: int = 0) -> tuple[float, str]:
+    """Train a small CNN on scikit-learn's digits and export it to ONNX (dynamic batch).
+    Returns (FP32 test accuracy in torch, a one-line description)."""
+    import torch
+    from torch import nn
+
+    torch.manual_seed(seed)
+    xtr, ytr, xte, yte = data.digits()
+    net = nn.Sequential(
+        nn.Conv2d(1, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(),
+        nn.Conv2d(16, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(32, 64, 3, padding=1), nn.BatchNorm2d(64), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Flatten(), nn.Linear(64 * 4, 64), nn.ReLU(), nn.Linear(64, 10),
+    )  # fmt: skip
+    opt = torch.optim.Adam(net.parameters(), lr=3e-3)
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, epochs)
+    xt, yt = torch.from_numpy(xtr), torch.from_numpy(ytr)
+    g = torch.Generator().manual_seed(seed)
+    for _ in range(epochs):
+        net.train()
+        perm = torch.randperm(len(xt), generator=g)
+        for i in range(0, len(xt), 64):
+            idx = perm[i : i + 64]
+            opt.zero_grad()
+            nn.functional.cross_entropy(net(xt[idx]), yt[idx]).backward()
+            opt.step()
+        sched.step()
+    net.eval()
+    with torch.no_grad():
+        acc = float((net(torch.from_numpy(xte)).argmax(1).numpy() == yte).mean())
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tmp = path + ".tmp"
+            torch.onnx.export(net, (torch.from_numpy(xte[:1]),), tmp, dynamo=False, opset_version=17,
+                              input_names=["input"], output_names=["logits"],
+                              dynamic_axes={"input": {0: "N"}, "logits": {0: "N"}})  # fmt: skip
+            os.replace(tmp, path)
+    return acc, f"3 conv + 2 fc, trained {epochs} epochs (Adam) on 1,347 digits"
+
+
+def build_benches(names: Sequence[str], n_calib: int, n_test: int, workdir: str) -> list[Bench]:
+    from tests.models import zoo
+
+    out: list[Bench] = []
+    for name in names:
+        t0 = time.perf_counter()
+        if name == "digits":
+            path = os.path.join(workdir, "digits_cnn.onnx")
+            acc, desc = train_digits_cnn(path)
+            xtr, _ytr, xte, yte = data.digits()
+            rng = np.random.default_rng(0)
+            calib = [[xtr[i : i + 1]] for i in rng.choice(len(xtr), n_calib, replace=False)]
+            test = [[xte[i : i + 1]] for i in range(len(xte))]
+            b = Bench(name, "digits CNN (trained) 1x1x8x8", path, ["input"], [[1, 1, 8, 8]], calib, test,
+                      labels=yte, notes=f"{desc}; torch FP32 top-1 {100 * acc:.2f}%")  # fmt: skip
+        elif name in ("resnet18", "mobilenetv2", "yolo"):
+            path = zoo.export(name, "small")
+            size = 64
+            make = data.yolo_inputs if name == "yolo" else data.imagenet_inputs
+            calib = [[x[None]] for x in make(n_calib, size, "calibration")]
+            test = [[x[None]] for x in make(n_test, size, "test")]
+            iname = "images" if name == "yolo" else "input"
+            title = {"resnet18": "ResNet-18", "mobilenetv2": "MobileNetV2", "yolo": "YOLOv8-style (w8)"}[name]
+            b = Bench(name, f"{title} 1x3x{size}x{size}", path, [iname], [[1, 3, size, size]], calib, test)
+            if name == "yolo":
+                b.segment = ("class scores", 0, slice(4, None))
+        elif name == "bert":
+            path = zoo.export("bert", "small")
+            calib = data.bert_inputs(n_calib, 2, 16, 1000, "calibration")
+            test = data.bert_inputs(n_test, 2, 16, 1000, "test")
+            b = Bench(name, "BERT-style (2x64, 4 heads) 2x16", path, ["input_ids", "attention_mask"],
+                      [[2, 16], [2, 16]], calib, test)  # fmt: skip
+        else:
+            raise SystemExit(f"unknown model '{name}'")
+        print(f"# {name}: model and data ready in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+        out.append(b)
+    return out
+
+
+# ---- metrics -------------------------------------------------------------------------------------
+
+
+def _cos(a: np.ndarray, b: np.ndarray) -> float:
+    a, b = np.asarray(a, np.float64).ravel(), np.asarray(b, np.float64).ravel()
+    na, nb = np.linalg.norm(a), np.linalg.norm(b)
+    if na == 0 or nb == 0:
+        return 1.0 if na == nb else 0.0
+    return float(a @ b / (na * nb))
+
+
+def output_cosine(ref: Sequence[np.ndarray], got: Sequence[np.ndarray]) -> float:
+    """The worst output's cosine for one sample (float64, flattened)."""
+    return min(_cos(r, g) for r, g in zip(ref, got))
+
+
+@dataclass
+class Score:
+    mean_cos: float
+    min_cos: float
+    top1: float | None = None  # digits only
+    note: str = ""
+    segment: tuple[str, float] | None = None
+
+    def cell(self) -> str:
+        s = f"{self.mean_cos:.5f} ({self.min_cos:.4f})"
+        if self.segment is not None:
+            s += f"; {self.segment[0]} {self.segment[1]:.4f}"
+        if self.top1 is not None:
+            s += f", top-1 {100 * self.top1:.2f}%"
+        if self.note:
+            s += f" {self.note}"
+        return s
+
+
+def score(b: Bench, ref: list[list[np.ndarray]], got: list[list[np.ndarray]], note: str = "") -> Score:
+    cos = [output_cosine(r, g) for r, g in zip(ref, got)]
+    top1 = None
+    if b.labels is not None:
+        pred = np.array([int(np.argmax(g[0])) for g in got])
+        top1 = float((pred == b.labels[: len(pred)]).mean())
+    seg = None
+    if b.segment is not None:
+        label, k, sl = b.segment
+        seg = (label, float(np.mean([_cos(r[k][:, sl], g[k][:, sl]) for r, g in zip(ref, got)])))
+    return Score(float(np.mean(cos)), float(np.min(cos)), top1, note, seg)
+
+
+# ---- onnxruntime -----------------------------------------------------------------------------------
+
+
+def ort_session(path: str) -> Any:
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    return ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+
+
+def ort_run(path: str, b: Bench, samples: list[Sample]) -> list[list[np.ndarray]]:
+    sess = ort_session(path)
+    names = [i.name for i in sess.get_inputs()]
+    return [list(sess.run(None, dict(zip(names, s)))) for s in samples]
+
+
+def ort_quantize(b: Bench, workdir: str) -> str:
+    import logging
+
+    logging.getLogger().setLevel(logging.ERROR)  # quantize_static's "consider pre-processing" advice
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+
+    class Reader(CalibrationDataReader):
+        def __init__(self) -> None:
+            self.it = iter(b.calib)
+            self.names = [i.name for i in ort_session(b.onnx).get_inputs()]
+
+        def get_next(self) -> dict[str, np.ndarray] | None:
+            s = next(self.it, None)
+            return None if s is None else dict(zip(self.names, s))
+
+    out = os.path.join(workdir, f"{b.name}_ort_int8.onnx")
+    quantize_static(
+        b.onnx,
+        out,
+        Reader(),
+        quant_format=QuantFormat.QDQ,
+        per_channel=True,
+        activation_type=QuantType.QInt8,
+        weight_type=QuantType.QInt8,
+    )
+    return out
+
+
+# ---- Lamina ------------------------------------------------------------------------------------------
+
+
+def oneline(msg: str, limit: int = 160) -> str:
+    """A multi-line tool error as one table-friendly line: the first ``error:`` text, else line one."""
+    lines = [ln.strip() for ln in str(msg).splitlines() if ln.strip()]
+    for ln in lines:
+        if "error: " in ln:
+            return ln.split("error: ", 1)[1][:limit].replace("|", "/")
+    return (lines[0] if lines else "")[:limit].replace("|", "/")
+
+
+class Unavailable(Exception):
+    """A Lamina piece (calibration, deploy, tpu dialect, search) is not there yet."""
+
+
+def lamina_flow(
+    b: Bench, workdir: str, log: Callable[[str], None], tune_num: int = 5
+) -> dict[str, Callable[[], Any]]:
+    """The Lamina columns: each a thunk returning the per-sample outputs, or raising Unavailable."""
+    import lamina.api as lm
+
+    d = os.path.join(workdir, b.name)
+    os.makedirs(d, exist_ok=True)
+    mlir = os.path.join(d, f"{b.name}.mlir")
+    state: dict[str, Any] = {}
+
+    def top_mlir() -> str:
+        if "mlir" not in state:
+            lm.transform(b.onnx, model_name=b.name, input_shapes=b.input_shapes, mlir=mlir)
+            state["mlir"] = mlir
+        return state["mlir"]
+
+    def calib_table() -> str:
+        if "table" not in state:
+            try:
+                from lamina.quant.calibration import calibrate  # type: ignore[attr-defined]
+            except ImportError as e:
+                raise Unavailable(f"calibration: {e}") from None
+            samples = [dict(zip(b.input_names, s)) for s in b.calib]
+            table = os.path.join(d, f"{b.name}_cali_table")
+            t0 = time.perf_counter()
+            calibrate(lm.load(top_mlir()).module, samples, method="kl", tune_num=tune_num).table.write(table)
+            log(f"{b.name}: calibration of {len(samples)} samples in {time.perf_counter() - t0:.1f} s")
+            state["table"] = table
+        return state["table"]
+
+    def deploy_run(
+        mode: str, asym: bool = False, qtable: str | None = None, table: str | None = None
+    ) -> list[list[np.ndarray]]:
+        try:
+            from lamina.tools.deploy import deploy_module, run_tpu_module
+        except ImportError as e:
+            raise Unavailable(f"deploy: {e}") from None
+        if mode == "INT8" and table is None:
+            table = calib_table()
+        top = lm.load(top_mlir())
+        tpu = deploy_module(
+            top.module, mode, asymmetric=asym, calibration_table=table, qtable=qtable, ctx=top.ctx
+        )
+        outs = []
+        for s in b.test:
+            res = run_tpu_module(tpu, dict(zip(b.input_names, s)))
+            outs.append([res[n] for n in top.output_names])
+        return outs
+
+    def mixed() -> list[list[np.ndarray]]:
+        try:
+            from lamina.quant.search import search_qtable
+        except ImportError as e:
+            raise Unavailable(f"search: {e}") from None
+        table = calib_table()
+        qtable = os.path.join(d, f"{b.name}_qtable")
+        samples = [dict(zip(b.input_names, s)) for s in b.calib[:4]]
+        top = lm.load(top_mlir())
+        res = search_qtable(top.module, table, samples, expected_cos=0.99, max_float_layers=None,
+                            quantize_table=qtable, refined_table=table + ".refined", ctx=top.ctx, log=log)  # fmt: skip
+        state["search"] = res
+        return deploy_run("INT8", False, qtable, table + ".refined")
+
+    return {
+        "F16": lambda: deploy_run("F16"),
+        "BF16": lambda: deploy_run("BF16"),
+        "INT8 sym": lambda: deploy_run("INT8", False),
+        "INT8 asym": lambda: deploy_run("INT8", True),
+        "INT8 mixed": mixed,
+        "_state": lambda: state,
+    }
+
+
+# ---- main --------------------------------------------------------------------------------------------
+
+
+def run_bench(b: Bench, workdir: str, modes: Sequence[str], debug: bool, tune_num: int = 5) -> None:
+    def log(msg: str) -> None:
+        print(f"# {msg}", file=sys.stderr, flush=True)
+
+    t0 = time.perf_counter()
+    ref = ort_run(b.onnx, b, b.test)
+    b.results["FP32"] = score(b, ref, ref)
+    try:
+        q = ort_quantize(b, workdir)
+        b.results["ORT INT8"] = score(b, ref, ort_run(q, b, b.test))
+    except Exception as e:
+        b.results["ORT INT8"] = f"failed: {type(e).__name__}: {oneline(str(e))}"
+    log(f"{b.name}: onnxruntime FP32 + INT8 in {time.perf_counter() - t0:.1f} s")
+    flow = lamina_flow(b, workdir, log, tune_num)
+    for m in modes:
+        t1 = time.perf_counter()
+        try:
+            b.results[m] = score(b, ref, flow[m]())
+            log(f"{b.name}: Lamina {m} in {time.perf_counter() - t1:.1f} s: {b.results[m].cell()}")
+        except Unavailable as e:
+            b.results[m] = f"n/a ({e})"
+            log(f"{b.name}: Lamina {m}: n/a ({e})")
+        except Exception as e:
+            if debug:
+                traceback.print_exc()
+            b.results[m] = f"error: {type(e).__name__}: {oneline(str(e))}"
+            log(f"{b.name}: Lamina {m}: {b.results[m]}")
+    search = flow["_state"]().get("search")
+    if search is not None:
+        b.results["_search"] = search
+
+
+def cell(v: Any) -> str:
+    return v.cell() if isinstance(v, Score) else str(v)
+
+
+def markdown(benches: Sequence[Bench], modes: Sequence[str], cmd: str, seconds: float) -> str:
+    import onnxruntime
+
+    lines = [
+        f"Command: `{cmd}`  ",
+        f"Machine: {os.cpu_count()} CPUs (nproc), {platform.processor() or platform.machine()}, "
+        f"Python {platform.python_version()}, numpy {np.__version__}, onnxruntime {onnxruntime.__version__}  ",
+        f"Date: {datetime.date.today().isoformat()}; total run {seconds:.0f} s",
+        "",
+        "Final-output cosine vs FP32 onnxruntime (worst output of each sample): mean over the test samples "
+        "(min in brackets); YOLO adds the cosine of its class-score channels alone; the digits row gives "
+        "top-1 accuracy on the 450 held-out digits.",
+        "",
+        "| model | FP32 | ORT INT8 (QDQ, per-channel) | " + " | ".join(f"Lamina {m}" for m in modes) + " |",
+        "|---|---|---|" + "---|" * len(modes),
+    ]
+    for b in benches:
+        row = [b.title, cell(b.results.get("FP32")), cell(b.results.get("ORT INT8"))]
+        row += [cell(b.results.get(m, "-")) for m in modes]
+        lines.append("| " + " | ".join(row) + " |")
+    notes = [f"* {b.name}: {b.notes}" for b in benches if b.notes]
+    notes += [
+        f"* {b.name} mixed precision: {b.results['_search'].summary()}"
+        for b in benches
+        if "_search" in b.results
+    ]
+    if notes:
+        lines += ["", *notes]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--models", default="digits,resnet18,mobilenetv2,yolo,bert")
+    p.add_argument("--modes", default=",".join(LAMINA_MODES))
+    p.add_argument("--calib", type=int, default=32, help="calibration samples (default 32)")
+    p.add_argument("--test", type=int, default=16, help="test samples per model (digits: all 450)")
+    p.add_argument(
+        "--tune_num", type=int, default=5, help="Lamina calibration: samples for tune (0: kl only)"
+    )
+    p.add_argument("--workdir", default=None)
+    p.add_argument("--markdown", action="store_true", help="print the RESULTS.md section body")
+    p.add_argument("--debug", action="store_true")
+    a = p.parse_args(argv)
+    modes = [m.strip() for m in a.modes.split(",") if m.strip()]
+    bad = [m for m in modes if m not in LAMINA_MODES]
+    if bad:
+        p.error(f"unknown mode(s) {bad}; choose from {list(LAMINA_MODES)}")
+    t0 = time.perf_counter()
+    workdir = a.workdir or tempfile.mkdtemp(prefix="lamina-qbench-")
+    os.makedirs(workdir, exist_ok=True)
+    benches = build_benches([m.strip() for m in a.models.split(",") if m.strip()], a.calib, a.test, workdir)
+    for b in benches:
+        run_bench(b, workdir, modes, a.debug, a.tune_num)
+        print(
+            f"| {b.title} | "
+            + " | ".join(f"{k}: {cell(v)}" for k, v in b.results.items() if not k.startswith("_"))
+            + " |",
+            flush=True,
+        )
+    cmd = "python benchmarks/quantization_accuracy.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    md = markdown(benches, modes, cmd.strip(), time.perf_counter() - t0)
+    print()
+    print(md)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,189 @@
+"""Mixed-precision search: automatic float marking, the ranking/greedy/pruning logic (with a stand-in
+evaluator), the files written, and (when the tpu lowering is registered) a real search."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from lamina.quant.search import SearchError, auto_float_ops, layers, search_qtable
+from lamina.quant.table import CalibrationTable, TensorStats, read_calibration_table, read_qtable
+
+onnx = pytest.importorskip("onnx")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+
+def _save(graph, path: Path) -> str:
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.save(m, str(path))
+    return str(path)
+
+
+def _load(path: str):
+    import lamina.api as lm
+
+    return lm.load(path)
+
+
+def cnn_model(tmp_path: Path, n: int = 4) -> str:
+    """x[1,4,8,8] -> n x (Conv 3x3 + Relu) -> y."""
+    rng = np.random.default_rng(0)
+    nodes, inits, cur = [], [], "x"
+    for i in range(n):
+        inits.append(
+            numpy_helper.from_array((rng.standard_normal((4, 4, 3, 3)) * 0.3).astype(np.float32), f"W{i}")
+        )
+        nodes.append(helper.make_node("Conv", [cur, f"W{i}"], [f"c{i}"], name=f"conv{i}", pads=[1, 1, 1, 1]))
+        nodes.append(helper.make_node("Relu", [f"c{i}"], [f"r{i}" if i < n - 1 else "y"], name=f"relu{i}"))
+        cur = f"r{i}"
+    g = helper.make_graph(
+        nodes, "cnn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 8, 8])], initializer=inits,
+    )  # fmt: skip
+    return _save(g, tmp_path / "cnn.onnx")
+
+
+def head_model(tmp_path: Path) -> str:
+    """A detection-head shape: boxes = Conv(x) * 100 + anchors (wide), scores = Sigmoid(Conv(x))
+    (narrow); y = Concat(boxes, scores); also a LayerNorm + Softmax branch output z."""
+    rng = np.random.default_rng(0)
+    inits = [
+        numpy_helper.from_array(rng.standard_normal((4, 4, 1, 1)).astype(np.float32), "Wb"),
+        numpy_helper.from_array(rng.standard_normal((2, 4, 1, 1)).astype(np.float32), "Ws"),
+        numpy_helper.from_array(np.full((1,), 100.0, np.float32), "k"),
+        numpy_helper.from_array(rng.uniform(0, 64, (1, 4, 4, 4)).astype(np.float32), "anchors"),
+        numpy_helper.from_array(np.ones(4, np.float32), "g"),
+        numpy_helper.from_array(np.zeros(4, np.float32), "b"),
+    ]
+    nodes = [
+        helper.make_node("Conv", ["x", "Wb"], ["box_raw"], name="box_conv"),
+        helper.make_node("Mul", ["box_raw", "k"], ["box_scaled"], name="box_mul"),
+        helper.make_node("Add", ["box_scaled", "anchors"], ["boxes"], name="box_add"),
+        helper.make_node("Conv", ["x", "Ws"], ["cls_raw"], name="cls_conv"),
+        helper.make_node("Sigmoid", ["cls_raw"], ["scores"], name="cls_sigmoid"),
+        helper.make_node("Concat", ["boxes", "scores"], ["y"], name="head_concat", axis=1),
+        helper.make_node("Transpose", ["x"], ["xt"], name="tr", perm=[0, 2, 3, 1]),
+        helper.make_node("LayerNormalization", ["xt", "g", "b"], ["ln"], name="ln", axis=-1),
+        helper.make_node("Softmax", ["ln"], ["z"], name="sm", axis=-1),
+    ]
+    g = helper.make_graph(
+        nodes, "head", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 4, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 6, 4, 4]),
+         helper.make_tensor_value_info("z", TensorProto.FLOAT, [1, 4, 4, 4])], initializer=inits,
+    )  # fmt: skip
+    return _save(g, tmp_path / "head.onnx")
+
+
+def _table_for(model, samples) -> CalibrationTable:
+    from lamina.tools.runner import run_top_module
+
+    t = CalibrationTable()
+    for s in samples:
+        for k, v in run_top_module(model.module, s, dump_all=True).items():
+            a = float(np.max(np.abs(v))) if v.size else 1.0
+            old = t.thresholds.get(k)
+            lo, hi = float(np.min(v)), float(np.max(v))
+            if old:
+                a, lo, hi = max(a, old.threshold), min(lo, old.min), max(hi, old.max)
+            t.thresholds[k] = TensorStats(max(a, 1e-6), lo, hi)
+    return t
+
+
+def test_auto_float_marks_detection_head_and_transformer_ops(tmp_path: Path) -> None:
+    m = _load(head_model(tmp_path))
+    rng = np.random.default_rng(1)
+    samples = [{"x": rng.standard_normal((1, 4, 4, 4)).astype(np.float32)} for _ in range(2)]
+    shape_ops, fragile = auto_float_ops(m.module, _table_for(m, samples))
+    assert shape_ops == []
+    assert "y" in fragile and "detection-head output Concat" in fragile["y"]
+    assert "boxes" in fragile and "box_scaled" in fragile and "coordinate decoding" in fragile["boxes"]
+    assert "scores" not in fragile and "cls_raw" not in fragile
+    assert "z" in fragile and "Softmax" in fragile["z"]
+    assert "ln" in fragile and "LayerNorm" in fragile["ln"]
+    # without a table the range rule cannot apply; the op-type rule still does
+    _, fragile2 = auto_float_ops(m.module, None)
+    assert "y" not in fragile2 and "z" in fragile2
+
+
+def test_greedy_search_with_stand_in_evaluator(tmp_path: Path) -> None:
+    m = _load(cnn_model(tmp_path, n=5))
+    names = [n for n, _ in layers(m.module)]
+    assert names == ["c0", "r0", "c1", "r1", "c2", "r2", "c3", "r3", "c4", "y"]
+    # cosine loss per INT8 layer: c2 and c4 are bad, the rest nearly free
+    loss = dict.fromkeys(names, 0.0005) | {"c2": 0.02, "c4": 0.01}
+
+    def evaluate(qtable: dict[str, str], table: object) -> float:
+        return 1.0 - sum(v for k, v in loss.items() if k not in qtable)
+
+    lines: list[str] = []
+    table = CalibrationTable({n: TensorStats(4.0, -4.0, 4.0) for n in names})
+    q, rt = tmp_path / "qtable", tmp_path / "refined"
+    res = search_qtable(m.module, table, [], expected_cos=0.99, max_float_layers=3, evaluate=evaluate,
+                        quantize_table=str(q), refined_table=str(rt), log=lines.append)  # fmt: skip
+    assert res.baseline_cos == pytest.approx(1 - 0.03 - 8 * 0.0005)
+    assert res.ranking[0].name == "c2" and res.ranking[1].name == "c4"
+    assert res.float_layers == ["c2", "c4"]  # both needed; pruning keeps them
+    assert res.reached and res.final_cos == pytest.approx(1 - 8 * 0.0005)
+    assert read_qtable(str(q)) == {"c2": "F32", "c4": "F32"}
+    assert len(read_calibration_table(str(rt))) == len(names)
+    text = "\n".join(lines)
+    assert "sensitivity ranking" in text and "c2" in text and "2 of 10 layers in float" in text
+    # a budget too small: reported, not reached
+    res = search_qtable(
+        m.module, table, [], expected_cos=0.99, max_float_layers=1, evaluate=evaluate, log=None
+    )
+    assert res.float_layers == ["c2"] and not res.reached and "NOT reached" in res.summary()
+    # already good enough: nothing floated, one evaluation
+    res = search_qtable(m.module, table, [], expected_cos=0.9, evaluate=evaluate, log=None, refine_top=0)
+    assert res.float_layers == [] and res.evaluations == 1
+
+
+def test_prune_drops_unneeded_fragile_layers(tmp_path: Path) -> None:
+    m = _load(head_model(tmp_path))
+    rng = np.random.default_rng(1)
+    table = _table_for(m, [{"x": rng.standard_normal((1, 4, 4, 4)).astype(np.float32)}])
+    _, fragile = auto_float_ops(m.module, table)
+
+    def evaluate(qtable: dict[str, str], table: object) -> float:
+        return 0.95 if "y" not in qtable else 0.999  # only the head concat matters
+
+    res = search_qtable(m.module, table, [], expected_cos=0.99, max_float_layers=len(fragile), evaluate=evaluate,
+                        log=None, refine_top=0)  # fmt: skip
+    assert res.float_layers == ["y"] and res.reached
+
+
+def test_bad_arguments(tmp_path: Path) -> None:
+    m = _load(cnn_model(tmp_path, n=1))
+    t = CalibrationTable()
+    with pytest.raises(SearchError, match="float_mode"):
+        search_qtable(m.module, t, [], float_mode="INT4", evaluate=lambda q, t: 1.0, log=None)
+    with pytest.raises(SearchError, match="expected_cos"):
+        search_qtable(m.module, t, [], expected_cos=1.5, evaluate=lambda q, t: 1.0, log=None)
+    with pytest.raises(SearchError, match="at least one sample"):
+        search_qtable(m.module, t, [], log=None)
+
+
+def _lowering_available() -> bool:
+    try:
+        import lamina.dialects.tpu  # noqa: F401
+        from lamina.passes.registry import get_pass
+
+        return get_pass("convert-top-to-tpu") is not None
+    except ImportError:
+        return False
+
+
+@pytest.mark.skipif(not _lowering_available(), reason="convert-top-to-tpu is not registered yet")
+def test_real_search_reaches_target(tmp_path: Path) -> None:
+    m = _load(cnn_model(tmp_path, n=3))
+    rng = np.random.default_rng(2)
+    samples = [{"x": rng.standard_normal((1, 4, 8, 8)).astype(np.float32)} for _ in range(3)]
+    table = _table_for(m, samples)
+    q = tmp_path / "q"
+    res = search_qtable(m.module, table, samples, expected_cos=0.9999, max_float_layers=6, quantize_table=str(q),
+                        ctx=m.ctx, log=None)  # fmt: skip
+    assert res.final_cos >= res.baseline_cos
+    assert set(read_qtable(str(q))) == set(res.float_layers)

@@ -1,0 +1,245 @@
+"""model_deploy: flag validation (every invalid combination is one message, exit 2), the pipeline it
+runs, and (when the tpu lowering is registered) the files written and the comparison verdict."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from lamina.tools import deploy as dep
+from lamina.tools.deploy import DEFAULT_TOLERANCE, deploy_main, deploy_pipeline, main
+from lamina.tools.transform import main as transform_main
+
+
+def _lowering_available() -> bool:
+    try:
+        import lamina.dialects.tpu  # noqa: F401
+        from lamina.passes.registry import get_pass
+
+        return get_pass("convert-top-to-tpu") is not None
+    except ImportError:
+        return False
+
+
+needs_tpu = pytest.mark.skipif(not _lowering_available(), reason="convert-top-to-tpu is not registered yet")
+
+
+@pytest.fixture
+def top(tmp_path: Path, conv_model: str) -> dict[str, str]:
+    """model_transform of the conv/relu/add model: the .mlir, its input and its top outputs."""
+    x = tmp_path / "in.npz"
+    np.savez(x, x=np.random.default_rng(1).standard_normal((1, 3, 8, 8)).astype(np.float32))
+    mlir = tmp_path / "conv.mlir"
+    rc = transform_main(
+        [
+            "--model_def",
+            conv_model,
+            "--input_shapes",
+            "[[1,3,8,8]]",
+            "--test_input",
+            str(x),
+            "--mlir",
+            str(mlir),
+        ]
+    )
+    assert rc == 0
+    return {
+        "mlir": str(mlir),
+        "input": str(tmp_path / "conv_in_f32.npz"),
+        "ref": str(tmp_path / "conv_top_outputs.npz"),
+        "dir": str(tmp_path),
+    }
+
+
+def _table(path: Path, names: dict[str, float]) -> str:
+    lines = ["# genetated time: test", "###", "# op_name threshold min max"]
+    lines += [f"{n} {t} {-t} {t}" for n, t in names.items()]
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+def _err(capsys: pytest.CaptureFixture[str]) -> str:
+    return capsys.readouterr().err
+
+
+# ---- validation --------------------------------------------------------------------------------------
+
+
+def test_int8_needs_calibration_table(top: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:
+    rc = main(["--mlir", top["mlir"], "--quantize", "INT8", "--model", f"{top['dir']}/m.bmodel"])
+    assert rc == 2
+    assert "--quantize INT8 needs --calibration_table" in _err(capsys)
+
+
+def test_asymmetric_needs_int8(top: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:
+    rc = main(["--mlir", top["mlir"], "--quantize", "F16", "--asymmetric", "--model", f"{top['dir']}/m"])
+    assert rc == 2
+    assert "--asymmetric applies to --quantize INT8 only, not F16" in _err(capsys)
+
+
+def test_unknown_processor_and_mode(top: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:
+    rc = main(["--mlir", top["mlir"], "--quantize", "F32", "--processor", "bm1684x", "--model", "m"])
+    assert rc == 2
+    err = _err(capsys)
+    assert "--processor 'bm1684x' is not supported" in err and "cpu, lnpu" in err
+    assert main(["--mlir", top["mlir"], "--quantize", "INT4", "--model", "m"]) == 2
+    assert "--quantize must be one of F32, F16, BF16, INT8" in _err(capsys)
+
+
+def test_compare_flags_need_test_input(top: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:
+    base = ["--mlir", top["mlir"], "--quantize", "F32", "--model", f"{top['dir']}/m"]
+    assert main([*base, "--test_reference", top["ref"]]) == 2
+    assert "--test_reference needs --test_input" in _err(capsys)
+    assert main([*base, "--compare_all"]) == 2
+    assert "--compare_all needs --test_input" in _err(capsys)
+    assert main([*base, "--test_input", top["input"], "--tolerance", "0.9,0.9"]) == 2
+    assert "--tolerance needs --test_reference" in _err(capsys)
+    assert (
+        main([*base, "--test_input", top["input"], "--test_reference", top["ref"], "--tolerance", "2,1"]) == 2
+    )
+    assert "at most 1.0" in _err(capsys)
+
+
+def test_missing_files(top: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--mlir", top["dir"] + "/nope.mlir", "--quantize", "F32", "--model", "m"]) == 2
+    assert "--mlir" in _err(capsys) and "does not exist" in capsys.readouterr().err + "does not exist"
+    assert main(["--mlir", top["mlir"], "--quantize", "F32", "--model", "/no/such/dir/m"]) == 2
+    assert "directory '/no/such/dir' does not exist" in _err(capsys)
+
+
+def test_qtable_unknown_op_and_bad_mode(
+    tmp_path: Path, top: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    q = tmp_path / "q"
+    q.write_text("# op_name mode\nc F16\nnot_an_op F32\n")
+    rc = main(
+        [
+            "--mlir",
+            top["mlir"],
+            "--quantize",
+            "F32",
+            "--quantize_table",
+            str(q),
+            "--model",
+            str(tmp_path / "m"),
+        ]
+    )
+    assert rc == 2
+    err = _err(capsys)
+    assert f"{q}: error: 1 op(s) not in the model: 'not_an_op'" in err
+    q.write_text("c INT4\n")
+    assert main(["--mlir", top["mlir"], "--quantize", "F32", "--quantize_table", str(q), "--model", "m"]) == 2
+    assert "INT4 cannot be lowered yet" in _err(capsys)
+    q.write_text("c FOO\n")
+    assert main(["--mlir", top["mlir"], "--quantize", "F32", "--quantize_table", str(q), "--model", "m"]) == 2
+    assert f"{q}:1:" in _err(capsys)
+
+
+def test_calibration_table_must_be_used(
+    tmp_path: Path, top: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    t = _table(tmp_path / "t", {"x": 3.0, "c": 4.0, "r": 4.0, "y": 8.0})
+    rc = main(
+        ["--mlir", top["mlir"], "--quantize", "F16", "--calibration_table", t, "--model", str(tmp_path / "m")]
+    )
+    assert rc == 2
+    assert "--calibration_table is not used by --quantize F16" in _err(capsys)
+    q = tmp_path / "q"
+    q.write_text("c INT8\n")
+    rc = main(
+        [
+            "--mlir",
+            top["mlir"],
+            "--quantize",
+            "F16",
+            "--quantize_table",
+            str(q),
+            "--model",
+            str(tmp_path / "m"),
+        ]
+    )
+    assert rc == 2
+    assert "puts 1 op(s) in INT8 (e.g. 'c'): that needs --calibration_table" in _err(capsys)
+
+
+def test_pipeline_and_defaults() -> None:
+    p = deploy_pipeline("INT8", True, "/t/cali table", "/t/q")
+    assert p.startswith('builtin.module(import-calibration-table{file="/t/cali table" asymmetric=true},')
+    assert "convert-top-to-tpu{mode=INT8 asymmetric=true qtable=/t/q}" in p
+    assert deploy_pipeline("F16", False, None, None).startswith(
+        "builtin.module(convert-top-to-tpu{mode=F16 asymmetric=false},"
+    )
+    assert DEFAULT_TOLERANCE == {
+        "INT8": (0.9, 0.8),
+        "F16": (0.99, 0.9),
+        "BF16": (0.99, 0.9),
+        "F32": (0.99, 0.99),
+    }
+    o = dep.DeployOptions(mlir="a.mlir", quantize="BF16", model="out/r18.bmodel")
+    assert o.prefix == "out/r18" and o.effective_tolerance == (0.99, 0.9)
+    assert dep.DeployOptions(mlir="a", quantize="F32", model="r18.v2").prefix == "r18.v2"
+
+
+def test_lamina_deploy_verb_usage(capsys: pytest.CaptureFixture[str]) -> None:
+    assert deploy_main(["--quantize", "F32"]) == 2
+    assert "lamina deploy" in _err(capsys)
+
+
+# ---- lowering (needs the tpu dialect's convert-top-to-tpu) ---------------------------------------------
+
+
+@needs_tpu
+@pytest.mark.parametrize("mode", ["F32", "F16", "BF16"])
+def test_float_modes_write_and_pass(
+    tmp_path: Path, top: dict[str, str], mode: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    prefix = tmp_path / f"conv_{mode.lower()}"
+    rc = main(
+        [
+            "--mlir",
+            top["mlir"],
+            "--quantize",
+            mode,
+            "--test_input",
+            top["input"],
+            "--test_reference",
+            top["ref"],
+            "--model",
+            f"{prefix}.bmodel",
+        ]
+    )
+    out = capsys.readouterr()
+    assert rc == 0, out.err
+    assert "npz compare PASSED" in out.out
+    text = Path(f"{prefix}_tpu.mlir").read_text()
+    assert "tpu." in text
+    with np.load(f"{prefix}_tpu_outputs.npz") as z:
+        assert z["y"].dtype == np.float32 and z["y"].shape == (1, 4, 8, 8)
+
+
+@needs_tpu
+def test_int8_with_table_and_first_diverging(
+    tmp_path: Path, top: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    from lamina.quant.calibration import calibrate
+    from lamina.tools.model_io import load_npz, parse_mlir_file
+
+    module, _ = parse_mlir_file(top["mlir"])
+    rng = np.random.default_rng(0)
+    samples = [{"x": rng.standard_normal((1, 3, 8, 8)).astype(np.float32)} for _ in range(8)]
+    table = str(tmp_path / "cali")
+    calibrate(module, samples, method="max").table.write(table)
+    prefix = str(tmp_path / "conv_int8")
+    args = ["--mlir", top["mlir"], "--quantize", "INT8", "--calibration_table", table,
+            "--test_input", top["input"], "--test_reference", top["ref"], "--model", prefix]  # fmt: skip
+    assert main(args) == 0, capsys.readouterr().err
+    outs = load_npz(prefix + "_tpu_outputs.npz")
+    assert outs["y"].dtype == np.float32
+    assert main([*args, "--asymmetric", "--compare_all"]) == 0, capsys.readouterr().err
+    assert len(load_npz(prefix + "_tpu_outputs.npz")) >= 3  # every tensor
+    capsys.readouterr()
+    assert main([*args, "--tolerance", "0.999999,0.999999"]) == 1
+    err = _err(capsys)
+    assert "outside tolerance 0.999999,0.999999; first diverging layers: " in err
