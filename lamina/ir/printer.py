@@ -436,6 +436,44 @@ class _AliasInfo:
 
 _DEFAULT_DIALECTS = {"func.func": "func"}
 
+#: A scope of used SSA names: (names defined in this region, enclosing scope).
+_NameScope = tuple[set[str], Any]
+_HINT_OK = re.compile(r"[A-Za-z_$.\-][A-Za-z0-9_$.\-]*\Z")
+_ASM_NAME_HOOKS: dict[type, Any] = {}
+
+
+def _asm_name_hook(cls: type) -> Any:
+    """The op class's ``get_asm_result_names`` (OpAsmOpInterface-like result name hints) or None."""
+    try:
+        return _ASM_NAME_HOOKS[cls]
+    except KeyError:
+        h = _ASM_NAME_HOOKS[cls] = getattr(cls, "get_asm_result_names", None)
+        return h
+
+
+def _name_used(name: str, scope: Any) -> bool:
+    while scope is not None:
+        if name in scope[0]:
+            return True
+        scope = scope[1]
+    return False
+
+
+def _sanitize_name(name: str) -> str:
+    """MLIR's ``sanitizeIdentifier``: keep alphanumerics and ``$._-``, spaces become ``_``, other
+    bytes their hex value; a leading digit gets a ``_`` prefix."""
+    out = []
+    for b in name.encode("utf-8"):
+        c = chr(b)
+        if c.isascii() and (c.isalnum() or c in "$._-"):
+            out.append(c)
+        elif c == " ":
+            out.append("_")
+        else:
+            out.append(format(b, "X"))
+    s = "".join(out)
+    return "_" + s if name[:1].isdigit() else s
+
 
 def _default_dialect(op: Operation | None) -> str:
     """The dialect whose prefix ops directly inside ``op``'s regions may omit (OpAsmOpInterface)."""
@@ -516,6 +554,9 @@ class Printer:
     # ---- numbering ----------------------------------------------------------------------
 
     def _number(self, op: Operation) -> None:
+        if not self.generic:
+            self._number_custom(op)
+            return
         names = self.names
         bnames = self.block_names
         generic = self.generic
@@ -560,6 +601,82 @@ class Printer:
                         for r in o.regions:
                             stack.append((r, vid, aid))
                     o = o.next_op
+
+    def _number_custom(self, op: Operation) -> None:
+        """MLIR's ``SSANameState`` for the custom form: result name hints from ops'
+        ``get_asm_result_names`` (OpAsmOpInterface), uniqued with ``_N`` suffixes from a conflict
+        counter; used names are scoped by region (a nested region sees its ancestors' names), and a
+        nested region starts from the value, argument and conflict counters its parent ended with."""
+        names = self.names
+        bnames = self.block_names
+        hint_of = _asm_name_hook
+        top_scope: _NameScope = (set(), None)
+        # The regions of the top op are queued before the op itself is numbered (as MLIR does).
+        stack: list[tuple[Region, int, int, int, _NameScope]] = [(r, 0, 0, 0, top_scope) for r in op.regions]
+        self._conflict_id = 0
+        if op.results:
+            self._name_results(op, hint_of(type(op)), 0, top_scope)
+        while stack:
+            region, vid, aid, cid, parent = stack.pop()
+            self._conflict_id = cid
+            scope: _NameScope = (set(), parent)
+            blocks = region.blocks
+            for bid, block in enumerate(blocks):
+                bnames[block] = ("^bb" + str(bid), bid)
+                if block.args:
+                    if block is blocks[0]:
+                        for a in block.args:
+                            names[a] = "%" + self._unique_name("arg" + str(aid), scope)
+                            aid += 1
+                    else:
+                        for a in block.args:
+                            names[a] = "%" + str(vid)
+                            vid += 1
+                o = block._first
+                while o is not None:
+                    if o.results:
+                        vid = self._name_results(o, hint_of(type(o)), vid, scope)
+                    o = o.next_op
+            cid = self._conflict_id
+            for block in blocks:
+                o = block._first
+                while o is not None:
+                    if o.regions:
+                        for r in o.regions:
+                            stack.append((r, vid, aid, cid, scope))
+                    o = o.next_op
+
+    def _name_results(self, op: Operation, hook: Any, vid: int, scope: _NameScope) -> int:
+        hint = None
+        if hook is not None:
+            hints = hook(op)
+            hint = hints[0] if hints else None
+        if hint:
+            base = "%" + self._unique_name(hint, scope)
+        else:
+            base = "%" + str(vid)
+            vid += 1
+        res = op.results
+        if len(res) == 1:
+            self.names[res[0]] = base
+        else:
+            for i, r in enumerate(res):
+                self.names[r] = base + "#" + str(i)
+        return vid
+
+    def _unique_name(self, name: str, scope: _NameScope) -> str:
+        """MLIR's ``uniqueValueName``: sanitize, then probe ``name_<N>`` with the conflict counter."""
+        if not _HINT_OK.match(name):
+            name = _sanitize_name(name)
+        if _name_used(name, scope):
+            while True:
+                cand = name + "_" + str(self._conflict_id)
+                self._conflict_id += 1
+                if not _name_used(cand, scope):
+                    name = cand
+                    break
+        scope[0].add(name)
+        return name
 
     def _number_results(self, op: Operation, vid: int) -> None:
         res = op.results

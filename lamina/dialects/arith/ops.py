@@ -39,6 +39,7 @@ from lamina.ir.attributes import (
     FloatAttr,
     IntegerAttr,
     StringAttr,
+    UnitAttr,
 )
 from lamina.ir.constraints import (
     FloatLike,
@@ -148,6 +149,124 @@ class ArithOp(Op, ExecutableOpInterface):
         return [domain_to_runtime(np.asarray(out), self.results[0].type)]
 
 
+# --------------------------------------------------------------------------------------------
+# Custom assembly (what mlir-opt prints by default)
+# --------------------------------------------------------------------------------------------
+
+#: ``arith.truncf`` rounding modes (``roundingmode`` is an i32 enum attribute).
+ROUNDING_MODES = ("to_nearest_even", "downward", "upward", "toward_zero", "to_nearest_away")
+_i32 = IntegerType(32)
+# Optional flag groups printed between the operands and the attribute dictionary, in MLIR's
+# order: (property name, keyword, attribute class).
+_FLAG_ORDER = (
+    ("isExact", "exact", None),
+    ("overflowFlags", "overflow", IntegerOverflowFlagsAttr),
+    ("roundingmode", "roundingmode", None),
+    ("fastmath", "fastmath", FastMathFlagsAttr),
+)
+_FLAG_DEFAULTS = {"overflowFlags": OVERFLOW_NONE, "fastmath": FASTMATH_NONE}
+
+
+def _asm_flags(cls: Any) -> tuple[tuple[str, str, Any, Any], ...]:
+    """The flag groups of an op class: (prop, keyword, attr class, default elided when printing)."""
+    flags = cls.__dict__.get("_asm_flag_specs")
+    if flags is None:
+        props = {pd.name: pd for pd in cls.op_def.props}
+        flags = tuple((n, kw, ac, props[n].default) for n, kw, ac in _FLAG_ORDER if n in props)
+        cls._asm_flag_specs = flags
+    return flags
+
+
+def _print_flags_and_attrs(op: Any, p: Any, elided: tuple[str, ...] = ()) -> None:
+    """`` exact``/`` overflow<nsw>``/`` downward``/`` fastmath<fast>`` then the attribute dict."""
+    props = op.properties
+    handled = list(elided)
+    for name, kw, attr_cls, default in _asm_flags(type(op)):
+        a = props.get(name)
+        if a is None or a is default:
+            handled.append(name)
+            continue
+        if kw == "exact":
+            if isinstance(a, UnitAttr):
+                p.write(" exact")
+                handled.append(name)
+        elif kw == "roundingmode":
+            if isinstance(a, IntegerAttr) and 0 <= a.value < len(ROUNDING_MODES):
+                p.write(" " + ROUNDING_MODES[a.value])
+                handled.append(name)
+        elif isinstance(a, attr_cls):
+            p.write(" " + kw + a.print_body())
+            handled.append(name)
+    rest = [k for k in props if k not in handled]
+    if rest or op.attributes:
+        merged = {k: props[k] for k in rest}
+        merged.update(op.attributes)
+        p.print_optional_attr_dict(merged)
+
+
+def _parse_flags_and_attrs(cls: Any, parser: Any) -> tuple[dict[str, Attribute], dict[str, Attribute]]:
+    props: dict[str, Attribute] = {}
+    for name, kw, attr_cls, _ in _asm_flags(cls):
+        if kw == "exact":
+            if parser.parse_optional_keyword("exact") is not None:
+                props[name] = UnitAttr()
+        elif kw == "roundingmode":
+            k = parser.parse_optional_keyword(ROUNDING_MODES)
+            if k is not None:
+                props[name] = IntegerAttr(ROUNDING_MODES.index(k), _i32)
+        elif parser.parse_optional_keyword(kw) is not None:
+            props[name] = _parse_flag_body(cls, parser, attr_cls)
+    attrs = parser.parse_optional_attr_dict()
+    if attrs:
+        names = cls.op_def.prop_names
+        for k in [k for k in attrs if k in names]:
+            props[k] = attrs.pop(k)
+    return props, attrs
+
+
+_FLAG_ENUMS = {
+    "overflow": ("::mlir::arith::IntegerOverflowFlags", ("none", "nsw", "nuw")),
+    "fastmath": (
+        "::mlir::arith::FastMathFlags",
+        ("none", "reassoc", "nnan", "ninf", "nsz", "arcp", "contract", "afn", "fast"),
+    ),
+}
+
+
+def _parse_flag_body(cls: Any, parser: Any, attr_cls: Any) -> Attribute:
+    """``<nsw, nuw>`` / ``<fast>`` after the ``overflow`` / ``fastmath`` keyword."""
+    enum, allowed = _FLAG_ENUMS[attr_cls.mnemonic]
+    parser.expect("<")
+    flags = []
+    while True:
+        parser.skip()
+        pos = parser.pos
+        kw = parser.parse_optional_keyword()
+        if kw not in allowed:
+            raise parser.error(
+                f"custom op '{cls.name}' expected {enum} to be one of: {', '.join(allowed)}", pos
+            )
+        flags.append(kw)
+        if not parser.parse_optional(","):
+            break
+    parser.expect(">")
+    return attr_cls(flags)
+
+
+def _parse_operands(parser: Any, n: int) -> list[Any]:
+    us = [parser.parse_operand()]
+    for _ in range(n - 1):
+        parser.expect(",")
+        us.append(parser.parse_operand())
+    return us
+
+
+def _signed_int(value: int, t: Type) -> int:
+    w = t.width if isinstance(t, IntegerType) else 64
+    value &= (1 << w) - 1
+    return value - (1 << w) if value >= 1 << (w - 1) else value
+
+
 def _same_type_build(cls: type, kwargs: dict[str, Any], src: str = "lhs") -> None:
     if kwargs.get("result") is None and isinstance(kwargs.get(src), Value):
         kwargs["result"] = kwargs[src].type
@@ -171,6 +290,20 @@ class _BinaryOp(ArithOp):
     @property
     def width(self) -> int:
         return int_width(self.results[0].type) or 0
+
+    # ``%a, %b [exact] [overflow<...>] [fastmath<...>] {attrs} : type``
+    def print(self, p: Any) -> None:
+        ops = self._operands
+        p.write(" " + p.value_name(ops[0].value) + ", " + p.value_name(ops[1].value))
+        _print_flags_and_attrs(self, p)
+        p.write(" : " + str(self.results[0].type))
+
+    @classmethod
+    def parse(cls, parser: Any) -> Any:
+        us = _parse_operands(parser, 2)
+        props, attrs = _parse_flags_and_attrs(cls, parser)
+        t = parser.parse_colon_type()
+        return parser.create_op(cls, parser.resolve_operands(us, [t, t]), [t], props, attrs)
 
     @property
     def _is_int(self) -> bool:
@@ -258,6 +391,43 @@ class ConstantOp(ArithOp, ConstantValueInterface):
 
     def constant_value(self) -> Attribute:
         return self.properties["value"]
+
+    # ``{attrs} 3 : i32`` / ``true`` / ``dense<...> : tensor<4xf32>``
+    def print(self, p: Any) -> None:
+        props = self.properties
+        if len(props) > 1 or self.attributes:
+            merged = {k: v for k, v in props.items() if k != "value"}
+            merged.update(self.attributes)
+            p.print_optional_attr_dict(merged)
+        p.write(" ")
+        p.print_attribute(props["value"])
+
+    @classmethod
+    def parse(cls, parser: Any) -> Any:
+        attrs = parser.parse_optional_attr_dict()
+        parser.skip()
+        pos = parser.pos
+        value = parser.parse_attribute()
+        t = getattr(value, "type", None)
+        if not isinstance(t, Type):
+            raise parser.error("expected a typed attribute for arith.constant", pos)
+        props: dict[str, Attribute] = {"value": value}
+        for k in [k for k in attrs if k in cls.op_def.prop_names]:
+            props[k] = attrs.pop(k)
+        return parser.create_op(cls, (), [t], props, attrs)
+
+    def get_asm_result_names(self) -> list[str | None]:
+        """MLIR's ``getAsmResultNames``: ``%c3_i32``, ``%c0`` (index), ``%true``, ``%cst``."""
+        v = self.properties.get("value")
+        t = self.results[0].type
+        if isinstance(v, IntegerAttr):
+            if isinstance(t, IntegerType) and t.width == 1:
+                return ["true" if v.value else "false"]
+            name = "c" + str(_signed_int(v.value, v.type))
+            if isinstance(t, IntegerType):
+                name += "_" + str(t)
+            return [name]
+        return ["cst"]
 
     def fold(self, operands: Sequence[Attribute | None]) -> Sequence[Attribute | Value] | None:
         return [self.properties["value"]]
@@ -357,6 +527,7 @@ class MulIOp(_OverflowMixin, _IntBinaryOp):
 class DivSIOp(_IntBinaryOp):
     name = "arith.divsi"
     traits = (NoMemoryEffect(), SameOperandsAndResultType(), Elementwise())
+    is_exact = opt_prop(UnitAttr, name="isExact")
 
     def _compute(self, a: list[np.ndarray]) -> np.ndarray | None:
         w = _w(self)
@@ -376,6 +547,7 @@ class DivSIOp(_IntBinaryOp):
 class DivUIOp(_IntBinaryOp):
     name = "arith.divui"
     traits = (NoMemoryEffect(), SameOperandsAndResultType(), Elementwise())
+    is_exact = opt_prop(UnitAttr, name="isExact")
 
     def _compute(self, a: list[np.ndarray]) -> np.ndarray | None:
         if np.any(a[1] == 0):
@@ -535,6 +707,7 @@ class ShLIOp(_OverflowMixin, _ShiftOp):
 
 class ShRSIOp(_ShiftOp):
     name = "arith.shrsi"
+    is_exact = opt_prop(UnitAttr, name="isExact")
 
     def _compute(self, a: list[np.ndarray]) -> np.ndarray | None:
         b = self._shift_amount(a[1])
@@ -545,6 +718,7 @@ class ShRSIOp(_ShiftOp):
 
 class ShRUIOp(_ShiftOp):
     name = "arith.shrui"
+    is_exact = opt_prop(UnitAttr, name="isExact")
 
     def _compute(self, a: list[np.ndarray]) -> np.ndarray | None:
         b = self._shift_amount(a[1])
@@ -720,6 +894,18 @@ class NegFOp(ArithOp):
     def new(cls, x: Value, loc: Location | None = None) -> NegFOp:
         return cls.build(operand=x, loc=loc)
 
+    def print(self, p: Any) -> None:
+        p.write(" " + p.value_name(self._operands[0].value))
+        _print_flags_and_attrs(self, p)
+        p.write(" : " + str(self.results[0].type))
+
+    @classmethod
+    def parse(cls, parser: Any) -> Any:
+        u = parser.parse_operand()
+        props, attrs = _parse_flags_and_attrs(cls, parser)
+        t = parser.parse_colon_type()
+        return parser.create_op(cls, [parser.resolve_operand(u, t)], [t], props, attrs)
+
     def _compute(self, a: list[np.ndarray]) -> np.ndarray:
         return -a[0]
 
@@ -791,6 +977,42 @@ class _CmpOp(ArithOp):
     @property
     def predicate_name(self) -> str:
         return self.PREDICATES[self.properties["predicate"].value]
+
+    # ``slt, %a, %b [fastmath<...>] {attrs} : type``
+    def print(self, p: Any) -> None:
+        pred = self.properties.get("predicate")
+        names = self.PREDICATES
+        if isinstance(pred, IntegerAttr) and 0 <= pred.value < len(names):
+            p.write(" " + names[pred.value] + ",")
+        else:  # not a valid enum value: print the raw attribute (as MLIR prints an invalid op)
+            p.write(" ")
+            p.print_attribute(pred)
+            p.write(",")
+        ops = self._operands
+        p.write(" " + p.value_name(ops[0].value) + ", " + p.value_name(ops[1].value))
+        _print_flags_and_attrs(self, p, ("predicate",))
+        p.write(" : " + str(ops[0].value.type))
+
+    @classmethod
+    def parse(cls, parser: Any) -> Any:
+        parser.skip()
+        pos = parser.pos
+        kw = parser.parse_optional_keyword()
+        if kw is None:
+            kw = parser.parse_optional_string()
+        if kw not in cls.PREDICATES:
+            raise parser.error(
+                f"custom op '{cls.name}' expected string or keyword containing one of the following enum "
+                f"values for attribute 'predicate' [{', '.join(cls.PREDICATES)}]",
+                pos,
+            )
+        parser.expect(",")
+        us = _parse_operands(parser, 2)
+        props, attrs = _parse_flags_and_attrs(cls, parser)
+        props["predicate"] = IntegerAttr(cls.PREDICATES.index(kw), _i64)
+        t = parser.parse_colon_type()
+        vals = parser.resolve_operands(us, [t, t])
+        return parser.create_op(cls, vals, [_bool_result_type(t)], props, attrs)
 
     def verify_(self) -> None:
         p = self.properties["predicate"]
@@ -886,6 +1108,25 @@ class SelectOp(ArithOp):
     def new(cls, cond: Value, a: Value, b: Value, loc: Location | None = None) -> SelectOp:
         return cls.build(condition=cond, true_value=a, false_value=b, loc=loc)
 
+    # ``%c, %a, %b {attrs} : [cond_type, ]type`` (the condition type only when it is shaped)
+    def print(self, p: Any) -> None:
+        p.write(" ")
+        p.print_operands([o.value for o in self._operands])
+        p.print_optional_attr_dict({**self.properties, **self.attributes})
+        ct = self._operands[0].value.type
+        p.write(" : " + (str(ct) + ", " if isinstance(ct, ShapedType) else "") + str(self.results[0].type))
+
+    @classmethod
+    def parse(cls, parser: Any) -> Any:
+        us = _parse_operands(parser, 3)
+        attrs = parser.parse_optional_attr_dict()
+        t = parser.parse_colon_type()
+        ct: Type = i1
+        if parser.parse_optional(","):
+            ct, t = t, parser.parse_type()
+        vals = parser.resolve_operands(us, [ct, t, t])
+        return parser.create_op(cls, vals, [t], {}, attrs)
+
     def verify_(self) -> None:
         t = self.results[0].type
         if self.true_value.type is not t or self.false_value.type is not t:
@@ -927,6 +1168,22 @@ class _CastOp(ArithOp):
     @classmethod
     def are_cast_compatible(cls, a: Type, b: Type) -> bool:
         raise NotImplementedError
+
+    # ``%x [overflow<...>] [roundingmode] [fastmath<...>] {attrs} : t1 to t2``
+    def print(self, p: Any) -> None:
+        v = self._operands[0].value
+        p.write(" " + p.value_name(v))
+        _print_flags_and_attrs(self, p)
+        p.write(" : " + str(v.type) + " to " + str(self.results[0].type))
+
+    @classmethod
+    def parse(cls, parser: Any) -> Any:
+        u = parser.parse_operand()
+        props, attrs = _parse_flags_and_attrs(cls, parser)
+        a = parser.parse_colon_type()
+        parser.parse_keyword("to")
+        b = parser.parse_type()
+        return parser.create_op(cls, [parser.resolve_operand(u, a)], [b], props, attrs)
 
     def verify_(self) -> None:
         a, b = self.operands[0].type, self.results[0].type

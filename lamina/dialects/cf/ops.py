@@ -11,16 +11,33 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from lamina.ir.attributes import StringAttr
+from lamina.ir.attributes import DenseArrayAttr, StringAttr
 from lamina.ir.constraints import Predicate
 from lamina.ir.core import Block, Value
 from lamina.ir.location import Location
-from lamina.ir.opdef import Op, operand, prop, successor, var_operand
+from lamina.ir.opdef import OPERAND_SEGMENTS, Op, operand, prop, successor, var_operand
 from lamina.ir.traits import BranchOpInterface, ExecutableOpInterface, IsTerminator, Pure
 from lamina.ir.types import IntegerType
 
 _i1 = IntegerType(1)
+_i32 = IntegerType(32)
 I1 = Predicate(lambda t: t is _i1, "1-bit signless integer")
+
+
+def _print_attrs(op: Op, p: Any, elided: tuple[str, ...]) -> None:
+    props = op.properties
+    if op.attributes or any(k not in elided for k in props):
+        merged = {k: v for k, v in props.items() if k not in elided}
+        merged.update(op.attributes)
+        p.print_optional_attr_dict(merged)
+
+
+def _parse_attrs(cls: Any, parser: Any, props: dict[str, Any]) -> dict[str, Any]:
+    attrs = parser.parse_optional_attr_dict()
+    names = cls.op_def.prop_names
+    for k in [k for k in attrs if k in names]:
+        props[k] = attrs.pop(k)
+    return attrs
 
 
 class BranchOp(Op, BranchOpInterface):
@@ -39,6 +56,19 @@ class BranchOp(Op, BranchOpInterface):
         if index != 0:
             raise IndexError(f"cf.br has one successor, not #{index}")
         return self.operands
+
+    # ``^bb1(%a, %b : i32, i32) {attrs}``
+    def print(self, p: Any) -> None:
+        p.write(" ")
+        p.print_successor_and_use_list(self.successors[0], self.operands)
+        _print_attrs(self, p, ())
+
+    @classmethod
+    def parse(cls, parser: Any) -> BranchOp:
+        dest, vals = parser.parse_successor_and_use_list()
+        props: dict[str, Any] = {}
+        attrs = _parse_attrs(cls, parser, props)
+        return parser.create_op(cls, vals, (), props, attrs, (), [dest])
 
     @classmethod
     def get_canonicalization_patterns(cls) -> Sequence[Any]:
@@ -84,6 +114,28 @@ class CondBranchOp(Op, BranchOpInterface):
             return self.false_dest_operands
         raise IndexError(f"cf.cond_br has two successors, not #{index}")
 
+    # ``%c, ^bb1(%a : i32), ^bb2 {attrs}``
+    def print(self, p: Any) -> None:
+        succ = self.successors
+        p.write(" " + p.value_name(self.operands[0]) + ", ")
+        p.print_successor_and_use_list(succ[0], self.true_dest_operands)
+        p.write(", ")
+        p.print_successor_and_use_list(succ[1], self.false_dest_operands)
+        _print_attrs(self, p, (OPERAND_SEGMENTS,))
+
+    @classmethod
+    def parse(cls, parser: Any) -> CondBranchOp:
+        u = parser.parse_operand()
+        parser.expect(",")
+        t, tvals = parser.parse_successor_and_use_list()
+        parser.expect(",")
+        f, fvals = parser.parse_successor_and_use_list()
+        props: dict[str, Any] = {}
+        attrs = _parse_attrs(cls, parser, props)
+        props[OPERAND_SEGMENTS] = DenseArrayAttr(_i32, [1, len(tvals), len(fvals)])
+        cond = parser.resolve_operand(u, _i1)
+        return parser.create_op(cls, [cond, *tvals, *fvals], (), props, attrs, (), [t, f])
+
     @classmethod
     def get_canonicalization_patterns(cls) -> Sequence[Any]:
         from lamina.dialects.cf.canonicalize import SimplifyCondBranchSameSuccessors, SimplifyConstCondBranch
@@ -101,6 +153,20 @@ class AssertOp(Op, ExecutableOpInterface):
     @classmethod
     def new(cls, cond: Value, msg: str, loc: Location | None = None) -> AssertOp:
         return cls.build(arg=cond, msg=StringAttr(msg), loc=loc)
+
+    # ``%c, "message" {attrs}``
+    def print(self, p: Any) -> None:
+        p.write(" " + p.value_name(self.operands[0]) + ", ")
+        p.print_attribute(self.properties["msg"])
+        _print_attrs(self, p, ("msg",))
+
+    @classmethod
+    def parse(cls, parser: Any) -> AssertOp:
+        u = parser.parse_operand()
+        parser.expect(",")
+        props: dict[str, Any] = {"msg": StringAttr(parser.parse_string())}
+        attrs = _parse_attrs(cls, parser, props)
+        return parser.create_op(cls, [parser.resolve_operand(u, _i1)], (), props, attrs)
 
     def execute(self, inputs: Sequence[Any]) -> Sequence[Any]:
         if not bool(inputs[0]):

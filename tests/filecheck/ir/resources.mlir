@@ -4,7 +4,7 @@
 // RUN: lamina-opt %s --external-weights=w.npz -o %t.mlir && FileCheck %s --check-prefix=EXT < %t.mlir
 // RUN: lamina-opt %t.mlir | FileCheck %s
 
-// CHECK: "arith.constant"() <{value = dense_resource<weights> : tensor<2xf32>}> : () -> tensor<2xf32>
+// CHECK: %cst = arith.constant dense_resource<weights> : tensor<2xf32>
 // CHECK: {-#
 // CHECK-NEXT:   dialect_resources: {
 // CHECK-NEXT:     builtin: {

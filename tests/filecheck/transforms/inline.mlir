@@ -2,7 +2,7 @@
 
 // CHECK-LABEL: func.func @caller
 // CHECK-NOT: call @callee
-// CHECK: "arith.addi"(%arg0, %arg0)
+// CHECK: arith.addi %arg0, %arg0 : i32
 // CHECK: return
 // The callee is private and dead after inlining: removed.
 // CHECK-NOT: func.func private @callee
