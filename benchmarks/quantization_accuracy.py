@@ -300,7 +300,7 @@ def lamina_flow(
         mode: str, asym: bool = False, qtable: str | None = None, table: str | None = None
     ) -> list[list[np.ndarray]]:
         try:
-            from lamina.tools.deploy import deploy_module, run_tpu_module
+            from lamina.quant.deploy import deploy_module, run_tpu_module
         except ImportError as e:
             raise Unavailable(f"deploy: {e}") from None
         if mode == "INT8" and table is None:

@@ -26,8 +26,8 @@ from typing import Any
 import numpy as np
 
 from lamina.compare import CompareReport, TensorResult, compare_sets, compare_tensors
-from lamina.tools.model_io import Signature, ToolError, check_inputs, load_npz, module_signature
-from lamina.tools.preprocess import PreprocessConfig, preprocess_image, read_image
+from lamina.frontends.model_io import Signature, ToolError, check_inputs, load_npz, module_signature
+from lamina.frontends.preprocess import PreprocessConfig, preprocess_image, read_image
 from lamina.tools.transform import TransformOptions, TransformResult
 
 LaminaError = ToolError
@@ -63,7 +63,7 @@ class Model:
     ) -> dict[str, np.ndarray]:
         """Run on ``inputs`` (by name, in order, or one array for a one-input model); returns outputs by
         name, plus every intermediate tensor (weights excepted) with ``dump_all``."""
-        from lamina.tools.runner import run_top_module
+        from lamina.frontends.model_io import run_top_module
 
         if isinstance(inputs, np.ndarray):
             inputs = [inputs]
@@ -103,7 +103,7 @@ def load(
 ) -> Model:
     """Load a model: a ``.mlir`` file (``top`` dialect, weights from its weight file) or an ``.onnx``
     file (imported; ``input_shapes`` fixes dynamic dimensions, ``output_names`` picks the outputs)."""
-    from lamina.tools.model_io import import_onnx_file, parse_mlir_file
+    from lamina.frontends.model_io import import_onnx_file, parse_mlir_file
 
     if path.endswith(".onnx"):
         if not os.path.exists(path):
@@ -138,7 +138,7 @@ def transform(
     """``model_transform`` as a function (same names as the flags). Returns a :class:`TransformResult`
     with ``module``, the files written and, with ``test_input``, the comparison ``report``; ``passed``
     tells whether every tensor is within ``tolerance``. Prints the step commands when ``verbose``."""
-    from lamina.tools.preprocess import parse_dtypes
+    from lamina.frontends.preprocess import parse_dtypes
     from lamina.tools.transform import transform as run_transform
 
     o = TransformOptions(
@@ -172,7 +172,7 @@ def run(
 ) -> dict[str, np.ndarray]:
     """``model_runner`` as a function: ``model`` is a :class:`Model` or a ``.mlir``/``.onnx`` path,
     ``inputs`` arrays or an ``.npz`` path. Saves to ``output`` (an ``.npz``) when given."""
-    from lamina.tools.model_io import save_npz
+    from lamina.frontends.model_io import save_npz
     from lamina.tools.runner import run_model_file
 
     if isinstance(model, Model):

@@ -1,6 +1,7 @@
-"""File handling shared by ``model_transform``, ``model_runner``, ``npz_tool`` and :mod:`lamina.api`:
-reading and atomically writing ``.npz`` files, loading a model (``.mlir`` or ``.onnx``), checking
-inputs against a model's signature, and running onnxruntime with every intermediate tensor.
+"""Bringing models and their data in, shared by the commands (``model_transform``, ``model_runner``,
+``npz_tool``, ``run_calibration``, ``model_deploy``), :mod:`lamina.quant` and :mod:`lamina.api`: reading and atomically writing ``.npz`` files, loading a model (``.mlir`` or
+``.onnx``), a model's signature, checking inputs against it, running a ``top`` module on the reference
+interpreter and running onnxruntime with every intermediate tensor.
 
 Every problem is a :class:`ToolError` whose message names the file and what was expected; the
 commands print it as one line and exit non-zero.
@@ -126,6 +127,24 @@ def weight_names(module: Any) -> set[str]:
     return out
 
 
+def run_top_module(
+    module: Any, inputs: Mapping[str, np.ndarray], dump_all: bool = False
+) -> dict[str, np.ndarray]:
+    """Run a ``top`` module on the interpreter; with ``dump_all`` every tensor except weights, in
+    network order with the outputs last-written under their ONNX output names."""
+    from lamina.execution import ExecutionError, Interpreter
+
+    try:
+        interp = Interpreter(module)
+        res = interp.run(dict(inputs), dump_all=dump_all)
+    except ExecutionError as e:
+        raise ToolError(f"execution failed: {e}") from None
+    if dump_all:
+        skip = weight_names(module) - set(interp.output_names)
+        res = {k: v for k, v in res.items() if k not in skip and v is not None}
+    return {k: np.asarray(v) for k, v in res.items()}
+
+
 def parse_mlir_file(path: str) -> tuple[Any, Any]:
     """Parse and verify a ``.mlir`` file; diagnostics become one ToolError."""
     import lamina.dialects  # noqa: F401
@@ -209,6 +228,30 @@ def check_inputs(arrays: Mapping[str, np.ndarray], sig: Signature, source: str) 
 
 
 # ---- onnxruntime ------------------------------------------------------------------------------------
+
+
+def onnx_signature(model: Any) -> Signature:
+    """The inputs (initializers left out) and outputs of an ONNX ModelProto."""
+    from onnx import helper
+
+    inits = {t.name for t in model.graph.initializer}
+    names, shapes, dtypes = [], [], []
+    for i in model.graph.input:
+        if i.name in inits:
+            continue
+        names.append(i.name)
+        tt = i.type.tensor_type
+        dims = (
+            [d.dim_value if d.HasField("dim_value") else -1 for d in tt.shape.dim]
+            if tt.HasField("shape")
+            else None
+        )
+        shapes.append(tuple(dims) if dims is not None and all(d > 0 for d in dims) else None)
+        try:
+            dtypes.append(np.dtype(helper.tensor_dtype_to_np_dtype(tt.elem_type)))
+        except Exception:
+            dtypes.append(np.dtype(np.float32))
+    return Signature(names, shapes, dtypes, [o.name for o in model.graph.output])
 
 
 def onnx_intermediate_names(model: Any) -> list[str]:

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from lamina.tools.model_io import Signature, ToolError, check_inputs, load_npz
+from lamina.frontends.model_io import Signature, ToolError, check_inputs, load_npz
 
 IMAGE_EXTS = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm", ".pgm")
 PIXEL_FORMATS = ("rgb", "bgr", "gray", "rgba")

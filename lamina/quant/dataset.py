@@ -2,7 +2,7 @@
 
 A sample is one of
 - an image (jpg, jpeg, png, bmp, ...) for a single-input model, preprocessed with the ``top.Input``
-  op's attributes (mean, scale, pixel_format, resize_dims, ...) by :mod:`lamina.tools.preprocess`;
+  op's attributes (mean, scale, pixel_format, resize_dims, ...) by :mod:`lamina.frontends.preprocess`;
 - an ``.npz`` holding every input by name (a single array feeds a single-input model);
 - an ``.npy`` for a single-input model;
 - in a data list, one line per sample with comma-separated files (image or ``.npy``), one per input.
@@ -82,16 +82,16 @@ class SampleLoader:
 
     @classmethod
     def for_module(cls, module: Any) -> SampleLoader:
-        from lamina.tools.model_io import input_ops, module_signature
-        from lamina.tools.preprocess import PreprocessConfig
+        from lamina.frontends.model_io import input_ops, module_signature
+        from lamina.frontends.preprocess import PreprocessConfig
 
         sig = module_signature(module)
         cfgs = [PreprocessConfig.from_input_op(op) for op in input_ops(module)]
         return cls(list(sig.input_names), list(sig.input_shapes), list(sig.input_dtypes), cfgs)
 
     def _image(self, path: str, i: int) -> np.ndarray:
-        from lamina.tools.model_io import ToolError
-        from lamina.tools.preprocess import PreprocessConfig, preprocess_image, read_image
+        from lamina.frontends.model_io import ToolError
+        from lamina.frontends.preprocess import PreprocessConfig, preprocess_image, read_image
 
         shape = self.input_shapes[i]
         if shape is None:
@@ -105,7 +105,7 @@ class SampleLoader:
             raise DatasetError(f"{path}: {e}") from None
 
     def _array_file(self, path: str) -> dict[str, np.ndarray]:
-        from lamina.tools.model_io import ToolError, load_npz
+        from lamina.frontends.model_io import ToolError, load_npz
 
         try:
             return load_npz(path, "calibration sample")

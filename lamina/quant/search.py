@@ -33,7 +33,7 @@ Steps:
    final-output cosine; the refined table is written to ``refined_table`` when given.
 
 The measure is the real thing: every candidate is lowered with ``convert-top-to-tpu`` (through
-:func:`lamina.tools.deploy.deploy_module`) and run on the bit-exact ``tpu`` interpreter. Tests and
+:func:`lamina.quant.deploy.deploy_module`) and run on the bit-exact ``tpu`` interpreter. Tests and
 other searches may pass their own ``evaluate(qtable, table) -> cosine`` instead.
 """
 
@@ -255,9 +255,8 @@ def output_cosine(
 def _tpu_evaluator(
     module: Any, samples: Sequence[Mapping[str, np.ndarray]], asymmetric: bool, ctx: Any
 ) -> Callable[[dict[str, str], Any], float]:
-    from lamina.tools.deploy import deploy_module, run_tpu_module
-    from lamina.tools.model_io import module_signature
-    from lamina.tools.runner import run_top_module
+    from lamina.frontends.model_io import module_signature, run_top_module
+    from lamina.quant.deploy import deploy_module, run_tpu_module
 
     outs = module_signature(module).output_names
     ref = [run_top_module(module, dict(s)) for s in samples]

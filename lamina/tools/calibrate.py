@@ -75,9 +75,9 @@ def calibrate_file(
 ) -> Any:
     """``run_calibration`` as a function: returns the :class:`CalibrationResult` and writes the table
     when ``calibration_table`` is given. Problems raise :class:`ToolError`."""
+    from lamina.frontends.model_io import ToolError, parse_mlir_file
     from lamina.quant.calibration import CalibrationError, calibrate
     from lamina.quant.dataset import DatasetError, SampleLoader, list_samples
-    from lamina.tools.model_io import ToolError, parse_mlir_file
 
     if dataset is not None and data_list is not None:
         raise ToolError("give either --dataset or --data_list, not both")
@@ -122,7 +122,7 @@ def calibrate_file(
 
 
 def _run(args: argparse.Namespace, tool: str) -> int:
-    from lamina.tools.model_io import ToolError
+    from lamina.frontends.model_io import ToolError
 
     t0 = time.perf_counter()
 

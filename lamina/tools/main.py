@@ -27,29 +27,49 @@ def example(args: argparse.Namespace) -> int:
 
 
 def example_model(args: argparse.Namespace) -> int:
-    """model_transform on the built-in CNN, in ``args.workdir``."""
+    """The model flow on the built-in CNN, in ``args.workdir``: model_transform (ONNX -> top, checked
+    against onnxruntime), run_calibration (on generated samples), model_deploy INT8 (top -> tpu,
+    run on the bit-exact tpu interpreter, compared with the top outputs)."""
     import os
 
     import numpy as np
 
     from lamina.examples.models import build_example_cnn, example_input
+    from lamina.tools.calibrate import calibrate_main
+    from lamina.tools.deploy import deploy_main
     from lamina.tools.transform import transform_main
 
-    os.makedirs(args.workdir, exist_ok=True)
-    model = build_example_cnn(os.path.join(args.workdir, "example_cnn.onnx"))
-    test_input = os.path.join(args.workdir, "example_cnn_input.npz")
+    w = args.workdir
+    os.makedirs(os.path.join(w, "calibration_samples"), exist_ok=True)
+    model = build_example_cnn(os.path.join(w, "example_cnn.onnx"))
+    test_input = os.path.join(w, "example_cnn_input.npz")
     np.savez(test_input, input=example_input())
-    print(f"\n// ---- model_transform on the built-in example model: {model}", flush=True)
-    return transform_main(
-        [
-            "--model_name", "example_cnn",
-            "--model_def", model,
-            "--input_shapes", "[[1,3,32,32]]",
-            "--test_input", test_input,
-            "--test_result", os.path.join(args.workdir, "example_cnn_top_outputs.npz"),
-            "--mlir", os.path.join(args.workdir, "example_cnn.mlir"),
-        ]
-    )  # fmt: skip
+    for i in range(16):
+        np.savez(os.path.join(w, "calibration_samples", f"{i:02d}.npz"), input=example_input(seed=100 + i))
+    mlir = os.path.join(w, "example_cnn.mlir")
+    steps = [
+        ("model_transform on the built-in example model", transform_main, [
+            "--model_name", "example_cnn", "--model_def", model, "--input_shapes", "[[1,3,32,32]]",
+            "--test_input", test_input, "--test_result", os.path.join(w, "example_cnn_top_outputs.npz"),
+            "--mlir", mlir,
+        ]),
+        ("run_calibration on 16 generated samples", calibrate_main, [
+            mlir, "--dataset", os.path.join(w, "calibration_samples"), "--input_num", "16",
+            "-o", os.path.join(w, "example_cnn_cali_table"),
+        ]),
+        ("model_deploy INT8, compared with the top outputs", deploy_main, [
+            "--mlir", mlir, "--quantize", "INT8", "--calibration_table", os.path.join(w, "example_cnn_cali_table"),
+            "--processor", "cpu", "--test_input", os.path.join(w, "example_cnn_in_f32.npz"),
+            "--test_reference", os.path.join(w, "example_cnn_top_outputs.npz"),
+            "--model", os.path.join(w, "example_cnn_int8.bmodel"),
+        ]),
+    ]  # fmt: skip
+    for title, fn, argv in steps:
+        print(f"\n// ---- {title}", flush=True)
+        rc = fn(argv)
+        if rc:
+            return rc
+    return 0
 
 
 def example_ir(args: argparse.Namespace) -> int:

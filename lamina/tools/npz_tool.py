@@ -29,9 +29,9 @@ from lamina.compare import (
     format_db,
     parse_tolerance,
 )
+from lamina.frontends.model_io import ToolError, load_npz
+from lamina.frontends.preprocess import parse_names
 from lamina.tools.common import atomic_write, internal_error_guard
-from lamina.tools.model_io import ToolError, load_npz
-from lamina.tools.preprocess import parse_names
 
 TOOL = "npz_tool"
 

@@ -16,66 +16,25 @@ import os
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import numpy as np
 
-from lamina.tools.common import internal_error_guard
-from lamina.tools.model_io import (
-    Signature,
+from lamina.frontends.model_io import (
     ToolError,
     check_inputs,
+    import_onnx_file,
     load_npz,
     module_signature,
+    onnx_signature,
     ordered,
     parse_mlir_file,
     run_onnxruntime,
+    run_top_module,
     save_npz,
-    weight_names,
 )
+from lamina.tools.common import internal_error_guard
 
 TOOL = "model_runner"
-
-
-def onnx_signature(model: Any) -> Signature:
-    from onnx import helper
-
-    inits = {t.name for t in model.graph.initializer}
-    names, shapes, dtypes = [], [], []
-    for i in model.graph.input:
-        if i.name in inits:
-            continue
-        names.append(i.name)
-        tt = i.type.tensor_type
-        dims = (
-            [d.dim_value if d.HasField("dim_value") else -1 for d in tt.shape.dim]
-            if tt.HasField("shape")
-            else None
-        )
-        shapes.append(tuple(dims) if dims is not None and all(d > 0 for d in dims) else None)
-        try:
-            dtypes.append(np.dtype(helper.tensor_dtype_to_np_dtype(tt.elem_type)))
-        except Exception:
-            dtypes.append(np.dtype(np.float32))
-    return Signature(names, shapes, dtypes, [o.name for o in model.graph.output])
-
-
-def run_top_module(
-    module: Any, inputs: Mapping[str, np.ndarray], dump_all: bool = False
-) -> dict[str, np.ndarray]:
-    """Run a ``top`` module on the interpreter; with ``dump_all`` every tensor except weights, in
-    network order with the outputs last-written under their ONNX output names."""
-    from lamina.execution import ExecutionError, Interpreter
-
-    try:
-        interp = Interpreter(module)
-        res = interp.run(dict(inputs), dump_all=dump_all)
-    except ExecutionError as e:
-        raise ToolError(f"execution failed: {e}") from None
-    if dump_all:
-        skip = weight_names(module) - set(interp.output_names)
-        res = {k: v for k, v in res.items() if k not in skip and v is not None}
-    return {k: np.asarray(v) for k, v in res.items()}
 
 
 def run_model_file(
@@ -101,8 +60,6 @@ def run_model_file(
             feeds = check_inputs(arrays, sig, source)
             res = run_onnxruntime(model, feeds, dump_all, model_path)
             return ordered(res, sig.output_names) if not dump_all else res
-        from lamina.tools.model_io import import_onnx_file
-
         feeds = check_inputs(arrays, sig, source)
         shapes = {n: list(a.shape) for n, a in feeds.items()}
         module, _ = import_onnx_file(model_path, input_shapes=shapes)

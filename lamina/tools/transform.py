@@ -34,8 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from lamina.compare import CompareReport, compare_sets, parse_tolerance
-from lamina.tools.common import atomic_write, internal_error_guard
-from lamina.tools.model_io import (
+from lamina.frontends.model_io import (
     Signature,
     ToolError,
     import_onnx_file,
@@ -45,7 +44,7 @@ from lamina.tools.model_io import (
     run_onnxruntime,
     save_npz,
 )
-from lamina.tools.preprocess import (
+from lamina.frontends.preprocess import (
     PreprocessConfig,
     load_test_inputs,
     parse_dtypes,
@@ -54,6 +53,7 @@ from lamina.tools.preprocess import (
     parse_names,
     parse_shapes,
 )
+from lamina.tools.common import atomic_write, internal_error_guard
 
 TOOL = "model_transform"
 
@@ -245,8 +245,9 @@ def transform(
 ) -> TransformResult:
     """Run the whole model_transform flow; raises :class:`ToolError` on bad input. A comparison failure
     does not raise: check ``result.passed`` / ``result.report``."""
+    from lamina.frontends.model_io import run_top_module
     from lamina.ir.verifier import verify
-    from lamina.tools.runner import run_top_module, runner_command
+    from lamina.tools.runner import runner_command
 
     say = log or (lambda s: None)
     name = o.name()

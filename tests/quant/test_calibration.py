@@ -231,7 +231,7 @@ def _tiny_model(tmp_path: Path) -> str:
 
 
 def _module(path: str):
-    from lamina.tools.model_io import parse_mlir_file
+    from lamina.frontends.model_io import parse_mlir_file
 
     return parse_mlir_file(path)[0]
 

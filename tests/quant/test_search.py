@@ -78,7 +78,7 @@ def head_model(tmp_path: Path) -> str:
 
 
 def _table_for(model, samples) -> CalibrationTable:
-    from lamina.tools.runner import run_top_module
+    from lamina.frontends.model_io import run_top_module
 
     t = CalibrationTable()
     for s in samples:

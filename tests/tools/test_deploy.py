@@ -8,8 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from lamina.quant.deploy import deploy_pipeline
 from lamina.tools import deploy as dep
-from lamina.tools.deploy import DEFAULT_TOLERANCE, deploy_main, deploy_pipeline, main
+from lamina.tools.deploy import DEFAULT_TOLERANCE, deploy_main, main
 from lamina.tools.transform import main as transform_main
 
 
@@ -223,8 +224,8 @@ def test_float_modes_write_and_pass(
 def test_int8_with_table_and_first_diverging(
     tmp_path: Path, top: dict[str, str], capsys: pytest.CaptureFixture[str]
 ) -> None:
+    from lamina.frontends.model_io import load_npz, parse_mlir_file
     from lamina.quant.calibration import calibrate
-    from lamina.tools.model_io import load_npz, parse_mlir_file
 
     module, _ = parse_mlir_file(top["mlir"])
     rng = np.random.default_rng(0)

@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lamina.tools.model_io import ToolError, load_npz, save_npz
-from lamina.tools.preprocess import (
+from lamina.frontends.model_io import ToolError, load_npz, save_npz
+from lamina.frontends.preprocess import (
     PreprocessConfig,
     parse_floats,
     parse_shapes,

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import lamina.tools.runner as runner_mod
+import lamina.frontends.model_io as model_io_mod
 from lamina.tools.transform import main
 
 
@@ -152,14 +152,14 @@ def test_transform_two_inputs_npy_files_and_output_names(tmp_path: Path, two_inp
 def test_transform_fails_naming_the_layers_outside_tolerance(
     tmp_path: Path, conv_model: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    real = runner_mod.run_top_module
+    real = model_io_mod.run_top_module
 
     def perturbed(module, inputs, dump_all=False):
         res = real(module, inputs, dump_all)
         res["r"] = -res["r"] + 1.0
         return res
 
-    monkeypatch.setattr(runner_mod, "run_top_module", perturbed)
+    monkeypatch.setattr(model_io_mod, "run_top_module", perturbed)
     args = [
         "--model_def",
         conv_model,

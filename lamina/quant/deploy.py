@@ -1,0 +1,206 @@
+"""The quantization flow as a library: lower a ``top`` module to the quantized ``tpu`` IR
+(:func:`deploy_module`, running :func:`deploy_pipeline`) and run the result on Lamina's bit-exact
+``tpu`` interpreter with its outputs dequantized to float32 (:func:`run_tpu_module`).
+
+The ``model_deploy`` command (flags, validation, files, comparison) is built on these functions; the
+mixed-precision search (:mod:`lamina.quant.search`) and the benchmarks call them directly. Failures raise
+:class:`~lamina.frontends.model_io.ToolError` with the pass diagnostics.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from lamina.frontends.model_io import ToolError, check_inputs, module_signature, run_top_module
+
+__all__ = [
+    "MODES",
+    "deploy_module",
+    "deploy_pipeline",
+    "run_tpu_module",
+    "to_float",
+    "value_types",
+]
+
+#: The quantization modes a whole model can be lowered in.
+MODES = ("F32", "F16", "BF16", "INT8")
+
+
+# ---- lowering ------------------------------------------------------------------------------------------
+
+
+def _quote(path: str) -> str:
+    return '"' + path.replace('"', '\\"') + '"' if any(c in path for c in ' ,{}="') else path
+
+
+def deploy_pipeline(mode: str, asymmetric: bool, calibration_table: str | None, qtable: str | None) -> str:
+    """The pass pipeline ``model_deploy`` runs (pass names/options of :mod:`lamina.dialects.tpu`)."""
+    passes = []
+    if calibration_table:
+        asym = " asymmetric=true" if asymmetric else ""
+        passes.append(f"import-calibration-table{{file={_quote(calibration_table)}{asym}}}")
+    opts = f"mode={mode} asymmetric={'true' if asymmetric else 'false'}"
+    if qtable:
+        opts += f" qtable={_quote(qtable)}"
+    passes.append(f"convert-top-to-tpu{{{opts}}}")
+    passes.append(_canonicalize_pass())
+    return "builtin.module(" + ",".join(passes) + ")"
+
+
+def _canonicalize_pass() -> str:
+    """``tpu-canonicalize`` (merge requants, fold casts) when the tpu dialect registers it."""
+    try:
+        import lamina.dialects.tpu  # noqa: F401
+        from lamina.passes.registry import get_pass
+
+        return "tpu-canonicalize" if get_pass("tpu-canonicalize") is not None else "canonicalize"
+    except ImportError:
+        return "canonicalize"
+
+
+def deploy_module(
+    module: Any,
+    mode: str,
+    *,
+    asymmetric: bool = False,
+    calibration_table: Any = None,
+    qtable: Any = None,
+    ctx: Any = None,
+    clone: bool = True,
+) -> Any:
+    """Lower a ``top`` module to ``tpu`` in ``mode`` (F32/F16/BF16/INT8) and return the ``tpu`` module.
+
+    ``calibration_table`` is a path or a :class:`~lamina.quant.table.CalibrationTable`; ``qtable`` a
+    path or a mapping ``op name -> mode``. The input module is left untouched unless ``clone=False``.
+    Failures (a missing threshold, an op that cannot be lowered) raise :class:`ToolError` with the
+    pass diagnostics."""
+    import lamina.dialects
+    from lamina.ir.context import Context
+    from lamina.passes import PassManager
+
+    try:
+        import lamina.dialects.tpu  # noqa: F401  (registers the tpu dialect and its passes)
+    except ImportError as e:
+        raise ToolError(f"the tpu dialect is not available: {e}") from None
+    mode = mode.upper()
+    if mode not in MODES:
+        raise ToolError(f"mode must be one of {', '.join(MODES)}, got '{mode}'")
+    tmpdir = tempfile.mkdtemp(prefix="lamina-deploy-")
+    try:
+        table_path = _materialize_table(calibration_table, tmpdir)
+        qtable_path = _materialize_qtable(qtable, tmpdir)
+        work = module.clone() if clone else module
+        ctx = ctx or getattr(module, "context", None) or Context()
+        diags: list[str] = []
+        pipeline = deploy_pipeline(mode, asymmetric, table_path, qtable_path)
+        with ctx.diagnostics.handler(lambda d: diags.append(str(d))), ctx:
+            try:
+                pm = PassManager.parse(pipeline, ctx)
+            except Exception as e:
+                raise ToolError(f"cannot build the lowering pipeline '{pipeline}': {e}") from None
+            if not pm.run(work):
+                raise ToolError(f"lowering to tpu ({mode}) failed:\n" + "\n".join(diags))
+        return work
+    finally:
+        import shutil
+
+        shutil.rmtree(tmpdir, ignore_errors=True)
+
+
+def _materialize_table(table: Any, tmpdir: str) -> str | None:
+    if table is None or isinstance(table, (str, os.PathLike)):
+        return None if table is None else os.fspath(table)
+    path = os.path.join(tmpdir, "cali_table")
+    table.write(path)
+    return path
+
+
+def _materialize_qtable(qtable: Any, tmpdir: str) -> str | None:
+    if qtable is None or isinstance(qtable, (str, os.PathLike)):
+        return None if qtable is None else os.fspath(qtable)
+    if not qtable:
+        return None
+    from lamina.quant.table import write_qtable
+
+    path = os.path.join(tmpdir, "qtable")
+    write_qtable(path, dict(qtable))
+    return path
+
+
+# ---- running -------------------------------------------------------------------------------------------
+
+
+def value_types(module: Any) -> dict[str, Any]:
+    """Tensor name -> IR type of every named result (for dequantizing dumps)."""
+    from lamina.execution.interpreter import result_names
+
+    out: dict[str, Any] = {}
+    for op in module.walk_ops():
+        for name, r in zip(result_names(op), op.results):
+            out[name] = r.type
+    return out
+
+
+def to_float(a: np.ndarray, t: Any) -> np.ndarray:
+    """Dequantize an integer tensor of quantized type ``t`` to float32; f16/bf16 become float32."""
+    from lamina.dialects.quant import QuantizedType
+
+    elem = getattr(t, "element_type", None)
+    if isinstance(elem, QuantizedType):
+        from lamina.dialects.tpu.quantize import dequantize
+
+        return np.asarray(dequantize(np.asarray(a), t), np.float32)
+    a = np.asarray(a)
+    if a.dtype.kind == "f" and a.dtype != np.float32 and a.dtype != np.float64:
+        return a.astype(np.float32)
+    if a.dtype.kind == "V" or str(a.dtype) in ("bfloat16", "float16"):
+        return a.astype(np.float32)
+    return a
+
+
+def run_tpu_module(
+    module: Any, inputs: Mapping[str, np.ndarray], dump_all: bool = False, out_fixed: bool = False
+) -> dict[str, np.ndarray]:
+    """Run a ``tpu`` module on the interpreter. Outputs keyed by output name (every tensor with
+    ``dump_all``), dequantized to float32 unless ``out_fixed`` (the stored integers kept)."""
+    feeds = check_inputs(dict(inputs), module_signature(module), "inputs")
+    res = run_top_module(module, feeds, dump_all=dump_all)
+    if dump_all:
+        skip = _weight_names(module) - set(module_signature(module).output_names)
+        res = {k: v for k, v in res.items() if k not in skip}
+    if out_fixed:
+        return res
+    types = value_types(module)
+    sig = module_signature(module)
+    ret_types = _return_types(module)
+    out: dict[str, np.ndarray] = {}
+    for k, v in res.items():
+        t = types.get(k)
+        if k in sig.output_names and k in ret_types:
+            t = ret_types[k]
+        out[k] = to_float(v, t) if t is not None else np.asarray(v)
+    return out
+
+
+def _weight_names(module: Any) -> set[str]:
+    from lamina.execution.interpreter import result_names
+
+    out: set[str] = set()
+    for op in module.walk_ops():
+        if op.name.endswith((".Weight", ".None")):
+            out.update(result_names(op))
+    return out
+
+
+def _return_types(module: Any) -> dict[str, Any]:
+    from lamina.execution.interpreter import find_main
+
+    func = find_main(module)
+    ret = func.regions[0].blocks[0].last_op
+    names = module_signature(module).output_names
+    return {n: v.type for n, v in zip(names, ret.operands)} if ret is not None else {}
