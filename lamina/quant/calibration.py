@@ -240,4 +240,4 @@ def _bar(progress: bool, total: int | None, desc: str) -> Any:
         from tqdm import tqdm
     except ImportError:  # pragma: no cover - tqdm is a dependency
         return None
-    return tqdm(total=total, desc=desc, unit="sample", leave=False, dynamic_ncols=True)
+    return tqdm(total=total, desc=desc, unit="sample", leave=False, dynamic_ncols=True, disable=None)

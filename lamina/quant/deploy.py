@@ -168,13 +168,20 @@ def run_tpu_module(
 ) -> dict[str, np.ndarray]:
     """Run a ``tpu`` module on the interpreter. Outputs keyed by output name (every tensor with
     ``dump_all``), dequantized to float32 unless ``out_fixed`` (the stored integers kept)."""
-    feeds = check_inputs(dict(inputs), module_signature(module), "inputs")
-    res = run_top_module(module, feeds, dump_all=dump_all)
-    if dump_all:
-        skip = _weight_names(module) - set(module_signature(module).output_names)
+    sig = module_signature(module)
+    feeds = check_inputs(dict(inputs), sig, "inputs")
+    fixed_sources = _fixed_output_sources(module) if out_fixed else {}
+    res = run_top_module(module, feeds, dump_all=dump_all or bool(fixed_sources))
+    if dump_all or fixed_sources:
+        skip = _weight_names(module) - set(sig.output_names)
         res = {k: v for k, v in res.items() if k not in skip}
     if out_fixed:
-        return res
+        # The stored integers: an output produced by a final dequantizing tpu.Cast is replaced by
+        # the cast's quantized input.
+        for out_name, src in fixed_sources.items():
+            if src in res:
+                res[out_name] = res[src]
+        return res if dump_all else {k: res[k] for k in sig.output_names if k in res}
     types = value_types(module)
     sig = module_signature(module)
     ret_types = _return_types(module)
@@ -194,6 +201,27 @@ def _weight_names(module: Any) -> set[str]:
     for op in module.walk_ops():
         if op.name.endswith((".Weight", ".None")):
             out.update(result_names(op))
+    return out
+
+
+def _fixed_output_sources(module: Any) -> dict[str, str]:
+    """Output name -> name of the quantized tensor a final dequantizing ``tpu.Cast`` reads."""
+    from lamina.dialects.quant import UniformQuantizedPerAxisType, UniformQuantizedType
+    from lamina.execution.interpreter import find_main, result_names
+
+    func = find_main(module)
+    ret = func.regions[0].blocks[0].last_op
+    out: dict[str, str] = {}
+    if ret is None:
+        return out
+    quantized = (UniformQuantizedType, UniformQuantizedPerAxisType)
+    for name, v in zip(module_signature(module).output_names, ret.operands):
+        op = v.defining_op()
+        if op is None or op.name != "tpu.Cast":
+            continue
+        src = op.operands[0]
+        if isinstance(getattr(src.type, "element_type", None), quantized) and src.defining_op() is not None:
+            out[name] = result_names(src.defining_op())[src.index]
     return out
 
 

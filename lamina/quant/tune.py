@@ -64,7 +64,7 @@ def tune_thresholds(
     if progress:
         from tqdm import tqdm
 
-        bar = tqdm(total=len(todo), desc="tune", unit="tensor", leave=False, dynamic_ncols=True)
+        bar = tqdm(total=len(todo), desc="tune", unit="tensor", leave=False, dynamic_ncols=True, disable=None)
     out: dict[str, float] = {}
     for name in todo:
         s = slot_of[name]

@@ -42,8 +42,10 @@ def run_model_file(
     inputs: Mapping[str, np.ndarray] | str,
     dump_all: bool = False,
     engine: str | None = None,
+    out_fixed: bool = False,
 ) -> dict[str, np.ndarray]:
-    """Run ``model_path`` (``.mlir`` or ``.onnx``) on ``inputs`` (arrays by name, or an npz path)."""
+    """Run ``model_path`` (``.mlir`` — a ``top`` or a quantized ``tpu`` module — or ``.onnx``) on
+    ``inputs`` (arrays by name, or an npz path)."""
     source = inputs if isinstance(inputs, str) else "inputs"
     arrays = load_npz(inputs, "input file") if isinstance(inputs, str) else dict(inputs)
     if not os.path.exists(model_path):
@@ -68,6 +70,14 @@ def run_model_file(
         raise ToolError(f"--engine {engine} can only run .onnx models; '{model_path}' is run by Lamina")
     module, _ = parse_mlir_file(model_path)
     feeds = check_inputs(arrays, module_signature(module), source)
+    if any(op.name.startswith("tpu.") for op in module.walk_ops()):
+        from lamina.quant.deploy import run_tpu_module
+
+        # A quantized module (model_deploy's _tpu.mlir): outputs dequantized to float32, unless
+        # out_fixed keeps the stored integers.
+        return run_tpu_module(module, feeds, dump_all=dump_all, out_fixed=out_fixed)
+    if out_fixed:
+        raise ToolError(f"--out_fixed needs a quantized (tpu) model; '{model_path}' is not one")
     return run_top_module(module, feeds, dump_all)
 
 
@@ -81,11 +91,18 @@ def runner_command(inp: str, model: str, out: str, dump_all: bool, engine: str |
 
 
 def build_parser(prog: str = TOOL) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=prog, description="Run a model (.mlir on Lamina, .onnx on onnxruntime).")
+    p = argparse.ArgumentParser(
+        prog=prog, description="Run a model (.mlir — top or quantized tpu — on Lamina, .onnx on onnxruntime)."
+    )
     p.add_argument("--input", required=True, help="input .npz (keyed by input name) or .npy (single input)")
-    p.add_argument("--model", required=True, help="model: .mlir (top dialect) or .onnx")
+    p.add_argument("--model", required=True, help="model: .mlir (top or tpu dialect) or .onnx")
     p.add_argument("--output", required=True, help="output .npz")
     p.add_argument("--dump_all_tensors", action="store_true", help="also save every intermediate tensor")
+    p.add_argument(
+        "--out_fixed",
+        action="store_true",
+        help="for a quantized _tpu.mlir: keep integer outputs (no dequantizing)",
+    )
     p.add_argument(
         "--engine",
         choices=("onnxruntime", "lamina"),
@@ -98,7 +115,7 @@ def build_parser(prog: str = TOOL) -> argparse.ArgumentParser:
 def _run(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     try:
-        res = run_model_file(args.model, args.input, args.dump_all_tensors, args.engine)
+        res = run_model_file(args.model, args.input, args.dump_all_tensors, args.engine, args.out_fixed)
         save_npz(args.output, res)
     except ToolError as e:
         print(f"{TOOL}: error: {e}", file=sys.stderr)

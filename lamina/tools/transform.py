@@ -62,35 +62,25 @@ TOOL = "model_transform"
 
 
 class Progress:
-    """Step progress on stderr: tqdm when installed, else one ``[i/n] step`` line per step."""
+    """Step progress on stderr (a tqdm bar; silent when stderr is not a terminal)."""
 
     def __init__(self, total: int, enabled: bool = True, stream: TextIO | None = None) -> None:
-        self.total = total
-        self.i = 0
-        self.enabled = enabled
-        self.stream = stream or sys.stderr
-        self._bar = None
-        if enabled:
-            try:
-                from tqdm import tqdm  # type: ignore[import-not-found]
+        from tqdm import tqdm
 
-                self._bar = tqdm(total=total, file=self.stream, leave=False, unit="step")
-            except ImportError:
-                self._bar = None
+        self._bar = tqdm(
+            total=total,
+            file=stream or sys.stderr,
+            leave=False,
+            unit="step",
+            disable=None if enabled else True,
+        )
 
     def step(self, desc: str) -> None:
-        self.i += 1
-        if not self.enabled:
-            return
-        if self._bar is not None:
-            self._bar.set_description(desc)
-            self._bar.update(1)
-        else:
-            print(f"[{self.i}/{self.total}] {desc}", file=self.stream, flush=True)
+        self._bar.set_description(desc)
+        self._bar.update(1)
 
     def close(self) -> None:
-        if self._bar is not None:
-            self._bar.close()
+        self._bar.close()
 
 
 # ---- options and result --------------------------------------------------------------------------------

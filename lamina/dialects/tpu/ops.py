@@ -31,6 +31,7 @@ from lamina.dialects.top import nn as top_nn
 from lamina.dialects.top import reduce as top_reduce
 from lamina.dialects.top import tensor as top_tensor
 from lamina.dialects.top.base import AnyTensor, ElementsAttrC, I64ArrayAttr, I64Attr, StrAttr, elem_of
+from lamina.dialects.top.elementwise import CastOp as TopCastOp
 from lamina.ir.attributes import DenseElementsAttr, element_type_to_dtype
 from lamina.ir.diagnostics import VerifyError
 from lamina.ir.opdef import operand, prop, result_def
@@ -471,12 +472,18 @@ class CastOp(_OwnOp):
     * float → quantized: ``quantize`` (round half away from zero of ``x / scale``, + zp, saturate);
     * quantized → float: ``dequantize`` (``(q - zp) * scale`` in float64, rounded to float32, then
       to the result's float type);
-    * float → float: through float32, rounding to nearest even to the result type.
+    * float → float: through float32, rounding to nearest even to the result type;
+    * anything else (integer ↔ float, integer ↔ integer, as ``top.Cast`` after lowering): exactly
+      ``top.Cast``'s semantics, ``saturate`` included.
+
+    It is the one ``tpu.Cast``: ``top.Cast`` lowers to it too (a second class of that name would
+    make a printed and re-parsed module pick the wrong one).
     """
 
     name = "tpu.Cast"
     input = operand(AnyTensor)
     output = result_def(AnyTensor)
+    saturate = prop(I64Attr, optional=True)
 
     def verify_(self) -> None:
         a, b = self.input.type, self.output.type
@@ -495,7 +502,11 @@ class CastOp(_OwnOp):
             return lambda ins: [quantize(_widen(ins[0]).astype(np.float32), b)]
         if is_quant(a):
             return lambda ins: [round_float(dequantize(ins[0], a), b)]
-        return lambda ins: [round_float(_widen(ins[0]), b)]
+        if isinstance(getattr(a, "element_type", a), FloatType) and isinstance(
+            getattr(b, "element_type", b), FloatType
+        ):
+            return lambda ins: [round_float(_widen(ins[0]), b)]
+        return lambda ins: TopCastOp.execute(self, ins)  # type: ignore[arg-type]
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         return list(self.executor()(inputs))
@@ -621,8 +632,11 @@ INT8_OPS: frozenset[str] = frozenset(
     [c.top_class.name for c in _HAND.values()] + [f"top.{n}" for n in MOVE_OPS]  # type: ignore[union-attr]
 )
 
+# top.Cast lowers to the own tpu.Cast (which carries its semantics), not to a derived class.
+DERIVED["top.Cast"] = CastOp  # type: ignore[assignment]
+
 OWN_OPS: list[type[TopOp]] = [CastOp, RequantOp, LutOp, WeightOp]
-ALL_TPU_OPS: list[type[TopOp]] = [*OWN_OPS, *DERIVED.values()]
+ALL_TPU_OPS: list[type[TopOp]] = [*OWN_OPS, *(c for c in DERIVED.values() if c not in OWN_OPS)]
 
 
 def tpu_class(top_name: str) -> type[TpuOp] | None:
