@@ -794,6 +794,7 @@ class Printer:
         self._collect_attrs(op)
 
     def _collect_region(self, region: Region, entry_args: bool, terminators: bool) -> None:
+        special = _MAYBE_SPECIAL
         first = True
         dbg = self.debuginfo
         generic = self.generic
@@ -826,7 +827,12 @@ class Printer:
                                 info_map[loc] = _AliasInfo(True, len(info_map))
                             else:
                                 self._visit_loc(loc, True)
-                    self._collect_attrs(o)
+                    # Only attributes that may hold aliasable parts need a visit (most ops: none).
+                    attrs = o.attributes
+                    if attrs and not special.isdisjoint(map(type, attrs.values())):
+                        self._collect_attrs(o)
+                    elif o.op_def is not None and not special.isdisjoint(map(type, o.properties.values())):
+                        self._collect_attrs(o)
                 o = nxt
 
     def _collect_attrs(self, op: Operation) -> None:
