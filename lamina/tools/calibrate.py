@@ -58,6 +58,21 @@ def build_parser(prog: str = TOOL) -> argparse.ArgumentParser:
     )
     p.add_argument("-o", "--calibration_table", required=True, help="output calibration table")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    p.add_argument(
+        "--search",
+        choices=("search_qtable", "False"),
+        default="False",
+        help="search_qtable: after calibrating, find the fewest layers to keep in float so that INT8 "
+        "reaches --expected_cos; writes --quantize_table and refines the calibration table",
+    )
+    p.add_argument("--expected_cos", type=float, default=0.99, help="output cosine the search must reach")
+    p.add_argument(
+        "--max_float_layers", type=int, default=None, help="most layers the search may float (default 10%%)"
+    )
+    p.add_argument("--quantize_table", default=None, help="where the search writes the qtable")
+    p.add_argument(
+        "--search_num", type=int, default=10, help="samples every search evaluation runs (default 10)"
+    )
     return p
 
 
@@ -121,10 +136,58 @@ def calibrate_file(
     return result
 
 
+def search_file(
+    mlir_file: str,
+    calibration_table: str,
+    entries: Sequence[str],
+    quantize_table: str,
+    expected_cos: float = 0.99,
+    max_float_layers: int | None = None,
+    log: Any = None,
+) -> Any:
+    """``--search search_qtable``: the mixed-precision search on ``entries`` (sample paths) with the
+    table at ``calibration_table``; writes the qtable and rewrites the table refined. Returns the
+    :class:`~lamina.quant.search.SearchResult`; problems raise :class:`ToolError`."""
+    from lamina.frontends.model_io import ToolError, parse_mlir_file
+    from lamina.quant.dataset import DatasetError, SampleLoader
+    from lamina.quant.search import SearchError, search_qtable
+
+    module, ctx = parse_mlir_file(mlir_file)
+    loader = SampleLoader.for_module(module)
+    try:
+        samples = [loader.load(e) for e in entries]
+        return search_qtable(
+            module,
+            calibration_table,
+            samples,
+            expected_cos=expected_cos,
+            max_float_layers=max_float_layers,
+            quantize_table=quantize_table,
+            refined_table=calibration_table,
+            ctx=ctx,
+            log=log,
+        )
+    except (DatasetError, SearchError) as e:
+        raise ToolError(str(e)) from None
+
+
 def _run(args: argparse.Namespace, tool: str) -> int:
     from lamina.frontends.model_io import ToolError
 
     t0 = time.perf_counter()
+    searching = args.search == "search_qtable"
+    if searching and not args.quantize_table:
+        print(
+            f"{tool}: error: --search search_qtable needs --quantize_table (the qtable to write)",
+            file=sys.stderr,
+        )
+        return 2
+    if not searching and (args.quantize_table or args.max_float_layers is not None):
+        print(
+            f"{tool}: error: --quantize_table and --max_float_layers need --search search_qtable",
+            file=sys.stderr,
+        )
+        return 2
 
     def log(msg: str) -> None:
         print(msg, file=sys.stderr)
@@ -153,6 +216,27 @@ def _run(args: argparse.Namespace, tool: str) -> int:
         f"wrote {args.calibration_table} in {time.perf_counter() - t0:.2f} s",
         file=sys.stderr,
     )
+    if searching:
+        from lamina.quant.dataset import list_samples
+
+        entries = list_samples(args.dataset, args.data_list, args.input_num)[: max(1, args.search_num)]
+        try:
+            found = search_file(
+                args.mlir_file,
+                args.calibration_table,
+                entries,
+                args.quantize_table,
+                expected_cos=args.expected_cos,
+                max_float_layers=args.max_float_layers,
+                log=log,
+            )
+        except ToolError as e:
+            print(f"{tool}: error: {e}", file=sys.stderr)
+            return 1
+        print(f"{tool}: {found.summary()}; wrote {args.quantize_table}", file=sys.stderr)
+        if not found.reached:
+            print(f"{tool}: error: expected cosine {args.expected_cos} not reached", file=sys.stderr)
+            return 1
     return 0
 
 

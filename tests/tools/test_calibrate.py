@@ -186,3 +186,25 @@ def test_multi_input_npz_and_list(tmp_path: Path) -> None:
     assert read_calibration_table(str(out))["m"].threshold == pytest.approx(15.0)
     lst.write_text("a.npy\n")
     assert main([mlir, "--data_list", str(lst), "-o", str(out), "-q"]) == 1
+
+
+def test_search_qtable(tiny_mlir: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--search search_qtable: calibrates, then writes a qtable (TPU-MLIR format) and the refined
+    table; an unreachable target fails with exit 1, flags without --search are rejected (exit 2)."""
+    from lamina.quant.table import read_calibration_table, read_qtable
+
+    ds = _npz_dataset(tmp_path / "ds", 6)
+    table, qtable = tmp_path / "t", tmp_path / "q"
+    args = [tiny_mlir, "--dataset", str(ds), "--tune_num", "0", "-o", str(table), "-q"]
+    rc = main([*args, "--search", "search_qtable", "--expected_cos", "0.9", "--quantize_table", str(qtable)])
+    err = capsys.readouterr().err
+    assert rc == 0, err
+    assert "layers in float" in err and f"wrote {qtable}" in err
+    modes = read_qtable(str(qtable))
+    assert all(m in ("F32", "F16", "BF16", "INT8") for m in modes.values())
+    assert len(read_calibration_table(str(table))) > 0
+    rc = main([*args, "--search", "search_qtable", "--expected_cos", "1.0", "--max_float_layers", "0",
+               "--quantize_table", str(qtable)])  # fmt: skip
+    assert rc == 1 and "not reached" in capsys.readouterr().err
+    assert main([*args, "--quantize_table", str(qtable)]) == 2
+    assert main([*args, "--search", "search_qtable"]) == 2
