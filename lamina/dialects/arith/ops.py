@@ -834,48 +834,41 @@ class RemFOp(_FloatBinaryOp):
         return np.fmod(a[0], a[1])
 
 
-class MaxNumFOp(_FloatBinaryOp):
-    name = "arith.maxnumf"
+class _MinMaxFOp(_FloatBinaryOp):
+    """The float min/max family: commutative, and ``op(x, x)`` folds to ``x``."""
+
     traits = (Pure(), Commutative(), SameOperandsAndResultType(), Elementwise())
+
+    def _fold_identity(self, c: Sequence[Attribute | None]) -> list | None:
+        return [self.lhs] if self.lhs is self.rhs else None
+
+
+class MaxNumFOp(_MinMaxFOp):
+    name = "arith.maxnumf"
 
     def _compute(self, a: list[np.ndarray]) -> np.ndarray:
         return np.fmax(a[0], a[1])
 
-    def _fold_identity(self, c: Sequence[Attribute | None]) -> list | None:
-        return [self.lhs] if self.lhs is self.rhs else None
 
-
-class MinNumFOp(_FloatBinaryOp):
+class MinNumFOp(_MinMaxFOp):
     name = "arith.minnumf"
-    traits = (Pure(), Commutative(), SameOperandsAndResultType(), Elementwise())
 
     def _compute(self, a: list[np.ndarray]) -> np.ndarray:
         return np.fmin(a[0], a[1])
 
-    def _fold_identity(self, c: Sequence[Attribute | None]) -> list | None:
-        return [self.lhs] if self.lhs is self.rhs else None
 
-
-class MaximumFOp(_FloatBinaryOp):
+class MaximumFOp(_MinMaxFOp):
     name = "arith.maximumf"
-    traits = (Pure(), Commutative(), SameOperandsAndResultType(), Elementwise())
 
     def _compute(self, a: list[np.ndarray]) -> np.ndarray:
         return np.maximum(a[0], a[1])
 
-    def _fold_identity(self, c: Sequence[Attribute | None]) -> list | None:
-        return [self.lhs] if self.lhs is self.rhs else None
 
-
-class MinimumFOp(_FloatBinaryOp):
+class MinimumFOp(_MinMaxFOp):
     name = "arith.minimumf"
-    traits = (Pure(), Commutative(), SameOperandsAndResultType(), Elementwise())
 
     def _compute(self, a: list[np.ndarray]) -> np.ndarray:
         return np.minimum(a[0], a[1])
-
-    def _fold_identity(self, c: Sequence[Attribute | None]) -> list | None:
-        return [self.lhs] if self.lhs is self.rhs else None
 
 
 class NegFOp(ArithOp):

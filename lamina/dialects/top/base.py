@@ -333,6 +333,8 @@ class TopOp(Op, ExecutableOpInterface, InferShapeInterface, FlopsInterface):
     # ---- cost ------------------------------------------------------------------------------
 
     def flops(self) -> int:
+        if not self.flops_per_element:
+            return 0
         return self.flops_per_element * sum(num_elements(r.type) for r in self.results)
 
     # ---- canonicalization ------------------------------------------------------------------

@@ -415,8 +415,7 @@ class DropoutOp(TopOp):
             return [(x * mask / (1 - ratio)).astype(x.dtype), mask]
         return [x, np.ones(x.shape, bool)]
 
-    def flops(self) -> int:
-        return 0
+    flops_per_element = 0  # data movement: no arithmetic
 
 
 def _is_float(t: Type) -> bool:
@@ -731,8 +730,7 @@ class CastOp(TopOp):
             return [v.astype(result_dtype(self))]
         return [cast_array(inputs[0], result_dtype(self), bool(self.attr("saturate")))]
 
-    def flops(self) -> int:
-        return 0
+    flops_per_element = 0  # data movement: no arithmetic
 
 
 def bool_type() -> IntegerType:

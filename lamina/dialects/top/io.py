@@ -66,8 +66,7 @@ class InputOp(TopOp):
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         return [inputs[0]]
 
-    def flops(self) -> int:
-        return 0
+    flops_per_element = 0  # data movement: no arithmetic
 
 
 class WeightOp(TopOp):
@@ -93,8 +92,7 @@ class WeightOp(TopOp):
     def constant_value(self) -> Any:
         return self.properties["value"]
 
-    def flops(self) -> int:
-        return 0
+    flops_per_element = 0  # data movement: no arithmetic
 
 
 class NoneOp(TopOp):
@@ -109,8 +107,7 @@ class NoneOp(TopOp):
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         return [None]
 
-    def flops(self) -> int:
-        return 0
+    flops_per_element = 0  # data movement: no arithmetic
 
 
 class YieldOp(TopOp):
@@ -126,8 +123,7 @@ class YieldOp(TopOp):
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         return []
 
-    def flops(self) -> int:
-        return 0
+    flops_per_element = 0  # data movement: no arithmetic
 
 
 def weight_array(op: WeightOp) -> np.ndarray:

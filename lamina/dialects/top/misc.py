@@ -216,8 +216,7 @@ class BitCastOp(TopOp):
         x = inputs[0]
         return [(x if x.flags.c_contiguous else x.copy()).view(result_dtype(self))]
 
-    def flops(self) -> int:
-        return 0
+    flops_per_element = 0  # data movement: no arithmetic
 
 
 class DetOp(TopOp):

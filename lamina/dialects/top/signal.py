@@ -68,8 +68,7 @@ class DFTOp(TopOp):
             r = _to_real(r)
         return [np.ascontiguousarray(r.astype(x.dtype))]
 
-    def flops(self) -> int:
-        return 0
+    flops_per_element = 0  # data movement: no arithmetic
 
 
 class STFTOp(TopOp):
@@ -100,8 +99,7 @@ class STFTOp(TopOp):
             r = r[..., : length // 2 + 1]
         return [np.ascontiguousarray(_to_real(r).astype(x.dtype))]
 
-    def flops(self) -> int:
-        return 0
+    flops_per_element = 0  # data movement: no arithmetic
 
 
 class WindowOp(TopOp):

@@ -78,8 +78,7 @@ class ReshapeOp(TopOp):
         x, shape = inputs
         return [x.reshape(reshape_target(x.shape, _ints(shape), bool(self.attr("allowzero"))))]
 
-    def flops(self) -> int:
-        return 0
+    flops_per_element = 0  # data movement: no arithmetic
 
 
 class PermuteOp(TopOp):
@@ -107,8 +106,7 @@ class PermuteOp(TopOp):
         x = inputs[0]
         return [np.transpose(x, self._perm(x.ndim))]
 
-    def flops(self) -> int:
-        return 0
+    flops_per_element = 0  # data movement: no arithmetic
 
 
 class ConcatOp(TopOp):
@@ -129,8 +127,7 @@ class ConcatOp(TopOp):
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         return [np.concatenate(inputs, axis=self.attr("axis"))]
 
-    def flops(self) -> int:
-        return 0
+    flops_per_element = 0  # data movement: no arithmetic
 
 
 class SplitOp(TopOp):
@@ -157,8 +154,7 @@ class SplitOp(TopOp):
         idx = np.cumsum(sizes)[:-1]
         return list(np.split(x, idx, axis=ax))
 
-    def flops(self) -> int:
-        return 0
+    flops_per_element = 0  # data movement: no arithmetic
 
 
 class SliceOp(TopOp):
@@ -193,8 +189,7 @@ class SliceOp(TopOp):
             sl[a] = slice(s, e, st)
         return [x[tuple(sl)]]
 
-    def flops(self) -> int:
-        return 0
+    flops_per_element = 0  # data movement: no arithmetic
 
 
 class SqueezeOp(TopOp):
@@ -210,8 +205,7 @@ class SqueezeOp(TopOp):
             return [np.squeeze(x)]
         return [np.squeeze(x, axis=tuple(norm_axis(a, x.ndim) for a in _ints(axes)))]
 
-    def flops(self) -> int:
-        return 0
+    flops_per_element = 0  # data movement: no arithmetic
 
 
 class UnsqueezeOp(TopOp):
@@ -227,8 +221,7 @@ class UnsqueezeOp(TopOp):
         r = x.ndim + len(ax)
         return [np.expand_dims(x, tuple(sorted(norm_axis(a, r) for a in ax)))]
 
-    def flops(self) -> int:
-        return 0
+    flops_per_element = 0  # data movement: no arithmetic
 
 
 class FlattenOp(TopOp):
@@ -243,8 +236,7 @@ class FlattenOp(TopOp):
         lead = int(np.prod(x.shape[:ax], dtype=np.int64))
         return [x.reshape(lead, -1) if x.size else x.reshape(lead, int(np.prod(x.shape[ax:])))]
 
-    def flops(self) -> int:
-        return 0
+    flops_per_element = 0  # data movement: no arithmetic
 
 
 class ShapeOp(TopOp):
@@ -276,8 +268,7 @@ class ShapeOp(TopOp):
         a, b = self._range(x.ndim)
         return [np.array(x.shape[a:b], dtype=np.int64)]
 
-    def flops(self) -> int:
-        return 0
+    flops_per_element = 0  # data movement: no arithmetic
 
 
 class SizeOp(TopOp):
@@ -291,8 +282,7 @@ class SizeOp(TopOp):
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         return [np.array(inputs[0].size, dtype=np.int64)]
 
-    def flops(self) -> int:
-        return 0
+    flops_per_element = 0  # data movement: no arithmetic
 
 
 class ConstantOfShapeOp(TopOp):
@@ -324,8 +314,7 @@ class ExpandOp(TopOp):
         out = np.broadcast_shapes(x.shape, tuple(_ints(shape)))
         return [np.array(np.broadcast_to(x, out))]
 
-    def flops(self) -> int:
-        return 0
+    flops_per_element = 0  # data movement: no arithmetic
 
 
 class TileOp(TopOp):
@@ -338,8 +327,7 @@ class TileOp(TopOp):
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         return [np.tile(inputs[0], _ints(inputs[1]))]
 
-    def flops(self) -> int:
-        return 0
+    flops_per_element = 0  # data movement: no arithmetic
 
 
 def _fix_indices(idx: np.ndarray, dim: int) -> np.ndarray:
@@ -359,8 +347,7 @@ class GatherOp(TopOp):
         ax = norm_axis(self.attr("axis"), x.ndim)
         return [np.take(x, _fix_indices(idx, x.shape[ax]), axis=ax)]
 
-    def flops(self) -> int:
-        return 0
+    flops_per_element = 0  # data movement: no arithmetic
 
 
 class GatherElementsOp(TopOp):
@@ -375,8 +362,7 @@ class GatherElementsOp(TopOp):
         ax = norm_axis(self.attr("axis"), x.ndim)
         return [np.take_along_axis(x, _fix_indices(idx, x.shape[ax]), axis=ax)]
 
-    def flops(self) -> int:
-        return 0
+    flops_per_element = 0  # data movement: no arithmetic
 
 
 class GatherNDOp(TopOp):
@@ -401,8 +387,7 @@ class GatherNDOp(TopOp):
         out = xr[(bi, *[ir[..., j] for j in range(k)])]
         return [out.reshape(idx.shape[:-1] + x.shape[b + k :])]
 
-    def flops(self) -> int:
-        return 0
+    flops_per_element = 0  # data movement: no arithmetic
 
 
 def _scatter_reduce(dst: np.ndarray, index: tuple, upd: np.ndarray, reduction: str) -> None:
@@ -490,8 +475,7 @@ class PadOp(TopOp):
             return [np.pad(x, width, mode="constant", constant_values=c)]
         return [np.pad(x, width, mode={"reflect": "reflect", "edge": "edge", "wrap": "wrap"}[mode])]
 
-    def flops(self) -> int:
-        return 0
+    flops_per_element = 0  # data movement: no arithmetic
 
 
 class RangeOp(TopOp):
@@ -526,8 +510,7 @@ class TriluOp(TopOp):
         kk = int(np.asarray(k).reshape(-1)[0]) if k is not None else 0
         return [np.triu(x, kk) if self.attr("upper") else np.tril(x, kk)]
 
-    def flops(self) -> int:
-        return 0
+    flops_per_element = 0  # data movement: no arithmetic
 
 
 class DepthToSpaceOp(TopOp):
@@ -547,8 +530,7 @@ class DepthToSpaceOp(TopOp):
             t = x.reshape(n, c // (b * b), b, b, h, w).transpose(0, 1, 4, 2, 5, 3)
         return [t.reshape(n, c // (b * b), h * b, w * b)]
 
-    def flops(self) -> int:
-        return 0
+    flops_per_element = 0  # data movement: no arithmetic
 
 
 class SpaceToDepthOp(TopOp):
@@ -564,8 +546,7 @@ class SpaceToDepthOp(TopOp):
         t = x.reshape(n, c, h // b, b, w // b, b).transpose(0, 3, 5, 1, 2, 4)
         return [t.reshape(n, c * b * b, h // b, w // b)]
 
-    def flops(self) -> int:
-        return 0
+    flops_per_element = 0  # data movement: no arithmetic
 
 
 class TopKOp(TopOp):
