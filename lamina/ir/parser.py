@@ -86,6 +86,8 @@ MAX_DEPTH = 120
 WEIGHT_FILE_ATTR = "lamina.weight_file"
 
 _WS = re.compile(r"(?:[ \t\r\n]+|//[^\n]*)*")
+_DIALECT_NS = re.compile(r"[A-Za-z_][A-Za-z0-9_$]*")
+_DIALECT_MNEMONIC = re.compile(r"[A-Za-z_][A-Za-z0-9_$.]*")
 _BARE_ID = re.compile(r"[A-Za-z_][A-Za-z0-9_$.]*")
 _KEYWORD = re.compile(r"[A-Za-z_][A-Za-z0-9_$.]*")
 _SUFFIX_ID = re.compile(r"(?:[0-9]+|[A-Za-z_$.\-][A-Za-z0-9_$.\-]*)")
@@ -464,6 +466,22 @@ class Parser:
 
     # ---- types --------------------------------------------------------------------------------
 
+    def _dialect_name(self, pos: int, what: str) -> tuple[str, str]:
+        """``dialect.mnemonic`` of a dialect type or attribute at ``pos`` (mnemonic may be empty)."""
+        s = self.s
+        m = _DIALECT_NS.match(s, pos)
+        if m is None:
+            raise self.error(f"expected dialect namespace of a {what}", pos)
+        self.pos = m.end()
+        mnemonic = ""
+        if s.startswith(".", self.pos):
+            m2 = _DIALECT_MNEMONIC.match(s, self.pos + 1)
+            if m2 is None:
+                raise self.error(f"expected dialect {what} mnemonic")
+            mnemonic = m2.group()
+            self.pos = m2.end()
+        return m.group(), mnemonic
+
     def parse_type(self) -> Type:
         s = self.s
         pos = _WS.match(s, self.pos).end()
@@ -669,17 +687,7 @@ class Parser:
                 raise self.error(f"undefined symbol alias id '{name}'", start)
             self.pos = m.end()
             return t
-        m = re.compile(r"[A-Za-z_][A-Za-z0-9_$]*").match(s, self.pos)
-        assert m is not None
-        dialect = m.group()
-        self.pos = m.end()
-        mnemonic = ""
-        if s.startswith(".", self.pos):
-            m2 = re.compile(r"[A-Za-z_][A-Za-z0-9_$.]*").match(s, self.pos + 1)
-            if m2 is None:
-                raise self.error("expected dialect type mnemonic")
-            mnemonic = m2.group()
-            self.pos = m2.end()
+        dialect, mnemonic = self._dialect_name(self.pos, "type")
         d = self.ctx.get_dialect(dialect)
         if d is not None and mnemonic in d.types:
             cls = d.types[mnemonic]
@@ -855,17 +863,7 @@ class Parser:
                 raise self.error(f"undefined symbol alias id '{name}'", start)
             self.pos = m.end()
             return a
-        m = re.compile(r"[A-Za-z_][A-Za-z0-9_$]*").match(s, start + 1)
-        assert m is not None
-        dialect = m.group()
-        self.pos = m.end()
-        mnemonic = ""
-        if s.startswith(".", self.pos):
-            m2 = re.compile(r"[A-Za-z_][A-Za-z0-9_$.]*").match(s, self.pos + 1)
-            if m2 is None:
-                raise self.error("expected dialect attribute mnemonic")
-            mnemonic = m2.group()
-            self.pos = m2.end()
+        dialect, mnemonic = self._dialect_name(start + 1, "attribute")
         d = self.ctx.get_dialect(dialect)
         if d is not None and mnemonic in d.attributes:
             return d.attributes[mnemonic].parse_body(self)
