@@ -829,9 +829,9 @@ class Printer:
                                 self._visit_loc(loc, True)
                     # Only attributes that may hold aliasable parts need a visit (most ops: none).
                     attrs = o.attributes
-                    if attrs and not special.isdisjoint(map(type, attrs.values())):
-                        self._collect_attrs(o)
-                    elif o.op_def is not None and not special.isdisjoint(map(type, o.properties.values())):
+                    if (attrs and not special.isdisjoint(map(type, attrs.values()))) or (
+                        o.op_def is not None and not special.isdisjoint(map(type, o.properties.values()))
+                    ):
                         self._collect_attrs(o)
                 o = nxt
 
