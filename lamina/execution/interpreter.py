@@ -259,10 +259,25 @@ class Interpreter:
 
     # ---- execution -----------------------------------------------------------------------
 
-    def _exec(self, plan: list[Step], env: list[Any], free: list[tuple[int, ...]] | None = None) -> None:
+    def _exec(
+        self,
+        plan: list[Step],
+        env: list[Any],
+        free: list[tuple[int, ...]] | None = None,
+        observer: Callable[[int, Any], None] | None = None,
+    ) -> None:
         i = -1
         try:
-            if free is None:
+            if observer is not None:
+                for i, (fn, ins, outs, _, _) in enumerate(plan):
+                    res = fn([env[s] for s in ins])
+                    for s, v in zip(outs, res):
+                        env[s] = v
+                        observer(s, v)
+                    if free is not None:
+                        for s in free[i]:
+                            env[s] = None
+            elif free is None:
                 for fn, ins, outs, _, _ in plan:
                     res = fn([env[s] for s in ins])
                     for s, v in zip(outs, res):
@@ -340,6 +355,32 @@ class Interpreter:
                 best[k] = min(best.get(k, v), v)
         self._env = []
         return sorted(((k, v, counts[k]) for k, v in best.items()), key=lambda t: -t[1])
+
+    @property
+    def slot_names(self) -> list[tuple[int, str]]:
+        """``(slot, tensor name)`` for every named value, in network order (a name may repeat)."""
+        return list(self._names)
+
+    def execute(
+        self,
+        inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray],
+        observer: Callable[[int, Any], None] | None = None,
+        keep_env: bool = False,
+    ) -> list[Any] | None:
+        """Run once, calling ``observer(slot, value)`` as each value is produced (see
+        :attr:`slot_names`). With ``keep_env`` nothing is freed or computed in place and the value of
+        every slot is returned; otherwise the fast plan runs (in place, freeing dead values) and None
+        is returned. Errors raise :class:`ExecutionError` naming the failing op."""
+        env = self._bind_inputs(inputs)
+        self._env = env  # region runners read the environment from here
+        try:
+            if keep_env:
+                self._exec(self.plan, env, None, observer)
+            else:
+                self._exec(self.fast_plan, env, self._free, observer)
+        finally:
+            self._env = []
+        return env if keep_env else None
 
     def run(
         self, inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray], dump_all: bool = False

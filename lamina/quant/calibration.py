@@ -33,10 +33,9 @@ class CalibrationError(Exception):
 
 
 class ModelRunner:
-    """Executes a module's plan step by step, observing every named float tensor.
-
-    Uses the interpreter's compiled plans: the in-place, liveness-freeing plan for statistics only,
-    the plain plan (every tensor kept) for the samples used by tuning."""
+    """Runs a module sample by sample on the interpreter, observing every named float tensor as it
+    is produced: the fast plan (in place, freeing dead values) for statistics, the full plan (every
+    value kept, by slot) for the samples used by tuning."""
 
     def __init__(self, module: Any) -> None:
         from lamina.execution import ExecutionError, Interpreter
@@ -47,7 +46,7 @@ class ModelRunner:
             raise CalibrationError(f"cannot execute the model: {e}") from None
         self.names: dict[int, str] = {}
         seen: set[str] = set()
-        for slot, name in self.interp._names:
+        for slot, name in self.interp.slot_names:
             if name in seen:
                 continue  # a name given twice: keep the first tensor
             seen.add(name)
@@ -64,41 +63,19 @@ class ModelRunner:
         is computed. With ``keep_all`` returns the environment (every slot's value)."""
         from lamina.execution import ExecutionError
 
-        it = self.interp
-        try:
-            env = it._bind_inputs(inputs)
-        except ExecutionError as e:
-            raise CalibrationError(str(e)) from None
-        plan = it.plan if keep_all else it.fast_plan
-        free = None if keep_all else it._free
         names = self.names
-        it._env = env  # region runners read the environment from here
-        op = None
-        try:
-            for i, step in enumerate(plan):
-                fn, ins, outs, _, op = step
-                res = fn([env[s] for s in ins])
-                for s, v in zip(outs, res):
-                    env[s] = v
-                    if observe is not None:
-                        name = names.get(s)
-                        if name is not None and isinstance(v, np.ndarray) and v.dtype.kind == "f":
-                            observe(name, v)
-                if free is not None:
-                    for s in free[i]:
-                        env[s] = None
-        except CalibrationError:
-            raise
-        except Exception as e:
-            where = ""
-            if op is not None:
-                from lamina.execution.interpreter import result_names
+        observer = None
+        if observe is not None:
 
-                where = f" ('{op.name}' producing {', '.join(repr(n) for n in result_names(op))})"
-            raise CalibrationError(f"execution failed{where}: {type(e).__name__}: {e}") from None
-        finally:
-            it._env = []
-        return env if keep_all else None
+            def observer(slot: int, v: Any) -> None:
+                name = names.get(slot)
+                if name is not None and isinstance(v, np.ndarray) and v.dtype.kind == "f":
+                    observe(name, v)
+
+        try:
+            return self.interp.execute(inputs, observer, keep_env=keep_all)
+        except ExecutionError as e:
+            raise CalibrationError(f"execution failed: {e}") from None
 
 
 @dataclass
