@@ -257,6 +257,8 @@ class TopOp(Op, ExecutableOpInterface, InferShapeInterface, FlopsInterface):
     #: Operands whose *values* (not just shapes) determine the result shapes; the default
     #: :meth:`infer_shapes` only evaluates abstractly when these are compile-time constants.
     shape_operands: ClassVar[tuple[str, ...]] = ()
+    #: The single result has exactly the type of the ``input`` operand (normalizations, activations).
+    result_like_input: ClassVar[bool] = False
 
     # ---- properties as Python values -------------------------------------------------------
 
@@ -293,8 +295,11 @@ class TopOp(Op, ExecutableOpInterface, InferShapeInterface, FlopsInterface):
     # ---- shape inference -------------------------------------------------------------------
 
     def infer_shapes(self) -> list[Type]:
-        """Default: abstract evaluation — run :meth:`execute` on zero tensors of the operand shapes
-        (constants as themselves) and read the result types. Ops override this with a closed form."""
+        """Default: the type of ``input`` for ops declaring ``result_like_input``; otherwise abstract
+        evaluation — run :meth:`execute` on zero tensors of the operand shapes (constants as
+        themselves) and read the result types. Ops override this with a closed form."""
+        if self.result_like_input:
+            return [self.input.type]  # type: ignore[attr-defined]
         elems = [elem_of(r) for r in self.results]
         if self.data_dependent or self.regions:
             return [

@@ -153,8 +153,7 @@ class UnaryOp(TopOp):
     output = result_def(AnyTensor)
     fn: Callable[[Any, np.ndarray], np.ndarray]
 
-    def infer_shapes(self) -> list[Type]:
-        return [self.input.type]
+    result_like_input = True
 
     #: ``inplace(op, x)`` overwrites ``x`` with the result (None: no in-place form).
     inplace: Callable[[Any, np.ndarray], None] | None = None
@@ -364,8 +363,7 @@ class ClipOp(TopOp):
     max = operand(AnyTensorOrNone)
     output = result_def(AnyTensor)
 
-    def infer_shapes(self) -> list[Type]:
-        return [self.input.type]
+    result_like_input = True
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         x, lo, hi = inputs

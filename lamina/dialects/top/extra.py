@@ -325,8 +325,7 @@ class RotaryEmbeddingOp(TopOp):
     rotary_embedding_dim = prop(I64Attr, default=I(0))
     num_heads = prop(I64Attr, default=I(0))
 
-    def infer_shapes(self) -> list[Type]:
-        return [self.input.type]
+    result_like_input = True
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         x, cos, sin, pos = inputs

@@ -60,8 +60,7 @@ class InputOp(TopOp):
         if rd is not None and (len(rd) != 2 or min(rd) <= 0):
             raise VerifyError("'resize_dims' must be two positive integers (height, width)")
 
-    def infer_shapes(self) -> list[Type]:
-        return [self.input.type]
+    result_like_input = True
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         return [inputs[0]]

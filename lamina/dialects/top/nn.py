@@ -751,8 +751,7 @@ class BatchNormOp(TopOp):
     output = result_def(AnyTensor)
     epsilon = prop(F64Attr, default=F(1e-5))
 
-    def infer_shapes(self) -> list[Type]:
-        return [self.input.type]
+    result_like_input = True
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         x, g, b, m, v = inputs
@@ -781,8 +780,7 @@ class InstanceNormOp(TopOp):
     output = result_def(AnyTensor)
     epsilon = prop(F64Attr, default=F(1e-5))
 
-    def infer_shapes(self) -> list[Type]:
-        return [self.input.type]
+    result_like_input = True
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         x, w, b = inputs
@@ -856,8 +854,7 @@ class GroupNormOp(TopOp):
     num_groups = prop(I64Attr)
     epsilon = prop(F64Attr, default=F(1e-5))
 
-    def infer_shapes(self) -> list[Type]:
-        return [self.input.type]
+    result_like_input = True
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         x, w, b = inputs
@@ -885,8 +882,7 @@ class RMSNormOp(TopOp):
     epsilon = prop(F64Attr, default=F(1e-5))
     stash_type = prop(I64Attr, default=I(1))
 
-    def infer_shapes(self) -> list[Type]:
-        return [self.input.type]
+    result_like_input = True
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         x, w = inputs
@@ -907,8 +903,7 @@ class LRNOp(TopOp):
     beta = prop(F64Attr, default=F(0.75))
     bias = prop(F64Attr, default=F(1.0))
 
-    def infer_shapes(self) -> list[Type]:
-        return [self.input.type]
+    result_like_input = True
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         x = inputs[0]
@@ -930,8 +925,7 @@ class LpNormOp(TopOp):
     axis = prop(I64Attr, default=I(-1))
     p = prop(I64Attr, default=I(2))
 
-    def infer_shapes(self) -> list[Type]:
-        return [self.input.type]
+    result_like_input = True
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         x = inputs[0]
@@ -950,8 +944,7 @@ class MeanVarianceNormOp(TopOp):
     output = result_def(AnyTensor)
     axes = prop(I64ArrayAttr, optional=True)
 
-    def infer_shapes(self) -> list[Type]:
-        return [self.input.type]
+    result_like_input = True
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         x = inputs[0]
@@ -971,8 +964,7 @@ class SoftmaxOp(TopOp):
     axis = prop(I64Attr, default=I(-1))
     log = prop(I64Attr, default=I(0))
 
-    def infer_shapes(self) -> list[Type]:
-        return [self.input.type]
+    result_like_input = True
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         x = inputs[0]
@@ -1015,8 +1007,7 @@ class HardmaxOp(TopOp):
     output = result_def(AnyTensor)
     axis = prop(I64Attr, default=I(-1))
 
-    def infer_shapes(self) -> list[Type]:
-        return [self.input.type]
+    result_like_input = True
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         x = inputs[0]

@@ -180,8 +180,7 @@ class CumSumOp(TopOp):
     fn = staticmethod(np.cumsum)
     identity = 0
 
-    def infer_shapes(self) -> list[Type]:
-        return [self.input.type]
+    result_like_input = True
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         x, axis = inputs
