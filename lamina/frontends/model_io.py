@@ -33,6 +33,10 @@ def load_npz(path: str, what: str = "npz file") -> dict[str, np.ndarray]:
         raise ToolError(f"{what} '{path}' does not exist")
     if os.path.isdir(path):
         raise ToolError(f"{what} '{path}' is a directory")
+    with open(path, "rb") as f:
+        magic = f.read(6)
+    if not (magic.startswith(b"PK") or magic == b"\x93NUMPY"):
+        raise ToolError(f"{what} '{path}' is not an .npz or .npy file (it does not start like one)")
     try:
         if path.endswith(".npy"):
             return {os.path.splitext(os.path.basename(path))[0]: np.load(path, allow_pickle=False)}

@@ -217,6 +217,14 @@ def validate_with_module(o: DeployOptions, module: Any) -> dict[str, str]:
     """Checks that need the model: the qtable's names and whether the calibration table is used.
     Returns the qtable (empty without one)."""
     qtable = read_qtable_checked(o.quantize_table, module) if o.quantize_table else {}
+    if o.calibration_table:
+        # Read it now: a malformed table is its own located error, not a failure of the lowering.
+        from lamina.quant.table import CalibrationTableError, read_calibration_table
+
+        try:
+            read_calibration_table(o.calibration_table)
+        except CalibrationTableError as e:
+            raise ToolError(str(e)) from None
     int8_layers = [k for k, m in qtable.items() if m == "INT8"]
     if o.quantize != "INT8":
         if int8_layers and not o.calibration_table:
