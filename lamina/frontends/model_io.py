@@ -36,7 +36,7 @@ def load_npz(path: str, what: str = "npz file") -> dict[str, np.ndarray]:
     with open(path, "rb") as f:
         magic = f.read(6)
     if not (magic.startswith(b"PK") or magic == b"\x93NUMPY"):
-        raise ToolError(f"{what} '{path}' is not an .npz or .npy file (it does not start like one)")
+        raise ToolError(f"{what} '{path}' cannot be read: it is not an .npz or .npy file")
     try:
         if path.endswith(".npy"):
             return {os.path.splitext(os.path.basename(path))[0]: np.load(path, allow_pickle=False)}
