@@ -258,11 +258,13 @@ class Operation(metaclass=_OpMeta):
         op = object.__new__(cls)
         if name is not None and cls.op_def is None:
             op.name = name  # type: ignore[misc]  (UnregisteredOp has a 'name' slot)
-        op._operands = [OpOperand(op, i, v) for i, v in enumerate(operands)]
-        op.results = tuple(OpResult(t, op, i) for i, t in enumerate(result_types))
+        op._operands = [OpOperand(op, i, v) for i, v in enumerate(operands)] if operands else []
+        op.results = tuple([OpResult(t, op, i) for i, t in enumerate(result_types)]) if result_types else ()
         op.properties = properties if properties is not None else {}
         op.attributes = attributes if attributes is not None else {}
-        if isinstance(regions, int):
+        if not regions:
+            op.regions = []
+        elif isinstance(regions, int):
             op.regions = [Region(op) for _ in range(regions)]
         else:
             op.regions = list(regions)
