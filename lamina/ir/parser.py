@@ -738,8 +738,6 @@ class Parser:
                 if not stack:
                     self.pos = pos + 1
                     return
-            elif False:
-                pass
             pos += 1
         raise self.error("unbalanced '<' character in pretty dialect name", self.pos)
 
@@ -1375,6 +1373,8 @@ class Parser:
             out.append(first)
             while self.parse_optional(","):
                 out.append(self.parse_operand())
+        elif not allow_empty:
+            raise self.error("expected SSA operand")
         if close is not None:
             self.expect(close, "to end operand list")
         return out
