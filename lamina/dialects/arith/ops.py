@@ -310,6 +310,11 @@ class _BinaryOp(ArithOp):
         return int_width(self.results[0].type) is not None
 
 
+def _fold_same_operands(op: Any) -> list | None:
+    """``min(x, x)`` / ``max(x, x)`` is ``x``."""
+    return [op.lhs] if op.lhs is op.rhs else None
+
+
 class _IntBinaryOp(_BinaryOp):
     pass
 
@@ -725,48 +730,41 @@ class ShRUIOp(_ShiftOp):
         return None if b is None else a[0] >> b
 
 
-class MaxSIOp(_IntBinaryOp):
-    name = "arith.maxsi"
+class _MinMaxIOp(_IntBinaryOp):
+    """The integer min/max family: commutative, and ``op(x, x)`` folds to ``x``."""
+
     traits = (Pure(), Commutative(), SameOperandsAndResultType(), Elementwise())
+
+    def _fold_identity(self, c: Sequence[Attribute | None]) -> list | None:
+        return _fold_same_operands(self)
+
+
+class MaxSIOp(_MinMaxIOp):
+    name = "arith.maxsi"
 
     def _compute(self, a: list[np.ndarray]) -> np.ndarray:
         return np.maximum(_s(self, a[0]), _s(self, a[1])).astype(np.uint64)
 
-    def _fold_identity(self, c: Sequence[Attribute | None]) -> list | None:
-        return [self.lhs] if self.lhs is self.rhs else None
 
-
-class MinSIOp(_IntBinaryOp):
+class MinSIOp(_MinMaxIOp):
     name = "arith.minsi"
-    traits = (Pure(), Commutative(), SameOperandsAndResultType(), Elementwise())
 
     def _compute(self, a: list[np.ndarray]) -> np.ndarray:
         return np.minimum(_s(self, a[0]), _s(self, a[1])).astype(np.uint64)
 
-    def _fold_identity(self, c: Sequence[Attribute | None]) -> list | None:
-        return [self.lhs] if self.lhs is self.rhs else None
 
-
-class MaxUIOp(_IntBinaryOp):
+class MaxUIOp(_MinMaxIOp):
     name = "arith.maxui"
-    traits = (Pure(), Commutative(), SameOperandsAndResultType(), Elementwise())
 
     def _compute(self, a: list[np.ndarray]) -> np.ndarray:
         return np.maximum(a[0], a[1])
 
-    def _fold_identity(self, c: Sequence[Attribute | None]) -> list | None:
-        return [self.lhs] if self.lhs is self.rhs else None
 
-
-class MinUIOp(_IntBinaryOp):
+class MinUIOp(_MinMaxIOp):
     name = "arith.minui"
-    traits = (Pure(), Commutative(), SameOperandsAndResultType(), Elementwise())
 
     def _compute(self, a: list[np.ndarray]) -> np.ndarray:
         return np.minimum(a[0], a[1])
-
-    def _fold_identity(self, c: Sequence[Attribute | None]) -> list | None:
-        return [self.lhs] if self.lhs is self.rhs else None
 
 
 # --------------------------------------------------------------------------------------------
@@ -840,7 +838,7 @@ class _MinMaxFOp(_FloatBinaryOp):
     traits = (Pure(), Commutative(), SameOperandsAndResultType(), Elementwise())
 
     def _fold_identity(self, c: Sequence[Attribute | None]) -> list | None:
-        return [self.lhs] if self.lhs is self.rhs else None
+        return _fold_same_operands(self)
 
 
 class MaxNumFOp(_MinMaxFOp):
