@@ -285,6 +285,54 @@ class GemmToMatMul(TopPattern):
         return True
 
 
+class FuseBiasIntoMatMul(TopPattern):
+    """``Add(MatMul(x, W), b)`` with a constant ``b`` varying along the last axis only (shape
+    ``[N]`` or ``[1, ..., 1, N]``) and the MatMul's result used once -> ``MatMul(x, W, b)`` (an
+    existing bias is summed with ``b``). The fused op takes the Add's location (its tensor name):
+    one op, one rounding of the output when quantized, like TPU-MLIR's MatMul with bias."""
+
+    root = "top.Add"
+    benefit = 4
+
+    def match_and_rewrite(self, add: Operation, rewriter: PatternRewriter) -> bool:
+        if len(add.operands) != 2:
+            return False
+        for mm_v, b_v in _ordered(add):
+            mm = mm_v.defining_op()
+            if mm is None or mm.name != "top.MatMul" or not single_use(mm_v) or _prop(mm, "do_relu"):
+                continue
+            if not _same_type_result(add, mm_v):
+                continue
+            b = weight_of(b_v)
+            out = static_shape(mm_v)
+            if b is None or b.dtype.kind != "f" or out is None or not out:
+                continue
+            n = out[-1]
+            if b.size != n or (b.ndim and b.shape[-1] != n) or b.ndim > len(out):
+                continue
+            bias = b.reshape(n).astype(np.float32)
+            old = mm.operands[2]
+            if not is_none_value(old):
+                ob = weight_of(old)
+                if ob is None or ob.size != n:
+                    continue
+                bias = bias + ob.reshape(n).astype(np.float32)
+            rewriter.set_insertion_point(mm)
+            f = self.factories.for_op(mm)
+            name = loc_name(add.location) or "matmul"
+            bv = create_weight(rewriter, f, bias, name + "_bias", b_v.defining_op().location)
+
+            def update(mm: Operation = mm, bv: Value = bv, loc: Any = add.location) -> None:
+                mm.set_operand(2, bv)
+                mm.location = loc
+
+            rewriter.modify_op_in_place(mm, update)
+            rewriter.replace_op(add, [mm_v])
+            erase_dead(rewriter, [old.defining_op(), b_v.defining_op()])
+            return True
+        return False
+
+
 # ---- identities -------------------------------------------------------------------------------
 
 
@@ -953,6 +1001,7 @@ def _build() -> dict[str, list[type[RewritePattern] | Any]]:
     add("top.Relu", FuseReluIntoProducer)
     add("top.Clip", FuseClipIntoProducer)
     add("top.Gemm", GemmToMatMul)
+    add("top.Add", FuseBiasIntoMatMul)
     for n in (
         "top.Identity",
         "top.Reshape",
