@@ -7,6 +7,20 @@ exact streaming log-grid histogram of ``|x|``) and then released as the interpre
 allows, so memory holds one sample's live tensors plus a fixed 256 KiB per tensor, whatever the
 number of samples. The first ``tune_num`` samples keep every tensor for the tuning step.
 
+Two refinements, written in the table and applied by the lowering (``docs/tpu.md``):
+
+* **Outlier channels.** Transformers' residual streams carry a few channels hundreds of times larger
+  than the rest (Bondarenko et al., "Understanding and Overcoming the Challenges of Efficient
+  Transformer Quantization", 2021): one per-tensor scale then leaves the ordinary channels a handful
+  of levels. For rank-2/3 tensors whose largest channel max exceeds ``outlier_ratio`` times the
+  median channel max, the table gets per-channel thresholds (``#channel_th``), which the lowering
+  turns into per-channel activation scales wherever producer and users can carry them (MatMul
+  outputs, Add/Sub, float ops; a MatMul reading one folds the scales into its weights).
+* **One-sided tensors.** A tensor whose negative tail is tiny against its positive range
+  (``-min <= asym_tail * max``, e.g. GELU/SiLU outputs, min -0.17 or -0.28) is listed under
+  ``#asym_op``: it is quantized with a zero point even in symmetric mode, instead of wasting half the
+  int8 range on the tail or clipping it (clipping GELU's tail to 0 costs MiniLM a cosine of 0.4).
+
 The table names tensors by their location names (the interpreter's dump keys, the ONNX tensor names)
 in network order; weights are not calibrated.
 """
@@ -26,6 +40,12 @@ from lamina.quant.methods import METHODS, MIN_THRESHOLD, compute_threshold
 from lamina.quant.table import CalibrationTable, TensorStats
 
 __all__ = ["CalibrationError", "CalibrationResult", "ModelRunner", "calibrate", "collect_statistics"]
+
+
+#: per-channel thresholds where the largest channel max is this many times the median one
+OUTLIER_RATIO = 4.0
+#: ``#asym_op`` where ``-min <= ASYM_TAIL * max``
+ASYM_TAIL = 0.05
 
 
 class CalibrationError(Exception):
@@ -128,6 +148,8 @@ def calibrate(
     progress: bool = False,
     num_samples: int | None = None,
     blas_threads: int | None = 1,
+    outlier_ratio: float = OUTLIER_RATIO,
+    asym_tail: float = ASYM_TAIL,
 ) -> CalibrationResult:
     """Calibrate ``module`` on ``samples`` (input dicts). ``tune_num > 0`` tunes every threshold on the
     first ``tune_num`` samples (see :mod:`lamina.quant.tune`).
@@ -136,9 +158,42 @@ def calibrate(
     ``threadpoolctl``; None leaves it alone). One thread is the default: the
     convolutions' GEMMs are small enough that OpenBLAS's spinning worker threads cost more than they
     give, and on a loaded machine they make calibration several times slower (see
-    benchmarks/RESULTS.md)."""
+    benchmarks/RESULTS.md).
+
+    ``outlier_ratio`` (0 disables) and ``asym_tail`` (0 disables) control the per-channel thresholds
+    and the ``#asym_op`` list (see the module doc)."""
     with _limit_blas(blas_threads):
-        return _calibrate(module, samples, method, tune_num, bin_num, tune_steps, progress, num_samples)
+        res = _calibrate(module, samples, method, tune_num, bin_num, tune_steps, progress, num_samples)
+    mark_outlier_channels(res.table, res.observers, outlier_ratio)
+    mark_one_sided(res.table, res.observers, asym_tail)
+    return res
+
+
+def mark_outlier_channels(
+    table: CalibrationTable, observers: Mapping[str, TensorObserver], ratio: float
+) -> None:
+    """Add ``#channel_th`` entries for the tensors with outlier channels (see the module doc)."""
+    if ratio <= 0:
+        return
+    for name, o in observers.items():
+        c = o.channel_absmax
+        if c is None or name not in table.thresholds or c.size < TensorObserver.MIN_CHANNELS:
+            continue
+        top, med = float(np.max(c)), float(np.median(c))
+        if top > 0 and top >= ratio * max(med, 1e-30):
+            table.channel_thresholds[name] = (int(o.channel_axis), [float(v) for v in c])
+
+
+def mark_one_sided(table: CalibrationTable, observers: Mapping[str, TensorObserver], tail: float) -> None:
+    """List the tensors with a tiny negative tail under ``#asym_op`` (see the module doc)."""
+    if tail <= 0:
+        return
+    for name, o in observers.items():
+        st = table.thresholds.get(name)
+        if st is None or name in table.asym_ops or not o.count:
+            continue
+        if st.min < 0 < st.max and -st.min <= tail * st.max:
+            table.asym_ops.append(name)
 
 
 def _limit_blas(threads: int | None) -> Any:

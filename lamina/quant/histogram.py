@@ -15,6 +15,10 @@ splitting each log bin over the linear bins it overlaps in proportion to the ove
 uniform inside a log bin, which is < 0.8% wide).
 
 Memory: 32768 int64 counters (256 KiB) per tensor, whatever the number of samples.
+
+Tensors of rank 2 or 3 (``[batch, channels]``, ``[batch, tokens, channels]``: the activations of
+transformers and fully connected layers) also keep the running ``max |x|`` of every channel of their
+last axis (:attr:`TensorObserver.channel_absmax`), from which calibration finds *outlier channels*.
 """
 
 from __future__ import annotations
@@ -48,7 +52,22 @@ def log_edges() -> np.ndarray:
 class TensorObserver:
     """Running statistics of one tensor over samples (see the module docstring)."""
 
-    __slots__ = ("count", "hist", "max", "min", "nonfinite", "sum", "sumsq", "zeros", "_buf")
+    __slots__ = (
+        "channel_absmax",
+        "channel_axis",
+        "count",
+        "hist",
+        "max",
+        "min",
+        "nonfinite",
+        "sum",
+        "sumsq",
+        "zeros",
+        "_buf",
+    )
+
+    #: the fewest channels for which per-channel maxima are kept
+    MIN_CHANNELS = 8
 
     def __init__(self) -> None:
         self.count = 0
@@ -60,6 +79,10 @@ class TensorObserver:
         self.sumsq = 0.0
         self.hist = np.zeros(NUM_LOG_BINS, np.int64)
         self._buf: np.ndarray | None = None
+        #: running max |x| per channel of the last axis (rank 2-3 tensors only), else None
+        self.channel_absmax: np.ndarray | None = None
+        #: the axis of those channels (the tensor's last)
+        self.channel_axis = -1
 
     @property
     def absmax(self) -> float:
@@ -83,6 +106,9 @@ class TensorObserver:
         a = np.asarray(x)
         if a.dtype != np.float32:
             a = a.astype(np.float32)
+        if a.ndim in (2, 3) and a.shape[-1] >= self.MIN_CHANNELS and a.size:
+            self.channel_axis = a.ndim - 1
+            self._update_channels(a.reshape(-1, a.shape[-1]))
         a = a.reshape(-1)
         if a.size == 0:
             return
@@ -113,6 +139,18 @@ class TensorObserver:
         h[0] = 0
         self.hist += h
 
+    def _update_channels(self, a2: np.ndarray) -> None:
+        with np.errstate(invalid="ignore"):
+            m = np.maximum(np.max(a2, axis=0), -np.min(a2, axis=0))
+        m = np.where(np.isfinite(m), m, 0.0).astype(np.float64)
+        c = self.channel_absmax
+        if c is None:
+            self.channel_absmax = m
+        elif c.shape == m.shape:
+            np.maximum(c, m, out=c)
+        else:  # the channel count changed between samples (dynamic shapes): per-tensor only
+            self.channel_absmax = None
+
     def release(self) -> None:
         """Drop the scratch buffer (statistics are kept)."""
         self._buf = None
@@ -126,6 +164,14 @@ class TensorObserver:
         self.sum += other.sum
         self.sumsq += other.sumsq
         self.hist += other.hist
+        if self.channel_absmax is not None and other.channel_absmax is not None:
+            if self.channel_absmax.shape == other.channel_absmax.shape:
+                np.maximum(self.channel_absmax, other.channel_absmax, out=self.channel_absmax)
+            else:
+                self.channel_absmax = None
+        elif self.channel_absmax is None and other.channel_absmax is not None:
+            self.channel_absmax = other.channel_absmax.copy()
+            self.channel_axis = other.channel_axis
 
     # ---- derived histograms ------------------------------------------------------------------
 

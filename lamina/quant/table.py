@@ -18,6 +18,12 @@ A calibration table, as ``run_calibration`` writes it::
     #weight_scale
     /conv1/Conv_output_0_weight 3 0.01 0.02 0.03
 
+Lamina adds one extension, written as ``#`` lines so that TPU-MLIR reads the table unchanged (to it
+they are comments): per-channel thresholds of tensors with *outlier channels* (see
+:mod:`lamina.quant.calibration`), one tensor per line, ``axis`` then one threshold per channel::
+
+    #channel_th /layer.0/output/Add_output_0 2 0.51 0.47 ... 223.5 ...
+
 The ``#`` header lines are free comments (TPU-MLIR spells "genetated"; both spellings are read).
 Block markers switch the section that the following lines belong to, as TPU-MLIR's
 ``import-calibration-table`` does: a comment containing ``#weight_scale`` (also ``#weight_scale_fp8``)
@@ -82,6 +88,30 @@ class TensorStats:
 _BLOCKS = ("int8", "weight_scale", "int4_th", "fp8_th", "asym_op", "int4_op")
 
 
+#: the prefix of Lamina's per-channel threshold lines
+CHANNEL_TH = "#channel_th"
+
+
+def _channel_line(line: str, path: str, lineno: int) -> tuple[str, int, list[float]]:
+    toks = line.split()
+    if len(toks) < 4:
+        raise CalibrationTableError(
+            path, lineno, "expected '#channel_th op_name axis threshold...' (at least one threshold)"
+        )
+    try:
+        axis = int(toks[2])
+    except ValueError:
+        raise CalibrationTableError(path, lineno, f"expected an integer axis, got '{toks[2]}'") from None
+    if axis < 0:
+        raise CalibrationTableError(path, lineno, f"axis of '{toks[1]}' is negative ({axis})")
+    ths = [_float(v, path, lineno, "channel threshold") for v in toks[3:]]
+    if any(v < 0 or math.isinf(v) for v in ths):
+        raise CalibrationTableError(
+            path, lineno, f"channel thresholds of '{toks[1]}' must be finite and >= 0"
+        )
+    return toks[1], axis, ths
+
+
 def _block_of(line: str) -> str | None:
     """The block a comment line starts (TPU-MLIR's check_flag_line), or None for a plain comment."""
     if "#weight_scale" in line:
@@ -129,6 +159,8 @@ class CalibrationTable:
     asym_ops: list[str] = field(default_factory=list)
     int4_ops: list[str] = field(default_factory=list)
     weight_scales: dict[str, list[float]] = field(default_factory=dict)
+    #: per-channel thresholds (Lamina's ``#channel_th`` lines): name → (axis, thresholds)
+    channel_thresholds: dict[str, tuple[int, list[float]]] = field(default_factory=dict)
     histogram_bin_num: int | None = None
     sample_num: int | None = None
     tune_num: int | None = None
@@ -166,6 +198,8 @@ class CalibrationTable:
         out.append("# op_name    threshold    min    max")
         for name, s in self.thresholds.items():
             out.append(f"{name} {_fmt(s.threshold)} {_fmt(s.min)} {_fmt(s.max)}")
+        for name, (axis, ths) in self.channel_thresholds.items():
+            out.append(" ".join([CHANNEL_TH, name, str(axis), *(_fmt(v) for v in ths)]))
         if self.int4_thresholds:
             out.append("")
             out.append("#int4_th")
@@ -229,6 +263,12 @@ def _parse_table(text: str, path: str) -> CalibrationTable:
     for lineno, raw in enumerate(text.splitlines(), 1):
         line = raw.rstrip("\r").strip()
         if not line:
+            continue
+        if line.startswith(CHANNEL_TH + " ") or line == CHANNEL_TH:
+            name, axis, ths = _channel_line(line, path, lineno)
+            if name in t.channel_thresholds:
+                raise CalibrationTableError(path, lineno, f"duplicate #channel_th entry for '{name}'")
+            t.channel_thresholds[name] = (axis, ths)
             continue
         if line.startswith("#"):
             nb = _block_of(line)

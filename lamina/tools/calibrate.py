@@ -56,6 +56,20 @@ def build_parser(prog: str = TOOL) -> argparse.ArgumentParser:
         default="kl",
         help=f"threshold method: {', '.join(METHODS)} (default kl)",
     )
+    p.add_argument(
+        "--outlier_ratio",
+        type=float,
+        default=None,
+        help="per-channel thresholds (#channel_th) for rank-2/3 tensors whose largest channel max is "
+        "this many times the median one (default 4; 0 disables)",
+    )
+    p.add_argument(
+        "--asym_tail",
+        type=float,
+        default=None,
+        help="list tensors with -min <= asym_tail * max under #asym_op, quantized with a zero point "
+        "(default 0.05; 0 disables)",
+    )
     p.add_argument("-o", "--calibration_table", required=True, help="output calibration table")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     p.add_argument(
@@ -87,6 +101,8 @@ def calibrate_file(
     calibration_table: str | None = None,
     progress: bool = False,
     log: Any = None,
+    outlier_ratio: float | None = None,
+    asym_tail: float | None = None,
 ) -> Any:
     """``run_calibration`` as a function: returns the :class:`CalibrationResult` and writes the table
     when ``calibration_table`` is given. Problems raise :class:`ToolError`."""
@@ -98,6 +114,9 @@ def calibrate_file(
         raise ToolError("give either --dataset or --data_list, not both")
     if tune_num < 0:
         raise ToolError(f"--tune_num must be >= 0, got {tune_num}")
+    for flag, v in (("--outlier_ratio", outlier_ratio), ("--asym_tail", asym_tail)):
+        if v is not None and not (v >= 0 and v != float("inf")):
+            raise ToolError(f"{flag} must be a finite number >= 0 (0 disables), got {v}")
     if histogram_bin_num < 128:
         raise ToolError(f"--histogram_bin_num must be at least 128, got {histogram_bin_num}")
     if calibration_table is not None:
@@ -125,6 +144,9 @@ def calibrate_file(
             bin_num=histogram_bin_num,
             progress=progress,
             num_samples=len(entries),
+            **{
+                k: v for k, v in (("outlier_ratio", outlier_ratio), ("asym_tail", asym_tail)) if v is not None
+            },
         )
     except (DatasetError, CalibrationError) as e:
         raise ToolError(str(e)) from None
@@ -204,6 +226,8 @@ def _run(args: argparse.Namespace, tool: str) -> int:
             calibration_table=args.calibration_table,
             progress=not args.quiet,
             log=log,
+            outlier_ratio=args.outlier_ratio,
+            asym_tail=args.asym_tail,
         )
     except ToolError as e:
         print(f"{tool}: error: {e}", file=sys.stderr)

@@ -307,3 +307,36 @@ def test_tune_moves_a_bad_threshold_toward_lower_error(tmp_path: Path) -> None:
         return float(np.sum((y - env[outs[0]]) ** 2))
 
     assert err(tuned["x"]) < err(bad["x"])
+
+
+def test_outlier_channels_and_one_sided_tensors_are_marked() -> None:
+    from lamina.quant.calibration import mark_one_sided, mark_outlier_channels
+    from lamina.quant.histogram import TensorObserver
+    from lamina.quant.table import CalibrationTable, TensorStats
+
+    rng = np.random.default_rng(0)
+    obs = {n: TensorObserver() for n in ("resid", "even", "conv", "gelu", "sym")}
+    for _ in range(3):
+        r = rng.normal(0, 1, (1, 16, 32)).astype(np.float32)
+        r[..., 7] *= 100  # one outlier channel
+        obs["resid"].update(r)
+        obs["even"].update(rng.normal(0, 1, (1, 16, 32)).astype(np.float32))
+        obs["conv"].update(rng.normal(0, 1, (1, 32, 4, 4)).astype(np.float32))  # rank 4: not tracked
+        g = rng.normal(0, 2, (1, 16, 32))
+        obs["gelu"].update((0.5 * g * (1 + np.tanh(0.8 * g))).astype(np.float32))  # min ~ -0.17
+        obs["sym"].update(rng.normal(0, 1, (4, 8)).astype(np.float32))
+    t = CalibrationTable()
+    for n, o in obs.items():
+        t.thresholds[n] = TensorStats(o.absmax, o.min, o.max)
+    mark_outlier_channels(t, obs, 4.0)
+    mark_one_sided(t, obs, 0.05)
+    assert list(t.channel_thresholds) == ["resid"]
+    axis, ths = t.channel_thresholds["resid"]
+    assert axis == 2 and len(ths) == 32 and max(ths) == pytest.approx(obs["resid"].absmax)
+    assert obs["conv"].channel_absmax is None
+    assert t.asym_ops == ["gelu"]
+    # both can be switched off
+    t2 = CalibrationTable(thresholds=dict(t.thresholds))
+    mark_outlier_channels(t2, obs, 0)
+    mark_one_sided(t2, obs, 0)
+    assert not t2.channel_thresholds and not t2.asym_ops

@@ -71,6 +71,19 @@ def test_round_trip(tmp_path: Path) -> None:
     assert "\n/conv1/Conv_output_0 9.1234567 -12.0000000 11.5000000\n" in text
 
 
+def test_channel_thresholds_round_trip_as_comments(tmp_path: Path) -> None:
+    t = CalibrationTable.parse(TPU_MLIR_TABLE, "x")
+    t.channel_thresholds["/conv1/Conv_output_0"] = (2, [0.5, 120.25, 1.0])
+    out = tmp_path / "t"
+    t.write(str(out))
+    text = out.read_text()
+    # every extension line is a comment to TPU-MLIR's reader
+    assert "\n#channel_th /conv1/Conv_output_0 2 0.5000000 120.2500000 1.0000000\n" in text
+    u = read_calibration_table(str(out))
+    assert u.channel_thresholds == {"/conv1/Conv_output_0": (2, [0.5, 120.25, 1.0])}
+    assert u.thresholds.keys() == t.thresholds.keys() and u.asym_ops == t.asym_ops
+
+
 def test_crlf_and_blank_lines(tmp_path: Path) -> None:
     p = tmp_path / "t"
     p.write_bytes(b"# sample number: 3\r\n###\r\n\r\na 1.0 -1.0 1.0\r\n")
@@ -90,6 +103,10 @@ def test_crlf_and_blank_lines(tmp_path: Path) -> None:
         ("#weight_scale\nw 3 0.1 0.2\n", 2, "declares 3 scale(s) but has 2"),
         ("#weight_scale\nw x 0.1\n", 2, "scale count"),
         ("#asym_op\na b\n", 2, "one op name per line"),
+        ("###\n#channel_th a 2\n", 2, "at least one threshold"),
+        ("###\n#channel_th a x 1.0\n", 2, "integer axis"),
+        ("###\n#channel_th a 1 1.0 -2.0\n", 2, "finite and >= 0"),
+        ("###\n#channel_th a 1 1.0\n#channel_th a 1 1.0\n", 3, "duplicate #channel_th"),
     ],
 )
 def test_located_errors(tmp_path: Path, body: str, line: int, msg: str) -> None:

@@ -33,6 +33,7 @@ from lamina.dialects.top import tensor as top_tensor
 from lamina.dialects.top.base import AnyTensor, ElementsAttrC, I64ArrayAttr, I64Attr, StrAttr, elem_of
 from lamina.dialects.top.elementwise import CastOp as TopCastOp
 from lamina.ir.attributes import DenseElementsAttr, element_type_to_dtype
+from lamina.ir.constraints import AnyOf
 from lamina.ir.diagnostics import VerifyError
 from lamina.ir.opdef import operand, prop, result_def
 from lamina.ir.traits import ConstantLike, Pure
@@ -48,6 +49,7 @@ from .quantize import (
     round_half_away,
     storage_dtype,
     wrap_int32,
+    zero_point_of,
 )
 
 
@@ -148,7 +150,19 @@ def _derive(top_cls: type[TopOp], body: dict[str, Any] | None = None) -> type[Tp
 
 
 def _zp(t: Type) -> int:
-    return int(qparams(t)[1])
+    return zero_point_of(t)
+
+
+def _axis(t: Type) -> int | None:
+    """The channel axis of a per-axis quantized type, else None."""
+    return qparams(t)[2] if is_quant(t) else None
+
+
+def _along(a: np.ndarray, ndim: int, axis: int) -> np.ndarray:
+    """A 1-d per-channel array shaped to broadcast along ``axis`` of an ``ndim``-d tensor."""
+    shape = [1] * ndim
+    shape[axis] = -1
+    return a.reshape(shape)
 
 
 def _bounds(t: Type) -> tuple[int, int]:
@@ -283,19 +297,41 @@ MatMulOp = _derive(
 
 
 def _linear_int(self: Any, signs: Sequence[int]) -> Callable[[Sequence[Any]], Sequence[Any]]:
-    """Add/Sub: ``y = sat(zp + rdiv(sum_i sign_i * (q_i - zp_i) * multiplier_i, 2**(31 + rshift)))``."""
+    """Add/Sub: ``y = sat(zp + rdiv(sum_i sign_i * (q_i - zp_i) * multiplier_i, 2**(31 + rshift)))``.
+
+    Per channel (``rshift`` has one entry per channel ``c`` of the channel axis — the result's if it
+    is per-axis, else the per-axis input's): ``multiplier`` holds ``n_inputs x C`` values, input-major,
+    and channel ``c`` uses ``multiplier[i * C + c]`` and ``rshift[c]``."""
     in_ts = [v.type for v in self.operands]
     out_t = self.output.type
     m, s = _mult_props(self)
     lo, hi = _bounds(out_t)
     zp_out = _zp(out_t)
+    nd = len(out_t.shape)
+    axis = _axis(out_t)
+    if axis is None:
+        for t in in_ts:
+            a = _axis(t)
+            if a is not None:
+                axis = a + nd - len(t.shape)
+                break
+    per = s.size > 1 or (axis is not None and m.size > len(in_ts))
     from .quantize import rounding_rshift
+
+    if per:
+        c = s.size
+        ms = [_along(m[i * c : (i + 1) * c], nd, axis) for i in range(len(in_ts))]  # type: ignore[arg-type]
+        shift = _along(31 + s, nd, axis)  # type: ignore[arg-type]
+    else:
+        ms = [int(x) for x in m]
+        shift = 31 + int(s[0])
 
     def run(ins: Sequence[Any]) -> list[Any]:
         acc: Any = np.int64(0)
         for i, (x, t) in enumerate(zip(ins, in_ts)):
-            acc = acc + (np.asarray(x, np.int64) - _zp(t)) * (int(signs[i]) * int(m[i]))
-        y = np.clip(rounding_rshift(np.asarray(acc, np.int64), 31 + int(s[0])) + zp_out, lo, hi)
+            acc = acc + (np.asarray(x, np.int64) - _zp(t)) * (int(signs[i]) * ms[i])
+        acc = np.broadcast_to(np.asarray(acc, np.int64), out_t.shape)
+        y = np.clip(rounding_rshift(acc, shift) + zp_out, lo, hi)
         return [_store(y, out_t)]
 
     return run
@@ -513,17 +549,32 @@ class CastOp(_OwnOp):
 
 class RequantOp(_OwnOp):
     """Integer rescale between two quantized types:
-    ``y = sat(zp_out + rdiv((q - zp_in) * multiplier, 2**(31 + rshift)))``."""
+    ``y = sat(zp_out + rdiv((q - zp_in) * multiplier, 2**(31 + rshift)))``. Between a per-axis type
+    and another type, ``multiplier`` and ``rshift`` are arrays with one entry per channel of the
+    per-axis type's axis (the result's if both are per-axis, which must share it)."""
 
     name = "tpu.Requant"
     input = operand(AnyTensor)
     output = result_def(AnyTensor)
-    multiplier = prop(I64Attr)
-    rshift = prop(I64Attr)
+    multiplier = prop(AnyOf(I64Attr, I64ArrayAttr))
+    rshift = prop(AnyOf(I64Attr, I64ArrayAttr))
 
     def verify_(self) -> None:
-        if not (is_quant(self.input.type) and is_quant(self.output.type)):
+        a, b = self.input.type, self.output.type
+        if not (is_quant(a) and is_quant(b)):
             raise VerifyError("input and result must be quantized")
+        m, s = self.attr("multiplier"), self.attr("rshift")
+        nm, ns = np.size(m), np.size(s)
+        axis = _axis(b) if _axis(b) is not None else _axis(a)
+        if axis is None:
+            if nm != 1 or ns != 1:
+                raise VerifyError("a per-tensor requant has one multiplier and one rshift")
+        else:
+            c = (b if _axis(b) is not None else a).shape[axis]  # type: ignore[attr-defined]
+            if nm != c or ns != c:
+                raise VerifyError(
+                    f"expected {c} multipliers and rshifts (one per channel), got {nm} and {ns}"
+                )
 
     def infer_shapes(self) -> list[Type]:
         return [self.output.type]
@@ -532,7 +583,12 @@ class RequantOp(_OwnOp):
         a, b = self.input.type, self.output.type
         lo, hi = _bounds(b)
         x = np.asarray(inputs[0], np.int64) - _zp(a)
-        return [_store(requantize(x, self.attr("multiplier"), self.attr("rshift"), _zp(b), lo, hi), b)]
+        m = np.asarray(self.attr("multiplier"), np.int64).reshape(-1)
+        s = np.asarray(self.attr("rshift"), np.int64).reshape(-1)
+        axis = _axis(b) if _axis(b) is not None else _axis(a)
+        if axis is None:
+            return [_store(requantize(x, int(m[0]), int(s[0]), _zp(b), lo, hi), b)]
+        return [_store(requantize(x, m, s, _zp(b), lo, hi, axis=axis), b)]
 
 
 class LutOp(_OwnOp):

@@ -32,6 +32,7 @@ __all__ = [
     "qparams",
     "quantize",
     "quantize_multiplier",
+    "requant_factors",
     "requantize",
     "round_float",
     "round_half_away",
@@ -134,6 +135,30 @@ def qparams(t: Type) -> tuple[np.ndarray, np.ndarray, int | None, int, int]:
             e.storage_max,
         )
     raise TypeError(f"not a uniform quantized type: {t}")
+
+
+def requant_factors(in_t: Type, out_t: Type) -> tuple[list[int], list[int], int | None]:
+    """``(multipliers, rshifts, axis)`` of the rescale ``s_in / s_out`` between two quantized types:
+    one pair for two per-tensor types, else one pair per channel of the per-axis type's ``axis``
+    (both per-axis: the same axis)."""
+    si, _, ai, _, _ = qparams(in_t)
+    so, _, ao, _, _ = qparams(out_t)
+    if ai is not None and ao is not None and ai != ao:
+        raise ValueError(f"cannot requantize between per-axis types of axes {ai} and {ao}")
+    ratio = np.atleast_1d(np.asarray(si, np.float64) / np.asarray(so, np.float64))
+    pairs = [quantize_multiplier(float(r)) for r in ratio]
+    return [p[0] for p in pairs], [p[1] for p in pairs], (ao if ao is not None else ai)
+
+
+def zero_point_of(t: Type) -> int:
+    """The zero point of a quantized type (per-axis types: all zero points must be 0, the only
+    per-axis activations the lowering makes)."""
+    zp = qparams(t)[1]
+    if np.ndim(zp):
+        if np.any(zp != 0):
+            raise NotImplementedError("per-axis quantized tensors with nonzero zero points")
+        return 0
+    return int(zp)
 
 
 def _bshape(ndim: int, axis: int, n: int) -> list[int]:

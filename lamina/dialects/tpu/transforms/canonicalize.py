@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from lamina.ir.attributes import IntegerAttr
+from lamina.ir.attributes import DenseArrayAttr, IntegerAttr
 from lamina.ir.core import Operation
 from lamina.ir.types import FloatType, ShapedType, f32, i64
 from lamina.passes import Pass, Statistic, register_pass
@@ -21,15 +21,25 @@ from lamina.rewrite.greedy import apply_patterns_greedily
 from lamina.rewrite.pattern import PatternRewriter, RewritePattern
 
 from ..ops import RequantOp, is_quant
-from ..quantize import quantize_multiplier
+from ..quantize import requant_factors
 
 
 def _elem(t: Any) -> Any:
     return t.element_type if isinstance(t, ShapedType) else t
 
 
-def _scale(t: Any) -> float:
-    return float(_elem(t).scale)
+def make_requant(rewriter: Any, x: Any, out_t: Any, loc: Any) -> Any:
+    """A ``tpu.Requant`` of ``x`` to ``out_t`` (per-tensor or per-channel factors), or None when the
+    two types cannot be rescaled into each other (per-axis types of different axes)."""
+    try:
+        ms, ss, axis = requant_factors(x.type, out_t)
+    except ValueError:
+        return None
+    if axis is None:
+        mult, sh = IntegerAttr(ms[0], i64), IntegerAttr(ss[0], i64)
+    else:
+        mult, sh = DenseArrayAttr(i64, ms), DenseArrayAttr(i64, ss)
+    return rewriter.create(RequantOp, input=x, output=out_t, multiplier=mult, rshift=sh, loc=loc).results[0]
 
 
 def _exact_roundtrip(a: Any, b: Any) -> bool:
@@ -60,18 +70,10 @@ class FoldCastPair(RewritePattern):
             and isinstance(_elem(src.type), FloatType)
             and _elem(src.type) is f32
         ):
-            if not hasattr(_elem(x.type), "scale") or not hasattr(_elem(out_t), "scale"):
+            new = make_requant(rewriter, x, out_t, op.location)
+            if new is None:
                 return False
-            m, s = quantize_multiplier(_scale(x.type) / _scale(out_t))
-            new = rewriter.create(
-                RequantOp,
-                input=x,
-                output=out_t,
-                multiplier=IntegerAttr(m, i64),
-                rshift=IntegerAttr(s, i64),
-                loc=op.location,
-            )
-            rewriter.replace_op(op, new.results)
+            rewriter.replace_op(op, [new])
             return True
         return False
 
@@ -88,16 +90,10 @@ class MergeRequants(RewritePattern):
         if x.type is out_t:
             rewriter.replace_op(op, [x])
             return True
-        m, s = quantize_multiplier(_scale(x.type) / _scale(out_t))
-        new = rewriter.create(
-            RequantOp,
-            input=x,
-            output=out_t,
-            multiplier=IntegerAttr(m, i64),
-            rshift=IntegerAttr(s, i64),
-            loc=op.location,
-        )
-        rewriter.replace_op(op, new.results)
+        new = make_requant(rewriter, x, out_t, op.location)
+        if new is None:
+            return False
+        rewriter.replace_op(op, [new])
         return True
 
 

@@ -2,9 +2,15 @@
 table the element type ``!quant.calibrated<f32<lo:hi>>``.
 
 Symmetric (default): ``hi = threshold`` and ``lo = -threshold`` if the table's ``min < 0`` else 0
-(a tensor that is never negative becomes uint8 in INT8). Asymmetric: ``lo = min(min, 0)``,
-``hi = max(max, 0)``. Names are location names (what the interpreter dumps). Function arguments
-wrapped by ``top.Input`` take the input's type too (and the function signature follows).
+(a tensor that is never negative becomes uint8 in INT8); a tensor listed under ``#asym_op`` gets
+``lo = min(min, 0)``, ``hi = min(max, threshold)`` — a range not symmetric about 0, which the lowering
+quantizes with a zero point. Asymmetric: ``lo = min(min, 0)``, ``hi = max(max, 0)``. Names are
+location names (what the interpreter dumps). Function arguments wrapped by ``top.Input`` take the
+input's type too (and the function signature follows).
+
+Per-channel thresholds (``#channel_th``) of an op's first result become two attributes of the op,
+``lamina.channel_th`` (a ``tensor<Cxf32>`` of thresholds) and ``lamina.channel_axis``, read by
+``convert-top-to-tpu``.
 """
 
 from __future__ import annotations
@@ -33,19 +39,47 @@ def _set_type(v: Value, t: Any) -> None:
     v.type = t
 
 
+#: the attributes carrying per-channel thresholds from the table to the lowering
+CHANNEL_TH_ATTR = "lamina.channel_th"
+CHANNEL_AXIS_ATTR = "lamina.channel_axis"
+
+
+def _attach_channels(op: Operation, r: Value, entry: tuple[int, list[float]]) -> None:
+    import numpy as np
+
+    from lamina.ir.attributes import DenseElementsAttr, IntegerAttr
+    from lamina.ir.types import i64
+
+    axis, ths = entry
+    t = r.type
+    if not (isinstance(t, RankedTensorType) and t.has_static_shape and 0 <= axis < len(t.shape)):
+        return
+    if t.shape[axis] != len(ths):
+        return
+    op.attributes[CHANNEL_TH_ATTR] = DenseElementsAttr.from_numpy(np.asarray(ths, np.float32))
+    op.attributes[CHANNEL_AXIS_ATTR] = IntegerAttr(axis, i64)
+
+
 def import_calibration(func_or_module: Operation, table: Any, asymmetric: bool = False) -> int:
     """Annotate the values named in ``table`` (a :class:`lamina.quant.table.CalibrationTable`);
     returns how many values were annotated."""
     count = 0
+    asym_ops = set(table.asym_ops)
+    channels = table.channel_thresholds
     for op in list(func_or_module.walk_ops()):
         if op.dialect_name != "top" or op.name in ("top.Weight", "top.None"):
             continue
-        for r, name in zip(op.results, result_names(op)):
+        for i, (r, name) in enumerate(zip(op.results, result_names(op))):
             st = table.thresholds.get(name)
             if st is None:
                 continue
+            if i == 0 and name in channels and op.name != "top.Input":
+                _attach_channels(op, r, channels[name])
             if asymmetric:
                 lo, hi = min(float(st.min), 0.0), max(float(st.max), 0.0)
+            elif name in asym_ops and float(st.min) < 0 < float(st.max):
+                th = abs(float(st.threshold))
+                lo, hi = float(st.min), min(float(st.max), th) if th > 0 else float(st.max)
             else:
                 th = abs(float(st.threshold))
                 lo, hi = (-th if float(st.min) < 0 else 0.0), th

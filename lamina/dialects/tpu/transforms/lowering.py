@@ -13,14 +13,24 @@
   around it — a model never fails to lower.
 
 Quantized types: symmetric — ``lo < 0``: ``i8`` with ``scale = max(-lo, hi) / 127``; else ``u8``
-with ``scale = hi / 255``; asymmetric — ``i8`` with ``scale = (hi - lo) / 255`` and
-``zp = round_half_away(-128 - lo / scale)``. Weights: per-channel symmetric int8 in [-127, 127]
+with ``scale = hi / 255``; asymmetric (or a calibrated range not symmetric about 0) — ``i8`` with
+``scale = (hi - lo) / 255`` and ``zp = round_half_away(-128 - lo / scale)``.
+
+Per-channel activations: a value whose producer carries ``lamina.channel_th`` (outlier channels,
+from the table's ``#channel_th``) gets ``!quant.uniform<i8:f32:axis, {th_c / 127, ...}>`` when its
+producer and every user can carry per-channel scales (see :meth:`Lowering.plan_per_axis`): a
+MatMul with a constant weight (output channels = the weight's columns; an input with per-channel
+scales along K is folded into the weight, ``W'[k, n] = W[k, n] * s_x[k]``, then quantized per
+column), Add/Sub (one multiplier per input and channel), float ops and function results (casts).
+A Concat whose inputs' scales differ gets a per-axis result keeping every input's scale (no
+requantization): YOLO heads concatenate box coordinates (hundreds) with scores (0..1). Weights: per-channel symmetric int8 in [-127, 127]
 (``scale_c = max|w_c| / 127``); biases int32 ``round_half_away(b / (s_in * s_w_c))``.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -68,10 +78,13 @@ from ..ops import (
 )
 from ..quantize import (
     build_lut,
+    qparams,
     quantize,
     quantize_multiplier,
+    requant_factors,
     round_half_away,
 )
+from .import_calibration import CHANNEL_AXIS_ATTR, CHANNEL_TH_ATTR
 
 MODES = ("F32", "F16", "BF16", "INT8")
 _FLOAT = {"F32": f32, "F16": FloatType("f16"), "BF16": FloatType("bf16")}
@@ -86,6 +99,8 @@ def quant_type_for(cal: CalibratedQuantizedType, asymmetric: bool) -> UniformQua
     """The 8-bit uniform type of a calibrated range (see the module doc)."""
     lo, hi = float(cal.min), float(cal.max)
     et = cal.expressed_type
+    if lo < 0 < hi and abs(hi + lo) > 1e-6 * max(hi, -lo):
+        asymmetric = True  # a range not symmetric about 0 (an #asym_op of the table)
     if asymmetric:
         lo, hi = min(lo, 0.0), max(hi, 0.0)
         scale = (hi - lo) / 255.0 if hi > lo else 1.0
@@ -161,7 +176,89 @@ class Lowering:
         self.qtable = qtable
         self.factory = WeightFactory(root_op(root), resources)
         self.casts: dict[tuple[Value, Type], Value] = {}
-        self.stats = {"int8": 0, "float": 0, "casts": 0}
+        self.stats = {"int8": 0, "float": 0, "casts": 0, "per_channel": 0}
+        self.per_axis: dict[Value, Type] = self.plan_per_axis(root) if mode == "INT8" else {}
+        #: new value -> the original value it replaces
+        self.origin: dict[Value, Value] = {}
+
+    def original(self, rw: ConversionPatternRewriter, v: Value) -> Value:
+        """The original value behind an operand (see :meth:`LowerTopOp._replace`)."""
+        if v in self.per_axis:
+            return v
+        return self.origin.get(rw.lookup(v), v)
+
+    # -- per-channel activations --
+    def _int8_op(self, op: Operation) -> bool:
+        return op.dialect_name == "top" and self.mode_of(op) == "INT8"
+
+    def _float_op(self, op: Operation) -> bool:
+        """Ops that surely run in float (their users see a float tensor, cast to any type)."""
+        if op.name in ("top.Input", "func.return") or not self._int8_op(op):
+            return True
+        return op.name not in INT8_OPS and not _lutable(op)
+
+    def _const_matrix(self, v: Value) -> bool:
+        w = self.weight_array(v)
+        return w is not None and w.ndim == 2
+
+    def plan_per_axis(self, root: Operation) -> dict[Value, Type]:
+        """The values that get per-channel quantized types: those with ``lamina.channel_th`` whose
+        producer can produce and whose every user can consume per-channel scales along the axis
+        (Add/Sub users only when their own result is per-channel), to a fixed point."""
+        cand: dict[Value, tuple[int, RankedTensorType]] = {}
+        for op in root.walk_ops():
+            th = op.attributes.get(CHANNEL_TH_ATTR)
+            ax = op.attributes.get(CHANNEL_AXIS_ATTR)
+            if th is None or ax is None or not op.results or op.dialect_name != "top":
+                continue
+            v = op.results[0]
+            e, t = _elem(v.type), v.type
+            if not (isinstance(e, CalibratedQuantizedType) and isinstance(t, RankedTensorType)):
+                continue
+            axis = int(ax.value)
+            nd = len(t.shape)
+            arr = np.asarray(th.to_numpy(), np.float64).reshape(-1)
+            if not (0 <= axis < nd) or t.shape[axis] != arr.size:
+                continue
+            if op.name == "top.MatMul":
+                ok = (
+                    self._int8_op(op)
+                    and self._const_matrix(op.operands[1])
+                    and axis == nd - 1
+                    and not op.attr("do_relu")  # type: ignore[attr-defined]
+                )
+            elif op.name in ("top.Add", "top.Sub"):
+                ok = self._int8_op(op) and len(op.operands) <= 2
+            else:
+                ok = self._float_op(op)
+            if not ok:
+                continue
+            scales = np.where(arr > 0, arr, 1e-6) / 127.0
+            qt = UniformQuantizedPerAxisType(
+                8, True, e.expressed_type, [float(x) for x in scales], [0] * arr.size, axis, -128, 127
+            )
+            cand[v] = (axis, RankedTensorType(t.shape, qt))
+
+        def user_ok(u: Operation, idx: int, v: Value, axis: int) -> bool:
+            nd = len(v.type.shape)  # type: ignore[attr-defined]
+            if u.name == "top.MatMul":
+                if idx == 0 and self._int8_op(u) and self._const_matrix(u.operands[1]) and axis == nd - 1:
+                    return True
+            elif u.name in ("top.Add", "top.Sub") and self._int8_op(u):
+                r = u.results[0]
+                if r in cand and cand[r][0] == axis + len(r.type.shape) - nd:  # type: ignore[attr-defined]
+                    return True
+            return self._float_op(u)
+
+        changed = True
+        while changed:
+            changed = False
+            for v in list(cand):
+                axis = cand[v][0]
+                if not all(user_ok(u.owner, u.index, v, axis) for u in v.uses):
+                    del cand[v]
+                    changed = True
+        return {v: t for v, (_, t) in cand.items()}
 
     # -- modes --
     def mode_of(self, op: Operation) -> str:
@@ -175,8 +272,13 @@ class Lowering:
         return m if m in _FLOAT else self.mode
 
     # -- value conversion --
-    def qtype(self, v: Value) -> Type | None:
-        """The INT8 tensor type of an original value (from its calibrated type), or None."""
+    def qtype(self, v: Value, per_axis: bool = True) -> Type | None:
+        """The INT8 tensor type of an original value (from its calibrated type; its per-channel
+        type when planned and ``per_axis``), or None."""
+        if per_axis:
+            pt = self.per_axis.get(v)
+            if pt is not None:
+                return pt
         e = _elem(v.type)
         if isinstance(e, CalibratedQuantizedType) and isinstance(v.type, RankedTensorType):
             return RankedTensorType(v.type.shape, quant_type_for(e, self.asymmetric))
@@ -203,15 +305,12 @@ class Lowering:
         src_loc = _value_loc(v) if v.defining_op() is not None or loc is None else loc
         nloc = derived_loc(src_loc, suffix)
         if is_quant(v.type) and is_quant(t):
-            m, s = quantize_multiplier(_scale(v.type) / _scale(t))
-            op = rw.create(
-                RequantOp,
-                input=v,
-                output=t,
-                multiplier=IntegerAttr(m, i64),
-                rshift=IntegerAttr(s, i64),
-                loc=nloc,
-            )
+            ms, ss, axis = requant_factors(v.type, t)
+            if axis is None:
+                mult, sh = IntegerAttr(ms[0], i64), IntegerAttr(ss[0], i64)
+            else:
+                mult, sh = DenseArrayAttr(i64, ms), DenseArrayAttr(i64, ss)
+            op = rw.create(RequantOp, input=v, output=t, multiplier=mult, rshift=sh, loc=nloc)
         else:
             op = rw.create(CastOp, input=v, output=t, loc=nloc)
         self.stats["casts"] += 1
@@ -265,6 +364,28 @@ def _scale(t: Type) -> float:
     return float(e.scale)  # type: ignore[attr-defined]
 
 
+def _scales(t: Type) -> np.ndarray:
+    """The scale(s) of a quantized type: a 0-d array (per-tensor) or one per channel."""
+    return np.asarray(qparams(t)[0], np.float64)
+
+
+def _zp_of(t: Type) -> int | None:
+    zp = qparams(t)[1]
+    return None if np.ndim(zp) else int(zp)
+
+
+def _is_per_axis(t: Type) -> bool:
+    return isinstance(_elem(t), UniformQuantizedPerAxisType)
+
+
+def _lutable(op: Operation) -> bool:
+    if len(op.operands) != 1 or len(op.results) != 1:
+        return False
+    if not (isinstance(op, top_ew.UnaryOp) or op.name in _LUT_EXTRA):
+        return False
+    return _is_floatish(op.results[0].type)
+
+
 def _value_loc(v: Value) -> Location:
     d = v.defining_op()
     if d is not None:
@@ -314,6 +435,14 @@ class LowerTopOp(ConversionPattern):
         self.s.stats["float"] += 1
         return True
 
+    def _replace(self, rw: ConversionPatternRewriter, op: Operation, new: Sequence[Value]) -> None:
+        """Replace ``op``, remembering which original value each new one stands for (the conversion
+        bridges the users of a value whose type changed with a materialized cast, so a user later
+        sees that cast as its operand, not the original value)."""
+        for r, v in zip(op.results, new):
+            self.s.origin[v] = r
+        rw.replace_op(op, new)
+
     # -- float --
     def _float(self, op: Operation, ins: list[Value], rw: ConversionPatternRewriter, mode: str) -> None:
         ft = _FLOAT[mode]
@@ -334,14 +463,26 @@ class LowerTopOp(ConversionPattern):
         cls = tpu_class(op.name)
         new = cls.create(new_ins, rtypes, _copy_props(op), dict(op.attributes), 0, (), op.location)  # type: ignore[union-attr]
         rw.insert(new)
-        rw.replace_op(op, new.results)
+        self._replace(rw, op, new.results)
 
     # -- int8 --
-    def _qin(self, rw: ConversionPatternRewriter, orig: Value, v: Value) -> Value:
-        """An activation operand as an 8-bit quantized value."""
+    def _qin(self, rw: ConversionPatternRewriter, orig: Value, v: Value, per_axis: bool = False) -> Value:
+        """An activation operand as an 8-bit quantized value; per-tensor unless ``per_axis`` (the
+        user can take per-channel scales), a per-channel value being requantized otherwise."""
+        orig = self.s.original(rw, orig)
+        if is_quant(v.type) and per_axis and orig in self.s.per_axis and not _is_per_axis(v.type):
+            d = v.defining_op()  # a cast the conversion materialized: quantize its float source
+            if d is not None and d.name == "tpu.Cast" and _is_floatish(d.operands[0].type):
+                return self.s.cast(rw, d.operands[0], self.s.per_axis[orig])
         if is_quant(v.type):
+            if _is_per_axis(v.type) and not per_axis:
+                t = self.s.qtype(orig, per_axis=False)
+                if t is None or _is_per_axis(t):
+                    th = float(np.max(_scales(v.type))) * 127.0
+                    t = RankedTensorType(v.type.shape, UniformQuantizedType(8, True, f32, th / 127.0, 0))  # type: ignore[attr-defined]
+                return self.s.cast(rw, v, t)
             return v
-        t = self.s.qtype(orig)
+        t = self.s.qtype(orig, per_axis=per_axis)
         if t is None:
             w = self.s.weight_array(v)
             if w is None or not isinstance(v.type, RankedTensorType):
@@ -350,10 +491,12 @@ class LowerTopOp(ConversionPattern):
             t = RankedTensorType(v.type.shape, UniformQuantizedType(8, True, f32, (th or 1.0) / 127.0, 0))
         return self.s.cast(rw, v, t)
 
-    def _qout(self, r: Value) -> Type:
-        t = self.s.qtype(r)
+    def _qout(self, r: Value, per_axis: bool = False) -> Type:
+        t = self.s.qtype(r, per_axis=per_axis)
         if t is None:
             raise _NoInt8
+        if _is_per_axis(t):
+            self.s.stats["per_channel"] += 1
         return t
 
     def _int8(self, op: Operation, ins: list[Value], rw: ConversionPatternRewriter) -> bool:
@@ -365,9 +508,7 @@ class LowerTopOp(ConversionPattern):
         if name == "top.Mul":
             return self._mul(op, ins, rw)
         if name == "top.Concat":
-            out_t = self._qout(op.results[0])
-            xs = [self.s.cast(rw, self._qin(rw, o, v), out_t) for o, v in zip(op.operands, ins)]
-            return self._emit(op, rw, xs, [out_t])
+            return self._concat(op, ins, rw)
         if name == "top.MaxPool":
             if not isinstance(op.results[1].type, NoneType):
                 raise _NoInt8
@@ -406,16 +547,12 @@ class LowerTopOp(ConversionPattern):
                 fn=StringAttr(op.name.split(".", 1)[1]),
                 loc=op.location,
             )
-            rw.replace_op(op, new.results)
+            self._replace(rw, op, new.results)
             return True
         raise _NoInt8
 
     def _lutable(self, op: Operation) -> bool:
-        if len(op.operands) != 1 or len(op.results) != 1:
-            return False
-        if not (isinstance(op, top_ew.UnaryOp) or op.name in _LUT_EXTRA):
-            return False
-        return _is_floatish(op.results[0].type)
+        return _lutable(op)
 
     def _emit(
         self,
@@ -429,36 +566,43 @@ class LowerTopOp(ConversionPattern):
         props.update(extra or {})
         new = tpu_class(op.name).create(ins, rtypes, props, dict(op.attributes), 0, (), op.location)  # type: ignore[union-attr]
         rw.insert(new)
-        rw.replace_op(op, new.results)
+        self._replace(rw, op, new.results)
         return True
 
     def _conv_matmul(self, op: Operation, ins: list[Value], rw: ConversionPatternRewriter) -> bool:
         is_conv = op.name == "top.Conv"
         w = self.s.weight_array(ins[1])
-        out_t = self._qout(op.results[0])
-        x = self._qin(rw, op.operands[0], ins[0])
-        s_x = _scale(x.type)
-        s_o = _scale(out_t)
+        per = not is_conv and w is not None and w.ndim == 2  # per-channel input/output possible
+        out_t = self._qout(op.results[0], per_axis=per)
+        x = self._qin(rw, op.operands[0], ins[0], per_axis=per)
+        if _is_per_axis(x.type) and qparams(x.type)[2] != len(x.type.shape) - 1:  # type: ignore[attr-defined]
+            x = self._qin(rw, op.operands[0], x)
+        s_o = _scales(out_t)
         if w is None:
             if is_conv:
                 raise _NoInt8
             # activation x activation: per-tensor
             y = self._qin(rw, op.operands[1], ins[1])
             s_w = np.array([_scale(y.type)])
+            s_x = _scales(x.type)
             wv = y
-            axis = None
         else:
+            if _is_per_axis(x.type):
+                # per-channel input scales along K folded into the weight rows: the integer
+                # accumulation then carries scale 1 on the input side
+                w = w.astype(np.float64) * _scales(x.type)[:, None]
+                s_x = np.float64(1.0)
+            else:
+                s_x = _scales(x.type)
             axis = 0 if is_conv else w.ndim - 1
             red = tuple(i for i in range(w.ndim) if i != axis)
             amax = np.max(np.abs(w), axis=red) if w.ndim > 1 else np.abs(w)
             s_w = np.where(amax > 0, amax / 127.0, 1.0).astype(np.float64)
             et = UniformQuantizedPerAxisType(8, True, f32, list(s_w), [0] * len(s_w), axis, -127, 127)
             wt = RankedTensorType(w.shape, et)
-            from ..quantize import quantize as q
-
-            wq = q(w.astype(np.float32), wt)
+            wq = quantize(w.astype(np.float32) if not _is_per_axis(x.type) else w, wt)
             wv = self.s.new_weight(rw, wq, wt, (loc_name(op.location) or "w") + "_filter_i8", op.location)
-        real = s_x * s_w / s_o
+        real = np.atleast_1d(s_x * s_w / s_o)
         if np.any(real >= 2.0**30) or np.any(~np.isfinite(real)):
             raise _NoInt8
         pairs = [quantize_multiplier(float(r)) for r in real]
@@ -480,20 +624,74 @@ class LowerTopOp(ConversionPattern):
             "multiplier": DenseArrayAttr(i64, [p[0] for p in pairs]),
             "rshift": DenseArrayAttr(i64, [p[1] for p in pairs]),
         }
-        _ = axis
         return self._emit(op, rw, [x, wv, bias], [out_t], extra)
 
-    def _add(self, op: Operation, ins: list[Value], rw: ConversionPatternRewriter) -> bool:
+    def _concat(self, op: Operation, ins: list[Value], rw: ConversionPatternRewriter) -> bool:
+        """Per-tensor: inputs requantized to the result's type. When the (symmetric, 8-bit)
+        inputs' scales differ by more than 2x, the result is per-axis along the concat axis instead,
+        each input's channels keeping its own scale (no requantization at all)."""
         out_t = self._qout(op.results[0])
         xs = [self._qin(rw, o, v) for o, v in zip(op.operands, ins)]
-        ratios = [_scale(x.type) / _scale(out_t) for x in xs]
-        mx = max(ratios)
-        if mx >= 2.0**30:
+        rt = op.results[0].type
+        axis = op.attr("axis")  # type: ignore[attr-defined]
+        shapes = [x.type.shape for x in xs]  # type: ignore[attr-defined]
+        scales = [_scale(x.type) for x in xs]
+        if (
+            len(xs) > 1
+            and isinstance(rt, RankedTensorType)
+            and rt.has_static_shape
+            and all(_zp_of(x.type) == 0 for x in xs)
+            and max(scales) > 2.0 * min(scales)
+        ):
+            ax = axis % len(rt.shape)
+            signed = any(_elem(x.type).signed for x in xs)  # type: ignore[attr-defined]
+            seg_scales: list[float] = []
+            parts = []
+            for x, shp, sc in zip(xs, shapes, scales):
+                if _elem(x.type).signed != signed:  # u8 [0, 255] -> i8 [0, 127]: half the steps
+                    t = RankedTensorType(shp, UniformQuantizedType(8, True, f32, sc * 255.0 / 127.0, 0))
+                    x = self.s.cast(rw, x, t)
+                    sc = sc * 255.0 / 127.0
+                parts.append(x)
+                seg_scales.extend([sc] * shp[ax])
+            lo, hi = (-128, 127) if signed else (0, 255)
+            et = UniformQuantizedPerAxisType(8, signed, f32, seg_scales, [0] * len(seg_scales), ax, lo, hi)
+            self.s.stats["per_channel"] += 1
+            return self._emit(op, rw, parts, [RankedTensorType(rt.shape, et)])
+        xs = [self.s.cast(rw, x, out_t) for x in xs]
+        return self._emit(op, rw, xs, [out_t])
+
+    def _add(self, op: Operation, ins: list[Value], rw: ConversionPatternRewriter) -> bool:
+        out_t = self._qout(op.results[0], per_axis=True)
+        nd = len(out_t.shape)  # type: ignore[attr-defined]
+        out_axis = qparams(out_t)[2]
+        xs = []
+        for o, v in zip(op.operands, ins):
+            x = self._qin(rw, o, v, per_axis=out_axis is not None)
+            if _is_per_axis(x.type) and qparams(x.type)[2] + nd - len(x.type.shape) != out_axis:  # type: ignore[attr-defined]
+                x = self._qin(rw, o, x)
+            xs.append(x)
+        if out_axis is None:
+            ratios = [_scale(x.type) / _scale(out_t) for x in xs]
+            mx = max(ratios)
+            if mx >= 2.0**30:
+                raise _NoInt8
+            _, rs = quantize_multiplier(mx)
+            shift = 31 + rs
+            ms = [int(round_half_away(np.float64(r * 2.0**shift))) for r in ratios]
+            extra = {"multiplier": DenseArrayAttr(i64, ms), "rshift": DenseArrayAttr(i64, [rs])}
+            return self._emit(op, rw, xs, [out_t], extra)
+        # per channel: one shift per channel (from the largest ratio), one multiplier per input
+        s_o = _scales(out_t)
+        r = np.stack([np.broadcast_to(_scales(x.type), s_o.shape) / s_o for x in xs])
+        if np.any(r >= 2.0**30):
             raise _NoInt8
-        _, rs = quantize_multiplier(mx)
-        shift = 31 + rs
-        ms = [int(round_half_away(np.float64(r * 2.0**shift))) for r in ratios]
-        extra = {"multiplier": DenseArrayAttr(i64, ms), "rshift": DenseArrayAttr(i64, [rs])}
+        rs = np.array([quantize_multiplier(float(c))[1] for c in r.max(axis=0)], np.int64)
+        ms = round_half_away(r * np.exp2(31.0 + rs)).astype(np.int64)
+        extra = {
+            "multiplier": DenseArrayAttr(i64, [int(v) for v in ms.reshape(-1)]),
+            "rshift": DenseArrayAttr(i64, [int(v) for v in rs]),
+        }
         return self._emit(op, rw, xs, [out_t], extra)
 
     def _mul(self, op: Operation, ins: list[Value], rw: ConversionPatternRewriter) -> bool:
