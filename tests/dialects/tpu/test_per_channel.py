@@ -187,3 +187,18 @@ def test_concat_of_different_scales_is_per_axis_and_keeps_small_values() -> None
     # the boxes are not requantized: their integers are the input's, bit for bit
     dump = Interpreter(m).run([a, b], dump_all=True)
     np.testing.assert_array_equal(dump["out"][:, :2], quantize(a, cat.operands[0].type))
+
+
+def test_asymmetric_concat_inputs_become_symmetric_per_axis() -> None:
+    m, _ = _parse(CONCAT)
+    ok, stats = convert_top_to_tpu(m, "INT8", asymmetric=True)
+    assert ok and stats["per_channel"] == 1
+    verify(m)
+    e = _ops(m, "tpu.Concat")[0].results[0].type.element_type
+    assert isinstance(e, UniformQuantizedPerAxisType) and set(e.zero_points) == {0}
+    rng = np.random.default_rng(2)
+    a = rng.uniform(-400, 400, (1, 2, 4)).astype(np.float32)
+    b = rng.uniform(0, 1, (1, 3, 4)).astype(np.float32)
+    got = next(iter(Interpreter(m).run([a, b]).values()))
+    # scores: asymmetric input step 1/255, then requantized to symmetric 1/127
+    np.testing.assert_allclose(got[:, 2:], b, atol=0.5 / 255 + 0.5 / 127 + 1e-6)

@@ -627,9 +627,10 @@ class LowerTopOp(ConversionPattern):
         return self._emit(op, rw, [x, wv, bias], [out_t], extra)
 
     def _concat(self, op: Operation, ins: list[Value], rw: ConversionPatternRewriter) -> bool:
-        """Per-tensor: inputs requantized to the result's type. When the (symmetric, 8-bit)
-        inputs' scales differ by more than 2x, the result is per-axis along the concat axis instead,
-        each input's channels keeping its own scale (no requantization at all)."""
+        """Per-tensor: inputs requantized to the result's type. When the 8-bit inputs' scales differ
+        by more than 2x, the result is per-axis along the concat axis instead, each input's channels
+        keeping its own scale (no requantization of symmetric inputs of one signedness; asymmetric
+        inputs are requantized to symmetric int8 first, u8 among i8 to i8)."""
         out_t = self._qout(op.results[0])
         xs = [self._qin(rw, o, v) for o, v in zip(op.operands, ins)]
         rt = op.results[0].type
@@ -640,9 +641,18 @@ class LowerTopOp(ConversionPattern):
             len(xs) > 1
             and isinstance(rt, RankedTensorType)
             and rt.has_static_shape
-            and all(_zp_of(x.type) == 0 for x in xs)
+            and all(_zp_of(x.type) is not None for x in xs)
             and max(scales) > 2.0 * min(scales)
         ):
+            # asymmetric inputs are first requantized to symmetric int8 covering their range
+            for i, x in enumerate(xs):
+                zp = _zp_of(x.type)
+                if zp:
+                    e = _elem(x.type)
+                    th = max(-(e.storage_min - zp), e.storage_max - zp) * scales[i]  # type: ignore[attr-defined]
+                    t = RankedTensorType(shapes[i], UniformQuantizedType(8, True, f32, th / 127.0, 0))
+                    xs[i] = self.s.cast(rw, x, t)
+                    scales[i] = th / 127.0
             ax = axis % len(rt.shape)
             signed = any(_elem(x.type).signed for x in xs)  # type: ignore[attr-defined]
             seg_scales: list[float] = []
