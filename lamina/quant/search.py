@@ -16,10 +16,10 @@ Steps:
    calibrated ranges differ by :data:`RANGE_RATIO` or more, with the ops decoding the wide-range
    branch back to the last convolution), and the softmax / LayerNorm / GELU paths of transformers
    (``Softmax``, ``Attention``, ``LayerNorm``, ``RMSNorm``, ``GELU`` and the ``Erf`` GELU pattern).
-2. **Baseline**: all layers INT8 except the shape ops (and a detection-head output ``Concat``, which
-   is always floated: in INT8 its scores share the coordinates' scale and vanish while the output
-   cosine barely moves); the cosine of the worst final output of each sample, averaged over the
-   samples, against the float ``top`` interpreter.
+2. **Baseline**: all layers INT8 except the shape ops; the cosine of the worst final output of each
+   sample, averaged over the samples, against the float ``top`` interpreter. (A detection-head
+   ``Concat`` no longer needs floating: the lowering gives it a per-axis type keeping the scores'
+   scale apart from the coordinates', see ``docs/tpu.md``.)
 3. **Sensitivity ranking**: float one layer at a time from the baseline and measure the cosine gained
    (``gain = cos(layer in float) - cos(baseline)``). The ranking is printed, most sensitive first.
 4. **Greedy selection**: layers in ranking order (a fragile-pattern layer before an equally sensitive
@@ -326,9 +326,9 @@ def search_qtable(
     limit = max(1, math.floor(0.10 * n_layers)) if max_float_layers is None else int(max_float_layers)
     if limit < 0:
         raise SearchError(f"max_float_layers must be >= 0, got {limit}")
-    # a detection-head output Concat mixing coordinates with scores is always floated: in INT8 the
-    # scores share the coordinates' scale and vanish, which the output cosine barely shows
-    heads = [n for n, why in fragile.items() if why.startswith("detection-head output Concat")][:limit]
+    # a detection-head Concat is lowered per-axis (each input keeps its scale), so it is only a
+    # fragile candidate, not floated up front
+    heads: list[str] = []
     base_q = dict.fromkeys(shape_ops, "F32")
     base_q.update(dict.fromkeys(heads, float_mode))
     count = [0]

@@ -112,6 +112,11 @@ def test_data_list(tiny_mlir: str, tmp_path: Path) -> None:
         (["--dataset", "{tmp}/corrupt"], "cannot be read"),
         (["--dataset", "{tmp}/empty", "--data_list", "{tmp}/l"], "either --dataset or --data_list"),
         ([], "no calibration data"),
+        (
+            ["--dataset", "{tmp}/empty", "--outlier_ratio", "-1"],
+            "--outlier_ratio must be a finite number >= 0",
+        ),
+        (["--dataset", "{tmp}/empty", "--asym_tail", "nan"], "--asym_tail must be a finite number >= 0"),
     ],
 )
 def test_bad_inputs(
