@@ -202,3 +202,22 @@ def test_asymmetric_concat_inputs_become_symmetric_per_axis() -> None:
     got = next(iter(Interpreter(m).run([a, b]).values()))
     # scores: asymmetric input step 1/255, then requantized to symmetric 1/127
     np.testing.assert_allclose(got[:, 2:], b, atol=0.5 / 255 + 0.5 / 127 + 1e-6)
+
+
+def test_per_channel_module_round_trips_through_text() -> None:
+    """The deployed text (what model_deploy writes and model_runner reads) keeps the per-axis
+    types and per-channel requantization: re-parsed, it computes the same integers."""
+    from lamina.ir.printer import print_operation
+
+    m, _ = _lowered(True)
+    text = print_operation(m, debuginfo=True)
+    assert "!quant.uniform<i8:f32:2, {" in text
+    m2, _ = _parse(text)
+    verify(m2)
+    assert print_operation(m2, debuginfo=True) == text
+    x = _x()
+    a, b = Interpreter(m).run([x], dump_all=True), Interpreter(m2).run([x], dump_all=True)
+    named = [k for k in a if not k.startswith("top.Weight_")]  # unnamed constants are keyed by id
+    assert "res" in named and "ln_i8" in named
+    for k in named:
+        np.testing.assert_array_equal(a[k], b[k])

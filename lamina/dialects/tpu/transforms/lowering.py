@@ -847,6 +847,7 @@ class ConvertTopToTpu(Pass):
     num_int8 = Statistic("num-int8", "Ops lowered to INT8")
     num_float = Statistic("num-float", "Ops lowered to a float mode")
     num_casts = Statistic("num-casts", "Casts inserted")
+    num_per_channel = Statistic("num-per-channel", "Values quantized per channel (outlier channels, Concat)")
 
     def run_on_operation(self, op: Operation) -> Any:
         table: dict[str, str] = {}
@@ -869,6 +870,7 @@ class ConvertTopToTpu(Pass):
         self.num_int8 += stats["int8"]
         self.num_float += stats["float"]
         self.num_casts += stats["casts"]
+        self.num_per_channel += stats["per_channel"]
 
 
 _ = (FloatAttr, CastOp)
