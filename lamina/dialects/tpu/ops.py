@@ -337,12 +337,31 @@ def _linear_int(self: Any, signs: Sequence[int]) -> Callable[[Sequence[Any]], Se
     return run
 
 
+def _linear_verifier(top_cls: type[TopOp]) -> Callable[[Any], None]:
+    def verify_(self: Any) -> None:
+        top_cls.verify_(self)
+        m, s = self.attr("multiplier"), self.attr("rshift")
+        if m is None or s is None:
+            return
+        n, nm, ns = len(self.operands), len(m), len(s)
+        if ns == 1 and nm == n:
+            return
+        if ns < 1 or nm != n * ns:
+            raise VerifyError(
+                f"expected {n} multipliers and 1 rshift, or {n} x C multipliers and C rshifts "
+                f"(per channel), got {nm} and {ns}"
+            )
+
+    return verify_
+
+
 AddOp = _derive(
     top_ew.AddOp,
     {
         "multiplier": _QuantProps.multiplier,
         "rshift": _QuantProps.rshift,
         "int_executor": lambda self: _linear_int(self, [1] * len(self.operands)),
+        "verify_": _linear_verifier(top_ew.AddOp),
     },
 )
 SubOp = _derive(
@@ -351,6 +370,7 @@ SubOp = _derive(
         "multiplier": _QuantProps.multiplier,
         "rshift": _QuantProps.rshift,
         "int_executor": lambda self: _linear_int(self, [1, -1]),
+        "verify_": _linear_verifier(top_ew.SubOp),
     },
 )
 

@@ -1,0 +1,25 @@
+// RUN: lamina-opt %s --split-input-file --verify-diagnostics
+
+// Per-channel requantization parameters must match the channel count of the per-axis type.
+
+func.func @requant_count(%x: tensor<2x3x!quant.uniform<i8:f32:1, {0.1,0.2,0.3}>>) -> tensor<2x3x!quant.uniform<i8:f32, 0.5>> {
+  // expected-error @+1 {{'tpu.Requant' op expected 3 multipliers and rshifts (one per channel), got 2 and 3}}
+  %0 = "tpu.Requant"(%x) <{multiplier = array<i64: 1073741824, 1073741824>, rshift = array<i64: 1, 1, 1>}> : (tensor<2x3x!quant.uniform<i8:f32:1, {0.1,0.2,0.3}>>) -> tensor<2x3x!quant.uniform<i8:f32, 0.5>>
+  return %0 : tensor<2x3x!quant.uniform<i8:f32, 0.5>>
+}
+
+// -----
+
+func.func @requant_per_tensor(%x: tensor<2x3x!quant.uniform<i8:f32, 0.1>>) -> tensor<2x3x!quant.uniform<i8:f32, 0.5>> {
+  // expected-error @+1 {{'tpu.Requant' op a per-tensor requant has one multiplier and one rshift}}
+  %0 = "tpu.Requant"(%x) <{multiplier = array<i64: 1073741824, 1073741824>, rshift = array<i64: 1, 1>}> : (tensor<2x3x!quant.uniform<i8:f32, 0.1>>) -> tensor<2x3x!quant.uniform<i8:f32, 0.5>>
+  return %0 : tensor<2x3x!quant.uniform<i8:f32, 0.5>>
+}
+
+// -----
+
+func.func @add_count(%a: tensor<2x3x!quant.uniform<i8:f32, 0.1>>, %b: tensor<2x3x!quant.uniform<i8:f32, 0.1>>) -> tensor<2x3x!quant.uniform<i8:f32:1, {0.1,0.2,0.3}>> {
+  // expected-error @+1 {{'tpu.Add' op expected 2 multipliers and 1 rshift, or 2 x C multipliers and C rshifts (per channel), got 5 and 3}}
+  %0 = "tpu.Add"(%a, %b) <{multiplier = array<i64: 1, 2, 3, 4, 5>, rshift = array<i64: 0, 0, 0>}> : (tensor<2x3x!quant.uniform<i8:f32, 0.1>>, tensor<2x3x!quant.uniform<i8:f32, 0.1>>) -> tensor<2x3x!quant.uniform<i8:f32:1, {0.1,0.2,0.3}>>
+  return %0 : tensor<2x3x!quant.uniform<i8:f32:1, {0.1,0.2,0.3}>>
+}
