@@ -4,6 +4,7 @@ integer results against independent int64 references (``ref_requant_py``)."""
 from __future__ import annotations
 
 import numpy as np
+from test_ops import _ops, _parse, ref_requant_py  # the shared helpers (this directory is on sys.path)
 
 import lamina.dialects
 import lamina.dialects.tpu  # noqa: F401
@@ -11,25 +12,13 @@ from lamina.dialects.quant import UniformQuantizedPerAxisType
 from lamina.dialects.tpu.quantize import dequantize, qparams, quantize
 from lamina.dialects.tpu.transforms import convert_top_to_tpu
 from lamina.execution.interpreter import Interpreter
-from lamina.ir.context import Context
-from lamina.ir.parser import parse_module
 from lamina.ir.verifier import verify
 
 
-def _parse(text: str) -> tuple:
-    ctx = Context()
-    m = parse_module(text, ctx)
-    assert m is not None
-    return m, ctx
-
-
-def _ops(m: object, name: str) -> list:
-    return [o for o in m.walk_ops() if o.name == name]  # type: ignore[attr-defined]
-
-
-def ref_requant_py(acc: int, m: int, s: int, zp: int, lo: int, hi: int) -> int:
-    """Independent reference: ``acc * m / 2**(31 + s)`` rounded half away from zero, + zp, clamped."""
-    return max(lo, min(hi, _rdiv(acc * m, 31 + s) + zp))
+def _rdiv(p: int, sh: int) -> int:
+    """``p / 2**sh`` rounded half away from zero (Python integers: exact)."""
+    q = (abs(p) + (1 << (sh - 1))) >> sh
+    return q if p >= 0 else -q
 
 
 # A post-LN transformer residual block in miniature: y = LN(x); z = y @ W + b; out = z + y. Channel 5
@@ -130,11 +119,6 @@ def test_per_channel_add_is_bit_exact() -> None:
         tot = int(a[idx]) * ms[c] + int(b[idx]) * ms[CH + c]
         exp[idx] = max(-128, min(127, _rdiv(tot, 31 + rs[c])))
     np.testing.assert_array_equal(dump["res"].astype(np.int64), exp)
-
-
-def _rdiv(p: int, sh: int) -> int:
-    q = (abs(p) + (1 << (sh - 1))) >> sh
-    return q if p >= 0 else -q
 
 
 def test_per_channel_beats_per_tensor_on_outlier_channels() -> None:
