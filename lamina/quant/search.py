@@ -16,10 +16,13 @@ Steps:
    calibrated ranges differ by :data:`RANGE_RATIO` or more, with the ops decoding the wide-range
    branch back to the last convolution), and the softmax / LayerNorm / GELU paths of transformers
    (``Softmax``, ``Attention``, ``LayerNorm``, ``RMSNorm``, ``GELU`` and the ``Erf`` GELU pattern).
-2. **Baseline**: all layers INT8 except the shape ops; the cosine of the worst final output of each
-   sample, averaged over the samples, against the float ``top`` interpreter. (A detection-head
-   ``Concat`` no longer needs floating: the lowering gives it a per-axis type keeping the scores'
-   scale apart from the coordinates', see ``docs/tpu.md``.)
+2. **Baseline**: all layers INT8 except the shape ops and a detection head's coordinate decoding
+   (the elementwise ops from the box branch to the output ``Concat``, and that ``Concat``): int8
+   coordinates step by range/127 — 5 px at 640x640 — which the output cosine hardly shows but box
+   overlap does, and those ops cost nothing next to the convolutions (onnxruntime's
+   ``quantize_static`` leaves them in float as well); the cosine of the worst final output of each
+   sample, averaged over the samples, against the float ``top`` interpreter. (In pure INT8 the head
+   ``Concat`` keeps the scores anyway: the lowering gives it a per-axis type, see ``docs/tpu.md``.)
 3. **Sensitivity ranking**: float one layer at a time from the baseline and measure the cosine gained
    (``gain = cos(layer in float) - cos(baseline)``). The ranking is printed, most sensitive first.
 4. **Greedy selection**: layers in ranking order (a fragile-pattern layer before an equally sensitive
@@ -326,9 +329,12 @@ def search_qtable(
     limit = max(1, math.floor(0.10 * n_layers)) if max_float_layers is None else int(max_float_layers)
     if limit < 0:
         raise SearchError(f"max_float_layers must be >= 0, got {limit}")
-    # a detection-head Concat is lowered per-axis (each input keeps its scale), so it is only a
-    # fragile candidate, not floated up front
-    heads: list[str] = []
+    # A detection head's coordinate decoding (the elementwise tail from the box branch to the output
+    # Concat) is floated up front: int8 coordinates step by range/127 (5 px at 640x640), which the
+    # output cosine barely shows but box IoU does, and these ops cost nothing next to the
+    # convolutions. (onnxruntime's quantize_static leaves them in float too.) The Concat itself
+    # would keep the scores in INT8 (per-axis), but it joins float coordinates here.
+    heads = [n for n, why in fragile.items() if why.startswith("detection-head")][:limit]
     base_q = dict.fromkeys(shape_ops, "F32")
     base_q.update(dict.fromkeys(heads, float_mode))
     count = [0]
@@ -347,7 +353,7 @@ def search_qtable(
     baseline = cos_of([])
     say(
         f"search_qtable: all-INT8 cosine {baseline:.6f} (expected {expected_cos})"
-        + (f" with the detection head(s) {', '.join(heads)} in {float_mode}" if heads else "")
+        + (f" with the detection-head decoding ({', '.join(heads)}) in {float_mode}" if heads else "")
     )
     ranking: list[LayerSensitivity] = []
     floated: list[str] = list(heads)

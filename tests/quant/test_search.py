@@ -141,7 +141,33 @@ def test_greedy_search_with_stand_in_evaluator(tmp_path: Path) -> None:
     assert res.float_layers == [] and res.evaluations == 1
 
 
-def test_prune_drops_unneeded_fragile_layers(tmp_path: Path) -> None:
+def test_prune_drops_a_layer_made_redundant_by_later_ones(tmp_path: Path) -> None:
+    """Greedy floats c2 (the best alone), then c4 and c1; with c4 and c1 floated, c2 no longer
+    matters, and pruning (least useful first) puts it back to INT8."""
+    m = _load(cnn_model(tmp_path, n=5))
+    cos = {
+        frozenset(): 0.95,
+        frozenset({"c2"}): 0.985,
+        frozenset({"c4"}): 0.98,
+        frozenset({"c1"}): 0.97,
+        frozenset({"c2", "c4"}): 0.989,
+        frozenset({"c2", "c4", "c1"}): 0.995,
+        frozenset({"c2", "c1"}): 0.985,
+        frozenset({"c4", "c1"}): 0.993,
+    }
+
+    def evaluate(qtable: dict[str, str], table: object) -> float:
+        return cos.get(frozenset(k for k in qtable if k in ("c1", "c2", "c4")), 0.95)
+
+    table = CalibrationTable({n: TensorStats(4.0, -4.0, 4.0) for n, _ in layers(m.module)})
+    res = search_qtable(m.module, table, [], expected_cos=0.99, max_float_layers=3, evaluate=evaluate,
+                        log=None, refine_top=0)  # fmt: skip
+    assert sorted(res.float_layers) == ["c1", "c4"] and res.final_cos == pytest.approx(0.993)
+
+
+def test_detection_head_decoding_is_floated_up_front(tmp_path: Path) -> None:
+    """The head Concat and the box decoding feeding it start in float (precise coordinates at no
+    compute cost) and are never pruned; nothing else is floated when that reaches the target."""
     m = _load(head_model(tmp_path))
     rng = np.random.default_rng(1)
     table = _table_for(m, [{"x": rng.standard_normal((1, 4, 4, 4)).astype(np.float32)}])
@@ -152,7 +178,8 @@ def test_prune_drops_unneeded_fragile_layers(tmp_path: Path) -> None:
 
     res = search_qtable(m.module, table, [], expected_cos=0.99, max_float_layers=len(fragile), evaluate=evaluate,
                         log=None, refine_top=0)  # fmt: skip
-    assert res.float_layers == ["y"] and res.reached
+    assert res.float_layers == ["y", "boxes", "box_scaled"] and res.reached
+    assert res.evaluations == 1 and all("detection-head" in fragile[n] for n in res.float_layers)
 
 
 def test_bad_arguments(tmp_path: Path) -> None:
