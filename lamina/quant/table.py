@@ -45,11 +45,11 @@ from __future__ import annotations
 
 import datetime
 import math
-import os
 import re
-import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+
+from lamina.support.fileio import atomic_write
 
 __all__ = [
     "QTABLE_MODES",
@@ -129,20 +129,6 @@ def _block_of(line: str) -> str | None:
 
 _HEADER_INT = re.compile(r"#\s*(histogram number|sample number|tune number)\s*:\s*(\d+)\s*$")
 _HEADER_TIME = re.compile(r"#\s*gene(?:ta|ra)ted time\s*:\s*(.*?)\s*$")
-
-
-def atomic_write(path: str, text: str) -> None:
-    """Write via a temporary file in the same directory and rename it over ``path``."""
-    d = os.path.dirname(os.path.abspath(path)) or "."
-    fd, tmp = tempfile.mkstemp(prefix=".lamina-", dir=d)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(text.encode("utf-8"))
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def _fmt(v: float) -> str:

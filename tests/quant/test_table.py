@@ -69,6 +69,9 @@ def test_round_trip(tmp_path: Path) -> None:
     assert text.startswith("# genetated time: ")
     assert "\n###\n# op_name    threshold    min    max\n" in text
     assert "\n/conv1/Conv_output_0 9.1234567 -12.0000000 11.5000000\n" in text
+    umask = os.umask(0)
+    os.umask(umask)
+    assert out.stat().st_mode & 0o777 == 0o666 & ~umask  # a normal file, not mkstemp's 0600
 
 
 def test_channel_thresholds_round_trip_as_comments(tmp_path: Path) -> None:

@@ -177,7 +177,8 @@ def quantize(x: np.ndarray, t: Type) -> np.ndarray:
         zp = zp.reshape(_bshape(xf.ndim, axis, -1))
     q = round_half_away(xf / scale) + zp
     q = np.nan_to_num(q, nan=0.0, posinf=hi, neginf=lo)
-    return np.clip(q, lo, hi).astype(storage_dtype(e))  # type: ignore[arg-type]
+    # np.asarray: a 0-d input stays a 0-d array (ufuncs return numpy scalars for 0-d arrays)
+    return np.asarray(np.clip(q, lo, hi)).astype(storage_dtype(e))  # type: ignore[arg-type]
 
 
 def dequantize(q: np.ndarray, t: Type) -> np.ndarray:

@@ -115,3 +115,13 @@ def test_lut_entries_follow_the_definition() -> None:
         v = i - 128
         y = 1 / (1 + np.exp(-(v * 0.05)))
         assert int(table[i]) == max(0, min(255, ref_round_half_away(Fraction(y) / Fraction(1 / 255))))
+
+
+def test_quantize_keeps_0d_arrays_arrays() -> None:
+    """A scalar constant quantized at lowering must stay an array (a numpy scalar has no buffer for
+    the weights file: model_deploy failed writing MiniLM's attention-mask constants)."""
+    from lamina.dialects.quant import UniformQuantizedType
+    from lamina.ir.types import f32
+
+    q = quantize(np.array(-1.0e4, np.float32), UniformQuantizedType(8, True, f32, 10000 / 127, 0))
+    assert isinstance(q, np.ndarray) and q.shape == () and q.dtype == np.int8 and int(q) == -127
