@@ -236,3 +236,66 @@ def test_int8_with_table_and_first_diverging(
     assert main([*args, "--tolerance", "0.999999,0.999999"]) == 1
     err = _err(capsys)
     assert "outside tolerance 0.999999,0.999999; first diverging layers: " in err
+
+
+def test_int8_per_channel_transformer_block_writes_and_rereads(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A residual block with an outlier channel and a scalar constant: run_calibration writes
+    #channel_th, model_deploy writes per-axis types and a 0-d INT8 constant into its files, and
+    model_runner re-reads them to the same outputs."""
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper, numpy_helper
+
+    from lamina.frontends.model_io import load_npz, parse_mlir_file
+    from lamina.quant.calibration import calibrate
+    from lamina.tools.runner import main as runner_main
+
+    rng = np.random.default_rng(0)
+    w = (rng.standard_normal((16, 16)) * 0.2).astype(np.float32)
+    nodes = [
+        helper.make_node("MatMul", ["x", "W"], ["m"], name="fc"),
+        helper.make_node("Add", ["m", "B"], ["fc_out"], name="fc_bias"),
+        helper.make_node("Add", ["fc_out", "x"], ["res"], name="res"),
+        helper.make_node("LayerNormalization", ["res", "G", "Z"], ["ln"], name="ln", axis=-1),
+        helper.make_node("Mul", ["ln", "S"], ["y"], name="scale"),
+    ]
+    inits = [
+        numpy_helper.from_array(w, "W"),
+        numpy_helper.from_array(np.full(16, 0.1, np.float32), "B"),
+        numpy_helper.from_array(np.ones(16, np.float32), "G"),
+        numpy_helper.from_array(np.zeros(16, np.float32), "Z"),
+        numpy_helper.from_array(np.array(0.5, np.float32), "S"),
+    ]
+    g = helper.make_graph(
+        nodes, "block", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], initializer=inits,
+    )  # fmt: skip
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, str(tmp_path / "block.onnx"))
+
+    def sample() -> np.ndarray:
+        x = rng.standard_normal((1, 4, 16)).astype(np.float32)
+        x[..., 3] *= 100.0  # the outlier channel
+        return x
+
+    np.savez(tmp_path / "in.npz", x=sample())
+    mlir = str(tmp_path / "block.mlir")
+    assert transform_main(["--model_def", str(tmp_path / "block.onnx"), "--test_input",
+                           str(tmp_path / "in.npz"), "--mlir", mlir]) == 0  # fmt: skip
+    module, _ = parse_mlir_file(mlir)
+    table = str(tmp_path / "cali")
+    calibrate(module, [{"x": sample()} for _ in range(8)], method="max").table.write(table)
+    assert "#channel_th res 2 " in open(table).read()
+    prefix = str(tmp_path / "block_int8")
+    args = ["--mlir", mlir, "--quantize", "INT8", "--calibration_table", table, "--test_input",
+            str(tmp_path / "block_in_f32.npz"), "--test_reference", str(tmp_path / "block_top_outputs.npz"),
+            "--model", prefix]  # fmt: skip
+    assert main(args) == 0, capsys.readouterr().err
+    text = open(prefix + "_tpu.mlir").read()
+    assert "!quant.uniform<i8:f32:2, {" in text
+    rerun = str(tmp_path / "rerun.npz")
+    assert runner_main(["--input", str(tmp_path / "block_in_f32.npz"), "--model", prefix + "_tpu.mlir",
+                        "--output", rerun]) == 0  # fmt: skip
+    assert np.array_equal(load_npz(rerun)["y"], load_npz(prefix + "_tpu_outputs.npz")["y"])

@@ -73,7 +73,7 @@ def import_calibration(func_or_module: Operation, table: Any, asymmetric: bool =
             st = table.thresholds.get(name)
             if st is None:
                 continue
-            if i == 0 and name in channels and op.name != "top.Input":
+            if i == 0 and name in channels:
                 _attach_channels(op, r, channels[name])
             if asymmetric:
                 lo, hi = min(float(st.min), 0.0), max(float(st.max), 0.0)
