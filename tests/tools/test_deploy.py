@@ -287,13 +287,13 @@ def test_int8_per_channel_transformer_block_writes_and_rereads(
     module, _ = parse_mlir_file(mlir)
     table = str(tmp_path / "cali")
     calibrate(module, [{"x": sample()} for _ in range(8)], method="max").table.write(table)
-    assert "#channel_th res 2 " in open(table).read()
+    assert "#channel_th res 2 " in Path(table).read_text()
     prefix = str(tmp_path / "block_int8")
     args = ["--mlir", mlir, "--quantize", "INT8", "--calibration_table", table, "--test_input",
             str(tmp_path / "block_in_f32.npz"), "--test_reference", str(tmp_path / "block_top_outputs.npz"),
             "--model", prefix]  # fmt: skip
     assert main(args) == 0, capsys.readouterr().err
-    text = open(prefix + "_tpu.mlir").read()
+    text = Path(prefix + "_tpu.mlir").read_text()
     assert "!quant.uniform<i8:f32:2, {" in text
     rerun = str(tmp_path / "rerun.npz")
     assert runner_main(["--input", str(tmp_path / "block_in_f32.npz"), "--model", prefix + "_tpu.mlir",
