@@ -22,7 +22,7 @@ import numpy as np
 def fake_quant(x: np.ndarray, threshold: float, qmin: int = -128, qmax: int = 127) -> np.ndarray:
     """Symmetric int8 quantize-dequantize of ``x`` with ``scale = threshold / 127``."""
     scale = np.float32(threshold / 127.0)
-    q = np.rint(x / scale)
+    q = np.asarray(np.rint(x / scale))  # a 0-d x gives a numpy scalar: clip(out=) needs an array
     np.clip(q, qmin, qmax, out=q)
     q *= scale
     return q.astype(x.dtype, copy=False)

@@ -177,6 +177,9 @@ def test_fake_quant() -> None:
     s = 1 / 127
     assert np.allclose(y, [-128 * s, -1.0, 0.0, round(0.5 / s) * s, 1.0, 1.0], atol=1e-7)
     assert y.dtype == np.float32
+    # a scalar tensor (an If condition's operand, a loop counter) tunes too
+    z = fake_quant(np.array(0.5, np.float32), 1.0)
+    assert z.shape == () and z == np.float32(round(0.5 / s) * s)
 
 
 def test_search_finds_minimum_in_range() -> None:
