@@ -14,9 +14,10 @@ import numpy as np
 import pytest
 
 pytest.importorskip("torch")
-ort = pytest.importorskip("onnxruntime")
+pytest.importorskip("onnxruntime")
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "models"))
 
+import onnxruntime as ort
 import zoo
 
 import lamina.api as lm
