@@ -23,8 +23,10 @@ MatMul with a constant weight (output channels = the weight's columns; an input 
 scales along K is folded into the weight, ``W'[k, n] = W[k, n] * s_x[k]``, then quantized per
 column), Add/Sub (one multiplier per input and channel), float ops and function results (casts).
 A Concat whose inputs' scales differ gets a per-axis result keeping every input's scale (no
-requantization): YOLO heads concatenate box coordinates (hundreds) with scores (0..1). Weights: per-channel symmetric int8 in [-127, 127]
-(``scale_c = max|w_c| / 127``); biases int32 ``round_half_away(b / (s_in * s_w_c))``.
+requantization): YOLO heads concatenate box coordinates (hundreds) with scores (0..1).
+
+Weights: per-channel symmetric int8 in [-127, 127] (``scale_c = max|w_c| / 127``); biases int32
+``round_half_away(b / (s_in * s_w_c))``.
 """
 
 from __future__ import annotations
