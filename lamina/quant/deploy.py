@@ -112,6 +112,49 @@ def deploy_module(
         shutil.rmtree(tmpdir, ignore_errors=True)
 
 
+_PLUMBING = frozenset({"tpu.Cast", "tpu.Requant", "tpu.Weight", "top.Weight", "top.None", "top.Input"})
+
+
+def summarize_tpu_module(module: Any) -> str:
+    """One line on what a lowered module computes in which mode: compute ops with quantized values
+    (INT8; how many with per-channel activations), ops in each float type, and the casts/requants
+    between modes, e.g. ``120 ops INT8 (21 with per-channel activations), 17 F32, 34 casts/requants``."""
+    from lamina.dialects.quant import QuantizedType, UniformQuantizedPerAxisType
+    from lamina.ir.types import ShapedType
+
+    def elem(v: Any) -> Any:
+        return v.type.element_type if isinstance(v.type, ShapedType) else v.type
+
+    def is_weight(v: Any) -> bool:
+        d = v.defining_op()
+        return d is not None and d.name in ("tpu.Weight", "top.Weight")
+
+    int8 = per_channel = casts = 0
+    floats: dict[str, int] = {}
+    for op in module.walk_ops():
+        if op.name in ("tpu.Cast", "tpu.Requant"):
+            casts += 1
+        if op.name in _PLUMBING or op.dialect_name not in ("tpu", "top") or not op.results:
+            continue
+        values = [*op.operands, *op.results]
+        if any(isinstance(elem(v), QuantizedType) for v in values):
+            int8 += 1
+            acts = [v for v in values if not is_weight(v)]
+            per_channel += any(isinstance(elem(v), UniformQuantizedPerAxisType) for v in acts)
+        else:
+            ft = next((str(elem(r)) for r in op.results if isinstance(r.type, ShapedType)), "f32")
+            floats[ft.upper()] = floats.get(ft.upper(), 0) + 1
+
+    def ops(n: int) -> str:
+        return f"{n} op{'' if n == 1 else 's'}"
+
+    parts = [f"{ops(int8)} INT8" + (f" ({per_channel} with per-channel activations)" if per_channel else "")]
+    parts = parts if int8 else []
+    parts += [f"{ops(n)} {k}" for k, n in sorted(floats.items())]
+    parts.append(f"{casts} casts/requants")
+    return ", ".join(parts)
+
+
 def _materialize_table(table: Any, tmpdir: str) -> str | None:
     if table is None or isinstance(table, (str, os.PathLike)):
         return None if table is None else os.fspath(table)

@@ -42,7 +42,7 @@ import numpy as np
 
 from lamina.compare import CompareReport, compare_sets, parse_tolerance
 from lamina.frontends.model_io import ToolError, load_npz, save_npz
-from lamina.quant.deploy import MODES, deploy_module, run_tpu_module
+from lamina.quant.deploy import MODES, deploy_module, run_tpu_module, summarize_tpu_module
 from lamina.tools.common import internal_error_guard
 
 TOOL = "model_deploy"
@@ -298,7 +298,7 @@ def deploy(o: DeployOptions, log: Callable[[str], None] | None = None) -> Deploy
     say(
         f"wrote {mlir_out}"
         + (f" and {weights}" if weights else "")
-        + f" ({o.quantize}, {time.perf_counter() - t0:.2f} s)"
+        + f" ({o.quantize}, {time.perf_counter() - t0:.2f} s): {summarize_tpu_module(tpu)}"
     )
     res = DeployResult(tpu, mlir_out, weights)
     if not o.test_input:

@@ -293,6 +293,9 @@ def test_int8_per_channel_transformer_block_writes_and_rereads(
             str(tmp_path / "block_in_f32.npz"), "--test_reference", str(tmp_path / "block_top_outputs.npz"),
             "--model", prefix]  # fmt: skip
     assert main(args) == 0, capsys.readouterr().err
+    out = capsys.readouterr().out
+    # the summary line: fc and res carry per-channel activations; the LayerNorm runs in F32
+    assert "(INT8, " in out and "ops INT8 (2 with per-channel activations), 1 op F32, " in out, out
     text = Path(prefix + "_tpu.mlir").read_text()
     assert "!quant.uniform<i8:f32:2, {" in text
     rerun = str(tmp_path / "rerun.npz")
