@@ -213,7 +213,7 @@ class ConversionPatternRewriter(PatternRewriter):
     """The rewriter conversion patterns use. Replacing an op with values of converted types keeps
     unconverted users working through source materializations."""
 
-    __slots__ = ("_mapping", "_materializations", "_tracker", "type_converter")
+    __slots__ = ("_mapping", "_materializations", "_originals", "_tracker", "type_converter")
 
     def __init__(self, type_converter: TypeConverter | None = None) -> None:
         tracker = _Tracker()
@@ -224,6 +224,8 @@ class ConversionPatternRewriter(PatternRewriter):
         self._mapping: dict[Value, Value] = {}
         #: The casts the conversion created.
         self._materializations: list[Operation] = []
+        #: Bridging casts (source materializations of replaced results) -> the result they stand for.
+        self._originals: dict[Value, Value] = {}
 
     # ---- value mapping --------------------------------------------------------------------
 
@@ -234,6 +236,13 @@ class ConversionPatternRewriter(PatternRewriter):
             v = m[v]
             seen += 1
         return v
+
+    def original(self, v: Value) -> Value:
+        """The value an operand stood for before the conversion: when a replaced op's result changed
+        type, its users are bridged through a cast, which is what they see as their operand until
+        they are converted; this maps that cast back to the replaced result (MLIR's patterns see
+        the original operands through ``op.getOperands()`` and the converted ones in the adaptor)."""
+        return self._originals.get(v, v)
 
     def _cast(self, inputs: Sequence[Value], t: Type, loc: Location, source: bool) -> Value:
         tc = self.type_converter
@@ -286,6 +295,7 @@ class ConversionPatternRewriter(PatternRewriter):
             self.restore_insertion_point(ip)
             self._replace_value(r, c)
             self._mapping[c] = v
+            self._originals[c] = self._originals.get(r, r)
         self.erase_op(op)
 
     def convert_region_types(self, region: Region, converter: TypeConverter | None = None) -> bool:

@@ -145,6 +145,30 @@ def test_type_conversion_with_materializations():
     assert ops[3].operand(0) is ops[2].results[0] and ops[3].result_types == [i32]
 
 
+def test_original_sees_through_the_bridging_cast():
+    """When foo1 becomes a bar of another type, foo2 sees a bridging cast as its operand until it
+    is converted; ``original`` maps that cast back to foo1's replaced result."""
+    m, f = build()
+    foo1, foo2 = list(f.entry_block)[:2]
+    r1 = foo1.results[0]
+    tc = _i32_to_i64()
+    seen: list[tuple[object, object]] = []
+
+    class Record(FooToBar):
+        def match_and_rewrite(self, op, operands, rewriter):
+            if op is foo2:
+                seen.append((op.operand(0), rewriter.original(op.operand(0))))
+            return super().match_and_rewrite(op, operands, rewriter)
+
+    t = target()
+    t.add_dynamically_legal_op(
+        BarOp, lambda op: all(tc.is_legal(x) for x in [*op.operand_types, *op.result_types])
+    )
+    assert apply_partial_conversion(m, t, [Record(tc)], tc)
+    ((operand, original),) = seen
+    assert operand is not r1 and original is r1
+
+
 def test_full_conversion_unresolved_materialization():
     ctx = make_context()
     m, f = build()

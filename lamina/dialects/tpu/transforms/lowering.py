@@ -32,7 +32,6 @@ Weights: per-channel symmetric int8 in [-127, 127] (``scale_c = max|w_c| / 127``
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -180,14 +179,6 @@ class Lowering:
         self.casts: dict[tuple[Value, Type], Value] = {}
         self.stats = {"int8": 0, "float": 0, "casts": 0, "per_channel": 0}
         self.per_axis: dict[Value, Type] = self.plan_per_axis(root) if mode == "INT8" else {}
-        #: new value -> the original value it replaces
-        self.origin: dict[Value, Value] = {}
-
-    def original(self, rw: ConversionPatternRewriter, v: Value) -> Value:
-        """The original value behind an operand (see :meth:`LowerTopOp._replace`)."""
-        if v in self.per_axis:
-            return v
-        return self.origin.get(rw.lookup(v), v)
 
     # -- per-channel activations --
     def _int8_op(self, op: Operation) -> bool:
@@ -437,14 +428,6 @@ class LowerTopOp(ConversionPattern):
         self.s.stats["float"] += 1
         return True
 
-    def _replace(self, rw: ConversionPatternRewriter, op: Operation, new: Sequence[Value]) -> None:
-        """Replace ``op``, remembering which original value each new one stands for (the conversion
-        bridges the users of a value whose type changed with a materialized cast, so a user later
-        sees that cast as its operand, not the original value)."""
-        for r, v in zip(op.results, new):
-            self.s.origin[v] = r
-        rw.replace_op(op, new)
-
     # -- float --
     def _float(self, op: Operation, ins: list[Value], rw: ConversionPatternRewriter, mode: str) -> None:
         ft = _FLOAT[mode]
@@ -465,13 +448,13 @@ class LowerTopOp(ConversionPattern):
         cls = tpu_class(op.name)
         new = cls.create(new_ins, rtypes, _copy_props(op), dict(op.attributes), 0, (), op.location)  # type: ignore[union-attr]
         rw.insert(new)
-        self._replace(rw, op, new.results)
+        rw.replace_op(op, new.results)
 
     # -- int8 --
     def _qin(self, rw: ConversionPatternRewriter, orig: Value, v: Value, per_axis: bool = False) -> Value:
         """An activation operand as an 8-bit quantized value; per-tensor unless ``per_axis`` (the
         user can take per-channel scales), a per-channel value being requantized otherwise."""
-        orig = self.s.original(rw, orig)
+        orig = rw.original(orig)
         if is_quant(v.type) and per_axis and orig in self.s.per_axis and not _is_per_axis(v.type):
             d = v.defining_op()  # a cast the conversion materialized: quantize its float source
             if d is not None and d.name == "tpu.Cast" and _is_floatish(d.operands[0].type):
@@ -549,7 +532,7 @@ class LowerTopOp(ConversionPattern):
                 fn=StringAttr(op.name.split(".", 1)[1]),
                 loc=op.location,
             )
-            self._replace(rw, op, new.results)
+            rw.replace_op(op, new.results)
             return True
         raise _NoInt8
 
@@ -568,7 +551,7 @@ class LowerTopOp(ConversionPattern):
         props.update(extra or {})
         new = tpu_class(op.name).create(ins, rtypes, props, dict(op.attributes), 0, (), op.location)  # type: ignore[union-attr]
         rw.insert(new)
-        self._replace(rw, op, new.results)
+        rw.replace_op(op, new.results)
         return True
 
     def _conv_matmul(self, op: Operation, ins: list[Value], rw: ConversionPatternRewriter) -> bool:
