@@ -20,6 +20,7 @@ Two refinements, written in the table and applied by the lowering (``docs/tpu.md
   (``-min <= asym_tail * max``, e.g. GELU/SiLU outputs, min -0.17 or -0.28) is listed under
   ``#asym_op``: it is quantized with a zero point even in symmetric mode, instead of wasting half the
   int8 range on the tail or clipping it (clipping GELU's tail to 0 costs MiniLM a cosine of 0.4).
+  Conv/MatMul results are left out: TPU-MLIR reads a Conv/MatMul entry as "asymmetric input".
 
 The table names tensors by their location names (the interpreter's dump keys, the ONNX tensor names)
 in network order; weights are not calibrated.
@@ -165,8 +166,16 @@ def calibrate(
     with _limit_blas(blas_threads):
         res = _calibrate(module, samples, method, tune_num, bin_num, tune_steps, progress, num_samples)
     mark_outlier_channels(res.table, res.observers, outlier_ratio)
-    mark_one_sided(res.table, res.observers, asym_tail)
+    mark_one_sided(res.table, res.observers, asym_tail, _asym_input_names(module))
     return res
+
+
+def _asym_input_names(module: Any) -> set[str]:
+    """Result names of the ops whose ``#asym_op`` entry TPU-MLIR reads as "asymmetric input"."""
+    from lamina.dialects.tpu.transforms.import_calibration import ASYM_INPUT_OPS
+    from lamina.execution.interpreter import result_names
+
+    return {n for op in module.walk_ops() if op.name in ASYM_INPUT_OPS for n in result_names(op)}
 
 
 def mark_outlier_channels(
@@ -184,13 +193,20 @@ def mark_outlier_channels(
             table.channel_thresholds[name] = (int(o.channel_axis), [float(v) for v in c])
 
 
-def mark_one_sided(table: CalibrationTable, observers: Mapping[str, TensorObserver], tail: float) -> None:
-    """List the tensors with a tiny negative tail under ``#asym_op`` (see the module doc)."""
+def mark_one_sided(
+    table: CalibrationTable,
+    observers: Mapping[str, TensorObserver],
+    tail: float,
+    skip: Iterable[str] = (),
+) -> None:
+    """List the tensors with a tiny negative tail under ``#asym_op`` (see the module doc), except
+    those in ``skip``: Conv/MatMul results, whose entry TPU-MLIR reads as "asymmetric input"."""
     if tail <= 0:
         return
+    skip = set(skip)
     for name, o in observers.items():
         st = table.thresholds.get(name)
-        if st is None or name in table.asym_ops or not o.count:
+        if st is None or name in table.asym_ops or name in skip or not o.count:
             continue
         if st.min < 0 < st.max and -st.min <= tail * st.max:
             table.asym_ops.append(name)

@@ -334,6 +334,10 @@ def test_outlier_channels_and_one_sided_tensors_are_marked() -> None:
     mark_outlier_channels(t, obs, 4.0)
     mark_one_sided(t, obs, 0.05)
     assert list(t.channel_thresholds) == ["resid"]
+    # a Conv/MatMul result is not listed (TPU-MLIR reads such an entry as "asymmetric input")
+    t3 = CalibrationTable(thresholds=dict(t.thresholds))
+    mark_one_sided(t3, obs, 0.05, skip=["gelu"])
+    assert t3.asym_ops == []
     axis, ths = t.channel_thresholds["resid"]
     assert axis == 2 and len(ths) == 32 and max(ths) == pytest.approx(obs["resid"].absmax)
     assert obs["conv"].channel_absmax is None

@@ -2,9 +2,10 @@
 table the element type ``!quant.calibrated<f32<lo:hi>>``.
 
 Symmetric (default): ``hi = threshold`` and ``lo = -threshold`` if the table's ``min < 0`` else 0
-(a tensor that is never negative becomes uint8 in INT8); a tensor listed under ``#asym_op`` gets
-``lo = min(min, 0)``, ``hi = min(max, threshold)`` — a range not symmetric about 0, which the lowering
-quantizes with a zero point. Asymmetric: ``lo = min(min, 0)``, ``hi = max(max, 0)``. Names are
+(a tensor that is never negative becomes uint8 in INT8); a tensor made asymmetric by ``#asym_op``
+gets ``lo = min``, ``hi = min(max, threshold)`` — a range not symmetric about 0, which the lowering
+quantizes with a zero point. ``#asym_op`` is read as TPU-MLIR reads it: a Conv or MatMul named
+there has an asymmetric *input*, any other op an asymmetric result (TPU-MLIR: GELU and SiLU). Asymmetric: ``lo = min(min, 0)``, ``hi = max(max, 0)``. Names are
 location names (what the interpreter dumps). Function arguments wrapped by ``top.Input`` take the
 input's type too (and the function signature follows).
 
@@ -60,11 +61,32 @@ def _attach_channels(op: Operation, r: Value, entry: tuple[int, list[float]]) ->
     op.attributes[CHANNEL_AXIS_ATTR] = IntegerAttr(axis, i64)
 
 
+#: ops whose ``#asym_op`` entry means an asymmetric *input* (TPU-MLIR's ``input_asym``)
+ASYM_INPUT_OPS = frozenset({"top.Conv", "top.MatMul"})
+
+
+def asym_values(root: Operation, names: Any) -> set[Value]:
+    """The values an ``#asym_op`` list makes asymmetric, as TPU-MLIR reads it: a Conv or MatMul
+    named there has an asymmetric input (its first operand); any other op (TPU-MLIR: GELU, SiLU)
+    an asymmetric result."""
+    wanted = set(names)
+    out: set[Value] = set()
+    if not wanted:
+        return out
+    for op in root.walk_ops():
+        if op.dialect_name != "top":
+            continue
+        for r, name in zip(op.results, result_names(op)):
+            if name in wanted:
+                out.add(op.operands[0] if op.name in ASYM_INPUT_OPS and op.operands else r)
+    return out
+
+
 def import_calibration(func_or_module: Operation, table: Any, asymmetric: bool = False) -> int:
     """Annotate the values named in ``table`` (a :class:`lamina.quant.table.CalibrationTable`);
     returns how many values were annotated."""
     count = 0
-    asym_ops = set(table.asym_ops)
+    asym = asym_values(func_or_module, table.asym_ops)
     channels = table.channel_thresholds
     for op in list(func_or_module.walk_ops()):
         if op.dialect_name != "top" or op.name in ("top.Weight", "top.None"):
@@ -77,7 +99,7 @@ def import_calibration(func_or_module: Operation, table: Any, asymmetric: bool =
                 _attach_channels(op, r, channels[name])
             if asymmetric:
                 lo, hi = min(float(st.min), 0.0), max(float(st.max), 0.0)
-            elif name in asym_ops and float(st.min) < 0 < float(st.max):
+            elif r in asym and float(st.min) < 0 < float(st.max):
                 th = abs(float(st.threshold))
                 lo, hi = float(st.min), min(float(st.max), th) if th > 0 else float(st.max)
             else:
