@@ -18,11 +18,14 @@ A calibration table, as ``run_calibration`` writes it::
     #weight_scale
     /conv1/Conv_output_0_weight 3 0.01 0.02 0.03
 
-Lamina adds one extension, written as ``#`` lines so that TPU-MLIR reads the table unchanged (to it
-they are comments): per-channel thresholds of tensors with *outlier channels* (see
+Lamina adds one extension: per-channel thresholds of tensors with *outlier channels* (see
 :mod:`lamina.quant.calibration`), one tensor per line, ``axis`` then one threshold per channel::
 
     #channel_th /layer.0/output/Add_output_0 2 0.51 0.47 ... 223.5 ...
+
+They are written right after the ``op_name threshold min max`` lines, inside TPU-MLIR's int8 block,
+where its reader skips any line that does not have exactly those four fields (and they have at
+least eleven), so TPU-MLIR reads a Lamina table unchanged.
 
 The ``#`` header lines are free comments (TPU-MLIR spells "genetated"; both spellings are read).
 Block markers switch the section that the following lines belong to, as TPU-MLIR's
