@@ -235,6 +235,10 @@ def _run(args: argparse.Namespace, tool: str) -> int:
     t = res.table
     tuned = sum(1 for k, v in res.tuned.items() if v != res.initial_thresholds.get(k))
     extra = f", tuned on {t.tune_num} ({tuned} threshold(s) changed)" if t.tune_num else ""
+    if t.channel_thresholds:
+        extra += f", {len(t.channel_thresholds)} with outlier channels (#channel_th)"
+    if t.asym_ops:
+        extra += f", {len(t.asym_ops)} one-sided (#asym_op)"
     print(
         f"{tool}: {len(t)} tensor(s) calibrated with {args.method} on {t.sample_num} sample(s){extra}; "
         f"wrote {args.calibration_table} in {time.perf_counter() - t0:.2f} s",
