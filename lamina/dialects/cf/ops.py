@@ -72,9 +72,9 @@ class BranchOp(Op, BranchOpInterface):
 
     @classmethod
     def get_canonicalization_patterns(cls) -> Sequence[Any]:
-        from lamina.dialects.cf.canonicalize import SimplifyBrToBlockWithSinglePred
+        from lamina.dialects.cf.canonicalize import SimplifyBrToBlockWithSinglePred, SimplifyPassThroughBr
 
-        return [SimplifyBrToBlockWithSinglePred()]
+        return [SimplifyBrToBlockWithSinglePred(), SimplifyPassThroughBr()]
 
 
 class CondBranchOp(Op, BranchOpInterface):
@@ -138,9 +138,17 @@ class CondBranchOp(Op, BranchOpInterface):
 
     @classmethod
     def get_canonicalization_patterns(cls) -> Sequence[Any]:
-        from lamina.dialects.cf.canonicalize import SimplifyCondBranchSameSuccessors, SimplifyConstCondBranch
+        from lamina.dialects.cf.canonicalize import (
+            SimplifyCondBranchSameSuccessors,
+            SimplifyConstCondBranch,
+            SimplifyPassThroughCondBranch,
+        )
 
-        return [SimplifyConstCondBranch(), SimplifyCondBranchSameSuccessors()]
+        return [
+            SimplifyConstCondBranch(),
+            SimplifyCondBranchSameSuccessors(),
+            SimplifyPassThroughCondBranch(),
+        ]
 
 
 class AssertOp(Op, ExecutableOpInterface):
