@@ -44,7 +44,7 @@ from lamina.dialects.quant import (
 from lamina.dialects.top import elementwise as top_ew
 from lamina.dialects.top.transforms.utils import WeightFactory, derived_loc, loc_name, root_op
 from lamina.execution.interpreter import result_names
-from lamina.ir.attributes import DenseArrayAttr, FloatAttr, IntegerAttr, StringAttr, TypeAttr
+from lamina.ir.attributes import DenseArrayAttr, FloatAttr, StringAttr, TypeAttr
 from lamina.ir.core import Operation, Value
 from lamina.ir.location import Location
 from lamina.ir.types import (
@@ -71,7 +71,6 @@ from ..ops import (
     INT8_OPS,
     CastOp,
     LutOp,
-    RequantOp,
     WeightOp,
     is_quant,
     lut_table_attr,
@@ -82,9 +81,9 @@ from ..quantize import (
     qparams,
     quantize,
     quantize_multiplier,
-    requant_factors,
     round_half_away,
 )
+from .canonicalize import make_requant
 from .import_calibration import CHANNEL_AXIS_ATTR, CHANNEL_TH_ATTR
 
 MODES = ("F32", "F16", "BF16", "INT8")
@@ -297,18 +296,15 @@ class Lowering:
         )
         src_loc = _value_loc(v) if v.defining_op() is not None or loc is None else loc
         nloc = derived_loc(src_loc, suffix)
-        if is_quant(v.type) and is_quant(t):
-            ms, ss, axis = requant_factors(v.type, t)
-            if axis is None:
-                mult, sh = IntegerAttr(ms[0], i64), IntegerAttr(ss[0], i64)
-            else:
-                mult, sh = DenseArrayAttr(i64, ms), DenseArrayAttr(i64, ss)
-            op = rw.create(RequantOp, input=v, output=t, multiplier=mult, rshift=sh, loc=nloc)
-        else:
-            op = rw.create(CastOp, input=v, output=t, loc=nloc)
+        res = make_requant(rw, v, t, nloc) if is_quant(v.type) and is_quant(t) else None
+        if res is None and is_quant(v.type) and is_quant(t):
+            # per-axis types of different axes: through float (dequantize, then quantize)
+            v = rw.create(CastOp, input=v, output=_with_elem(v.type, f32), loc=nloc).results[0]
+        if res is None:
+            res = rw.create(CastOp, input=v, output=t, loc=nloc).results[0]
         self.stats["casts"] += 1
-        self.casts[key] = op.results[0]
-        return op.results[0]
+        self.casts[key] = res
+        return res
 
     def _const(self, rw: ConversionPatternRewriter, v: Value, t: Type) -> Value | None:
         d = v.defining_op()
