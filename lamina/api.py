@@ -13,8 +13,11 @@ for notebooks and scripts.
     every = lm.run(model, {"input": x}, dump_all=True)
     report = lm.compare(every, "out/resnet_ref_outputs.npz", tolerance=(0.99, 0.99), html="report.html")
 
-Errors are raised as :class:`LaminaError` (a bad file, flag or input) with the same one-line messages
-the commands print.
+Paths may be ``str``, ``os.PathLike`` or ``bytes``; list arguments also take the commands' string forms
+(``input_shapes="[[1,3,224,224]]"``, ``tolerance="0.99,0.99"``, ``mean="0,0,0"``); docs/tools.md lists
+every accepted form. Every argument is checked before any work or any file written: errors are raised
+as :class:`LaminaError` (a bad argument, file or input) with the same one-line messages the commands
+print.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from typing import Any, Union
 
 import numpy as np
 
-from lamina.compare import CompareReport, TensorResult, compare_sets, compare_tensors, parse_tolerance
+from lamina.compare import CompareReport, TensorResult, compare_sets, parse_tolerance
 from lamina.frontends.model_io import (
     Signature,
     ToolError,
@@ -205,25 +208,26 @@ def _int(v: Any, what: str) -> int:
     return int(v)
 
 
+def _array(v: Any, what: str) -> np.ndarray:
+    try:
+        a = np.asarray(v)
+    except (ValueError, TypeError) as e:  # ragged nested lists, objects numpy cannot take
+        raise LaminaError(f"{what} is not an array: {e}") from None
+    if a.dtype.kind == "O":
+        raise LaminaError(f"{what} is not an array of numbers (dtype object)")
+    return a
+
+
 def _arrays(v: Any, what: str) -> dict[str, np.ndarray]:
-    """A mapping name → numeric array (as compare takes it), or an ``.npz``/``.npy`` path."""
+    """A mapping name → array (as compare takes it), or an ``.npz``/``.npy`` path."""
     if _is_path(v):
-        p = _path(v, what)
-        return load_npz(p, "npz file")
+        return load_npz(_path(v, what), "npz file")
     if not isinstance(v, Mapping):
         raise LaminaError(f"{what} must be arrays by name (a dict) or an .npz path, got {_type_name(v)}")
-    out = {}
-    for k, a in v.items():
-        if not isinstance(k, str):
-            raise LaminaError(f"{what}: tensor names must be str, got {k!r}")
-        try:
-            arr = np.asarray(a)
-        except (ValueError, TypeError) as e:
-            raise LaminaError(f"{what}: tensor '{k}' is not an array: {e}") from None
-        if not _is_numeric(arr.dtype):
-            raise LaminaError(f"{what}: tensor '{k}' has dtype {arr.dtype}, expected numbers")
-        out[k] = arr
-    return out
+    bad = [k for k in v if not isinstance(k, str)]
+    if bad:
+        raise LaminaError(f"{what}: tensor names must be str, got {bad[0]!r}")
+    return {k: _array(a, f"{what}: tensor '{k}'") for k, a in v.items()}
 
 
 class Model:
@@ -231,6 +235,10 @@ class Model:
     are the ONNX names; :meth:`run` executes it on the reference interpreter."""
 
     def __init__(self, module: Any, ctx: Any = None, path: str | None = None) -> None:
+        from lamina.ir.core import Operation
+
+        if not isinstance(module, Operation) or module.name != "builtin.module":
+            raise LaminaError(f"Model takes a parsed module (use lamina.api.load), got {_type_name(module)}")
         self.module = module
         self.ctx = ctx
         self.path = path
@@ -340,6 +348,7 @@ def load(
 def _reshape_module(module: Any, ctx: Any, shapes: list[list[int]] | dict[str, list[int]], path: str) -> None:
     """Give a loaded module's inputs ``shapes`` and re-infer every type (``top-shape-infer``)."""
     from lamina.dialects.top.transforms.shape_infer import infer_shapes
+    from lamina.execution.interpreter import find_main
     from lamina.ir.verifier import verify
 
     sig = module_signature(module)
@@ -356,8 +365,6 @@ def _reshape_module(module: Any, ctx: Any, shapes: list[list[int]] | dict[str, l
             f"input(s) ({', '.join(map(repr, sig.input_names))})"
         )
     by_name = shapes if isinstance(shapes, Mapping) else dict(zip(sig.input_names, shapes))
-    from lamina.execution.interpreter import find_main
-
     new: list[tuple[int, ...]] = []
     for name, arg in zip(sig.input_names, find_main(module).regions[0].blocks[0].args):
         old = list(getattr(arg.type, "shape", ()) or ())
@@ -509,6 +516,23 @@ def compare(
 
         atomic_write(html, render_html(report))
     return report
+
+
+def compare_tensors(
+    name: str,
+    a: np.ndarray,
+    b: np.ndarray,
+    tolerance: Sequence[float] | str = (0.99, 0.99),
+    close_order: int = 3,
+) -> TensorResult:
+    """Compare two tensors as ``npz_tool compare`` does (see :mod:`lamina.compare` for the verdicts)."""
+    from lamina.compare import compare_tensors as compare_pair
+
+    if not isinstance(name, str):
+        raise LaminaError(f"name must be a str, got {_type_name(name)}")
+    if _int(close_order, "close_order") < 1:
+        raise LaminaError(f"close_order must be at least 1, got {close_order}")
+    return compare_pair(name, _array(a, "a"), _array(b, "b"), _tolerance(tolerance), close_order)
 
 
 def preprocess(
