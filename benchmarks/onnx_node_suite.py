@@ -16,8 +16,10 @@ Each test is classified as
 
 Usage::
 
-    python benchmarks/onnx_node_suite.py [-k REGEX] [--limit N] [--timeout S]
+    python benchmarks/onnx_node_suite.py [-k REGEX] [--limit N] [--timeout S] [--api]
         [--json report.json] [--md report.md] [-v]
+
+``--api`` runs each test as a user would, through ``lamina.api.load(model).run(inputs)``.
 
 Prints a summary by op; the JSON/markdown reports hold counts by op type and failure category and
 each failing test with its message.
@@ -150,7 +152,10 @@ def _compare(expected: np.ndarray, got: Any) -> tuple[str, str] | None:
     return None
 
 
-def run_test(name: str, timeout: float = 30.0) -> Result:
+def run_test(name: str, timeout: float = 30.0, via_api: bool = False) -> Result:
+    """Run one test: through the importer and interpreter, or with ``via_api`` as a user would through
+    the public API (``lamina.api.load(model).run(inputs)``, inputs exactly as ``numpy_helper`` gives
+    them, int4 included)."""
     import onnx
 
     from lamina.execution import ExecutionError, Interpreter
@@ -176,6 +181,8 @@ def run_test(name: str, timeout: float = 30.0) -> Result:
             if any(i.type.tensor_type.elem_type == 8 for i in list(real) + list(model.graph.output)):
                 res.status, res.category, res.message = "unsupported", "types", "string tensors"
                 return res
+            if via_api:
+                return _run_via_api(res, d)
             ctx = Context(handler=None)
             try:
                 module = import_onnx(model, ctx, filename=os.path.join(name, "model.onnx"))
@@ -220,15 +227,58 @@ def run_test(name: str, timeout: float = 30.0) -> Result:
     return res
 
 
+def _run_via_api(res: Result, d: str) -> Result:
+    import onnx
+    from onnx import numpy_helper
+
+    import lamina.api as lm
+
+    try:
+        model = lm.load(os.path.join(d, "model.onnx"))
+    except lm.LaminaError as e:
+        msg = str(e)
+        unsupported = "unsupported" in msg or "not supported" in msg
+        res.status, res.category = ("unsupported", "op") if unsupported else ("failed", "import")
+        res.message = msg
+        return res
+    ds = os.path.join(d, "test_data_set_0")
+    inputs = []
+    for p in sorted(glob.glob(os.path.join(ds, "input_*.pb")), key=_pb_index):
+        t = onnx.TensorProto()
+        with open(p, "rb") as f:
+            t.ParseFromString(f.read())
+        inputs.append(numpy_helper.to_array(t))
+    expected = [_load_tensor(p) for p in sorted(glob.glob(os.path.join(ds, "output_*.pb")), key=_pb_index)]
+    try:
+        with np.errstate(all="ignore"):
+            outs = model.run(inputs)
+    except lm.LaminaError as e:
+        res.category, res.message = "execute", str(e)
+        return res
+    got = [outs.get(n) for n in model.output_names]
+    if len(got) != len(expected):
+        res.category, res.message = "outputs", f"{len(got)} outputs, expected {len(expected)}"
+        return res
+    for i, (e, g) in enumerate(zip(expected, got)):
+        bad = _compare(e, g)
+        if bad is not None:
+            res.category, res.message = bad[0], f"output {model.output_names[i]}: {bad[1]}"
+            return res
+    res.status = "passed"
+    return res
+
+
 def _pb_index(p: str) -> int:
     m = re.search(r"_(\d+)\.pb$", p)
     return int(m.group(1)) if m else 0
 
 
-def run_suite(names: Iterable[str], timeout: float = 30.0, verbose: bool = False) -> list[Result]:
+def run_suite(
+    names: Iterable[str], timeout: float = 30.0, verbose: bool = False, via_api: bool = False
+) -> list[Result]:
     out = []
     for n in names:
-        r = run_test(n, timeout)
+        r = run_test(n, timeout, via_api)
         out.append(r)
         if verbose:
             extra = (
@@ -307,12 +357,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", help="write the JSON report here")
     ap.add_argument("--md", help="write the markdown report here")
     ap.add_argument("--floor", type=int, default=0, help="exit 1 if fewer tests pass")
+    ap.add_argument("--api", action="store_true", help="run each test through lamina.api.load(...).run(...)")
     ap.add_argument("-v", "--verbose", action="store_true")
     a = ap.parse_args(argv)
     names = list_tests(a.filter)
     if a.limit:
         names = names[: a.limit]
-    results = run_suite(names, a.timeout, a.verbose)
+    results = run_suite(names, a.timeout, a.verbose, a.api)
     s = summarize(results)
     print(
         f"passed {s['passed']} / failed {s['failed']} / unsupported {s['unsupported']} of {s['total']} "

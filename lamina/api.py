@@ -13,26 +13,221 @@ for notebooks and scripts.
     every = lm.run(model, {"input": x}, dump_all=True)
     report = lm.compare(every, "out/resnet_ref_outputs.npz", tolerance=(0.99, 0.99), html="report.html")
 
-Errors are raised as :class:`LaminaError` (a bad file, flag or input) with the same one-line messages
-the commands print.
+Paths may be ``str``, ``os.PathLike`` or ``bytes``; list arguments also take the commands' string forms
+(``input_shapes="[[1,3,224,224]]"``, ``tolerance="0.99,0.99"``, ``mean="0,0,0"``); docs/tools.md lists
+every accepted form. Every argument is checked before any work or any file written: errors are raised
+as :class:`LaminaError` (a bad argument, file or input) with the same one-line messages the commands
+print.
 """
 
 from __future__ import annotations
 
+import math
+import numbers
 import os
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Union
 
 import numpy as np
 
-from lamina.compare import CompareReport, TensorResult, compare_sets, compare_tensors
-from lamina.frontends.model_io import Signature, ToolError, check_inputs, load_npz, module_signature
-from lamina.frontends.preprocess import PreprocessConfig, preprocess_image, read_image
+from lamina.compare import CompareReport, TensorResult, compare_sets, parse_tolerance
+from lamina.frontends.model_io import (
+    Signature,
+    ToolError,
+    _is_numeric,
+    check_inputs,
+    load_npz,
+    module_signature,
+)
+from lamina.frontends.preprocess import (
+    CHANNEL_FORMATS,
+    PIXEL_FORMATS,
+    PreprocessConfig,
+    parse_dtypes,
+    parse_floats,
+    parse_ints,
+    parse_names,
+    parse_shapes,
+    preprocess_image,
+    read_image,
+)
 from lamina.tools.transform import TransformOptions, TransformResult
 
 LaminaError = ToolError
 
 Arrays = Mapping[str, np.ndarray]
+PathLike = Union[str, bytes, "os.PathLike[str]"]
+ENGINES = ("onnxruntime", "lamina")
+
+
+# ---- argument checking: every bad argument is a LaminaError naming it --------------------------------
+
+
+def _type_name(v: Any) -> str:
+    return "None" if v is None else type(v).__name__
+
+
+def _path(v: Any, what: str) -> str:
+    """A path argument (``str``, ``bytes`` or ``os.PathLike``) as a ``str``."""
+    if isinstance(v, (str, bytes, os.PathLike)):
+        p = os.fsdecode(os.fspath(v))
+        if p:
+            return p
+        raise LaminaError(f"{what}: the path is empty")
+    raise LaminaError(f"{what} must be a path (str or os.PathLike), got {_type_name(v)}")
+
+
+def _opt_path(v: Any, what: str) -> str | None:
+    return None if v is None else _path(v, what)
+
+
+def _is_path(v: Any) -> bool:
+    return isinstance(v, (str, bytes, os.PathLike))
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, numbers.Integral) and not isinstance(v, (bool, np.bool_))
+
+
+def _is_real(v: Any) -> bool:
+    return isinstance(v, numbers.Real) and not isinstance(v, (bool, np.bool_))
+
+
+def _seq(v: Any, what: str, example: str) -> list[Any]:
+    """``v`` as a list when it is a sequence (never a string, never a mapping)."""
+    if isinstance(v, (str, bytes, Mapping)) or not isinstance(v, (Sequence, np.ndarray)):
+        raise LaminaError(f"{what} must be a list like {example}, got {_type_name(v)} {v!r}")
+    return list(v)
+
+
+def _shape(v: Any, what: str) -> list[int]:
+    dims = _seq(v, what, "[1, 3, 224, 224]")
+    if not all(_is_int(d) for d in dims):
+        raise LaminaError(f"{what} must be a list of integers like [1, 3, 224, 224], got {v!r}")
+    if any(d <= 0 for d in dims):
+        raise LaminaError(f"{what}: dimensions must be positive, got {[int(d) for d in dims]}")
+    return [int(d) for d in dims]
+
+
+def _shapes(v: Any) -> list[list[int]] | dict[str, list[int]] | None:
+    """``input_shapes``: the CLI string ``"[[1,3,224,224],[1,10]]"``, shapes in input order, one shape,
+    or shapes by input name."""
+    if v is None:
+        return None
+    if isinstance(v, str):
+        return parse_shapes(v)
+    if isinstance(v, Mapping):
+        if not all(isinstance(k, str) for k in v):
+            raise LaminaError(f"input_shapes: the keys must be input names (str), got {list(v)!r}")
+        return {k: _shape(s, f"input_shapes['{k}']") for k, s in v.items()}
+    shapes = _seq(v, "input_shapes", "[[1, 3, 224, 224]]")
+    if not shapes:
+        raise LaminaError("input_shapes is empty; expected a list of shapes like [[1, 3, 224, 224]]")
+    if all(_is_int(d) for d in shapes):  # one shape, as the CLI takes it
+        return [_shape(shapes, "input_shapes")]
+    return [_shape(s, f"input_shapes[{i}]") for i, s in enumerate(shapes)]
+
+
+def _floats(v: Any, what: str) -> list[float] | None:
+    """Numbers: a list, one number, or the CLI string ``"0.5,0.5,0.5"``; finite and at least one."""
+    if v is None:
+        return None
+    if isinstance(v, str):
+        vals = parse_floats(v, what)
+        if vals is None:
+            raise LaminaError(f"{what} is empty; expected numbers like 0.5,0.5,0.5")
+    elif _is_real(v):
+        vals = [float(v)]
+    else:
+        items = _seq(v, what, "[0.5, 0.5, 0.5]")
+        if not all(_is_real(x) for x in items):
+            raise LaminaError(f"{what} must be a list of numbers like [0.5, 0.5, 0.5], got {v!r}")
+        vals = [float(x) for x in items]
+    if not vals:
+        raise LaminaError(f"{what} is empty; expected numbers like [0.5, 0.5, 0.5]")
+    if not all(math.isfinite(x) for x in vals):
+        raise LaminaError(f"{what} must be finite numbers, got {vals}")
+    return vals
+
+
+def _ints(v: Any, what: str) -> list[int] | None:
+    if v is None:
+        return None
+    if isinstance(v, str):
+        vals = parse_ints(v, what)
+        return vals if vals else _ints([], what)
+    items = _seq(v, what, "[256, 256]")
+    if not items or not all(_is_int(x) for x in items):
+        raise LaminaError(f"{what} must be a list of integers like [256, 256], got {v!r}")
+    return [int(x) for x in items]
+
+
+def _names(v: Any, what: str) -> list[str]:
+    """Names: a list of strings or the CLI string ``"a,b"``."""
+    if v is None:
+        return []
+    if isinstance(v, str):
+        return parse_names(v)
+    items = _seq(v, what, "['a', 'b']")
+    if not all(isinstance(x, str) and x for x in items):
+        raise LaminaError(f"{what} must be a list of non-empty names (str), got {v!r}")
+    return items
+
+
+def _tolerance(v: Any) -> tuple[float, float]:
+    """``(cosine, euclidean)`` similarities, each in [-1, 1]; or the CLI string ``"0.99,0.99"``."""
+    if isinstance(v, str):
+        try:
+            return _tolerance(parse_tolerance(v))
+        except ValueError as e:
+            raise LaminaError(str(e)) from None
+    items = _seq(v, "tolerance", "(0.99, 0.99)")
+    if len(items) != 2 or not all(_is_real(x) for x in items):
+        raise LaminaError(f"tolerance expects two numbers (cosine, euclidean) like (0.99, 0.99), got {v!r}")
+    vals = (float(items[0]), float(items[1]))
+    if not all(-1.0 <= x <= 1.0 for x in vals):  # NaN fails too
+        raise LaminaError(f"tolerance: similarities lie in [-1, 1], got {vals}")
+    return vals
+
+
+def _choice(v: Any, what: str, choices: Sequence[str], optional: bool = True) -> Any:
+    if (v is None and optional) or (isinstance(v, str) and v in choices):
+        return v
+    raise LaminaError(f"{what} must be one of {', '.join(map(repr, choices))}, got {v!r}")
+
+
+def _bool(v: Any, what: str) -> bool:
+    if not isinstance(v, (bool, np.bool_)):
+        raise LaminaError(f"{what} must be True or False, got {_type_name(v)} {v!r}")
+    return bool(v)
+
+
+def _int(v: Any, what: str) -> int:
+    if not _is_int(v):
+        raise LaminaError(f"{what} must be an integer, got {_type_name(v)} {v!r}")
+    return int(v)
+
+
+def _array(v: Any, what: str) -> np.ndarray:
+    try:
+        a = np.asarray(v)
+    except (ValueError, TypeError) as e:  # ragged nested lists, objects numpy cannot take
+        raise LaminaError(f"{what} is not an array: {e}") from None
+    if a.dtype.kind == "O":
+        raise LaminaError(f"{what} is not an array of numbers (dtype object)")
+    return a
+
+
+def _arrays(v: Any, what: str) -> dict[str, np.ndarray]:
+    """A mapping name → array (as compare takes it), or an ``.npz``/``.npy`` path."""
+    if _is_path(v):
+        return load_npz(_path(v, what), "npz file")
+    if not isinstance(v, Mapping):
+        raise LaminaError(f"{what} must be arrays by name (a dict) or an .npz path, got {_type_name(v)}")
+    bad = [k for k in v if not isinstance(k, str)]
+    if bad:
+        raise LaminaError(f"{what}: tensor names must be str, got {bad[0]!r}")
+    return {k: _array(a, f"{what}: tensor '{k}'") for k, a in v.items()}
 
 
 class Model:
@@ -40,6 +235,10 @@ class Model:
     are the ONNX names; :meth:`run` executes it on the reference interpreter."""
 
     def __init__(self, module: Any, ctx: Any = None, path: str | None = None) -> None:
+        from lamina.ir.core import Operation
+
+        if not isinstance(module, Operation) or module.name != "builtin.module":
+            raise LaminaError(f"Model takes a parsed module (use lamina.api.load), got {_type_name(module)}")
         self.module = module
         self.ctx = ctx
         self.path = path
@@ -59,37 +258,60 @@ class Model:
         return list(self.signature.input_shapes)
 
     def run(
-        self, inputs: Arrays | Sequence[np.ndarray] | np.ndarray, dump_all: bool = False
+        self, inputs: Arrays | Sequence[np.ndarray] | np.ndarray | PathLike, dump_all: bool = False
     ) -> dict[str, np.ndarray]:
-        """Run on ``inputs`` (by name, in order, or one array for a one-input model); returns outputs by
-        name, plus every intermediate tensor (weights excepted) with ``dump_all``."""
+        """Run on ``inputs`` (by name, in order, one array for a one-input model, or an ``.npz``/``.npy``
+        path); returns outputs by name, plus every intermediate tensor (weights excepted) with
+        ``dump_all``."""
         from lamina.frontends.model_io import run_top_module
 
-        if isinstance(inputs, np.ndarray):
+        dump_all = _bool(dump_all, "dump_all")
+        source = "inputs"
+        if _is_path(inputs):
+            source = _path(inputs, "inputs")
+            inputs = load_npz(source, "input file")
+        elif isinstance(inputs, np.ndarray):
             inputs = [inputs]
-        if not isinstance(inputs, Mapping):
+        elif inputs is None or not isinstance(inputs, (Mapping, Sequence)):
+            raise LaminaError(
+                "inputs must be arrays by input name (a dict), a list of arrays in input order, one array "
+                f"or an .npz path, got {_type_name(inputs)}"
+            )
+        if isinstance(inputs, Mapping):
+            bad = [k for k in inputs if not isinstance(k, str)]
+            if bad:
+                raise LaminaError(f"inputs: input names must be str, got {bad[0]!r}")
+        else:
             inputs = list(inputs)
             if len(inputs) != len(self.input_names):
                 raise LaminaError(
                     f"the model has {len(self.input_names)} input(s), got {len(inputs)} array(s)"
                 )
             inputs = dict(zip(self.input_names, inputs))
-        feeds = check_inputs(inputs, self.signature, "inputs")
+        feeds = check_inputs(inputs, self.signature, source)
         return run_top_module(self.module, feeds, dump_all=dump_all)
 
-    def save(self, mlir: str, weights: str | None = None) -> str | None:
+    def save(self, mlir: PathLike, weights: PathLike | None = None) -> str | None:
         """Write the module (with locations) to ``mlir`` and its weights to ``weights`` (default
         ``<stem>_weights.npz`` next to it). Returns the weight file written, if any."""
         from lamina.tools.transform import write_mlir
 
-        stem = os.path.splitext(mlir)[0]
-        return write_mlir(self.module, mlir, weights or f"{stem}_weights.npz")
+        mlir = _path(mlir, "mlir")
+        weights = _opt_path(weights, "weights") or f"{os.path.splitext(mlir)[0]}_weights.npz"
+        if os.path.abspath(mlir) == os.path.abspath(weights):
+            raise LaminaError(f"the .mlir and its weight file cannot both be '{mlir}'")
+        for out in (mlir, weights):
+            if self.path and os.path.exists(out) and os.path.samefile(out, self.path):
+                raise LaminaError(
+                    f"cannot write '{out}': it is the model file '{self.path}' this model was loaded from"
+                )
+        return write_mlir(self.module, mlir, weights)
 
     def text(self, generic: bool = False) -> str:
         """The module as MLIR text (weights inline)."""
         from lamina.ir.printer import print_operation
 
-        return print_operation(self.module, generic=generic)
+        return print_operation(self.module, generic=_bool(generic, "generic"))
 
     def __repr__(self) -> str:
         ins = ", ".join(f"{n}: {list(s) if s else '?'}" for n, s in zip(self.input_names, self.input_shapes))
@@ -97,114 +319,197 @@ class Model:
 
 
 def load(
-    path: str,
-    input_shapes: Sequence[Sequence[int]] | Mapping[str, Sequence[int]] | None = None,
-    output_names: Sequence[str] | None = None,
+    path: PathLike,
+    input_shapes: Sequence[Sequence[int]] | Mapping[str, Sequence[int]] | str | None = None,
+    output_names: Sequence[str] | str | None = None,
 ) -> Model:
     """Load a model: a ``.mlir`` file (``top`` dialect, weights from its weight file) or an ``.onnx``
-    file (imported; ``input_shapes`` fixes dynamic dimensions, ``output_names`` picks the outputs)."""
+    file (imported; ``output_names`` picks the outputs). ``input_shapes`` (in input order, by name, or
+    the CLI string ``"[[1,3,224,224]]"``) sets the input shapes: dynamic dimensions of an ONNX model
+    are fixed, a ``.mlir`` module's shapes are re-inferred from them."""
     from lamina.frontends.model_io import import_onnx_file, parse_mlir_file
 
+    path = _path(path, "path")
+    shapes = _shapes(input_shapes)
+    names = _names(output_names, "output_names")
     if path.endswith(".onnx"):
         if not os.path.exists(path):
             raise LaminaError(f"model '{path}' does not exist")
-        module, ctx = import_onnx_file(path, input_shapes, output_names)
-    else:
-        module, ctx = parse_mlir_file(path)
+        module, ctx = import_onnx_file(path, shapes, names)
+        return Model(module, ctx, path)
+    if names:
+        raise LaminaError(f"output_names applies to .onnx models only; '{path}' is a .mlir module")
+    module, ctx = parse_mlir_file(path)
+    if shapes is not None:
+        _reshape_module(module, ctx, shapes, path)
     return Model(module, ctx, path)
 
 
+def _reshape_module(module: Any, ctx: Any, shapes: list[list[int]] | dict[str, list[int]], path: str) -> None:
+    """Give a loaded module's inputs ``shapes`` and re-infer every type (``top-shape-infer``)."""
+    from lamina.dialects.top.transforms.shape_infer import infer_shapes
+    from lamina.execution.interpreter import find_main
+    from lamina.ir.verifier import verify
+
+    sig = module_signature(module)
+    if isinstance(shapes, Mapping):
+        unknown = [n for n in shapes if n not in sig.input_names]
+        if unknown:
+            raise LaminaError(
+                f"{path}: input_shapes names unknown input(s) {', '.join(map(repr, unknown))}; the model's "
+                f"inputs are {', '.join(map(repr, sig.input_names))}"
+            )
+    elif len(shapes) != len(sig.input_names):
+        raise LaminaError(
+            f"{path}: input_shapes gives {len(shapes)} shape(s) but the model has {len(sig.input_names)} "
+            f"input(s) ({', '.join(map(repr, sig.input_names))})"
+        )
+    by_name = shapes if isinstance(shapes, Mapping) else dict(zip(sig.input_names, shapes))
+    new: list[tuple[int, ...]] = []
+    for name, arg in zip(sig.input_names, find_main(module).regions[0].blocks[0].args):
+        old = list(getattr(arg.type, "shape", ()) or ())
+        want = by_name.get(name)
+        if want is None:
+            new.append(tuple(old))
+            continue
+        if getattr(arg.type, "has_rank", True) and len(want) != len(old):
+            raise LaminaError(
+                f"{path}: input_shapes gives rank {len(want)} for input '{name}' of rank {len(old)} {old}"
+            )
+        new.append(tuple(want))
+    with ctx, ctx.diagnostics.capture() as diags:
+        inf = infer_shapes(module, new)
+        ok = not inf.failed and verify(module, ctx)
+    if not ok:
+        detail = "\n".join(str(d) for d in diags) or "(no diagnostic)"
+        raise LaminaError(
+            f"{path}: the module does not take input shapes {[list(s) for s in new]} "
+            f"(inputs {', '.join(map(repr, sig.input_names))}):\n{detail}"
+        )
+
+
 def transform(
-    model_def: str,
+    model_def: PathLike,
     *,
     model_name: str | None = None,
-    input_shapes: Sequence[Sequence[int]] | None = None,
-    input_types: Sequence[str] | None = None,
-    output_names: Sequence[str] | None = None,
-    mean: Sequence[float] | None = None,
-    scale: Sequence[float] | None = None,
+    input_shapes: Sequence[Sequence[int]] | str | None = None,
+    input_types: Sequence[str] | str | None = None,
+    output_names: Sequence[str] | str | None = None,
+    mean: Sequence[float] | str | None = None,
+    scale: Sequence[float] | str | None = None,
     pixel_format: str | None = None,
     channel_format: str | None = None,
-    resize_dims: Sequence[int] | None = None,
+    resize_dims: Sequence[int] | str | None = None,
     keep_aspect_ratio: bool = False,
     pad_value: int = 0,
-    test_input: str | None = None,
-    test_result: str | None = None,
-    tolerance: Sequence[float] = (0.99, 0.99),
-    excepts: Sequence[str] = (),
-    mlir: str | None = None,
+    test_input: PathLike | Sequence[PathLike] | None = None,
+    test_result: PathLike | None = None,
+    tolerance: Sequence[float] | str = (0.99, 0.99),
+    excepts: Sequence[str] | str = (),
+    mlir: PathLike | None = None,
     verbose: bool = False,
 ) -> TransformResult:
-    """``model_transform`` as a function (same names as the flags). Returns a :class:`TransformResult`
-    with ``module``, the files written and, with ``test_input``, the comparison ``report``; ``passed``
-    tells whether every tensor is within ``tolerance``. Prints the step commands when ``verbose``."""
-    from lamina.frontends.preprocess import parse_dtypes
+    """``model_transform`` as a function (same names as the flags, and each also takes the flag's
+    string form). Returns a :class:`TransformResult` with ``module``, the files written and, with
+    ``test_input`` (one path, or one path per input), the comparison ``report``; ``passed`` tells
+    whether every tensor is within ``tolerance``. Prints the step commands when ``verbose``."""
     from lamina.tools.transform import transform as run_transform
 
+    if model_name is not None and (not isinstance(model_name, str) or not model_name):
+        raise LaminaError(f"model_name must be a non-empty str, got {model_name!r}")
+    shapes = _shapes(input_shapes)
+    if isinstance(shapes, dict):
+        raise LaminaError("transform takes input_shapes in input order (a list of shapes), not by name")
+    if test_input is not None and not _is_path(test_input):
+        files = _seq(test_input, "test_input", "['a.npy', 'b.jpg']")
+        test_input = ",".join(_path(f, f"test_input[{i}]") for i, f in enumerate(files))
+    types = _names(input_types, "input_types")
     o = TransformOptions(
-        model_def=model_def,
+        model_def=_path(model_def, "model_def"),
         model_name=model_name,
-        input_shapes=[list(s) for s in input_shapes] if input_shapes is not None else None,
-        input_types=parse_dtypes(",".join(input_types)) if input_types else [],
-        output_names=list(output_names or []),
-        mean=list(mean) if mean is not None else None,
-        scale=list(scale) if scale is not None else None,
-        pixel_format=pixel_format,
-        channel_format=channel_format,
-        resize_dims=list(resize_dims) if resize_dims is not None else None,
-        keep_aspect_ratio=keep_aspect_ratio,
-        pad_value=pad_value,
-        test_input=test_input,
-        test_result=test_result,
-        tolerance=(float(tolerance[0]), float(tolerance[1])),
-        excepts=list(excepts),
-        mlir=mlir,
+        input_shapes=shapes,
+        input_types=parse_dtypes(",".join(types)),
+        output_names=_names(output_names, "output_names"),
+        mean=_floats(mean, "mean"),
+        scale=_floats(scale, "scale"),
+        pixel_format=_choice(pixel_format, "pixel_format", PIXEL_FORMATS),
+        channel_format=_choice(channel_format, "channel_format", CHANNEL_FORMATS),
+        resize_dims=_ints(resize_dims, "resize_dims"),
+        keep_aspect_ratio=_bool(keep_aspect_ratio, "keep_aspect_ratio"),
+        pad_value=_int(pad_value, "pad_value"),
+        test_input=_opt_path(test_input, "test_input"),
+        test_result=_opt_path(test_result, "test_result"),
+        tolerance=_tolerance(tolerance),
+        excepts=_names(excepts, "excepts"),
+        mlir=_opt_path(mlir, "mlir"),
     )
+    verbose = _bool(verbose, "verbose")
     return run_transform(o, log=print if verbose else None, progress=verbose)
 
 
 def run(
-    model: Model | str,
-    inputs: Arrays | Sequence[np.ndarray] | np.ndarray | str,
+    model: Model | PathLike,
+    inputs: Arrays | Sequence[np.ndarray] | np.ndarray | PathLike,
     dump_all: bool = False,
-    output: str | None = None,
+    output: PathLike | None = None,
     engine: str | None = None,
 ) -> dict[str, np.ndarray]:
     """``model_runner`` as a function: ``model`` is a :class:`Model` or a ``.mlir``/``.onnx`` path,
-    ``inputs`` arrays or an ``.npz`` path. Saves to ``output`` (an ``.npz``) when given."""
+    ``inputs`` arrays or an ``.npz`` path. ``engine`` (``.onnx`` paths only): ``"onnxruntime"``
+    (default) or ``"lamina"``. Saves to ``output`` (an ``.npz``) when given."""
     from lamina.frontends.model_io import save_npz
     from lamina.tools.runner import run_model_file
 
+    dump_all = _bool(dump_all, "dump_all")
+    output = _opt_path(output, "output")
+    engine = _choice(engine, "engine", ENGINES)
+    in_path = _path(inputs, "inputs") if _is_path(inputs) else None
+    model_path = None if isinstance(model, Model) else _path(model, "model")
+    if output:
+        for src in (in_path, model_path, model.path if isinstance(model, Model) else None):
+            if src and os.path.exists(output) and os.path.samefile(output, src):
+                raise LaminaError(f"output '{output}' is the input file '{src}'; choose another path")
     if isinstance(model, Model):
-        res = model.run(load_npz(inputs, "input file") if isinstance(inputs, str) else inputs, dump_all)
+        if engine is not None:
+            raise LaminaError("engine applies to an .onnx model path; a loaded Model runs on Lamina")
+        res = model.run(in_path or inputs, dump_all)
     else:
-        if isinstance(inputs, np.ndarray):
+        if in_path is not None:
+            inputs = in_path
+        elif isinstance(inputs, np.ndarray):
             inputs = {"input": inputs}
-        elif not isinstance(inputs, (str, Mapping)):
-            raise LaminaError("inputs must be a mapping of arrays or an .npz path when the model is a path")
-        res = run_model_file(model, inputs, dump_all, engine)
+        elif not isinstance(inputs, Mapping):
+            raise LaminaError(
+                f"inputs must be arrays by input name (a dict) or an .npz path when the model is a path, "
+                f"got {_type_name(inputs)}"
+            )
+        res = run_model_file(model_path, inputs, dump_all, engine)
     if output:
         save_npz(output, res)
     return res
 
 
 def compare(
-    a: Arrays | str,
-    b: Arrays | str,
-    tolerance: Sequence[float] = (0.99, 0.99),
-    excepts: Sequence[str] = (),
-    html: str | None = None,
+    a: Arrays | PathLike,
+    b: Arrays | PathLike,
+    tolerance: Sequence[float] | str = (0.99, 0.99),
+    excepts: Sequence[str] | str = (),
+    html: PathLike | None = None,
 ) -> CompareReport:
-    """``npz_tool compare`` as a function: ``a``/``b`` are arrays by name or ``.npz`` paths. Returns the
+    """``npz_tool compare`` as a function: ``a``/``b`` are arrays by name or ``.npz`` paths;
+    ``tolerance`` is ``(cosine, euclidean)`` or ``"0.99,0.99"``. Returns the
     :class:`~lamina.compare.CompareReport` (``passed``, ``failed``, ``summary()``); writes an HTML report
     to ``html`` when given."""
-    name_a = a if isinstance(a, str) else "a"
-    name_b = b if isinstance(b, str) else "b"
-    da = load_npz(a, "npz file") if isinstance(a, str) else a
-    db = load_npz(b, "npz file") if isinstance(b, str) else b
-    report = compare_sets(
-        da, db, (float(tolerance[0]), float(tolerance[1])), excepts, name_a=name_a, name_b=name_b
-    )
+    tol = _tolerance(tolerance)
+    skip = _names(excepts, "excepts")
+    html = _opt_path(html, "html")
+    name_a = _path(a, "a") if _is_path(a) else "a"
+    name_b = _path(b, "b") if _is_path(b) else "b"
+    if html:
+        for src in (name_a, name_b):
+            if _is_path(src) and os.path.exists(html) and os.path.exists(src) and os.path.samefile(html, src):
+                raise LaminaError(f"html '{html}' is the input file '{src}'; choose another path")
+    report = compare_sets(_arrays(a, "a"), _arrays(b, "b"), tol, skip, name_a=name_a, name_b=name_b)
     if html:
         from lamina.tools.common import atomic_write
         from lamina.tools.npz_tool import render_html
@@ -213,32 +518,62 @@ def compare(
     return report
 
 
+def compare_tensors(
+    name: str,
+    a: np.ndarray,
+    b: np.ndarray,
+    tolerance: Sequence[float] | str = (0.99, 0.99),
+    close_order: int = 3,
+) -> TensorResult:
+    """Compare two tensors as ``npz_tool compare`` does (see :mod:`lamina.compare` for the verdicts)."""
+    from lamina.compare import compare_tensors as compare_pair
+
+    if not isinstance(name, str):
+        raise LaminaError(f"name must be a str, got {_type_name(name)}")
+    if _int(close_order, "close_order") < 1:
+        raise LaminaError(f"close_order must be at least 1, got {close_order}")
+    return compare_pair(name, _array(a, "a"), _array(b, "b"), _tolerance(tolerance), close_order)
+
+
 def preprocess(
-    image: str | np.ndarray,
-    shape: Sequence[int],
+    image: PathLike | np.ndarray,
+    shape: Sequence[int] | str,
     *,
-    mean: Sequence[float] | None = None,
-    scale: Sequence[float] | None = None,
+    mean: Sequence[float] | str | None = None,
+    scale: Sequence[float] | str | None = None,
     pixel_format: str = "bgr",
     channel_format: str = "nchw",
-    resize_dims: Sequence[int] | None = None,
+    resize_dims: Sequence[int] | str | None = None,
     keep_aspect_ratio: bool = False,
     pad_value: int = 0,
 ) -> np.ndarray:
-    """TPU-MLIR preprocessing of one image (a file, or an ``HxWxC`` array already in ``pixel_format``
-    order) into a float32 input of ``shape``."""
+    """TPU-MLIR preprocessing of one image (a file, or an ``HxWxC``/``HxW`` array already in
+    ``pixel_format`` order) into a float32 input of ``shape`` (4-D)."""
+    shapes = _shapes(shape)
+    if not isinstance(shapes, list) or len(shapes) != 1 or len(shapes[0]) != 4:
+        raise LaminaError(f"shape must be one 4-D shape like [1, 3, 224, 224], got {shape!r}")
     cfg = PreprocessConfig(
-        mean=list(mean) if mean is not None else None,
-        scale=list(scale) if scale is not None else None,
-        pixel_format=pixel_format,
-        channel_format=channel_format,
-        resize_dims=list(resize_dims) if resize_dims is not None else None,
-        keep_aspect_ratio=keep_aspect_ratio,
-        pad_value=pad_value,
+        mean=_floats(mean, "mean"),
+        scale=_floats(scale, "scale"),
+        pixel_format=_choice(pixel_format, "pixel_format", PIXEL_FORMATS, optional=False),
+        channel_format=_choice(channel_format, "channel_format", CHANNEL_FORMATS, optional=False),
+        resize_dims=_ints(resize_dims, "resize_dims"),
+        keep_aspect_ratio=_bool(keep_aspect_ratio, "keep_aspect_ratio"),
+        pad_value=_int(pad_value, "pad_value"),
     )
     cfg.validate()
-    img = read_image(image, pixel_format) if isinstance(image, str) else np.asarray(image)
-    return preprocess_image(img, cfg, shape)
+    if _is_path(image):
+        img = read_image(_path(image, "image"), pixel_format)
+    elif isinstance(image, np.ndarray):
+        img = image
+        if img.ndim not in (2, 3) or img.size == 0 or not _is_numeric(img.dtype) or img.dtype.kind == "V":
+            raise LaminaError(
+                f"image must be a non-empty HxWxC (or HxW) array of numbers, got shape {list(img.shape)} "
+                f"dtype {img.dtype}"
+            )
+    else:
+        raise LaminaError(f"image must be an image file path or an HxWxC array, got {_type_name(image)}")
+    return preprocess_image(img, cfg, shapes[0])
 
 
 __all__ = [

@@ -218,17 +218,26 @@ def check_inputs(arrays: Mapping[str, np.ndarray], sig: Signature, source: str) 
         )
     out: dict[str, np.ndarray] = {}
     for name, shape, dt in zip(sig.input_names, sig.input_shapes, sig.input_dtypes):
-        a = np.asarray(arrays[name])
+        try:
+            a = np.asarray(arrays[name])
+        except (ValueError, TypeError) as e:  # ragged nested lists, objects numpy cannot take
+            raise ToolError(f"{source}: input '{name}' is not an array: {e}") from None
         if shape is not None and tuple(a.shape) != tuple(shape):
             raise ToolError(
                 f"{source}: input '{name}' has shape {list(a.shape)} but the model expects {list(shape)}"
             )
         if a.dtype != dt:
-            if a.dtype.kind not in "biuf":
+            if not _is_numeric(a.dtype):
                 raise ToolError(f"{source}: input '{name}' has dtype {a.dtype}, expected {dt}")
             a = a.astype(dt)
         out[name] = a
     return out
+
+
+def _is_numeric(dt: np.dtype) -> bool:
+    """Booleans, integers, floats and ml_dtypes' numbers (int4, uint4, bfloat16, float8_*: ONNX's
+    numpy_helper gives them), which convert to the model's dtype by value."""
+    return dt.kind in "biuf" or (dt.kind == "V" and dt.type.__module__.startswith("ml_dtypes"))
 
 
 # ---- onnxruntime ------------------------------------------------------------------------------------

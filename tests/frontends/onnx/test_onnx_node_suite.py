@@ -35,10 +35,16 @@ def _require_data(suite) -> None:
         pytest.fail(f"ONNX node test data missing at {suite.node_test_dir()}: install onnx==1.22.0")
 
 
-def test_node_suite_floor() -> None:
+@pytest.fixture(scope="module")
+def internal_results() -> list:
     suite = _suite()
     _require_data(suite)
-    results = suite.run_suite(suite.list_tests(), timeout=30)
+    return suite.run_suite(suite.list_tests(), timeout=30)
+
+
+def test_node_suite_floor(internal_results: list) -> None:
+    suite = _suite()
+    results = internal_results
     s = suite.summarize(results)
     crashes = [r for r in results if r.status == "failed" and r.category == "crash"]
     assert not crashes, [(r.test, r.message) for r in crashes[:5]]
@@ -52,3 +58,13 @@ def test_single_test_classification() -> None:
     r = suite.run_test("test_image_decoder_decode_jpeg_rgb")
     assert r.status == "unsupported"
     assert suite.op_of_test("test_reduce_sum_keepdims_example") == "ReduceSum"
+
+
+def test_node_suite_through_public_api(internal_results: list) -> None:
+    """A user running a test model through ``lamina.api.load(...).run(...)`` (inputs as numpy_helper
+    gives them, int4/uint4 included) gets what the internal runner gets: the same tests pass."""
+    suite = _suite()
+    want = {r.test for r in internal_results if r.status == "passed"}
+    results = suite.run_suite(sorted(want), timeout=30, via_api=True)
+    failed = [(r.test, r.category, r.message[:120]) for r in results if r.status != "passed"]
+    assert not failed, failed[:10]
