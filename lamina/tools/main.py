@@ -40,7 +40,15 @@ def example_model(args: argparse.Namespace) -> int:
     from lamina.tools.transform import transform_main
 
     w = args.workdir
-    os.makedirs(os.path.join(w, "calibration_samples"), exist_ok=True)
+    for d in (w, os.path.join(w, "calibration_samples")):
+        if os.path.exists(d) and not os.path.isdir(d):
+            print(f"lamina: error: --workdir: '{d}' exists and is not a directory", file=sys.stderr)
+            return 1
+    try:
+        os.makedirs(os.path.join(w, "calibration_samples"), exist_ok=True)
+    except OSError as e:
+        print(f"lamina: error: cannot create --workdir '{w}': {e.strerror or e}", file=sys.stderr)
+        return 1
     model = build_example_cnn(os.path.join(w, "example_cnn.onnx"))
     test_input = os.path.join(w, "example_cnn_input.npz")
     np.savez(test_input, input=example_input())
