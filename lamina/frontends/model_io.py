@@ -167,6 +167,8 @@ def parse_mlir_file(path: str) -> tuple[Any, Any]:
     from lamina.ir.verifier import verify
 
     check_input_file(path, "model")
+    if path.lower().endswith(".onnx"):
+        raise ToolError(f"model '{path}' is an ONNX model: give the .mlir that model_transform writes")
     try:
         with open(path, "rb") as f:
             text = f.read().decode("utf-8")

@@ -88,6 +88,8 @@ def with_weight_files(inputs: Iterable[Named]) -> list[tuple[str, str]]:
 
 def check_output_dir(label: str, path: str) -> None:
     """The directory ``path`` goes in must exist, and ``path`` must not be a directory."""
+    if not path.strip():
+        raise ToolError(f"{label} is empty: expected a file name")
     d = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(d):
         raise ToolError(f"cannot write {label} '{path}': directory '{d}' does not exist")
@@ -99,8 +101,9 @@ def check_outputs(inputs: Iterable[Named], outputs: Sequence[Named]) -> None:
     """Refuse, before any work, an output that is the same file as an input (or a weight file an
     input ``.mlir`` names) or as another output; and an output whose directory does not exist."""
     ins = with_weight_files(inputs)
-    outs = [(label, path) for label, path in outputs if path]
+    outs = [(label, path) for label, path in outputs if path is not None]
     for i, (label, path) in enumerate(outs):
+        check_output_dir(label, path)
         for in_label, in_path in ins:
             if same_file(path, in_path):
                 what = in_label if in_label.startswith("the weight file") else f"{in_label} '{in_path}'"
@@ -113,4 +116,3 @@ def check_outputs(inputs: Iterable[Named], outputs: Sequence[Named]) -> None:
                     f"{label} '{path}' is the same file as {other_label} '{other}': two outputs cannot "
                     "share one file"
                 )
-        check_output_dir(label, path)

@@ -26,6 +26,8 @@ from lamina.quant.methods import METHODS
 from lamina.tools.common import internal_error_guard
 
 TOOL = "run_calibration"
+#: The most histogram bins ``--histogram_bin_num`` may ask for (TPU-MLIR's default is 2048).
+MAX_HISTOGRAM_BINS = 1 << 20
 
 
 def _method(text: str) -> str:
@@ -105,7 +107,7 @@ def calibrate_file(
 ) -> Any:
     """``run_calibration`` as a function: returns the :class:`CalibrationResult` and writes the table
     when ``calibration_table`` is given. Problems raise :class:`ToolError`."""
-    from lamina.frontends.model_io import ToolError, parse_mlir_file
+    from lamina.frontends.model_io import ToolError, module_signature, parse_mlir_file
     from lamina.quant.calibration import CalibrationError, calibrate
     from lamina.quant.dataset import DatasetError, SampleLoader, list_samples
     from lamina.support.paths import check_outputs
@@ -117,8 +119,10 @@ def calibrate_file(
     for flag, v in (("--outlier_ratio", outlier_ratio), ("--asym_tail", asym_tail)):
         if v is not None and not (v >= 0 and v != float("inf")):
             raise ToolError(f"{flag} must be a finite number >= 0 (0 disables), got {v}")
-    if histogram_bin_num < 128:
-        raise ToolError(f"--histogram_bin_num must be at least 128, got {histogram_bin_num}")
+    if not 128 <= histogram_bin_num <= MAX_HISTOGRAM_BINS:
+        raise ToolError(
+            f"--histogram_bin_num must be from 128 to {MAX_HISTOGRAM_BINS}, got {histogram_bin_num}"
+        )
     check_outputs([("the model", mlir_file), ("--data_list", data_list)], [("-o", calibration_table)])
     try:
         entries = list_samples(dataset, data_list, input_num)
@@ -127,6 +131,7 @@ def calibrate_file(
     if input_num and len(entries) < input_num and log is not None:
         log(f"{TOOL}: note: --input_num {input_num} but only {len(entries)} sample(s) found; using them all")
     module, _ctx = parse_mlir_file(mlir_file)
+    module_signature(module, f"model '{mlir_file}'")  # a module without a function is named here
     loader = SampleLoader.for_module(module)
     if tune_num > len(entries):
         tune_num = len(entries)

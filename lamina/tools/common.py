@@ -15,7 +15,14 @@ from lamina.support.errors import ToolError
 from lamina.support.fileio import atomic_output, atomic_write
 from lamina.support.paths import check_input_file
 
-__all__ = ["DEBUG_ENV", "atomic_output", "atomic_write", "internal_error_guard", "read_text_input"]
+__all__ = [
+    "DEBUG_ENV",
+    "atomic_output",
+    "atomic_write",
+    "check_not_empty",
+    "internal_error_guard",
+    "read_text_input",
+]
 
 DEBUG_ENV = "LAMINA_DEBUG"
 #: numpy's floating-point warnings ("overflow encountered in multiply", ...).
@@ -71,6 +78,13 @@ def sigterm_as_interrupt() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def check_not_empty(*flags: tuple[str, str | None]) -> None:
+    """Refuse a flag given as an empty string (``--mlir ''`` must not mean the default)."""
+    for flag, value in flags:
+        if value is not None and not value.strip():
+            raise ToolError(f"{flag} is empty")
 
 
 def internal_error_guard(tool: str, fn: Callable[[], int]) -> int:

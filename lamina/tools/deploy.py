@@ -44,7 +44,7 @@ from lamina.compare import CompareReport, compare_sets, parse_tolerance
 from lamina.frontends.model_io import ToolError, check_inputs, load_npz, module_signature, save_npz
 from lamina.quant.deploy import MODES, deploy_module, run_tpu_module, summarize_tpu_module
 from lamina.support.paths import check_outputs
-from lamina.tools.common import internal_error_guard
+from lamina.tools.common import check_not_empty, internal_error_guard
 
 TOOL = "model_deploy"
 
@@ -299,15 +299,12 @@ def deploy(o: DeployOptions, log: Callable[[str], None] | None = None) -> Deploy
     say(f"# {deploy_command(o)}")
     t0 = time.perf_counter()
     module, ctx = parse_mlir_file(o.mlir)
+    sig = module_signature(module, f"--mlir '{o.mlir}'")  # a module without a function fails here
     validate_with_module(o, module)
     # Read and check the inputs and the reference before lowering: a bad file fails fast, by name.
     inputs = ref = None
     if o.test_input:
-        inputs = check_inputs(
-            load_npz(o.test_input, "--test_input"),
-            module_signature(module, f"--mlir '{o.mlir}'"),
-            f"--test_input '{o.test_input}'",
-        )
+        inputs = check_inputs(load_npz(o.test_input, "--test_input"), sig, f"--test_input '{o.test_input}'")
     if o.test_reference:
         ref = load_npz(o.test_reference, "--test_reference")
     tpu = deploy_module(
@@ -387,6 +384,19 @@ def build_parser(prog: str = TOOL) -> argparse.ArgumentParser:
 
 
 def options_from_args(a: argparse.Namespace) -> DeployOptions:
+    check_not_empty(
+        *(
+            (flag, getattr(a, flag[2:]))
+            for flag in (
+                "--mlir",
+                "--calibration_table",
+                "--quantize_table",
+                "--test_input",
+                "--test_reference",
+                "--model",
+            )
+        )
+    )
     tol = None
     if a.tolerance is not None:
         try:

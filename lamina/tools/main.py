@@ -40,6 +40,9 @@ def example_model(args: argparse.Namespace) -> int:
     from lamina.tools.transform import transform_main
 
     w = args.workdir
+    if not w.strip():
+        print("lamina: error: --workdir is empty", file=sys.stderr)
+        return 1
     for d in (w, os.path.join(w, "calibration_samples")):
         if os.path.exists(d) and not os.path.isdir(d):
             print(f"lamina: error: --workdir: '{d}' exists and is not a directory", file=sys.stderr)

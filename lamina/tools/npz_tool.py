@@ -217,6 +217,10 @@ def compare_files(
 def run_compare(args: argparse.Namespace) -> int:
     try:
         check_outputs([("input", args.a), ("input", args.b)], [("--html", args.html)])
+    except ToolError as e:
+        print(f"{TOOL}: error: {e}", file=sys.stderr)
+        return 1
+    try:
         tol = parse_tolerance(args.tolerance)
         report = compare_files(args.a, args.b, tol, parse_names(args.excepts))
     except (ToolError, ValueError) as e:

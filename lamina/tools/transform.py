@@ -55,7 +55,7 @@ from lamina.frontends.preprocess import (
     parse_shapes,
 )
 from lamina.support.paths import check_input_file, check_outputs
-from lamina.tools.common import atomic_write, internal_error_guard
+from lamina.tools.common import atomic_write, check_not_empty, internal_error_guard
 
 TOOL = "model_transform"
 
@@ -403,6 +403,16 @@ def build_parser(prog: str = TOOL) -> argparse.ArgumentParser:
 
 
 def options_from_args(a: argparse.Namespace) -> TransformOptions:
+    check_not_empty(
+        ("--model_name", a.model_name),
+        ("--input_shapes", a.input_shapes),
+        ("--input_types", a.input_types),
+        ("--output_names", a.output_names),
+        ("--test_input", a.test_input),
+        ("--test_result", a.test_result),
+        ("--excepts", a.excepts),
+        ("--mlir", a.mlir),
+    )
     try:
         tol = parse_tolerance(a.tolerance)
     except ValueError as e:
@@ -410,7 +420,7 @@ def options_from_args(a: argparse.Namespace) -> TransformOptions:
     return TransformOptions(
         model_def=a.model_def,
         model_name=a.model_name,
-        input_shapes=parse_shapes(a.input_shapes) if a.input_shapes else None,
+        input_shapes=parse_shapes(a.input_shapes) if a.input_shapes is not None else None,
         input_types=parse_dtypes(a.input_types),
         output_names=parse_names(a.output_names),
         mean=parse_floats(a.mean, "--mean"),
