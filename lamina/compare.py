@@ -178,6 +178,8 @@ class CompareReport:
     excepted: list[str] = field(default_factory=list)
     name_a: str = "a"
     name_b: str = "b"
+    #: ``excepts`` naming a tensor of neither set (a typo? TPU-MLIR ignores them; the tools warn).
+    unknown_excepts: list[str] = field(default_factory=list)
 
     @property
     def passed(self) -> bool:
@@ -227,6 +229,7 @@ def compare_sets(
     name_b: str = "b",
 ) -> CompareReport:
     """Compare every tensor present in both ``a`` and ``b`` (in ``a``'s order), skipping ``excepts``."""
+    excepts = list(excepts)
     skip = set(excepts)
     bkeys = set(b.keys())
     results: list[TensorResult] = []
@@ -247,6 +250,7 @@ def compare_sets(
         excepted=excepted,
         name_a=name_a,
         name_b=name_b,
+        unknown_excepts=[k for k in dict.fromkeys(excepts) if k not in akeys and k not in bkeys],
     )
 
 
@@ -259,8 +263,8 @@ def parse_tolerance(text: str) -> tuple[float, float]:
         vals = (float(parts[0]), float(parts[1]))
     except ValueError:
         raise ValueError(f"--tolerance expects two numbers 'cosine,euclidean', got '{text}'") from None
-    if any(math.isnan(v) or v > 1.0 for v in vals):
-        raise ValueError(f"--tolerance values must be at most 1.0, got '{text}'")
+    if any(not math.isfinite(v) or v > 1.0 or v < -1.0 for v in vals):
+        raise ValueError(f"--tolerance values must be finite, at least -1 and at most 1.0, got '{text}'")
     return vals
 
 

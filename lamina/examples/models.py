@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from lamina.support.fileio import atomic_write
+
 
 def build_example_cnn(path: str, seed: int = 0) -> str:
     """A ResNet-style block with a classifier head, written to ``path`` as ONNX (opset 17):
@@ -60,7 +62,7 @@ def build_example_cnn(path: str, seed: int = 0) -> str:
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="lamina")
     onnx.checker.check_model(model)
-    onnx.save(model, path)
+    atomic_write(path, model.SerializeToString())
     return path
 
 

@@ -18,21 +18,15 @@ from typing import Any
 import numpy as np
 
 from lamina.support import fileio
-
-
-class ToolError(Exception):
-    """A user-facing error (bad file, bad flag, mismatched input): printed as one message."""
-
+from lamina.support.errors import ToolError
+from lamina.support.paths import check_input_file
 
 # ---- npz ------------------------------------------------------------------------------------------
 
 
 def load_npz(path: str, what: str = "npz file") -> dict[str, np.ndarray]:
     """All arrays of an ``.npz`` (or a single ``.npy``, keyed by its file stem), in file order."""
-    if not os.path.exists(path):
-        raise ToolError(f"{what} '{path}' does not exist")
-    if os.path.isdir(path):
-        raise ToolError(f"{what} '{path}' is a directory")
+    check_input_file(path, what)
     with open(path, "rb") as f:
         magic = f.read(6)
     if not (magic.startswith(b"PK") or magic == b"\x93NUMPY"):
@@ -56,6 +50,8 @@ def save_npz(path: str, arrays: Mapping[str, np.ndarray]) -> None:
     d = os.path.dirname(os.path.abspath(path)) or "."
     if not os.path.isdir(d):
         raise ToolError(f"cannot write '{path}': directory '{d}' does not exist")
+    if os.path.isdir(path):
+        raise ToolError(f"cannot write '{path}': it is a directory")
     fileio.save_npz(path, arrays)
 
 
@@ -72,12 +68,28 @@ class Signature:
     output_names: list[str]
 
 
-def module_signature(module: Any) -> Signature:
-    from lamina.execution.interpreter import NAME_KEY, find_main
+def main_function(module: Any, source: str = "the model") -> Any:
+    """The function a model runs: ``func.func @main``, else the first ``func.func``; one with a body."""
+    from lamina.execution import ExecutionError
+    from lamina.execution.interpreter import find_main
+
+    try:
+        func = find_main(module)
+    except ExecutionError:
+        raise ToolError(
+            f"{source} has no function to run: expected a 'func.func @main' (or a single func.func)"
+        ) from None
+    if not func.regions or not func.regions[0].blocks:
+        raise ToolError(f"{source}: the function to run is a declaration without a body")
+    return func
+
+
+def module_signature(module: Any, source: str = "the model") -> Signature:
+    from lamina.execution.interpreter import NAME_KEY
     from lamina.ir.attributes import StringAttr, element_type_to_dtype
     from lamina.ir.types import RankedTensorType
 
-    func = find_main(module)
+    func = main_function(module, source)
     entry = func.regions[0].blocks[0]
 
     def names(key: str, n: int, prefix: str) -> list[str]:
@@ -109,9 +121,7 @@ def module_signature(module: Any) -> Signature:
 
 def input_ops(module: Any) -> list[Any]:
     """The ``top.Input`` op of each function argument (None where an argument has none)."""
-    from lamina.execution.interpreter import find_main
-
-    entry = find_main(module).regions[0].blocks[0]
+    entry = main_function(module).regions[0].blocks[0]
     out = []
     for a in entry.args:
         users = [u.owner for u in a.uses] if hasattr(a, "uses") else []
@@ -156,8 +166,9 @@ def parse_mlir_file(path: str) -> tuple[Any, Any]:
     from lamina.ir.parser import parse_module
     from lamina.ir.verifier import verify
 
-    if not os.path.exists(path):
-        raise ToolError(f"model '{path}' does not exist")
+    check_input_file(path, "model")
+    if path.lower().endswith(".onnx"):
+        raise ToolError(f"model '{path}' is an ONNX model: give the .mlir that model_transform writes")
     try:
         with open(path, "rb") as f:
             text = f.read().decode("utf-8")
@@ -192,6 +203,7 @@ def import_onnx_file(
     from lamina.frontends.onnx import OnnxImportError, import_onnx
     from lamina.ir.context import Context
 
+    check_input_file(path, "model")
     ctx = Context(handler=None)
     try:
         module = import_onnx(path, ctx, input_shapes=input_shapes, output_names=output_names or None)

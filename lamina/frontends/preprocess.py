@@ -17,6 +17,7 @@ An image (jpg/png/bmp/..., decoded with Pillow) becomes a model input as TPU-MLI
 from __future__ import annotations
 
 import ast
+import math
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from lamina.frontends.model_io import Signature, ToolError, check_inputs, load_npz
+from lamina.support.paths import check_input_file
 
 IMAGE_EXTS = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm", ".pgm")
 PIXEL_FORMATS = ("rgb", "bgr", "gray", "rgba")
@@ -59,23 +61,31 @@ def parse_shapes(text: str) -> list[list[int]]:
 
 def parse_floats(text: str | None, flag: str) -> list[float] | None:
     """``0.1,0.2,0.3`` or ``[0.1,0.2,0.3]`` → floats (None when not given)."""
-    if text is None or str(text).strip() == "":
+    if text is None:
         return None
     s = str(text).strip().strip("[]()")
     try:
-        return [float(p) for p in s.split(",") if p.strip()]
+        vals = [float(p) for p in s.split(",") if p.strip()]
     except ValueError:
-        raise ToolError(f"{flag}: expected comma-separated numbers like 0.5,0.5,0.5, got '{text}'") from None
+        vals = []
+    if not vals or not all(math.isfinite(v) for v in vals):
+        raise ToolError(
+            f"{flag}: expected comma-separated numbers like 0.5,0.5,0.5 (finite, not nan or inf), got '{text}'"
+        )
+    return vals
 
 
 def parse_ints(text: str | None, flag: str) -> list[int] | None:
-    if text is None or str(text).strip() == "":
+    if text is None:
         return None
     s = str(text).strip().strip("[]()")
     try:
-        return [int(p) for p in s.split(",") if p.strip()]
+        vals = [int(p) for p in s.split(",") if p.strip()]
     except ValueError:
-        raise ToolError(f"{flag}: expected comma-separated integers like 256,256, got '{text}'") from None
+        vals = []
+    if not vals:
+        raise ToolError(f"{flag}: expected comma-separated integers like 256,256, got '{text}'")
+    return vals
 
 
 def parse_names(text: str | None) -> list[str]:
@@ -136,6 +146,11 @@ class PreprocessConfig:
             )
         if self.resize_dims is not None and (len(self.resize_dims) != 2 or min(self.resize_dims) <= 0):
             raise ToolError(f"--resize_dims expects two positive integers 'h,w', got {self.resize_dims}")
+        for flag, v in (("--mean", self.mean), ("--scale", self.scale)):
+            if v is not None and (len(v) == 0 or not all(math.isfinite(float(x)) for x in v)):
+                raise ToolError(
+                    f"{flag} must be finite numbers (one per channel, or one for all), got {list(v)}"
+                )
         if self.pad_type not in ("center", "normal"):
             raise ToolError(f"pad_type must be 'center' or 'normal', got '{self.pad_type}'")
 
@@ -197,20 +212,20 @@ def resize_bilinear(img: np.ndarray, h: int, w: int) -> np.ndarray:
     return top[:, x0] * (1 - fx)[None, :, None] + top[:, x1] * fx[None, :, None]
 
 
-def read_image(path: str, pixel_format: str) -> np.ndarray:
-    """Decode an image file into an ``HxWxC`` uint8 array in ``pixel_format`` channel order."""
+def read_image(path: str, pixel_format: str, what: str = "test input") -> np.ndarray:
+    """Decode an image file into an ``HxWxC`` uint8 array in ``pixel_format`` channel order; errors
+    name the file as ``what`` (a test input, a calibration sample)."""
     try:
         from PIL import Image
     except ImportError:
         raise ToolError(f"reading the image '{path}' needs Pillow: pip install pillow") from None
-    if not os.path.exists(path):
-        raise ToolError(f"test input '{path}' does not exist")
+    check_input_file(path, what)
     try:
         with Image.open(path) as im:
             mode = {"gray": "L", "rgba": "RGBA"}.get(pixel_format, "RGB")
             arr = np.asarray(im.convert(mode))
     except Exception as e:
-        raise ToolError(f"test input '{path}' is not a readable image: {e}") from None
+        raise ToolError(f"{what} '{path}' is not a readable image: {e}") from None
     if arr.ndim == 2:
         arr = arr[:, :, None]
     if pixel_format == "bgr":
@@ -264,6 +279,24 @@ def preprocess_image(img: np.ndarray, cfg: PreprocessConfig, shape: Sequence[int
     return np.ascontiguousarray(np.broadcast_to(x[None], (n, *x.shape)), dtype=np.float32)
 
 
+def check_test_input_files(test_input: str) -> list[str]:
+    """The files of ``--test_input`` (one ``.npz``, or comma-separated images/``.npy``), each checked
+    to be a regular file of a supported type, before any work."""
+    files = parse_names(test_input)
+    if not files:
+        raise ToolError("--test_input is empty")
+    for f in files:
+        ext = os.path.splitext(f)[1].lower()
+        if ext == ".npz" and len(files) > 1:
+            raise ToolError(f"test input '{f}': an .npz must be the only --test_input file")
+        if ext not in (".npz", ".npy", *IMAGE_EXTS):
+            raise ToolError(
+                f"test input '{f}': unsupported file type '{ext or '(none)'}' (expected .npz, .npy or an image)"
+            )
+        check_input_file(f, "test input")
+    return files
+
+
 def load_test_inputs(
     test_input: str,
     sig: Signature,
@@ -272,9 +305,7 @@ def load_test_inputs(
 ) -> dict[str, np.ndarray]:
     """``--test_input``: one ``.npz`` for all inputs, or comma-separated files (image/``.npy``), one per
     input in order. Returns the inputs keyed by input name, checked against the signature."""
-    files = parse_names(test_input)
-    if not files:
-        raise ToolError("--test_input is empty")
+    files = check_test_input_files(test_input)
     if len(files) == 1 and files[0].endswith(".npz"):
         arrays = load_npz(files[0], "test input")
         source = files[0]
@@ -297,12 +328,6 @@ def load_test_inputs(
                     )
                 cfg = configs[i] if i < len(configs) else PreprocessConfig()
                 arrays[name] = preprocess_image(read_image(f, cfg.pixel_format), cfg, shape)
-            elif ext == ".npz":
-                raise ToolError(f"test input '{f}': an .npz must be the only --test_input file")
-            else:
-                raise ToolError(
-                    f"test input '{f}': unsupported file type '{ext or '(none)'}' (expected .npz, .npy or an image)"
-                )
         source = ",".join(files)
     if input_dtypes:
         for name, dt in zip(sig.input_names, input_dtypes):

@@ -38,14 +38,25 @@ def list_samples(dataset: str | None = None, data_list: str | None = None, input
         if not os.path.isfile(data_list):
             raise DatasetError(f"data list '{data_list}' does not exist")
         base = os.path.dirname(os.path.abspath(data_list))
-        with open(data_list, encoding="utf-8", errors="replace") as f:
-            for line in f:
-                line = line.strip()
-                if not line or line.startswith("#"):
-                    continue
-                parts = [p.strip() for p in line.split(",")]
-                parts = [p if os.path.isabs(p) else os.path.join(base, p) for p in parts]
-                entries.append(",".join(parts))
+        with open(data_list, "rb") as fb:
+            raw = fb.read()
+        try:
+            if b"\0" in raw:
+                raise UnicodeDecodeError("utf-8", raw, raw.index(b"\0"), raw.index(b"\0") + 1, "NUL byte")
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            line_no = raw[: e.start].count(b"\n") + 1
+            raise DatasetError(
+                f"data list '{data_list}' is not a text file (byte 0x{raw[e.start]:02x} on line {line_no}); "
+                "expected one sample path per line"
+            ) from None
+        for line in text.splitlines():
+            line = line.strip()
+            if not line or line.startswith("#"):
+                continue
+            parts = [p.strip() for p in line.split(",")]
+            parts = [p if os.path.isabs(p) else os.path.join(base, p) for p in parts]
+            entries.append(",".join(parts))
         if not entries:
             raise DatasetError(f"data list '{data_list}' lists no samples")
     else:
@@ -100,7 +111,7 @@ class SampleLoader:
             )
         cfg = self.configs[i] if i < len(self.configs) else PreprocessConfig()
         try:
-            return preprocess_image(read_image(path, cfg.pixel_format), cfg, shape)
+            return preprocess_image(read_image(path, cfg.pixel_format, "calibration sample"), cfg, shape)
         except ToolError as e:
             raise DatasetError(f"{path}: {e}") from None
 

@@ -17,7 +17,6 @@ unreadable model); 2 bad usage.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from collections.abc import Sequence
@@ -27,6 +26,8 @@ from lamina.quant.methods import METHODS
 from lamina.tools.common import internal_error_guard
 
 TOOL = "run_calibration"
+#: The most histogram bins ``--histogram_bin_num`` may ask for (TPU-MLIR's default is 2048).
+MAX_HISTOGRAM_BINS = 1 << 20
 
 
 def _method(text: str) -> str:
@@ -106,9 +107,10 @@ def calibrate_file(
 ) -> Any:
     """``run_calibration`` as a function: returns the :class:`CalibrationResult` and writes the table
     when ``calibration_table`` is given. Problems raise :class:`ToolError`."""
-    from lamina.frontends.model_io import ToolError, parse_mlir_file
+    from lamina.frontends.model_io import ToolError, module_signature, parse_mlir_file
     from lamina.quant.calibration import CalibrationError, calibrate
     from lamina.quant.dataset import DatasetError, SampleLoader, list_samples
+    from lamina.support.paths import check_outputs
 
     if dataset is not None and data_list is not None:
         raise ToolError("give either --dataset or --data_list, not both")
@@ -117,12 +119,11 @@ def calibrate_file(
     for flag, v in (("--outlier_ratio", outlier_ratio), ("--asym_tail", asym_tail)):
         if v is not None and not (v >= 0 and v != float("inf")):
             raise ToolError(f"{flag} must be a finite number >= 0 (0 disables), got {v}")
-    if histogram_bin_num < 128:
-        raise ToolError(f"--histogram_bin_num must be at least 128, got {histogram_bin_num}")
-    if calibration_table is not None:
-        d = os.path.dirname(os.path.abspath(calibration_table))
-        if not os.path.isdir(d):
-            raise ToolError(f"cannot write '{calibration_table}': directory '{d}' does not exist")
+    if not 128 <= histogram_bin_num <= MAX_HISTOGRAM_BINS:
+        raise ToolError(
+            f"--histogram_bin_num must be from 128 to {MAX_HISTOGRAM_BINS}, got {histogram_bin_num}"
+        )
+    check_outputs([("the model", mlir_file), ("--data_list", data_list)], [("-o", calibration_table)])
     try:
         entries = list_samples(dataset, data_list, input_num)
     except DatasetError as e:
@@ -130,6 +131,7 @@ def calibrate_file(
     if input_num and len(entries) < input_num and log is not None:
         log(f"{TOOL}: note: --input_num {input_num} but only {len(entries)} sample(s) found; using them all")
     module, _ctx = parse_mlir_file(mlir_file)
+    module_signature(module, f"model '{mlir_file}'")  # a module without a function is named here
     loader = SampleLoader.for_module(module)
     if tune_num > len(entries):
         tune_num = len(entries)
@@ -193,6 +195,29 @@ def search_file(
         raise ToolError(str(e)) from None
 
 
+def check_search_flags(args: argparse.Namespace, searching: bool) -> None:
+    """The numbers and output paths of the search, checked before calibrating (which takes long)."""
+    import math
+
+    from lamina.frontends.model_io import ToolError
+    from lamina.support.paths import check_outputs
+
+    if args.input_num < 0:
+        raise ToolError(f"--input_num must be >= 0, got {args.input_num}")
+    if not searching:
+        return
+    if not (math.isfinite(args.expected_cos) and -1.0 <= args.expected_cos <= 1.0):
+        raise ToolError(f"--expected_cos must be a cosine from -1 to 1, got {args.expected_cos}")
+    if args.max_float_layers is not None and args.max_float_layers < 0:
+        raise ToolError(f"--max_float_layers must be >= 0, got {args.max_float_layers}")
+    if args.search_num < 1:
+        raise ToolError(f"--search_num must be at least 1, got {args.search_num}")
+    check_outputs(
+        [("the model", args.mlir_file), ("--data_list", args.data_list)],
+        [("-o", args.calibration_table), ("--quantize_table", args.quantize_table)],
+    )
+
+
 def _run(args: argparse.Namespace, tool: str) -> int:
     from lamina.frontends.model_io import ToolError
 
@@ -215,6 +240,7 @@ def _run(args: argparse.Namespace, tool: str) -> int:
         print(msg, file=sys.stderr)
 
     try:
+        check_search_flags(args, searching)
         res = calibrate_file(
             args.mlir_file,
             dataset=args.dataset,

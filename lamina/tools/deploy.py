@@ -41,9 +41,10 @@ from typing import Any
 import numpy as np
 
 from lamina.compare import CompareReport, compare_sets, parse_tolerance
-from lamina.frontends.model_io import ToolError, load_npz, save_npz
+from lamina.frontends.model_io import ToolError, check_inputs, load_npz, module_signature, save_npz
 from lamina.quant.deploy import MODES, deploy_module, run_tpu_module, summarize_tpu_module
-from lamina.tools.common import internal_error_guard
+from lamina.support.paths import check_outputs
+from lamina.tools.common import check_not_empty, internal_error_guard
 
 TOOL = "model_deploy"
 
@@ -211,6 +212,21 @@ def validate(o: DeployOptions) -> None:
     d = os.path.dirname(os.path.abspath(o.prefix))
     if not os.path.isdir(d):
         raise UsageError(f"--model '{o.model}': directory '{d}' does not exist")
+    check_outputs(
+        [
+            ("--mlir", o.mlir),
+            ("--calibration_table", o.calibration_table),
+            ("--quantize_table", o.quantize_table),
+            ("--test_input", o.test_input),
+            ("--test_reference", o.test_reference),
+        ],
+        [
+            ("--model", o.model),
+            ("the tpu .mlir", o.prefix + "_tpu.mlir"),
+            ("the tpu weight file", o.prefix + "_tpu_weights.npz"),
+            ("the tpu outputs", o.prefix + "_tpu_outputs.npz" if o.test_input else None),
+        ],
+    )
 
 
 def validate_with_module(o: DeployOptions, module: Any) -> dict[str, str]:
@@ -283,7 +299,14 @@ def deploy(o: DeployOptions, log: Callable[[str], None] | None = None) -> Deploy
     say(f"# {deploy_command(o)}")
     t0 = time.perf_counter()
     module, ctx = parse_mlir_file(o.mlir)
+    sig = module_signature(module, f"--mlir '{o.mlir}'")  # a module without a function fails here
     validate_with_module(o, module)
+    # Read and check the inputs and the reference before lowering: a bad file fails fast, by name.
+    inputs = ref = None
+    if o.test_input:
+        inputs = check_inputs(load_npz(o.test_input, "--test_input"), sig, f"--test_input '{o.test_input}'")
+    if o.test_reference:
+        ref = load_npz(o.test_reference, "--test_reference")
     tpu = deploy_module(
         module,
         o.quantize,
@@ -301,9 +324,8 @@ def deploy(o: DeployOptions, log: Callable[[str], None] | None = None) -> Deploy
         + f" ({o.quantize}, {time.perf_counter() - t0:.2f} s): {summarize_tpu_module(tpu)}"
     )
     res = DeployResult(tpu, mlir_out, weights)
-    if not o.test_input:
+    if inputs is None:
         return res
-    inputs = load_npz(o.test_input, "--test_input")
     out_npz = o.prefix + "_tpu_outputs.npz"
     say(
         f"# model_runner --input {o.test_input} --model {mlir_out} --output {out_npz}"
@@ -312,10 +334,9 @@ def deploy(o: DeployOptions, log: Callable[[str], None] | None = None) -> Deploy
     outs = run_tpu_module(tpu, inputs, dump_all=o.compare_all)
     save_npz(out_npz, outs)
     res.outputs_npz, res.outputs = out_npz, outs
-    if not o.test_reference:
+    if ref is None:
         return res
     tol = o.effective_tolerance
-    ref = load_npz(o.test_reference, "--test_reference")
     say(f"# npz_tool compare {out_npz} {o.test_reference} --tolerance {tol[0]},{tol[1]} -v")
     report = compare_sets(outs, ref, tol, o.excepts, name_a=out_npz, name_b=o.test_reference)
     res.report = report
@@ -363,6 +384,19 @@ def build_parser(prog: str = TOOL) -> argparse.ArgumentParser:
 
 
 def options_from_args(a: argparse.Namespace) -> DeployOptions:
+    check_not_empty(
+        *(
+            (flag, getattr(a, flag[2:]))
+            for flag in (
+                "--mlir",
+                "--calibration_table",
+                "--quantize_table",
+                "--test_input",
+                "--test_reference",
+                "--model",
+            )
+        )
+    )
     tol = None
     if a.tolerance is not None:
         try:

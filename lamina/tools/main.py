@@ -32,20 +32,32 @@ def example_model(args: argparse.Namespace) -> int:
     run on the bit-exact tpu interpreter, compared with the top outputs)."""
     import os
 
-    import numpy as np
-
     from lamina.examples.models import build_example_cnn, example_input
+    from lamina.support.fileio import save_npz
     from lamina.tools.calibrate import calibrate_main
     from lamina.tools.deploy import deploy_main
     from lamina.tools.transform import transform_main
 
     w = args.workdir
-    os.makedirs(os.path.join(w, "calibration_samples"), exist_ok=True)
+    if not w.strip():
+        print("lamina: error: --workdir is empty", file=sys.stderr)
+        return 1
+    for d in (w, os.path.join(w, "calibration_samples")):
+        if os.path.exists(d) and not os.path.isdir(d):
+            print(f"lamina: error: --workdir: '{d}' exists and is not a directory", file=sys.stderr)
+            return 1
+    try:
+        os.makedirs(os.path.join(w, "calibration_samples"), exist_ok=True)
+    except OSError as e:
+        print(f"lamina: error: cannot create --workdir '{w}': {e.strerror or e}", file=sys.stderr)
+        return 1
     model = build_example_cnn(os.path.join(w, "example_cnn.onnx"))
     test_input = os.path.join(w, "example_cnn_input.npz")
-    np.savez(test_input, input=example_input())
+    save_npz(test_input, {"input": example_input()})
     for i in range(16):
-        np.savez(os.path.join(w, "calibration_samples", f"{i:02d}.npz"), input=example_input(seed=100 + i))
+        save_npz(
+            os.path.join(w, "calibration_samples", f"{i:02d}.npz"), {"input": example_input(seed=100 + i)}
+        )
     mlir = os.path.join(w, "example_cnn.mlir")
     steps = [
         ("model_transform on the built-in example model", transform_main, [

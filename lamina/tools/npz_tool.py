@@ -31,6 +31,7 @@ from lamina.compare import (
 )
 from lamina.frontends.model_io import ToolError, load_npz
 from lamina.frontends.preprocess import parse_names
+from lamina.support.paths import check_outputs
 from lamina.tools.common import atomic_write, internal_error_guard
 
 TOOL = "npz_tool"
@@ -64,6 +65,11 @@ def result_line(r: TensorResult, width: int) -> str:
 
 def print_report(report: CompareReport, verbose: int, out=None) -> None:
     out = out or sys.stdout
+    for k in report.unknown_excepts:
+        print(
+            f"warning: --excepts '{k}' names no tensor of '{report.name_a}' or '{report.name_b}'",
+            file=sys.stderr,
+        )
     width = min(48, max((len(r.name) for r in report.results), default=8))
     for r in report.results:
         if verbose >= 1 or not r.passed:
@@ -209,6 +215,11 @@ def compare_files(
 
 
 def run_compare(args: argparse.Namespace) -> int:
+    try:
+        check_outputs([("input", args.a), ("input", args.b)], [("--html", args.html)])
+    except ToolError as e:
+        print(f"{TOOL}: error: {e}", file=sys.stderr)
+        return 1
     try:
         tol = parse_tolerance(args.tolerance)
         report = compare_files(args.a, args.b, tol, parse_names(args.excepts))

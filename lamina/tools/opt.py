@@ -18,6 +18,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from lamina.ir.source_diagnostics import DiagnosticVerifier, SourceBuffer, SourceDiagnosticPrinter
+from lamina.support.errors import ToolError
+from lamina.support.paths import check_outputs
 from lamina.tools.common import atomic_write, internal_error_guard, read_text_input
 
 if TYPE_CHECKING:
@@ -159,6 +161,25 @@ def split_chunks(text: str, marker: str) -> list[tuple[str, int]]:
     return chunks
 
 
+def _unknown_passes(args: argparse.Namespace) -> str | None:
+    """A message for ``--print-ir-after/before`` naming no registered pass (None when all exist)."""
+    from lamina.passes import get_pass
+
+    for flag, names in (("--print-ir-after", args.after), ("--print-ir-before", args.before)):
+        for name in (n.strip() for v in names for n in v.split(",")):
+            if not name or get_pass(name) is None:
+                return f"{flag}: no pass named '{name}' is registered (see --list-passes)"
+    return None
+
+
+def _external_weights_path(args: argparse.Namespace) -> str | None:
+    """``--external-weights``; a bare file name lives next to the output file."""
+    external = args.external_weights
+    if external and not os.path.dirname(external) and args.output != "-":
+        external = os.path.join(os.path.dirname(os.path.abspath(args.output)), external)
+    return external
+
+
 def _list_passes() -> str:
     from lamina.passes.registry import format_pass_list
 
@@ -194,6 +215,23 @@ def run(argv: Sequence[str] | None = None) -> int:
     pipeline = args.pass_pipeline
     if pipeline is None and pass_flags:
         pipeline = "builtin.module(" + ",".join(pass_flags) + ")"
+    unknown = _unknown_passes(args)
+    if unknown:
+        print(f"lamina-opt: error: {unknown}", file=sys.stderr)
+        return 2
+    args.external_weights = _external_weights_path(args)
+    try:
+        check_outputs(
+            [("the input", None if args.input == "-" else args.input)],
+            [
+                ("-o", None if args.output == "-" else args.output),
+                ("--external-weights", args.external_weights),
+                ("the crash reproducer", args.reproducer),
+            ],
+        )
+    except ToolError as e:
+        print(f"lamina-opt: error: {e}", file=sys.stderr)
+        return 1
 
     text, filename = read_text_input(args.input, "lamina-opt")
     if text is None:
@@ -270,9 +308,6 @@ def _process(
     if ctx.diagnostics.error_count:
         return None
     external = args.external_weights
-    if external and not os.path.dirname(external) and args.output != "-":
-        # A bare weight-file name lives next to the output file.
-        external = os.path.join(os.path.dirname(os.path.abspath(args.output)), external)
     t1 = time.perf_counter()
     text = print_operation(
         module,

@@ -12,7 +12,6 @@ keyed by its tensor (location) name, in network order. The output file is writte
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -32,6 +31,7 @@ from lamina.frontends.model_io import (
     run_top_module,
     save_npz,
 )
+from lamina.support.paths import check_input_file, check_outputs
 from lamina.tools.common import internal_error_guard
 
 TOOL = "model_runner"
@@ -48,8 +48,7 @@ def run_model_file(
     ``inputs`` (arrays by name, or an npz path)."""
     source = inputs if isinstance(inputs, str) else "inputs"
     arrays = load_npz(inputs, "input file") if isinstance(inputs, str) else dict(inputs)
-    if not os.path.exists(model_path):
-        raise ToolError(f"model '{model_path}' does not exist")
+    check_input_file(model_path, "model")
     if model_path.endswith(".onnx"):
         from lamina.frontends.onnx import OnnxImportError, load_model
 
@@ -69,7 +68,7 @@ def run_model_file(
     if engine not in (None, "lamina"):
         raise ToolError(f"--engine {engine} can only run .onnx models; '{model_path}' is run by Lamina")
     module, _ = parse_mlir_file(model_path)
-    feeds = check_inputs(arrays, module_signature(module), source)
+    feeds = check_inputs(arrays, module_signature(module, f"model '{model_path}'"), source)
     if any(op.name.startswith("tpu.") for op in module.walk_ops()):
         from lamina.quant.deploy import run_tpu_module
 
@@ -115,6 +114,7 @@ def build_parser(prog: str = TOOL) -> argparse.ArgumentParser:
 def _run(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     try:
+        check_outputs([("--input", args.input), ("--model", args.model)], [("--output", args.output)])
         res = run_model_file(args.model, args.input, args.dump_all_tensors, args.engine, args.out_fixed)
         save_npz(args.output, res)
     except ToolError as e:

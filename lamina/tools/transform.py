@@ -46,6 +46,7 @@ from lamina.frontends.model_io import (
 )
 from lamina.frontends.preprocess import (
     PreprocessConfig,
+    check_test_input_files,
     load_test_inputs,
     parse_dtypes,
     parse_floats,
@@ -53,7 +54,8 @@ from lamina.frontends.preprocess import (
     parse_names,
     parse_shapes,
 )
-from lamina.tools.common import atomic_write, internal_error_guard
+from lamina.support.paths import check_input_file, check_outputs
+from lamina.tools.common import atomic_write, check_not_empty, internal_error_guard
 
 TOOL = "model_transform"
 
@@ -242,18 +244,22 @@ def transform(
     say = log or (lambda s: None)
     name = o.name()
     mlir = o.mlir or f"{name}.mlir"
-    out_dir = os.path.dirname(os.path.abspath(mlir))
 
     def beside(suffix: str) -> str:
         return os.path.join(os.path.dirname(mlir), f"{name}{suffix}")
 
     weights = beside("_top_weights.npz")
-    if not os.path.exists(o.model_def):
-        raise ToolError(f"--model_def '{o.model_def}' does not exist")
+    in_npz, ref_npz = beside("_in_f32.npz"), beside("_ref_outputs.npz")
+    result_npz = o.test_result or beside("_top_outputs.npz")
+    check_input_file(o.model_def, "--model_def")
     if not o.model_def.endswith(".onnx"):
         raise ToolError(f"--model_def '{o.model_def}': only ONNX models (.onnx) are supported")
-    if not os.path.isdir(out_dir):
-        raise ToolError(f"cannot write '{mlir}': directory '{out_dir}' does not exist")
+    test_files = check_test_input_files(o.test_input) if o.test_input is not None else []
+    outputs = [("--mlir", mlir), ("the weight file", weights)]
+    if o.test_input:
+        outputs += [("the preprocessed inputs", in_npz), ("the onnxruntime reference", ref_npz)]
+        outputs.append(("--test_result", result_npz))
+    check_outputs([("--model_def", o.model_def)] + [("--test_input", f) for f in test_files], outputs)
     cfg = o.preprocess_config()
     steps = 3 + (4 if o.test_input else 0)
     bar = Progress(steps, progress)
@@ -281,6 +287,17 @@ def transform(
         sig = module_signature(module)
         timings["optimize"] = time.perf_counter() - t
 
+        # The test inputs are read and checked against the model before anything is written.
+        inputs = None
+        if o.test_input:
+            t = time.perf_counter()
+            bar.step(f"preprocessing {o.test_input}")
+            configs = [
+                PreprocessConfig.from_input_op(op) if o.has_preprocess() else cfg for op in input_ops(module)
+            ]
+            inputs = load_test_inputs(o.test_input, sig, configs, o.input_types)
+            timings["preprocess"] = time.perf_counter() - t
+
         t = time.perf_counter()
         bar.step(f"writing {mlir}")
         wrote = write_mlir(module, mlir, weights)
@@ -288,26 +305,16 @@ def transform(
         say(f"# {transform_command(o)}")
         say(f"wrote {mlir}" + (f" and {wrote}" if wrote else ""))
         res = TransformResult(module, sig, mlir, wrote, timings=timings)
-        if not o.test_input:
+        if inputs is None:
             return res
 
-        # inputs
-        t = time.perf_counter()
-        bar.step(f"preprocessing {o.test_input}")
-        configs = [
-            PreprocessConfig.from_input_op(op) if o.has_preprocess() else cfg for op in input_ops(module)
-        ]
-        inputs = load_test_inputs(o.test_input, sig, configs, o.input_types)
-        in_npz = beside("_in_f32.npz")
         save_npz(in_npz, inputs)
         res.inputs_npz = in_npz
         say(f"wrote {in_npz} ({', '.join(f'{k}: {list(v.shape)}' for k, v in inputs.items())})")
-        timings["preprocess"] = time.perf_counter() - t
 
         # onnxruntime reference
         t = time.perf_counter()
         bar.step("onnxruntime reference (all tensors)")
-        ref_npz = beside("_ref_outputs.npz")
         say(f"# {runner_command(in_npz, o.model_def, ref_npz, True)}")
         from lamina.frontends.onnx import OnnxImportError, load_model
 
@@ -323,7 +330,6 @@ def transform(
         # Lamina, from the written file
         t = time.perf_counter()
         bar.step(f"Lamina interpreter on {mlir}")
-        result_npz = o.test_result or beside("_top_outputs.npz")
         say(f"# {runner_command(in_npz, mlir, result_npz, True)}")
         written, _ = parse_mlir_file(mlir)
         top = run_top_module(written, inputs, dump_all=True)
@@ -397,6 +403,16 @@ def build_parser(prog: str = TOOL) -> argparse.ArgumentParser:
 
 
 def options_from_args(a: argparse.Namespace) -> TransformOptions:
+    check_not_empty(
+        ("--model_name", a.model_name),
+        ("--input_shapes", a.input_shapes),
+        ("--input_types", a.input_types),
+        ("--output_names", a.output_names),
+        ("--test_input", a.test_input),
+        ("--test_result", a.test_result),
+        ("--excepts", a.excepts),
+        ("--mlir", a.mlir),
+    )
     try:
         tol = parse_tolerance(a.tolerance)
     except ValueError as e:
@@ -404,7 +420,7 @@ def options_from_args(a: argparse.Namespace) -> TransformOptions:
     return TransformOptions(
         model_def=a.model_def,
         model_name=a.model_name,
-        input_shapes=parse_shapes(a.input_shapes) if a.input_shapes else None,
+        input_shapes=parse_shapes(a.input_shapes) if a.input_shapes is not None else None,
         input_types=parse_dtypes(a.input_types),
         output_names=parse_names(a.output_names),
         mean=parse_floats(a.mean, "--mean"),

@@ -1,0 +1,204 @@
+"""Bad input to every command: one clear message naming the file or flag, exit 1 (2 for usage), no
+traceback, no "internal error", every file in the directory byte-identical and nothing new written.
+
+Each case runs a command in process (its ``main(argv)``) in a copy of a small workspace: a 1x3x8x8
+conv model, its top .mlir and weights from model_transform, test inputs and outputs, a calibration
+table, and some bad files (empty, binary garbage, a FIFO (made in each copy), a directory, a symlink to the model).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import conv_relu_add_model  # tests/tools/conftest.py (this directory is on sys.path)
+
+from lamina.tools import calibrate, deploy, main, npz_tool, opt, runner, transform
+
+SHAPES = ["--input_shapes", "[[1,3,8,8]]"]
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    pytest.importorskip("onnx")
+    d = tmp_path_factory.mktemp("ws")
+    cwd = os.getcwd()
+    os.chdir(d)
+    try:
+        conv_relu_add_model(d / "m.onnx")
+        rng = np.random.default_rng(0)
+        np.savez("in.npz", x=rng.standard_normal((1, 3, 8, 8)).astype(np.float32))
+        np.savez("shape.npz", x=np.zeros((1, 3, 4, 4), np.float32))
+        np.savez("named.npz", a=np.zeros((1, 3, 8, 8), np.float32), b=np.zeros(1, np.float32))
+        np.save("in.npy", np.zeros((1, 3, 8, 8), np.float32))
+        os.mkdir("ds")
+        for i in range(2):
+            np.savez(f"ds/{i}.npz", x=rng.standard_normal((1, 3, 8, 8)).astype(np.float32))
+        assert (
+            transform.main(["--model_def", "m.onnx", *SHAPES, "--test_input", "in.npz", "--mlir", "m.mlir"])
+            == 0
+        )
+        assert (
+            calibrate.main(["m.mlir", "--dataset", "ds", "-o", "m_cali_table", "-q", "--tune_num", "0"]) == 0
+        )
+        shutil.copy("m_top_outputs.npz", "o_tpu_outputs.npz")
+        Path("empty").write_bytes(b"")
+        Path("garbage.bin").write_bytes(bytes(range(256)) * 4)
+        Path("garbage.jpg").write_bytes(bytes(range(256)))
+        Path("garbage.npz").write_bytes(b"PK\x03\x04 not really a zip")
+        Path("list.bin").write_bytes(b"\x00\xff\xfe binary \x00")
+        Path("nofunc.mlir").write_text("module {\n}\n")
+        os.mkdir("adir")
+        os.mkdir("imgs")
+        shutil.copy("garbage.jpg", "imgs/a.jpg")
+        os.symlink("m.onnx", "link.onnx")
+    finally:
+        os.chdir(cwd)
+    return d
+
+
+def _snapshot(d: Path) -> dict[str, str]:
+    out = {}
+    for p in sorted(d.rglob("*")):
+        rel = str(p.relative_to(d))
+        if p.is_symlink():
+            out[rel] = "link:" + os.readlink(p)
+        elif p.is_file():
+            out[rel] = hashlib.sha256(p.read_bytes()).hexdigest()
+        else:
+            out[rel] = "dir" if p.is_dir() else "special"
+    return out
+
+
+Tool = Callable[[list[str]], int]
+T, R, N, C, D, OPT = transform.main, runner.main, npz_tool.main, calibrate.main, deploy.main, opt.main
+F32 = ["--mlir", "m.mlir", "--quantize", "F32"]
+
+# (id, command, argv, exit status, fragments the message must contain). "{d}" is the workspace.
+CASES: list[tuple[str, Tool, list[str], int, list[str]]] = [
+    # ---- outputs that are an input, an input's weight file or another output
+    ("transform-mlir-is-model", T, ["--model_def", "m.onnx", "--mlir", "m.onnx"], 1, ["--mlir 'm.onnx'", "--model_def"]),
+    ("transform-dot-slash", T, ["--model_def", "m.onnx", "--mlir", "./m.onnx"], 1, ["refusing to overwrite"]),
+    ("transform-absolute", T, ["--model_def", "m.onnx", "--mlir", "{d}/m.onnx"], 1, ["refusing to overwrite"]),
+    ("transform-symlink", T, ["--model_def", "m.onnx", "--mlir", "link.onnx"], 1, ["refusing to overwrite"]),
+    ("transform-dotdot", T, ["--model_def", "m.onnx", "--mlir", "adir/../m.onnx"], 1, ["refusing to overwrite"]),
+    ("transform-result-is-input", T, ["--model_def", "m.onnx", *SHAPES, "--test_input", "in.npz", "--test_result", "in.npz", "--mlir", "o.mlir"], 1, ["--test_result 'in.npz'", "--test_input"]),
+    ("transform-result-is-mlir", T, ["--model_def", "m.onnx", *SHAPES, "--test_input", "in.npz", "--test_result", "o.mlir", "--mlir", "o.mlir"], 1, ["--test_result 'o.mlir'", "--mlir"]),
+    ("transform-result-is-ref", T, ["--model_def", "m.onnx", *SHAPES, "--test_input", "in.npz", "--test_result", "o_ref_outputs.npz", "--mlir", "o.mlir", "--model_name", "o"], 1, ["onnxruntime reference"]),
+    ("transform-result-is-in-f32", T, ["--model_def", "m.onnx", *SHAPES, "--test_input", "in.npz", "--test_result", "o_in_f32.npz", "--mlir", "o.mlir", "--model_name", "o"], 1, ["preprocessed inputs"]),
+    ("transform-result-is-weights", T, ["--model_def", "m.onnx", *SHAPES, "--test_input", "in.npz", "--test_result", "o_top_weights.npz", "--mlir", "o.mlir", "--model_name", "o"], 1, ["weight file"]),
+    ("runner-output-is-input", R, ["--input", "in.npz", "--model", "m.mlir", "--output", "in.npz"], 1, ["--output 'in.npz'", "--input"]),
+    ("runner-output-is-model", R, ["--input", "in.npz", "--model", "m.onnx", "--output", "m.onnx"], 1, ["--model"]),
+    ("runner-output-is-weights", R, ["--input", "in.npz", "--model", "m.mlir", "--output", "m_top_weights.npz"], 1, ["weight file of --model 'm.mlir'"]),
+    ("compare-html-is-input", N, ["compare", "in.npz", "m_in_f32.npz", "--html", "m_in_f32.npz"], 1, ["--html", "refusing to overwrite"]),
+    ("calibrate-o-is-model", C, ["m.mlir", "--dataset", "ds", "-o", "m.mlir"], 1, ["-o 'm.mlir'", "refusing"]),
+    ("calibrate-o-is-weights", C, ["m.mlir", "--dataset", "ds", "-o", "m_top_weights.npz"], 1, ["weight file of the model"]),
+    ("calibrate-o-is-qtable", C, ["m.mlir", "--dataset", "ds", "-o", "q", "--search", "search_qtable", "--quantize_table", "q"], 1, ["--quantize_table 'q'", "-o 'q'"]),
+    ("opt-weights-is-input", OPT, ["m.mlir", "--external-weights", "m.mlir"], 1, ["--external-weights", "refusing"]),
+    ("opt-weights-is-output", OPT, ["m.mlir", "-o", "out.mlir", "--external-weights", "out.mlir"], 1, ["two outputs"]),
+    ("opt-o-is-input-weights", OPT, ["m.mlir", "-o", "m_top_weights.npz"], 1, ["weight file of the input"]),
+    ("opt-o-is-input", OPT, ["m.mlir", "-o", "./m.mlir"], 1, ["refusing to overwrite"]),
+    ("deploy-false-pass", D, [*F32, "--test_input", "m_in_f32.npz", "--test_reference", "o_tpu_outputs.npz", "--model", "o"], 1, ["--test_reference 'o_tpu_outputs.npz'"]),
+    ("deploy-outputs-is-test-input", D, [*F32, "--test_input", "o_tpu_outputs.npz", "--model", "o.bmodel"], 1, ["--test_input"]),
+    ("deploy-model-is-mlir", D, [*F32, "--model", "m.mlir"], 1, ["--model 'm.mlir'", "--mlir"]),
+    ("deploy-model-is-weights", D, [*F32, "--model", "m_top_weights.npz"], 1, ["weight file of --mlir"]),
+    ("deploy-model-is-table", D, ["--mlir", "m.mlir", "--quantize", "INT8", "--calibration_table", "m_cali_table", "--model", "m_cali_table"], 1, ["--calibration_table"]),
+    # ---- validate first: nothing is written when an input is bad
+    ("transform-missing-test-input", T, ["--model_def", "m.onnx", *SHAPES, "--test_input", "nope.npz", "--mlir", "o.mlir"], 1, ["nope.npz", "does not exist"]),
+    ("transform-test-input-shape", T, ["--model_def", "m.onnx", *SHAPES, "--test_input", "shape.npz", "--mlir", "o.mlir"], 1, ["shape.npz", "[1, 3, 4, 4]"]),
+    ("transform-test-input-names", T, ["--model_def", "m.onnx", *SHAPES, "--test_input", "named.npz", "--mlir", "o.mlir"], 1, ["named.npz", "missing input(s) 'x'"]),
+    ("transform-test-input-count", T, ["--model_def", "m.onnx", *SHAPES, "--test_input", "in.npy,in.npy", "--mlir", "o.mlir"], 1, ["2 file(s)", "1 input(s)"]),
+    ("transform-bad-image", T, ["--model_def", "m.onnx", *SHAPES, "--test_input", "garbage.jpg", "--mlir", "o.mlir"], 1, ["garbage.jpg", "not a readable image"]),
+    ("transform-test-input-fifo", T, ["--model_def", "m.onnx", *SHAPES, "--test_input", "fifo", "--mlir", "o.mlir"], 1, ["fifo"]),
+    ("deploy-tolerance-5", D, [*F32, "--test_input", "m_in_f32.npz", "--test_reference", "m_top_outputs.npz", "--tolerance", "5,0.5", "--model", "o"], 2, ["--tolerance"]),
+    ("deploy-corrupt-reference", D, [*F32, "--test_input", "m_in_f32.npz", "--test_reference", "garbage.npz", "--model", "o"], 1, ["--test_reference 'garbage.npz'"]),
+    ("deploy-input-shape", D, [*F32, "--test_input", "shape.npz", "--model", "o"], 1, ["--test_input 'shape.npz'", "[1, 3, 4, 4]"]),
+    ("deploy-empty-module", D, ["--mlir", "nofunc.mlir", "--quantize", "F32", "--model", "o"], 1, ["nofunc.mlir", "func.func @main"]),
+    ("calibrate-qtable-nodir", C, ["m.mlir", "--dataset", "ds", "-o", "t", "--search", "search_qtable", "--quantize_table", "nodir/q"], 1, ["nodir", "does not exist"]),
+    ("calibrate-o-nodir", C, ["m.mlir", "--dataset", "ds", "-o", "nodir/t"], 1, ["nodir", "does not exist"]),
+    ("calibrate-expected-cos", C, ["m.mlir", "--dataset", "ds", "-o", "t", "--search", "search_qtable", "--quantize_table", "q", "--expected_cos", "5"], 1, ["--expected_cos"]),
+    ("calibrate-bins-huge", C, ["m.mlir", "--dataset", "ds", "-o", "t", "--histogram_bin_num", "99999999999"], 1, ["--histogram_bin_num"]),
+    ("calibrate-input-num-negative", C, ["m.mlir", "--dataset", "ds", "-o", "t", "--input_num", "-3"], 1, ["--input_num"]),
+    ("calibrate-onnx-model", C, ["m.onnx", "--dataset", "ds", "-o", "t"], 1, ["m.onnx", "ONNX model"]),
+    ("calibrate-binary-data-list", C, ["m.mlir", "--data_list", "list.bin", "-o", "t"], 1, ["list.bin", "not a text file"]),
+    ("calibrate-bad-image", C, ["m.mlir", "--dataset", "imgs", "-o", "t", "-q"], 1, ["calibration sample", "a.jpg"]),
+    # ---- inputs that are not regular files
+    ("transform-model-dir", T, ["--model_def", "adir/"], 1, ["'adir/' is a directory"]),
+    ("transform-model-fifo", T, ["--model_def", "fifo"], 1, ["'fifo' is a FIFO"]),
+    ("runner-input-device", R, ["--input", "/dev/zero", "--model", "m.mlir", "--output", "o.npz"], 1, ["'/dev/zero' is a device"]),
+    ("runner-model-fifo", R, ["--input", "in.npz", "--model", "fifo", "--output", "o.npz"], 1, ["'fifo' is a FIFO"]),
+    ("runner-model-dir", R, ["--input", "in.npz", "--model", "adir", "--output", "o.npz"], 1, ["'adir' is a directory"]),
+    ("compare-fifo", N, ["compare", "in.npz", "fifo"], 2, ["'fifo' is a FIFO"]),
+    ("opt-fifo", OPT, ["fifo"], 1, ["'fifo' is a FIFO"]),
+    ("opt-dir", OPT, ["adir"], 1, ["'adir' is a directory"]),
+    ("calibrate-model-fifo", C, ["fifo", "--dataset", "ds", "-o", "t"], 1, ["'fifo' is a FIFO"]),
+    # ---- once internal errors
+    ("runner-no-func", R, ["--input", "in.npz", "--model", "nofunc.mlir", "--output", "o.npz"], 1, ["nofunc.mlir", "func.func @main"]),
+    ("runner-empty-model", R, ["--input", "in.npz", "--model", "empty", "--output", "o.npz"], 1, ["'empty'", "func.func @main"]),
+    ("opt-o-nodir", OPT, ["m.mlir", "-o", "nodir/x.mlir"], 1, ["nodir", "does not exist"]),
+    ("example-workdir-is-file", main.main, ["example", "--workdir", "empty"], 1, ["--workdir", "not a directory"]),
+    # ---- accepted but invalid
+    ("transform-mean-nan", T, ["--model_def", "m.onnx", *SHAPES, "--mean", "nan", "--mlir", "o.mlir"], 1, ["--mean"]),
+    ("transform-scale-inf", T, ["--model_def", "m.onnx", *SHAPES, "--scale", "inf", "--mlir", "o.mlir"], 1, ["--scale"]),
+    ("transform-mean-empty", T, ["--model_def", "m.onnx", *SHAPES, "--mean", "", "--mlir", "o.mlir"], 1, ["--mean"]),
+    ("transform-mlir-empty", T, ["--model_def", "m.onnx", "--mlir", ""], 1, ["--mlir is empty"]),
+    ("transform-shapes-empty", T, ["--model_def", "m.onnx", "--input_shapes", "", "--mlir", "o.mlir"], 1, ["--input_shapes"]),
+    ("transform-tolerance-nan", T, ["--model_def", "m.onnx", "--tolerance", "nan,0.9", "--mlir", "o.mlir"], 1, ["--tolerance"]),
+    ("runner-output-empty", R, ["--input", "in.npz", "--model", "m.mlir", "--output", ""], 1, ["--output is empty"]),
+    ("deploy-model-empty", D, [*F32, "--model", ""], 1, ["--model is empty"]),
+    ("opt-print-after-unknown", OPT, ["m.mlir", "--print-ir-after=nosuchpass"], 2, ["nosuchpass", "--list-passes"]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("tool", "argv", "rc", "fragments"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
+)
+def test_bad_input(
+    tmp_path: Path,
+    workspace: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tool: Tool,
+    argv: list[str],
+    rc: int,
+    fragments: list[str],
+) -> None:
+    d = tmp_path / "ws"
+    shutil.copytree(workspace, d, symlinks=True)
+    os.mkfifo(d / "fifo")
+    monkeypatch.chdir(d)
+    before = _snapshot(d)
+    argv = [a.replace("{d}", str(d)) for a in argv]
+    assert tool(argv) == rc
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "internal error" not in err
+    assert err.count("error:") == 1, err
+    for f in fragments:
+        assert f in err, err
+    assert _snapshot(d) == before  # every file byte-identical, nothing new (no temp file either)
+
+
+def test_excepts_naming_no_tensor_is_warned(workspace: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a, b = str(workspace / "m_top_outputs.npz"), str(workspace / "m_ref_outputs.npz")
+    assert npz_tool.main(["compare", a, b, "--excepts", "nosuch,r"]) == 0
+    err = capsys.readouterr().err
+    assert "--excepts 'nosuch' names no tensor" in err and "'r'" not in err
+
+
+def test_numpy_warnings_do_not_leak(
+    tmp_path: Path, workspace: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Inputs near float32's limit overflow in the conv: inf in the outputs, no RuntimeWarning."""
+    np.savez(tmp_path / "huge.npz", x=np.full((1, 3, 8, 8), 3e38, np.float32))
+    argv = ["--input", str(tmp_path / "huge.npz"), "--model", str(workspace / "m.mlir")]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert runner.main([*argv, "--output", str(tmp_path / "o.npz")]) == 0
+    assert not [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+    assert "Warning" not in capsys.readouterr().err
