@@ -51,6 +51,7 @@ from lamina.frontends.preprocess import (
     preprocess_image,
     read_image,
 )
+from lamina.support.paths import check_outputs
 from lamina.tools.transform import TransformOptions, TransformResult
 
 LaminaError = ToolError
@@ -298,13 +299,7 @@ class Model:
 
         mlir = _path(mlir, "mlir")
         weights = _opt_path(weights, "weights") or f"{os.path.splitext(mlir)[0]}_weights.npz"
-        if os.path.abspath(mlir) == os.path.abspath(weights):
-            raise LaminaError(f"the .mlir and its weight file cannot both be '{mlir}'")
-        for out in (mlir, weights):
-            if self.path and os.path.exists(out) and os.path.samefile(out, self.path):
-                raise LaminaError(
-                    f"cannot write '{out}': it is the model file '{self.path}' this model was loaded from"
-                )
+        check_outputs([("the model file loaded", self.path)], [("mlir", mlir), ("weights", weights)])
         return write_mlir(self.module, mlir, weights)
 
     def text(self, generic: bool = False) -> str:
@@ -466,9 +461,8 @@ def run(
     in_path = _path(inputs, "inputs") if _is_path(inputs) else None
     model_path = None if isinstance(model, Model) else _path(model, "model")
     if output:
-        for src in (in_path, model_path, model.path if isinstance(model, Model) else None):
-            if src and os.path.exists(output) and os.path.samefile(output, src):
-                raise LaminaError(f"output '{output}' is the input file '{src}'; choose another path")
+        loaded = model.path if isinstance(model, Model) else model_path
+        check_outputs([("the input file", in_path), ("the input file", loaded)], [("output", output)])
     if isinstance(model, Model):
         if engine is not None:
             raise LaminaError("engine applies to an .onnx model path; a loaded Model runs on Lamina")
@@ -506,9 +500,11 @@ def compare(
     name_a = _path(a, "a") if _is_path(a) else "a"
     name_b = _path(b, "b") if _is_path(b) else "b"
     if html:
-        for src in (name_a, name_b):
-            if _is_path(src) and os.path.exists(html) and os.path.exists(src) and os.path.samefile(html, src):
-                raise LaminaError(f"html '{html}' is the input file '{src}'; choose another path")
+        sources = [
+            ("the input file", name_a if _is_path(a) else None),
+            ("the input file", name_b if _is_path(b) else None),
+        ]
+        check_outputs(sources, [("html", html)])
     report = compare_sets(_arrays(a, "a"), _arrays(b, "b"), tol, skip, name_a=name_a, name_b=name_b)
     if html:
         from lamina.tools.common import atomic_write
