@@ -34,7 +34,6 @@ from lamina.compare import CompareReport, TensorResult, compare_sets, parse_tole
 from lamina.frontends.model_io import (
     Signature,
     ToolError,
-    _is_numeric,
     check_inputs,
     load_npz,
     module_signature,
@@ -562,7 +561,7 @@ def preprocess(
         img = read_image(_path(image, "image"), pixel_format)
     elif isinstance(image, np.ndarray):
         img = image
-        if img.ndim not in (2, 3) or img.size == 0 or not _is_numeric(img.dtype) or img.dtype.kind == "V":
+        if img.ndim not in (2, 3) or img.size == 0 or img.dtype.kind not in "biuf":
             raise LaminaError(
                 f"image must be a non-empty HxWxC (or HxW) array of numbers, got shape {list(img.shape)} "
                 f"dtype {img.dtype}"

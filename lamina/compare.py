@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from lamina.support.dtypes import is_numeric
+
 EQUAL = "EQUAL"
 CLOSE = "CLOSE"
 SIMILAR = "SIMILAR"
@@ -135,7 +137,7 @@ def compare_tensors(
     if a.shape != b.shape:
         res.note = "shapes differ; compared flattened"
         a, b = a.reshape(-1), b.reshape(-1)
-    if a.dtype.kind not in "biufc" or b.dtype.kind not in "biufc":
+    if not is_numeric(a.dtype) or not is_numeric(b.dtype):
         res.verdict = EQUAL if _finite_mask_equal(a, b) else NOT_SIMILAR
         return res
     if _finite_mask_equal(a, b):

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from lamina.support import fileio
+from lamina.support.dtypes import is_numeric
 from lamina.support.errors import ToolError
 from lamina.support.paths import check_input_file
 
@@ -239,17 +240,11 @@ def check_inputs(arrays: Mapping[str, np.ndarray], sig: Signature, source: str) 
                 f"{source}: input '{name}' has shape {list(a.shape)} but the model expects {list(shape)}"
             )
         if a.dtype != dt:
-            if not _is_numeric(a.dtype):
+            if not is_numeric(a.dtype) or a.dtype.kind == "c":
                 raise ToolError(f"{source}: input '{name}' has dtype {a.dtype}, expected {dt}")
             a = a.astype(dt)
         out[name] = a
     return out
-
-
-def _is_numeric(dt: np.dtype) -> bool:
-    """Booleans, integers, floats and ml_dtypes' numbers (int4, uint4, bfloat16, float8_*: ONNX's
-    numpy_helper gives them), which convert to the model's dtype by value."""
-    return dt.kind in "biuf" or (dt.kind == "V" and dt.type.__module__.startswith("ml_dtypes"))
 
 
 # ---- onnxruntime ------------------------------------------------------------------------------------

@@ -61,6 +61,17 @@ def test_verdicts() -> None:
     assert compare_tensors("b", np.array([True]), np.array([False])).verdict == NOT_SIMILAR
 
 
+def test_ml_dtypes_compare_as_numbers() -> None:
+    """bfloat16/float8/int4 tensors (what F16/BF16 deployments and ONNX's numpy_helper give) are
+    measured by value, not declared NOT_SIMILAR as opaque data."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    a = np.linspace(0, 1, 100).astype(ml_dtypes.bfloat16)
+    b = (a.astype(np.float32) + 0.001).astype(ml_dtypes.bfloat16)
+    r = compare_tensors("t", a, b)
+    assert r.verdict == SIMILAR and r.cosine > 0.9999
+    assert compare_tensors("q", np.arange(4).astype(ml_dtypes.int4), np.arange(4)).verdict == EQUAL
+
+
 def test_compare_sets_order_excepts_and_tolerance() -> None:
     a = {"z": np.ones(3), "a": np.ones(3), "only_a": np.ones(1)}
     b = {"a": np.ones(3) * 2, "z": np.ones(3), "only_b": np.ones(1)}
