@@ -657,6 +657,8 @@ class Parser:
         if kw == "vector":
             if DYNAMIC in shape:
                 raise self.error("vector types must have static shape", start)
+            if 0 in shape:
+                raise self.error("vector types must have positive constant sizes but got 0", start)
             self.expect(">", "in vector type")
             return VectorType(shape, et)
         layout = None

@@ -162,6 +162,21 @@ class ShapedType(Type):
         return math.prod(self.shape)
 
 
+def _checked_shape(
+    shape: Iterable[int], element_type: Type, what: str, lowest: int = DYNAMIC
+) -> tuple[int, ...]:
+    """``shape`` as a tuple of ints; ValueError (MLIR's words) for a dim below ``lowest``."""
+    dims = tuple(int(d) for d in shape)
+    if dims and min(dims) < lowest:
+        bad = min(dims)
+        text = "x".join("?" if d == DYNAMIC else str(d) for d in dims)
+        rule = "a positive constant" if lowest > 0 else ">= 0, or DYNAMIC (-1, printed '?')"
+        raise ValueError(
+            f"invalid {what} dimension size {bad} in {what}<{text}x{element_type}> (a dimension is {rule})"
+        )
+    return dims
+
+
 class RankedTensorType(ShapedType):
     """``tensor<2x?x3xf32>``, optionally with an encoding attribute."""
 
@@ -171,7 +186,7 @@ class RankedTensorType(ShapedType):
 
     @classmethod
     def _key(cls, shape: Iterable[int], element_type: Type, encoding: Attribute | None = None) -> tuple:
-        return (tuple(int(d) for d in shape), element_type, encoding)
+        return (_checked_shape(shape, element_type, "tensor"), element_type, encoding)
 
     def _init(self, shape: tuple, element_type: Type, encoding: Any) -> None:
         self._set(shape_=shape, element_type=element_type, encoding=encoding)
@@ -217,7 +232,7 @@ class VectorType(ShapedType):
 
     @classmethod
     def _key(cls, shape: Iterable[int], element_type: Type) -> tuple:
-        return (tuple(int(d) for d in shape), element_type)
+        return (_checked_shape(shape, element_type, "vector", 1), element_type)
 
     def _init(self, shape: tuple, element_type: Type) -> None:
         self._set(shape_=shape, element_type=element_type)
@@ -243,7 +258,7 @@ class MemRefType(ShapedType):
     def _key(
         cls, shape: Iterable[int], element_type: Type, layout: Any = None, memory_space: Any = None
     ) -> tuple:
-        return (tuple(int(d) for d in shape), element_type, layout, memory_space)
+        return (_checked_shape(shape, element_type, "memref"), element_type, layout, memory_space)
 
     def _init(self, shape: tuple, element_type: Type, layout: Any, memory_space: Any) -> None:
         self._set(shape_=shape, element_type=element_type, layout=layout, memory_space=memory_space)
