@@ -34,6 +34,8 @@ from lamina.ir.diagnostics import (
     Diagnostic,
     DiagnosticError,
     VerifyError,
+    diagnostic_location,
+    emit_at_op,
     emit_error,
     op_error_message,
     using_engine,
@@ -284,11 +286,12 @@ class Verifier:
     ) -> None:
         """Report an error at ``op`` (``'name' op message``), or at ``loc`` without a prefix."""
         self.num_errors += 1
-        if loc is None and op is not None:
-            loc = op.location
         if prefix and op is not None:
             message = op_error_message(op, message)
-        self.diagnostics.append(emit_error(loc, message, notes))
+        if loc is None and op is not None:
+            self.diagnostics.append(emit_at_op("error", op, message, notes))
+        else:
+            self.diagnostics.append(emit_error(loc, message, notes))
 
     def _report(self, op: Operation, e: VerifyError) -> None:
         loc = getattr(e, "location", None)
@@ -422,7 +425,10 @@ class Verifier:
         if block._first is None:
             if not no_term_ok:
                 self.error(
-                    None, "empty block: expect at least a terminator", prefix=False, loc=parent.location
+                    None,
+                    "empty block: expect at least a terminator",
+                    prefix=False,
+                    loc=diagnostic_location(parent),
                 )
             return
         if not block._order_valid:
@@ -504,7 +510,7 @@ class Verifier:
             self.error(
                 user,
                 "using value defined outside the region",
-                [("required by region isolation constraints", isolated.location)],
+                [("required by region isolation constraints", diagnostic_location(isolated))],
             )
             return
         if blk is None:
@@ -539,13 +545,13 @@ class Verifier:
                 where = " (op in a child region)"
             else:
                 where = " (op is neither in a parent nor in a child region)"
-            note = ("operand defined here" + where, v.op.location)
+            note = ("operand defined here" + where, diagnostic_location(v.op))
         else:
             assert isinstance(v, BlockArgument)
             block2 = v.block
             region2 = block2.parent
             parent_op = region2.parent if region2 is not None else None
-            loc = parent_op.location if parent_op is not None else None
+            loc = diagnostic_location(parent_op) if parent_op is not None else None
             if region2 is None:
                 note = (" (block without parent)", loc)
             else:
@@ -624,9 +630,12 @@ class Verifier:
                     [
                         (
                             "      op result types: " + ", ".join(f"'{x}'" for x in op.result_types),
-                            op.location,
+                            diagnostic_location(op),
                         ),
-                        ("function result types: " + ", ".join(f"'{x}'" for x in results), op.location),
+                        (
+                            "function result types: " + ", ".join(f"'{x}'" for x in results),
+                            diagnostic_location(op),
+                        ),
                     ],
                 )
                 return
