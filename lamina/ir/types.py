@@ -367,6 +367,23 @@ def tensor(shape: Sequence[int], element_type: Type, encoding: Any = None) -> Ra
     return RankedTensorType(shape, element_type, encoding)
 
 
+def is_compatible_type(a: Type, b: Type) -> bool:
+    """MLIR's ``verifyCompatibleShape`` plus equal element types: the same type, or shaped types
+    of one element type whose shapes agree wherever both are known (an unranked tensor or a
+    dynamic dim is compatible with any)."""
+    if a is b:
+        return True
+    tensors = (RankedTensorType, UnrankedTensorType)
+    same_kind = type(a) is type(b) or (isinstance(a, tensors) and isinstance(b, tensors))
+    if not (same_kind and isinstance(a, ShapedType)):
+        return False
+    if a.element_type is not b.element_type:
+        return False
+    if not (a.has_rank and b.has_rank):
+        return True
+    return len(a.shape) == len(b.shape) and all(x == y or DYNAMIC in (x, y) for x, y in zip(a.shape, b.shape))
+
+
 def is_integer_like(t: Type) -> bool:
     return isinstance(t, (IntegerType, IndexType))
 

@@ -47,6 +47,7 @@ from lamina.ir.traits import (
     BranchOpInterface,
     CallableOpInterface,
     CallOpInterface,
+    InferTypeOpInterface,
     IsolatedFromAbove,
     IsTerminator,
     NoTerminator,
@@ -57,6 +58,7 @@ from lamina.ir.traits import (
     SymbolOpInterface,
     Trait,
 )
+from lamina.ir.types import is_compatible_type
 
 __all__ = ["verify", "Verifier"]
 
@@ -110,6 +112,7 @@ class _ClassInfo:
         "call",
         "fast",
         "graph",
+        "infer",
         "is_terminator",
         "isolated",
         "n_operands",
@@ -150,6 +153,7 @@ class _ClassInfo:
         self.graph = not self.registered or cls.name in _GRAPH_REGION_OPS
         self.branch = _implements(cls, BranchOpInterface)
         self.call = _implements(cls, CallOpInterface)
+        self.infer = _implements(cls, InferTypeOpInterface)
         self.symbol = _implements(cls, SymbolOpInterface)
         self.symbol_uses_hook = getattr(cls, "verify_symbol_uses", None) is not None
         self.fast = False
@@ -253,6 +257,26 @@ class _ClassInfo:
                         return False
             i += cnt
         return True
+
+
+def _check_inferred_types(op: Operation) -> None:
+    """InferTypeOpInterface: the declared result types must be compatible with the inferred ones
+    (an op's ``is_compatible_return_types(inferred, declared)`` may decide; the default is
+    :func:`~lamina.ir.types.is_compatible_type` on each pair), in MLIR's words."""
+    inferred = list(InferTypeOpInterface.get(op).infer_result_types())
+    declared = [r.type for r in op.results]
+    decide = getattr(op, "is_compatible_return_types", None)
+    if decide is not None:
+        ok = decide(inferred, declared)
+    else:
+        ok = len(inferred) == len(declared) and all(map(is_compatible_type, inferred, declared))
+    if not ok:
+        raise VerifyError(
+            "inferred type(s) "
+            + ", ".join(f"'{t}'" for t in inferred)
+            + " are incompatible with return type(s) of operation "
+            + ", ".join(f"'{t}'" for t in declared)
+        )
 
 
 def _implements(cls: type, iface: type) -> bool:
@@ -359,6 +383,8 @@ class Verifier:
                 verify_symbol(op)
             if info.own_verify:
                 op.verify_()
+            if info.infer:
+                _check_inferred_types(op)
         except VerifyError as e:
             self._report(op, e)
             return False

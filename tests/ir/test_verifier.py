@@ -18,7 +18,9 @@ from lamina.ir.context import Context
 from lamina.ir.core import Block, Operation, Region, UnregisteredOp
 from lamina.ir.diagnostics import DiagnosticError
 from lamina.ir.location import FileLineColLoc
-from lamina.ir.types import f32, i1, i32, i64
+from lamina.ir.opdef import Op, operand, result_def
+from lamina.ir.traits import InferTypeOpInterface
+from lamina.ir.types import DYNAMIC, UnrankedTensorType, f32, i1, i32, i64, tensor
 from lamina.ir.verifier import verify
 
 
@@ -893,3 +895,60 @@ def test_runner_reports_the_mlir_line(tmp_path, capsys) -> None:
     assert f"{bad}:5:10: error: 'top.Permute' op order [0, 1, 7] is not a permutation of 2 dims" in err
     assert "m.onnx:0:0: note: the op comes from 'perm'" in err
     assert not (tmp_path / "out.npz").exists()
+
+
+# --------------------------------------------------------------------------------------------
+# InferTypeOpInterface: declared result types must match the inferred ones (MLIR's check), so an
+# op whose result type was hand-edited fails verification instead of executing to a wrong shape.
+
+
+class _TransposeLike(Op, InferTypeOpInterface):
+    name = "tst.transpose2d"
+    input = operand()
+    output = result_def()
+
+    def infer_result_types(self):
+        t = self.input.type
+        return [t.with_shape(t.shape[::-1])]
+
+
+@pytest.mark.parametrize(
+    ("declared", "ok"),
+    [
+        (tensor([4, 2], f32), True),
+        (tensor([DYNAMIC, 2], f32), True),  # a dynamic dim is compatible with any
+        (UnrankedTensorType(f32), True),
+        (tensor([2, 4], f32), False),
+        (tensor([4, 2, 1], f32), False),
+        (tensor([4, 2], i32), False),
+    ],
+)
+def test_inferred_result_types_must_be_compatible(declared, ok: bool) -> None:
+    f = FuncOp.new("f", [tensor([2, 4], f32)], [], loc=L(1))
+    b = Builder.at_end(f.entry_block)
+    b.create(_TransposeLike, input=f.entry_block.args[0], output=declared, loc=L(2, 3))
+    b.create(ReturnOp)
+    got_ok, got = run(f, make_ctx())
+    assert got_ok == ok
+    if not ok:
+        assert messages(got) == [
+            "'tst.transpose2d' op inferred type(s) 'tensor<4x2xf32>' are incompatible with return type(s) of "
+            f"operation '{declared}'"
+        ]
+        assert got[0].location is L(2, 3)
+
+
+def test_an_op_may_decide_what_is_compatible() -> None:
+    class Exact(_TransposeLike):
+        name = "tst.transpose2d_exact"
+
+        @staticmethod
+        def is_compatible_return_types(inferred, declared) -> bool:
+            return list(inferred) == list(declared)
+
+    f = FuncOp.new("f", [tensor([2, 4], f32)], [], loc=L(1))
+    b = Builder.at_end(f.entry_block)
+    b.create(Exact, input=f.entry_block.args[0], output=tensor([DYNAMIC, 2], f32))
+    b.create(ReturnOp)
+    ok, got = run(f, make_ctx())
+    assert not ok and "inferred type(s) 'tensor<4x2xf32>' are incompatible" in got[0].message
