@@ -463,6 +463,7 @@ class Verifier:
         op: Operation | None = block._first
         prev: Operation | None = None
         order = -1
+        misplaced = False
         while op is not None:
             if op.parent is not block or op.prev_op is not prev:
                 self.error(op, "operation's parent/sibling links are inconsistent")
@@ -475,7 +476,15 @@ class Verifier:
             for i, r in enumerate(op.results):
                 if r.op is not op or r.index != i:
                     self.error(op, f"result #{i} is not owned by this operation")
-            self.verify_op(op, info)
+            if op._successors and op.next_op is not None:
+                # MLIR's one error for a branch in the middle of a block (not also the terminator
+                # trait's, nor "block with no terminator" for the ops after it)
+                self.error(
+                    op, "operation with block successors must terminate its parent block", prefix=False
+                )
+                misplaced = True
+            else:
+                self.verify_op(op, info)
             # SSA dominance of the operands.
             for i, o in enumerate(op._operands):
                 v = o.value
@@ -487,10 +496,6 @@ class Verifier:
                     continue
                 self._check_dominance_slow(op, i, v)
             if op._successors:
-                if op.next_op is not None:
-                    self.error(
-                        op, "operation with block successors must terminate its parent block", prefix=False
-                    )
                 for s in op._successors:
                     if s.block.parent is not region:
                         self.error(op, "branching to block of a different region")
@@ -498,7 +503,14 @@ class Verifier:
             prev = op
             op = op.next_op
         last = block._last
-        if not no_term_ok and last is not None and not self._info(type(last)).is_terminator:
+        # a non-terminator with successors at the end already failed its successor count
+        if (
+            not no_term_ok
+            and not misplaced
+            and last is not None
+            and not last._successors
+            and not self._info(type(last)).is_terminator
+        ):
             self.error(last, f"block with no terminator, has {_op_text(last)}", prefix=False)
 
     # ---- dominance -------------------------------------------------------------------------------

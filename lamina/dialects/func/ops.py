@@ -104,8 +104,8 @@ class FuncOp(Op, SymbolOpInterface, CallableOpInterface):
         for i, (a, t) in enumerate(zip(entry.args, ft.inputs)):
             if a.type is not t:
                 raise VerifyError(
-                    f"type of entry block argument #{i}({a.type}) must match the type of the "
-                    f"corresponding argument in function signature({t})"
+                    f"type of entry block argument #{i}('{a.type}') must match the type of the "
+                    f"corresponding argument in function signature('{t}')"
                 )
 
     # ---- custom assembly (``func.func [private] @name(%arg0: i32 {attrs}) -> (i32) attributes {...} {``)

@@ -56,3 +56,31 @@ func.func @f() {
 "func.func"() <{function_type = (i32) -> (), sym_name = "g"}> ({
   "func.return"() : () -> ()
 }) : () -> ()
+
+// -----
+
+func.func @f(%x: i32) {
+  // One error (MLIR's), not also the terminator trait's nor "block with no terminator".
+  // expected-error @+1 {{operation with block successors must terminate its parent block}}
+  "cf.br"()[^bb1] : () -> ()
+  %0 = "arith.addi"(%x, %x) : (i32, i32) -> i32
+^bb1:
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'func.func' op type of entry block argument #0('f32') must match the type of the corresponding argument in function signature('i32')}}
+"func.func"() <{function_type = (i32) -> (), sym_name = "d"}> ({
+^bb0(%a: f32):
+  "func.return"() : () -> ()
+}) : () -> ()
+
+// -----
+
+func.func @f(%x: i32) {
+  // expected-error @+1 {{'arith.addi' op requires 0 successors but found 1}}
+  %0 = "arith.addi"(%x, %x)[^bb1] : (i32, i32) -> i32
+^bb1:
+  return
+}
