@@ -363,7 +363,10 @@ class Verifier:
                 if ok:
                     ok = self._run_checks(op, info, info.all_trait_checks)
         if op.regions:
-            self._verify_regions(op, info)
+            if ok:
+                self._verify_regions(op, info)
+            else:  # as MLIR, the body of an op that failed is not verified (it would cascade)
+                self._check_region_links(op)
         if ok and info.registered:
             if info.branch:
                 self._check_branch(op)
@@ -429,10 +432,14 @@ class Verifier:
 
     # ---- regions and blocks ----------------------------------------------------------------------
 
-    def _verify_regions(self, op: Operation, info: _ClassInfo) -> None:
+    def _check_region_links(self, op: Operation) -> None:
         for region in op.regions:
             if region.parent is not op:
                 self.error(op, "region's parent link does not point to the op")
+
+    def _verify_regions(self, op: Operation, info: _ClassInfo) -> None:
+        self._check_region_links(op)
+        for region in op.regions:
             blocks = region.blocks
             if not blocks:
                 continue
@@ -494,7 +501,10 @@ class Verifier:
                         continue
                 elif type(v) is BlockArgument and v.block is block:
                     continue
+                n = self.num_errors
                 self._check_dominance_slow(op, i, v)
+                if self.num_errors != n:  # one dominance error per op, as MLIR
+                    break
             if op._successors:
                 for s in op._successors:
                     if s.block.parent is not region:

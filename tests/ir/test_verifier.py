@@ -805,7 +805,7 @@ def test_errors_point_at_the_mlir_line_and_note_the_op_origin() -> None:
         (
             'loc("bad.mlir":7:5)',
             "    return %2 : i32 loc(#loc3)",
-            "'func.return'",
+            "type of return operand 0 ('i32') doesn't match function result type ('f32') in function @f",
         ),
     ]
     notes = [[(str(n.location), n.message) for n in d.notes] for d in got]
@@ -952,3 +952,11 @@ def test_an_op_may_decide_what_is_compatible() -> None:
     b.create(ReturnOp)
     ok, got = run(f, make_ctx())
     assert not ok and "inferred type(s) 'tensor<4x2xf32>' are incompatible" in got[0].message
+
+
+def test_a_non_terminator_with_successors_is_one_error() -> None:
+    # (mlir-opt-22 rejects this when parsing: "successors in non-terminator")
+    _, got = _parse_and_verify(
+        'func.func @f(%x: i32) {\n  %0 = "arith.addi"(%x, %x)[^bb1] : (i32, i32) -> i32\n^bb1:\n  return\n}\n'
+    )
+    assert messages(got) == ["'arith.addi' op requires 0 successors but found 1"]

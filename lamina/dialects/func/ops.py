@@ -240,10 +240,12 @@ class ReturnOp(Op):
             )
         for i, (v, t) in enumerate(zip(vals, results)):
             if v.type is not t:
-                raise VerifyError(
+                e = VerifyError(
                     f"type of return operand {i} ('{v.type}') doesn't match function result type ('{t}') "
                     f"in function @{fn.symbol_name()}"
                 )
+                e.op_prefix = False  # type: ignore[attr-defined]  (MLIR's emitError, no 'op' prefix)
+                raise e
 
     def print(self, printer: Any) -> None:
         ops = self.operands

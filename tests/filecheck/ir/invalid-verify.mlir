@@ -1,4 +1,5 @@
 // RUN: lamina-opt %s --split-input-file --verify-diagnostics
+// mlir-opt-22 reports the same errors on the same lines: tests/filecheck/interop/invalid-verify.mlir
 
 func.func @f(%x: i32) -> i64 {
   // expected-error @+1 {{'arith.addi' op requires the same type for all operands and results}}
@@ -78,9 +79,29 @@ func.func @f(%x: i32) {
 
 // -----
 
-func.func @f(%x: i32) {
-  // expected-error @+1 {{'arith.addi' op requires 0 successors but found 1}}
-  %0 = "arith.addi"(%x, %x)[^bb1] : (i32, i32) -> i32
-^bb1:
+func.func @f() {
+  // One error per op, for its first operand that does not dominate the use (as MLIR).
+  // expected-error @+2 {{operand #0 does not dominate this use}}
+  // expected-note @+1 {{operand defined here (op in the same block)}}
+  %0 = "arith.addi"(%0, %0) : (i32, i32) -> i32
   return
 }
+
+// -----
+
+// The body of an op that failed verification is not verified (as MLIR): no cascade of errors.
+// expected-error @+1 {{'builtin.module' op attribute 'sym_name' failed to satisfy constraint}}
+"builtin.module"() ({
+  "func.return"() : () -> ()
+}) {sym_name = 3 : i32} : () -> ()
+
+// -----
+
+// expected-error @+1 {{'builtin.module' op expects region #0 to have 0 or 1 blocks}}
+"builtin.module"() ({
+^bb0:
+  "func.func"() <{function_type = () -> (), sym_name = "k"}> ({
+    "func.return"() : () -> ()
+  }) : () -> ()
+^bb1:
+}) : () -> ()
