@@ -960,3 +960,13 @@ def test_a_non_terminator_with_successors_is_one_error() -> None:
         'func.func @f(%x: i32) {\n  %0 = "arith.addi"(%x, %x)[^bb1] : (i32, i32) -> i32\n^bb1:\n  return\n}\n'
     )
     assert messages(got) == ["'arith.addi' op requires 0 successors but found 1"]
+
+
+def test_symbol_redefinition_points_at_the_mlir_lines() -> None:
+    _, got = _parse_and_verify(
+        '#l = loc("m.onnx":0:0)\nmodule {\n  func.func private @g() loc(#l)\n  func.func private @g() loc(#l)\n}\n'
+    )
+    assert [(str(d.location), d.message) for d in got] == [
+        ('loc("bad.mlir":4:3)', "redefinition of symbol named 'g'")
+    ]
+    assert str(got[0].notes[0].location) == 'loc("bad.mlir":3:3)'
