@@ -324,6 +324,11 @@ class DialectType(Type):
     def print_body(self) -> str:
         raise NotImplementedError
 
+    def shaped_type_error(self, shape: tuple[int, ...]) -> str | None:
+        """What is wrong with this type as the element type of a ranked shaped type of ``shape``
+        (None: nothing). Checked by the verifier on every operand and result type."""
+        return None
+
 
 class OpaqueType(Type):
     """A type of an unregistered dialect, kept as text: ``!foo.bar<...>``."""
@@ -382,6 +387,15 @@ def is_compatible_type(a: Type, b: Type) -> bool:
     if not (a.has_rank and b.has_rank):
         return True
     return len(a.shape) == len(b.shape) and all(x == y or DYNAMIC in (x, y) for x, y in zip(a.shape, b.shape))
+
+
+def shaped_type_error(t: Type) -> str | None:
+    """What is wrong with a ranked shaped type's dialect element type in that shape, or None."""
+    if isinstance(t, ShapedType) and t.has_rank:
+        e = t.element_type
+        if isinstance(e, DialectType):
+            return e.shaped_type_error(t.shape)
+    return None
 
 
 def is_integer_like(t: Type) -> bool:

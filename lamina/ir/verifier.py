@@ -58,7 +58,7 @@ from lamina.ir.traits import (
     SymbolOpInterface,
     Trait,
 )
-from lamina.ir.types import is_compatible_type
+from lamina.ir.types import is_compatible_type, shaped_type_error
 
 __all__ = ["verify", "Verifier"]
 
@@ -211,6 +211,7 @@ class _ClassInfo:
                         check(op)
                 except VerifyError:
                     ok = False
+            ok = ok and not any(shaped_type_error(t) for t in sig[1:])
             if len(self.sig_ok) < 4096:
                 self.sig_ok[sig] = ok
         if not ok:
@@ -360,6 +361,8 @@ class Verifier:
                 except Exception as e:  # a declaration check tripping over malformed IR
                     self.error(op, f"failed to verify: {type(e).__name__}: {e}")
                     ok = False
+                if ok:  # before the op's own checks, which may rely on these types
+                    ok = self._check_value_types(op)
                 if ok:
                     ok = self._run_checks(op, info, info.all_trait_checks)
         if op.regions:
@@ -396,6 +399,24 @@ class Verifier:
         except Exception as e:  # an op verifier crashed on malformed IR: still a located error
             self.error(op, f"verifier failed: {type(e).__name__}: {e}")
             return False
+        return True
+
+    def _check_value_types(self, op: Operation) -> bool:
+        """Element types that constrain the shape around them (a per-axis quantized type's axis
+        and scale count): each bad type is reported once, at the op defining it or, for a block
+        argument, at its users; an op using a bad value is not checked further."""
+        for i, o in enumerate(op._operands):
+            v = o.value
+            err = shaped_type_error(v.type)
+            if err is not None:
+                if type(v) is BlockArgument:
+                    self.error(op, f"operand #{i} type '{v.type}': {err}")
+                return False
+        for i, r in enumerate(op.results):
+            err = shaped_type_error(r.type)
+            if err is not None:
+                self.error(op, f"result #{i} type '{r.type}': {err}")
+                return False
         return True
 
     def _check_unregistered(self, op: Operation) -> bool:

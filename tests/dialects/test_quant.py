@@ -171,3 +171,12 @@ def test_invalid_quant_types_are_not_built_from_python(build, msg):
     with pytest.raises(ValueError) as e:
         build()
     assert msg in str(e.value)
+
+
+def test_per_axis_type_checks_the_shape_around_it():
+    pa = UniformQuantizedPerAxisType(8, True, f32, [0.1, 0.2], [0, 0], 1)
+    assert pa.shaped_type_error((4, 2)) is None
+    assert pa.shaped_type_error((4, -1)) is None
+    assert pa.shaped_type_error((4, 3)) == "quantized dimension size does not match number of scales"
+    assert pa.shaped_type_error((4,)) == "quantized dimension must be less than tensor rank"
+    assert UniformQuantizedType(8, True, f32, 0.5).shaped_type_error(()) is None

@@ -27,7 +27,7 @@ import ml_dtypes
 
 from lamina.ir.context import Dialect, register_dialect
 from lamina.ir.floatfmt import _NP_DTYPE, bits_to_float, format_float
-from lamina.ir.types import DialectType, FloatType, IntegerType, Type
+from lamina.ir.types import DYNAMIC, DialectType, FloatType, IntegerType, Type
 
 __all__ = [
     "AnyQuantizedType",
@@ -359,6 +359,14 @@ class UniformQuantizedPerAxisType(QuantizedType):
         )
 
     parse_body = UniformQuantizedType.parse_body
+
+    def shaped_type_error(self, shape: tuple[int, ...]) -> str | None:
+        """MLIR's per-axis checks of a quantized tensor (``verifyPerAxisQuantization``)."""
+        if self.axis >= len(shape):
+            return "quantized dimension must be less than tensor rank"
+        if shape[self.axis] != DYNAMIC and shape[self.axis] != len(self.scales):
+            return "quantized dimension size does not match number of scales"
+        return None
 
 
 class CalibratedQuantizedType(QuantizedType):
