@@ -8,6 +8,10 @@ owns one); handlers decide what happens to them (print to stderr, collect for a 
 Op verifiers and other checkers raise :class:`VerifyError`; the verifier turns it into a located
 diagnostic. When no engine is active, emitting an error raises :class:`DiagnosticError` so that a
 library caller never loses an error silently.
+
+A diagnostic about an op (``op.emit_error``, the verifier) is located where the op was written in
+the ``.mlir`` it was parsed from when its own ``loc(...)`` names somewhere else (an ONNX node), with
+a note at that location (:func:`emit_at_op`, :class:`SourceText`).
 """
 
 from __future__ import annotations
