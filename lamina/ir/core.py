@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from lamina.ir.attributes import Attribute
-from lamina.ir.diagnostics import Diagnostic, emit, op_error_message
+from lamina.ir.diagnostics import Diagnostic, emit_at_op, op_error_message
 from lamina.ir.location import Location, UnknownLoc
 from lamina.ir.types import Type
 
@@ -222,6 +222,9 @@ class Operation(metaclass=_OpMeta):
         "prev_op",
         "next_op",
         "_order",
+        # set by the parser only (see lamina.ir.diagnostics.SourceText); unset otherwise
+        "_parsed_at",
+        "_source",
     )
 
     name: ClassVar[str] = ""
@@ -536,15 +539,15 @@ class Operation(metaclass=_OpMeta):
     # ---- diagnostics -------------------------------------------------------------------
 
     def emit_error(self, message: str, notes: list[tuple[str, Location | None]] | None = None) -> Diagnostic:
-        return emit("error", self.location, op_error_message(self, message), notes)
+        return emit_at_op("error", self, op_error_message(self, message), notes)
 
     def emit_warning(
         self, message: str, notes: list[tuple[str, Location | None]] | None = None
     ) -> Diagnostic:
-        return emit("warning", self.location, op_error_message(self, message), notes)
+        return emit_at_op("warning", self, op_error_message(self, message), notes)
 
     def emit_remark(self, message: str) -> Diagnostic:
-        return emit("remark", self.location, op_error_message(self, message))
+        return emit_at_op("remark", self, op_error_message(self, message))
 
     # ---- hooks overridden by op definitions ------------------------------------------
 

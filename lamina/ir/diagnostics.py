@@ -8,13 +8,19 @@ owns one); handlers decide what happens to them (print to stderr, collect for a 
 Op verifiers and other checkers raise :class:`VerifyError`; the verifier turns it into a located
 diagnostic. When no engine is active, emitting an error raises :class:`DiagnosticError` so that a
 library caller never loses an error silently.
+
+A diagnostic about an op (``op.emit_error``, the verifier) is located where the op was written in
+the ``.mlir`` it was parsed from when its own ``loc(...)`` names somewhere else (an ONNX node), with
+a note at that location (:func:`emit_at_op`, :class:`SourceText`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
+import re
 import sys
+from bisect import bisect_right
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
@@ -178,6 +184,11 @@ def emit(severity: str, location: Location | None, message: str, notes: Notes = 
     diag = Diagnostic(severity, location, message)
     for text, loc in notes or ():
         diag.attach_note(text, loc)
+    return _dispatch(diag)
+
+
+def _dispatch(diag: Diagnostic) -> Diagnostic:
+    severity = diag.severity
     engine = _active_engine.get()
     if engine is None:
         if severity == ERROR:
@@ -185,6 +196,94 @@ def emit(severity: str, location: Location | None, message: str, notes: Notes = 
         print_to_stderr(diag)
         return diag
     return engine.emit(diag)
+
+
+class SourceText:
+    """The text a module was parsed from, to report ops at the line the user wrote them on.
+
+    The parser records, on each op written with an explicit ``loc(...)``, the offset of the op in
+    the text (``Operation._parsed_at``), and on the module it returns this object
+    (``Operation._source``); positions are turned into ``file:line:col`` only when a diagnostic
+    needs one. A ``{-# dialect_resources #-}`` section (weights as hex) is not kept.
+    """
+
+    __slots__ = ("filename", "text", "line_offset", "_newlines")
+
+    def __init__(self, filename: str, text: str, line_offset: int = 0) -> None:
+        cut = text.find("\n{-#")
+        self.filename = filename
+        self.text = text if cut < 0 else text[: cut + 1]
+        self.line_offset = line_offset
+        self._newlines: list[int] | None = None
+
+    def position(self, pos: int) -> tuple[FileLineColLoc, str] | None:
+        """``file:line:col`` of an offset (columns count UTF-8 bytes, as MLIR's) and its line."""
+        s = self.text
+        if not 0 <= pos < len(s):
+            return None
+        if self._newlines is None:
+            self._newlines = [m.start() for m in re.finditer("\n", s)]
+        nl = self._newlines
+        i = bisect_right(nl, pos - 1)
+        start = nl[i - 1] + 1 if i else 0
+        end = nl[i] if i < len(nl) else len(s)
+        col = len(s[start:pos].encode("utf-8")) + 1
+        return FileLineColLoc(self.filename, i + 1 + self.line_offset, col), s[start:end]
+
+
+def parse_position(op: Operation) -> tuple[FileLineColLoc, str] | None:
+    """Where in the parsed text ``op`` was written (and that line), if its location says otherwise.
+
+    None for ops built in memory, ops whose location already is that position, and ops no longer
+    inside the module they were parsed into.
+    """
+    pos = getattr(op, "_parsed_at", None)
+    if pos is None:
+        return None
+    root = op
+    while (
+        root.parent is not None and root.parent.parent is not None and root.parent.parent.parent is not None
+    ):
+        root = root.parent.parent.parent
+    source = getattr(root, "_source", None)
+    return source.position(pos) if source is not None else None
+
+
+def diagnostic_location(op: Operation) -> Location:
+    """Where to report something about ``op``: the line it was parsed from, else its location."""
+    where = parse_position(op)
+    return where[0] if where is not None else op.location
+
+
+def _origin(loc: Location) -> str:
+    """The note naming where an op comes from (its own location, e.g. an ONNX node)."""
+    names = [
+        x.name for x in (loc.locations if isinstance(loc, FusedLoc) else (loc,)) if isinstance(x, NameLoc)
+    ]
+    if names:
+        return "the op comes from " + ", ".join(f"'{n}'" for n in names)
+    return "the op comes from here"
+
+
+def emit_at_op(severity: str, op: Operation, message: str, notes: Notes = None) -> Diagnostic:
+    """Report a diagnostic about ``op``.
+
+    An op parsed from a ``.mlir`` whose ``loc(...)`` names somewhere else (a module written by
+    ``model_transform`` locates each op at its ONNX node, ``loc("conv1"("m.onnx":0:0))``) is
+    reported at the line and column of the file the user gave, with that line and a caret, and a
+    note at the op's own location names where it comes from. Other ops are reported at their
+    location, as MLIR does.
+    """
+    where = parse_position(op)
+    if where is None or where[0] is op.location:
+        return emit(severity, op.location, message, notes)
+    diag = Diagnostic(severity, where[0], message)
+    diag.source_line = where[1]
+    if not isinstance(op.location, UnknownLoc):
+        diag.attach_note(_origin(op.location), op.location)
+    for text, loc in notes or ():
+        diag.attach_note(text, loc)
+    return _dispatch(diag)
 
 
 def emit_error(location: Location | None, message: str, notes: Notes = None) -> Diagnostic:

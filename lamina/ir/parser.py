@@ -45,7 +45,7 @@ from lamina.ir.attributes import (
 )
 from lamina.ir.context import Context
 from lamina.ir.core import Block, Operation, Region, UnregisteredOp, Value
-from lamina.ir.diagnostics import Diagnostic
+from lamina.ir.diagnostics import Diagnostic, SourceText
 from lamina.ir.floatfmt import bits_to_float
 from lamina.ir.location import (
     CallSiteLoc,
@@ -657,6 +657,8 @@ class Parser:
         if kw == "vector":
             if DYNAMIC in shape:
                 raise self.error("vector types must have static shape", start)
+            if 0 in shape:
+                raise self.error("vector types must have positive constant sizes but got 0", start)
             self.expect(">", "in vector type")
             return VectorType(shape, et)
         layout = None
@@ -1734,6 +1736,7 @@ class Parser:
             attrs = {}
         op = cls.create(operands, out_types, props, attrs, (), (), _UNKNOWN, name=name)
         if loc_alias is not None:
+            op._parsed_at = m.start(2) - 1  # where the op is written (see SourceText)
             a = self.attr_aliases.get(loc_alias)
             if isinstance(a, Location):
                 op.location = a
@@ -2034,6 +2037,7 @@ class Parser:
                 self.pos = pos
                 op.location = self.location_at(name_pos)
                 return
+        op._parsed_at = name_pos  # the op names its own location: remember where it is written
         m = _LOC_ALIAS.match(s, pos)
         if m is not None:
             name = m.group(1)
@@ -2275,13 +2279,14 @@ class Parser:
         from lamina.ir.builtin import ModuleOp
 
         if len(ops) == 1 and isinstance(ops[0], ModuleOp):
-            m = ops[0]
-            m.detach()
-            return m
-        module = ModuleOp.new(loc=FileLineColLoc(self.filename, self.line_offset, 0))
-        for op in ops:
-            op.detach()
-            module.body.append(op)
+            module = ops[0]
+            module.detach()
+        else:
+            module = ModuleOp.new(loc=FileLineColLoc(self.filename, self.line_offset, 0))
+            for op in ops:
+                op.detach()
+                module.body.append(op)
+        module._source = SourceText(self.filename, self.s, self.line_offset)
         return module
 
     def _pop_isolated_top(self) -> None:

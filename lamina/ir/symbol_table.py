@@ -15,7 +15,7 @@ from typing import Any
 
 from lamina.ir.attributes import ArrayAttr, Attribute, DictionaryAttr, StringAttr, SymbolRefAttr
 from lamina.ir.core import IRError, Operation
-from lamina.ir.diagnostics import VerifyError
+from lamina.ir.diagnostics import VerifyError, diagnostic_location
 from lamina.ir.traits import SymbolTable as SymbolTableTrait
 
 SYM_NAME = "sym_name"
@@ -364,8 +364,8 @@ def verify_symbol_table(op: Operation) -> None:
         if first is not child:
             raise _located(
                 f"redefinition of symbol named '{name}'",
-                child.location,
-                [("see existing symbol definition here", first.location)],
+                diagnostic_location(child),
+                [("see existing symbol definition here", diagnostic_location(first))],
             )
 
 

@@ -162,6 +162,21 @@ class ShapedType(Type):
         return math.prod(self.shape)
 
 
+def _checked_shape(
+    shape: Iterable[int], element_type: Type, what: str, lowest: int = DYNAMIC
+) -> tuple[int, ...]:
+    """``shape`` as a tuple of ints; ValueError (MLIR's words) for a dim below ``lowest``."""
+    dims = tuple(int(d) for d in shape)
+    if dims and min(dims) < lowest:
+        bad = min(dims)
+        text = "x".join("?" if d == DYNAMIC else str(d) for d in dims)
+        rule = "a positive constant" if lowest > 0 else ">= 0, or DYNAMIC (-1, printed '?')"
+        raise ValueError(
+            f"invalid {what} dimension size {bad} in {what}<{text}x{element_type}> (a dimension is {rule})"
+        )
+    return dims
+
+
 class RankedTensorType(ShapedType):
     """``tensor<2x?x3xf32>``, optionally with an encoding attribute."""
 
@@ -171,7 +186,7 @@ class RankedTensorType(ShapedType):
 
     @classmethod
     def _key(cls, shape: Iterable[int], element_type: Type, encoding: Attribute | None = None) -> tuple:
-        return (tuple(int(d) for d in shape), element_type, encoding)
+        return (_checked_shape(shape, element_type, "tensor"), element_type, encoding)
 
     def _init(self, shape: tuple, element_type: Type, encoding: Any) -> None:
         self._set(shape_=shape, element_type=element_type, encoding=encoding)
@@ -217,7 +232,7 @@ class VectorType(ShapedType):
 
     @classmethod
     def _key(cls, shape: Iterable[int], element_type: Type) -> tuple:
-        return (tuple(int(d) for d in shape), element_type)
+        return (_checked_shape(shape, element_type, "vector", 1), element_type)
 
     def _init(self, shape: tuple, element_type: Type) -> None:
         self._set(shape_=shape, element_type=element_type)
@@ -243,7 +258,7 @@ class MemRefType(ShapedType):
     def _key(
         cls, shape: Iterable[int], element_type: Type, layout: Any = None, memory_space: Any = None
     ) -> tuple:
-        return (tuple(int(d) for d in shape), element_type, layout, memory_space)
+        return (_checked_shape(shape, element_type, "memref"), element_type, layout, memory_space)
 
     def _init(self, shape: tuple, element_type: Type, layout: Any, memory_space: Any) -> None:
         self._set(shape_=shape, element_type=element_type, layout=layout, memory_space=memory_space)
@@ -309,6 +324,11 @@ class DialectType(Type):
     def print_body(self) -> str:
         raise NotImplementedError
 
+    def shaped_type_error(self, shape: tuple[int, ...]) -> str | None:
+        """What is wrong with this type as the element type of a ranked shaped type of ``shape``
+        (None: nothing). Checked by the verifier on every operand and result type."""
+        return None
+
 
 class OpaqueType(Type):
     """A type of an unregistered dialect, kept as text: ``!foo.bar<...>``."""
@@ -350,6 +370,32 @@ f8E5M2 = FloatType("f8E5M2")
 def tensor(shape: Sequence[int], element_type: Type, encoding: Any = None) -> RankedTensorType:
     """Shorthand for :class:`RankedTensorType`."""
     return RankedTensorType(shape, element_type, encoding)
+
+
+def is_compatible_type(a: Type, b: Type) -> bool:
+    """MLIR's ``verifyCompatibleShape`` plus equal element types: the same type, or shaped types
+    of one element type whose shapes agree wherever both are known (an unranked tensor or a
+    dynamic dim is compatible with any)."""
+    if a is b:
+        return True
+    tensors = (RankedTensorType, UnrankedTensorType)
+    same_kind = type(a) is type(b) or (isinstance(a, tensors) and isinstance(b, tensors))
+    if not (same_kind and isinstance(a, ShapedType)):
+        return False
+    if a.element_type is not b.element_type:
+        return False
+    if not (a.has_rank and b.has_rank):
+        return True
+    return len(a.shape) == len(b.shape) and all(x == y or DYNAMIC in (x, y) for x, y in zip(a.shape, b.shape))
+
+
+def shaped_type_error(t: Type) -> str | None:
+    """What is wrong with a ranked shaped type's dialect element type in that shape, or None."""
+    if isinstance(t, ShapedType) and t.has_rank:
+        e = t.element_type
+        if isinstance(e, DialectType):
+            return e.shaped_type_error(t.shape)
+    return None
 
 
 def is_integer_like(t: Type) -> bool:

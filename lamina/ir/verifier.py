@@ -34,6 +34,8 @@ from lamina.ir.diagnostics import (
     Diagnostic,
     DiagnosticError,
     VerifyError,
+    diagnostic_location,
+    emit_at_op,
     emit_error,
     op_error_message,
     using_engine,
@@ -45,6 +47,7 @@ from lamina.ir.traits import (
     BranchOpInterface,
     CallableOpInterface,
     CallOpInterface,
+    InferTypeOpInterface,
     IsolatedFromAbove,
     IsTerminator,
     NoTerminator,
@@ -55,6 +58,7 @@ from lamina.ir.traits import (
     SymbolOpInterface,
     Trait,
 )
+from lamina.ir.types import is_compatible_type, shaped_type_error
 
 __all__ = ["verify", "Verifier"]
 
@@ -108,6 +112,7 @@ class _ClassInfo:
         "call",
         "fast",
         "graph",
+        "infer",
         "is_terminator",
         "isolated",
         "n_operands",
@@ -148,6 +153,7 @@ class _ClassInfo:
         self.graph = not self.registered or cls.name in _GRAPH_REGION_OPS
         self.branch = _implements(cls, BranchOpInterface)
         self.call = _implements(cls, CallOpInterface)
+        self.infer = _implements(cls, InferTypeOpInterface)
         self.symbol = _implements(cls, SymbolOpInterface)
         self.symbol_uses_hook = getattr(cls, "verify_symbol_uses", None) is not None
         self.fast = False
@@ -205,6 +211,7 @@ class _ClassInfo:
                         check(op)
                 except VerifyError:
                     ok = False
+            ok = ok and not any(shaped_type_error(t) for t in sig[1:])
             if len(self.sig_ok) < 4096:
                 self.sig_ok[sig] = ok
         if not ok:
@@ -253,6 +260,26 @@ class _ClassInfo:
         return True
 
 
+def _check_inferred_types(op: Operation) -> None:
+    """InferTypeOpInterface: the declared result types must be compatible with the inferred ones
+    (an op's ``is_compatible_return_types(inferred, declared)`` may decide; the default is
+    :func:`~lamina.ir.types.is_compatible_type` on each pair), in MLIR's words."""
+    inferred = list(InferTypeOpInterface.get(op).infer_result_types())
+    declared = [r.type for r in op.results]
+    decide = getattr(op, "is_compatible_return_types", None)
+    if decide is not None:
+        ok = decide(inferred, declared)
+    else:
+        ok = len(inferred) == len(declared) and all(map(is_compatible_type, inferred, declared))
+    if not ok:
+        raise VerifyError(
+            "inferred type(s) "
+            + ", ".join(f"'{t}'" for t in inferred)
+            + " are incompatible with return type(s) of operation "
+            + ", ".join(f"'{t}'" for t in declared)
+        )
+
+
 def _implements(cls: type, iface: type) -> bool:
     if issubclass(cls, iface):
         return True
@@ -284,11 +311,12 @@ class Verifier:
     ) -> None:
         """Report an error at ``op`` (``'name' op message``), or at ``loc`` without a prefix."""
         self.num_errors += 1
-        if loc is None and op is not None:
-            loc = op.location
         if prefix and op is not None:
             message = op_error_message(op, message)
-        self.diagnostics.append(emit_error(loc, message, notes))
+        if loc is None and op is not None:
+            self.diagnostics.append(emit_at_op("error", op, message, notes))
+        else:
+            self.diagnostics.append(emit_error(loc, message, notes))
 
     def _report(self, op: Operation, e: VerifyError) -> None:
         loc = getattr(e, "location", None)
@@ -333,10 +361,15 @@ class Verifier:
                 except Exception as e:  # a declaration check tripping over malformed IR
                     self.error(op, f"failed to verify: {type(e).__name__}: {e}")
                     ok = False
+                if ok:  # before the op's own checks, which may rely on these types
+                    ok = self._check_value_types(op)
                 if ok:
                     ok = self._run_checks(op, info, info.all_trait_checks)
         if op.regions:
-            self._verify_regions(op, info)
+            if ok:
+                self._verify_regions(op, info)
+            else:  # as MLIR, the body of an op that failed is not verified (it would cascade)
+                self._check_region_links(op)
         if ok and info.registered:
             if info.branch:
                 self._check_branch(op)
@@ -356,6 +389,8 @@ class Verifier:
                 verify_symbol(op)
             if info.own_verify:
                 op.verify_()
+            if info.infer:
+                _check_inferred_types(op)
         except VerifyError as e:
             self._report(op, e)
             return False
@@ -364,6 +399,24 @@ class Verifier:
         except Exception as e:  # an op verifier crashed on malformed IR: still a located error
             self.error(op, f"verifier failed: {type(e).__name__}: {e}")
             return False
+        return True
+
+    def _check_value_types(self, op: Operation) -> bool:
+        """Element types that constrain the shape around them (a per-axis quantized type's axis
+        and scale count): each bad type is reported once, at the op defining it or, for a block
+        argument, at its users; an op using a bad value is not checked further."""
+        for i, o in enumerate(op._operands):
+            v = o.value
+            err = shaped_type_error(v.type)
+            if err is not None:
+                if type(v) is BlockArgument:
+                    self.error(op, f"operand #{i} type '{v.type}': {err}")
+                return False
+        for i, r in enumerate(op.results):
+            err = shaped_type_error(r.type)
+            if err is not None:
+                self.error(op, f"result #{i} type '{r.type}': {err}")
+                return False
         return True
 
     def _check_unregistered(self, op: Operation) -> bool:
@@ -400,10 +453,14 @@ class Verifier:
 
     # ---- regions and blocks ----------------------------------------------------------------------
 
-    def _verify_regions(self, op: Operation, info: _ClassInfo) -> None:
+    def _check_region_links(self, op: Operation) -> None:
         for region in op.regions:
             if region.parent is not op:
                 self.error(op, "region's parent link does not point to the op")
+
+    def _verify_regions(self, op: Operation, info: _ClassInfo) -> None:
+        self._check_region_links(op)
+        for region in op.regions:
             blocks = region.blocks
             if not blocks:
                 continue
@@ -422,7 +479,10 @@ class Verifier:
         if block._first is None:
             if not no_term_ok:
                 self.error(
-                    None, "empty block: expect at least a terminator", prefix=False, loc=parent.location
+                    None,
+                    "empty block: expect at least a terminator",
+                    prefix=False,
+                    loc=diagnostic_location(parent),
                 )
             return
         if not block._order_valid:
@@ -431,6 +491,7 @@ class Verifier:
         op: Operation | None = block._first
         prev: Operation | None = None
         order = -1
+        misplaced = False
         while op is not None:
             if op.parent is not block or op.prev_op is not prev:
                 self.error(op, "operation's parent/sibling links are inconsistent")
@@ -443,7 +504,15 @@ class Verifier:
             for i, r in enumerate(op.results):
                 if r.op is not op or r.index != i:
                     self.error(op, f"result #{i} is not owned by this operation")
-            self.verify_op(op, info)
+            if op._successors and op.next_op is not None:
+                # MLIR's one error for a branch in the middle of a block (not also the terminator
+                # trait's, nor "block with no terminator" for the ops after it)
+                self.error(
+                    op, "operation with block successors must terminate its parent block", prefix=False
+                )
+                misplaced = True
+            else:
+                self.verify_op(op, info)
             # SSA dominance of the operands.
             for i, o in enumerate(op._operands):
                 v = o.value
@@ -453,12 +522,11 @@ class Verifier:
                         continue
                 elif type(v) is BlockArgument and v.block is block:
                     continue
+                n = self.num_errors
                 self._check_dominance_slow(op, i, v)
+                if self.num_errors != n:  # one dominance error per op, as MLIR
+                    break
             if op._successors:
-                if op.next_op is not None:
-                    self.error(
-                        op, "operation with block successors must terminate its parent block", prefix=False
-                    )
                 for s in op._successors:
                     if s.block.parent is not region:
                         self.error(op, "branching to block of a different region")
@@ -466,7 +534,14 @@ class Verifier:
             prev = op
             op = op.next_op
         last = block._last
-        if not no_term_ok and last is not None and not self._info(type(last)).is_terminator:
+        # a non-terminator with successors at the end already failed its successor count
+        if (
+            not no_term_ok
+            and not misplaced
+            and last is not None
+            and not last._successors
+            and not self._info(type(last)).is_terminator
+        ):
             self.error(last, f"block with no terminator, has {_op_text(last)}", prefix=False)
 
     # ---- dominance -------------------------------------------------------------------------------
@@ -504,7 +579,7 @@ class Verifier:
             self.error(
                 user,
                 "using value defined outside the region",
-                [("required by region isolation constraints", isolated.location)],
+                [("required by region isolation constraints", diagnostic_location(isolated))],
             )
             return
         if blk is None:
@@ -539,13 +614,13 @@ class Verifier:
                 where = " (op in a child region)"
             else:
                 where = " (op is neither in a parent nor in a child region)"
-            note = ("operand defined here" + where, v.op.location)
+            note = ("operand defined here" + where, diagnostic_location(v.op))
         else:
             assert isinstance(v, BlockArgument)
             block2 = v.block
             region2 = block2.parent
             parent_op = region2.parent if region2 is not None else None
-            loc = parent_op.location if parent_op is not None else None
+            loc = diagnostic_location(parent_op) if parent_op is not None else None
             if region2 is None:
                 note = (" (block without parent)", loc)
             else:
@@ -624,9 +699,12 @@ class Verifier:
                     [
                         (
                             "      op result types: " + ", ".join(f"'{x}'" for x in op.result_types),
-                            op.location,
+                            diagnostic_location(op),
                         ),
-                        ("function result types: " + ", ".join(f"'{x}'" for x in results), op.location),
+                        (
+                            "function result types: " + ", ".join(f"'{x}'" for x in results),
+                            diagnostic_location(op),
+                        ),
                     ],
                 )
                 return

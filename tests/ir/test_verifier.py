@@ -18,7 +18,9 @@ from lamina.ir.context import Context
 from lamina.ir.core import Block, Operation, Region, UnregisteredOp
 from lamina.ir.diagnostics import DiagnosticError
 from lamina.ir.location import FileLineColLoc
-from lamina.ir.types import f32, i1, i32, i64
+from lamina.ir.opdef import Op, operand, result_def
+from lamina.ir.traits import InferTypeOpInterface
+from lamina.ir.types import DYNAMIC, UnrankedTensorType, f32, i1, i32, i64, tensor
 from lamina.ir.verifier import verify
 
 
@@ -754,3 +756,217 @@ def test_symbol_parent_must_be_symbol_table(ctx: Context) -> None:
     _ok, diags = run(ModuleOp.new([outer]), ctx)
     assert messages(diags) == ["'func.func' op symbol's parent must have the SymbolTable trait"]
     assert diags[0].location is L(2)
+
+
+# --------------------------------------------------------------------------------------------
+# Errors in a parsed module point into the .mlir the user gave, even when its ops carry locations
+# of somewhere else (model_transform writes each op's ONNX node: loc("conv1"("m.onnx":0:0))).
+
+_DEBUGINFO = """#loc1 = loc("m.onnx":0:0)
+module {
+  func.func @f(%x: i32 loc("x"(#loc1))) -> f32 {
+    %0 = "arith.addi"(%x, %x) : (i32, i32) -> i64 loc(#loc2)
+    %1 = "arith.muli"(%x, %x) : (i32, i32) -> i64 loc("mul"("m.onnx":0:0))
+    %2 = arith.subi %x, %x : i32 loc(#loc2)
+    return %2 : i32 loc(#loc3)
+  } loc(#loc1)
+} loc(#loc1)
+#loc2 = loc("add"(#loc1))
+#loc3 = loc(fused["ret", "out"])
+"""
+
+
+def _parse_and_verify(text: str, filename: str = "bad.mlir", line_offset: int = 0) -> tuple[Operation, list]:
+    from lamina.ir.parser import parse_module
+
+    ctx = make_ctx()
+    module = parse_module(text, ctx, filename=filename, line_offset=line_offset)
+    assert module is not None
+    ok, got = run(module, ctx)
+    assert not ok
+    return module, got
+
+
+def test_errors_point_at_the_mlir_line_and_note_the_op_origin() -> None:
+    _, got = _parse_and_verify(_DEBUGINFO)
+    where = [(str(d.location), d.source_line, d.message.split(" op ")[0]) for d in got]
+    assert where == [
+        # the one-line generic form (parser fast path), an inline loc(...), a custom op's loc
+        (
+            'loc("bad.mlir":4:10)',
+            '    %0 = "arith.addi"(%x, %x) : (i32, i32) -> i64 loc(#loc2)',
+            "'arith.addi'",
+        ),
+        (
+            'loc("bad.mlir":5:10)',
+            '    %1 = "arith.muli"(%x, %x) : (i32, i32) -> i64 loc("mul"("m.onnx":0:0))',
+            "'arith.muli'",
+        ),
+        (
+            'loc("bad.mlir":7:5)',
+            "    return %2 : i32 loc(#loc3)",
+            "type of return operand 0 ('i32') doesn't match function result type ('f32') in function @f",
+        ),
+    ]
+    notes = [[(str(n.location), n.message) for n in d.notes] for d in got]
+    assert notes[0] == [('loc("add"("m.onnx":0:0))', "the op comes from 'add'")]
+    assert notes[1] == [('loc("mul"("m.onnx":0:0))', "the op comes from 'mul'")]
+    assert notes[2] == [('loc(fused["ret", "out"])', "the op comes from 'ret', 'out'")]
+    text = str(got[0])
+    assert text.startswith("bad.mlir:4:10: error: 'arith.addi' op requires the same type")
+    assert '\n    %0 = "arith.addi"' in text and "\n         ^\n" in text
+    assert text.endswith("m.onnx:0:0: note: the op comes from 'add'")
+
+
+def test_source_positions_change_neither_printing_nor_op_locations() -> None:
+    from lamina.ir.parser import parse_module
+    from lamina.ir.printer import print_operation
+
+    ctx = make_ctx()
+    valid = _DEBUGINFO.replace("i64", "i32").replace("-> f32", "-> i32")
+    module = parse_module(valid, ctx, filename="ok.mlir")
+    assert verify(module, ctx)
+    again = parse_module(print_operation(module, debuginfo=True), make_ctx(), filename="again.mlir")
+    assert print_operation(again, debuginfo=True) == print_operation(module, debuginfo=True)
+    add = next(op for op in module.walk_ops() if op.name == "arith.addi")
+    assert str(add.location) == 'loc("add"("m.onnx":0:0))'
+
+
+def test_split_input_file_chunks_report_their_own_lines() -> None:
+    _, got = _parse_and_verify(_DEBUGINFO, line_offset=20)
+    assert str(got[0].location) == 'loc("bad.mlir":24:10)'
+
+
+def test_ops_without_parse_position_report_as_before() -> None:
+    # an op without loc(...) is located where it is written already: no note
+    _, got = _parse_and_verify(
+        'func.func @f(%x: i32) {\n  %0 = "arith.addi"(%x, %x) : (i32, i32) -> i64\n  return\n}\n'
+    )
+    assert str(got[0].location) == 'loc("bad.mlir":2:8)' and got[0].notes == []
+    # an op built in memory has only its own location
+    f, b = simple_func(results=())
+    x = f.entry_block.args[0]
+    f.entry_block.append(AddIOp.create([x, x], [i64], location=L(9)))
+    b.create(ReturnOp)
+    ok, got = run(f, make_ctx())
+    assert not ok and got[0].location is L(9) and got[0].notes == []
+    # an op moved out of the module it was parsed into no longer knows its text
+    module, _ = _parse_and_verify(_DEBUGINFO)
+    add = next(op for op in module.walk_ops() if op.name == "arith.addi")
+    clone = add.clone()
+    ok, got = run(clone, make_ctx())
+    assert got[0].location is add.location
+
+
+def test_the_parsed_text_kept_for_diagnostics_excludes_resource_blobs() -> None:
+    text = (
+        _DEBUGINFO
+        + '{-#\n  dialect_resources: {\n    builtin: {\n      w: "0x0400000000000000"\n    }\n  }\n#-}\n'
+    )
+    module, got = _parse_and_verify(text)
+    assert "dialect_resources" not in module._source.text
+    assert str(got[0].location) == 'loc("bad.mlir":4:10)'
+
+
+def test_runner_reports_the_mlir_line(tmp_path, capsys) -> None:
+    import numpy as np
+
+    from lamina.tools.runner import main
+
+    bad = tmp_path / "bad.mlir"
+    bad.write_text(
+        '#loc1 = loc("m.onnx":0:0)\n'
+        "module {\n"
+        '  func.func @main(%arg0: tensor<1x4xf32> loc("in"(#loc1))) -> tensor<1x4xf32> {\n'
+        '    %0 = "top.Input"(%arg0) : (tensor<1x4xf32>) -> tensor<1x4xf32> loc(#loc2)\n'
+        '    %1 = "top.Permute"(%0) <{order = array<i64: 0, 1, 7>}> : (tensor<1x4xf32>) -> tensor<1x4xf32> loc(#loc3)\n'
+        "    return %1 : tensor<1x4xf32> loc(#loc1)\n"
+        "  } loc(#loc1)\n"
+        "} loc(#loc1)\n"
+        '#loc2 = loc("in"(#loc1))\n'
+        '#loc3 = loc("perm"(#loc1))\n'
+    )
+    np.savez(tmp_path / "in.npz", **{"in": np.ones((1, 4), np.float32)})
+    rc = main(
+        ["--model", str(bad), "--input", str(tmp_path / "in.npz"), "--output", str(tmp_path / "out.npz")]
+    )
+    err = capsys.readouterr().err
+    assert rc == 1
+    assert f"{bad}:5:10: error: 'top.Permute' op order [0, 1, 7] is not a permutation of 2 dims" in err
+    assert "m.onnx:0:0: note: the op comes from 'perm'" in err
+    assert not (tmp_path / "out.npz").exists()
+
+
+# --------------------------------------------------------------------------------------------
+# InferTypeOpInterface: declared result types must match the inferred ones (MLIR's check), so an
+# op whose result type was hand-edited fails verification instead of executing to a wrong shape.
+
+
+class _TransposeLike(Op, InferTypeOpInterface):
+    name = "tst.transpose2d"
+    input = operand()
+    output = result_def()
+
+    def infer_result_types(self):
+        t = self.input.type
+        return [t.with_shape(t.shape[::-1])]
+
+
+@pytest.mark.parametrize(
+    ("declared", "ok"),
+    [
+        (tensor([4, 2], f32), True),
+        (tensor([DYNAMIC, 2], f32), True),  # a dynamic dim is compatible with any
+        (UnrankedTensorType(f32), True),
+        (tensor([2, 4], f32), False),
+        (tensor([4, 2, 1], f32), False),
+        (tensor([4, 2], i32), False),
+    ],
+)
+def test_inferred_result_types_must_be_compatible(declared, ok: bool) -> None:
+    f = FuncOp.new("f", [tensor([2, 4], f32)], [], loc=L(1))
+    b = Builder.at_end(f.entry_block)
+    b.create(_TransposeLike, input=f.entry_block.args[0], output=declared, loc=L(2, 3))
+    b.create(ReturnOp)
+    got_ok, got = run(f, make_ctx())
+    assert got_ok == ok
+    if not ok:
+        assert messages(got) == [
+            "'tst.transpose2d' op inferred type(s) 'tensor<4x2xf32>' are incompatible with return type(s) of "
+            f"operation '{declared}'"
+        ]
+        assert got[0].location is L(2, 3)
+
+
+def test_an_op_may_decide_what_is_compatible() -> None:
+    class Exact(_TransposeLike):
+        name = "tst.transpose2d_exact"
+
+        @staticmethod
+        def is_compatible_return_types(inferred, declared) -> bool:
+            return list(inferred) == list(declared)
+
+    f = FuncOp.new("f", [tensor([2, 4], f32)], [], loc=L(1))
+    b = Builder.at_end(f.entry_block)
+    b.create(Exact, input=f.entry_block.args[0], output=tensor([DYNAMIC, 2], f32))
+    b.create(ReturnOp)
+    ok, got = run(f, make_ctx())
+    assert not ok and "inferred type(s) 'tensor<4x2xf32>' are incompatible" in got[0].message
+
+
+def test_a_non_terminator_with_successors_is_one_error() -> None:
+    # (mlir-opt-22 rejects this when parsing: "successors in non-terminator")
+    _, got = _parse_and_verify(
+        'func.func @f(%x: i32) {\n  %0 = "arith.addi"(%x, %x)[^bb1] : (i32, i32) -> i32\n^bb1:\n  return\n}\n'
+    )
+    assert messages(got) == ["'arith.addi' op requires 0 successors but found 1"]
+
+
+def test_symbol_redefinition_points_at_the_mlir_lines() -> None:
+    _, got = _parse_and_verify(
+        '#l = loc("m.onnx":0:0)\nmodule {\n  func.func private @g() loc(#l)\n  func.func private @g() loc(#l)\n}\n'
+    )
+    assert [(str(d.location), d.message) for d in got] == [
+        ('loc("bad.mlir":4:3)', "redefinition of symbol named 'g'")
+    ]
+    assert str(got[0].notes[0].location) == 'loc("bad.mlir":3:3)'

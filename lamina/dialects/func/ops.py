@@ -104,8 +104,8 @@ class FuncOp(Op, SymbolOpInterface, CallableOpInterface):
         for i, (a, t) in enumerate(zip(entry.args, ft.inputs)):
             if a.type is not t:
                 raise VerifyError(
-                    f"type of entry block argument #{i}({a.type}) must match the type of the "
-                    f"corresponding argument in function signature({t})"
+                    f"type of entry block argument #{i}('{a.type}') must match the type of the "
+                    f"corresponding argument in function signature('{t}')"
                 )
 
     # ---- custom assembly (``func.func [private] @name(%arg0: i32 {attrs}) -> (i32) attributes {...} {``)
@@ -240,10 +240,12 @@ class ReturnOp(Op):
             )
         for i, (v, t) in enumerate(zip(vals, results)):
             if v.type is not t:
-                raise VerifyError(
+                e = VerifyError(
                     f"type of return operand {i} ('{v.type}') doesn't match function result type ('{t}') "
                     f"in function @{fn.symbol_name()}"
                 )
+                e.op_prefix = False  # type: ignore[attr-defined]  (MLIR's emitError, no 'op' prefix)
+                raise e
 
     def print(self, printer: Any) -> None:
         ops = self.operands

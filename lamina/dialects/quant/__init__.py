@@ -8,16 +8,26 @@
 The storage type prints as ``iN`` (signed) or ``uN`` (unsigned) followed by ``<min:max>`` when the
 storage range is narrower than the type's full range; scales print like MLIR's f64 attributes and a
 zero point of 0 is omitted.
+
+The types check what MLIR's ``verifyInvariants`` checks, in its words, both when parsed (a located
+error) and when built from Python (``ValueError``): storage width 1..32, storage min/max inside the
+storage type and ordered, every scale inside the expressed type's range (smallest subnormal to
+largest finite: a scale of 0, a negative or an infinite one is rejected; a NaN scale, which
+mlir-opt-22 lets through, too), a non-negative quantized dimension with one zero point per scale,
+and calibrated ``min <= max``. Like MLIR, a zero point outside the storage range is accepted.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from typing import Any
 
+import ml_dtypes
+
 from lamina.ir.context import Dialect, register_dialect
-from lamina.ir.floatfmt import format_float
-from lamina.ir.types import DialectType, FloatType, IntegerType, Type
+from lamina.ir.floatfmt import _NP_DTYPE, bits_to_float, format_float
+from lamina.ir.types import DYNAMIC, DialectType, FloatType, IntegerType, Type
 
 __all__ = [
     "AnyQuantizedType",
@@ -37,6 +47,52 @@ def _full_range(width: int, signed: bool) -> tuple[int, int]:
 
 def _fmt(v: float) -> str:
     return format_float(float(v), "f64")
+
+
+def _e(v: float) -> str:
+    """A double as LLVM's ``raw_ostream`` prints it in MLIR's messages (``%e``, ``INF``)."""
+    return ("-INF" if v < 0 else "INF") if math.isinf(v) else f"{v:e}"
+
+
+def storage_error(width: int, signed: bool, lo: int, hi: int) -> str | None:
+    """What is wrong with a storage type and its min/max (MLIR's words), or None."""
+    if not 0 < width <= 32:
+        return f"illegal storage type size: {width}"
+    full_lo, full_hi = _full_range(width, signed)
+    if lo < full_lo:
+        return f"illegal storage type minimum: {lo}"
+    if hi > full_hi:
+        return f"illegal storage type maximum: {hi}"
+    if lo > hi:
+        return f"illegal storage min and storage max: ({lo}:{hi})"
+    return None
+
+
+def scale_error(scale: float, expressed_type: Type) -> str | None:
+    """What is wrong with a scale for the expressed type (MLIR's words), or None."""
+    if math.isnan(scale):
+        return f"illegal scale: {scale}"
+    dt = _NP_DTYPE.get(getattr(expressed_type, "name", ""))
+    if dt is None:  # no numpy model of this float type: at least positive and finite
+        lo, hi = math.ulp(0.0), 1.7976931348623157e308
+    else:
+        info = ml_dtypes.finfo(dt)
+        lo, hi = float(info.smallest_subnormal), float(info.max)
+    if scale < lo or scale > hi:
+        return f"scale {_e(scale)} out of expressed type range [{_e(lo)}, {_e(hi)}]"
+    return None
+
+
+def _expressed_error(expressed_type: Any) -> str | None:
+    if not isinstance(expressed_type, FloatType):
+        return f"expressed type must be a floating point type, not {expressed_type}"
+    return None
+
+
+def _check(*errors: str | None) -> None:
+    for e in errors:
+        if e is not None:
+            raise ValueError(e)
 
 
 class QuantizedType(DialectType):
@@ -68,18 +124,21 @@ class QuantizedType(DialectType):
             raise parser.error("illegal storage type prefix", pos)
         width = int(kw[1:])
         signed = kw[0] == "i"
-        if width == 0 or width > 32:
+        if not 0 < width <= 32:
             raise parser.error(f"illegal storage type size: {width}", pos)
         lo, hi = _full_range(width, signed)
         if parser.parse_optional("<"):
+            parser.skip()
             mpos = parser.pos
-            lo2 = parser.parse_integer()
+            lo = parser.parse_integer()
             parser.expect(":")
-            hi2 = parser.parse_integer()
+            parser.skip()
+            hpos = parser.pos
+            hi = parser.parse_integer()
             parser.expect(">")
-            if lo2 < lo or hi2 > hi or lo2 > hi2:
-                raise parser.error("illegal storage min and storage max", mpos)
-            lo, hi = lo2, hi2
+            err = storage_error(width, signed, lo, hi)
+            if err is not None:
+                raise parser.error(err, hpos if "maximum" in err else mpos)
         return width, signed, lo, hi
 
 
@@ -109,14 +168,21 @@ class UniformQuantizedType(QuantizedType):
         storage_max: int | None = None,
     ) -> tuple:
         lo, hi = _full_range(int(storage_width), bool(signed))
+        lo = lo if storage_min is None else int(storage_min)
+        hi = hi if storage_max is None else int(storage_max)
+        _check(
+            storage_error(int(storage_width), bool(signed), lo, hi),
+            _expressed_error(expressed_type),
+            scale_error(float(scale), expressed_type),
+        )
         return (
             int(storage_width),
             bool(signed),
             expressed_type,
             float(scale).hex(),
             int(zero_point),
-            lo if storage_min is None else int(storage_min),
-            hi if storage_max is None else int(storage_max),
+            lo,
+            hi,
         )
 
     def _init(self, w: int, signed: bool, et: Type, scale: str, zp: int, lo: int, hi: int) -> None:
@@ -157,27 +223,48 @@ class UniformQuantizedType(QuantizedType):
         if not isinstance(et, FloatType):
             raise parser.error("expressed type must be a floating point type", epos)
         axis = None
+        apos = parser.pos
         if parser.parse_optional(":"):
+            parser.skip()
+            apos = parser.pos
             axis = parser.parse_integer()
         parser.expect(",")
         if axis is not None or parser.peek() == "{":
             if axis is None:
                 raise parser.error("per-axis quantization needs a quantized dimension")
             parser.expect("{")
+            if axis < 0:
+                raise parser.error(f"illegal quantized dimension: {axis}", apos)
             scales: list[float] = []
             zps: list[int] = []
             while True:
-                scales.append(parser.parse_float())
+                scales.append(cls._parse_scale(parser, et))
                 zps.append(parser.parse_integer() if parser.parse_optional(":") else 0)
                 if parser.parse_optional("}"):
                     break
                 parser.expect(",")
             parser.expect(">")
             return UniformQuantizedPerAxisType(w, signed, et, scales, zps, axis, lo, hi)
-        scale = parser.parse_float()
+        scale = cls._parse_scale(parser, et)
         zp = parser.parse_integer() if parser.parse_optional(":") else 0
         parser.expect(">")
         return UniformQuantizedType(w, signed, et, scale, zp, lo, hi)
+
+    @staticmethod
+    def _parse_scale(parser: Any, expressed_type: Type) -> float:
+        parser.skip()
+        pos = parser.pos
+        if parser.s.startswith("0x", pos):  # MLIR reads a hexadecimal scale as f64 bits
+            bits = parser.parse_integer()
+            if bits >> 64:
+                raise parser.error("hexadecimal float constant out of range for type", pos)
+            scale = bits_to_float(bits, "f64")
+        else:
+            scale = parser.parse_float()
+        err = scale_error(scale, expressed_type)
+        if err is not None:
+            raise parser.error(err, pos)
+        return scale
 
 
 class UniformQuantizedPerAxisType(QuantizedType):
@@ -208,15 +295,25 @@ class UniformQuantizedPerAxisType(QuantizedType):
         storage_max: int | None = None,
     ) -> tuple:
         lo, hi = _full_range(int(storage_width), bool(signed))
+        lo = lo if storage_min is None else int(storage_min)
+        hi = hi if storage_max is None else int(storage_max)
+        scales = tuple(float(s) for s in scales)
+        zero_points = tuple(int(z) for z in zero_points)
+        _check(storage_error(int(storage_width), bool(signed), lo, hi), _expressed_error(expressed_type))
+        if len(scales) != len(zero_points):
+            raise ValueError(f"illegal number of scales and zeroPoints: {len(scales)}, {len(zero_points)}")
+        if int(axis) < 0:
+            raise ValueError(f"illegal quantized dimension: {int(axis)}")
+        _check(*(scale_error(x, expressed_type) for x in scales))
         return (
             int(storage_width),
             bool(signed),
             expressed_type,
-            tuple(float(s).hex() for s in scales),
-            tuple(int(z) for z in zero_points),
+            tuple(x.hex() for x in scales),
+            zero_points,
             int(axis),
-            lo if storage_min is None else int(storage_min),
-            hi if storage_max is None else int(storage_max),
+            lo,
+            hi,
         )
 
     def _init(
@@ -263,6 +360,14 @@ class UniformQuantizedPerAxisType(QuantizedType):
 
     parse_body = UniformQuantizedType.parse_body
 
+    def shaped_type_error(self, shape: tuple[int, ...]) -> str | None:
+        """MLIR's per-axis checks of a quantized tensor (``verifyPerAxisQuantization``)."""
+        if self.axis >= len(shape):
+            return "quantized dimension must be less than tensor rank"
+        if shape[self.axis] != DYNAMIC and shape[self.axis] != len(self.scales):
+            return "quantized dimension size does not match number of scales"
+        return None
+
 
 class CalibratedQuantizedType(QuantizedType):
     """``!quant.calibrated<f32<min:max>>``."""
@@ -272,6 +377,9 @@ class CalibratedQuantizedType(QuantizedType):
 
     @classmethod
     def _key(cls, expressed_type: Type, min: float, max: float) -> tuple:
+        _check(_expressed_error(expressed_type))
+        if not float(min) <= float(max):
+            raise ValueError(f"illegal min and max: ({_e(float(min))}:{_e(float(max))})")
         return (expressed_type, float(min).hex(), float(max).hex())
 
     def _init(self, et: Type, lo: str, hi: str) -> None:
@@ -291,11 +399,15 @@ class CalibratedQuantizedType(QuantizedType):
         if not isinstance(et, FloatType):
             raise parser.error("expressed type must be a floating point type", epos)
         parser.expect("<")
+        parser.skip()
+        pos = parser.pos
         lo = parser.parse_float()
         parser.expect(":")
         hi = parser.parse_float()
         parser.expect(">")
         parser.expect(">")
+        if not lo <= hi:
+            raise parser.error(f"illegal min and max: ({_e(lo)}:{_e(hi)})", pos)
         return CalibratedQuantizedType(et, lo, hi)
 
 
@@ -315,13 +427,12 @@ class AnyQuantizedType(QuantizedType):
         storage_max: int | None = None,
     ) -> tuple:
         lo, hi = _full_range(int(storage_width), bool(signed))
-        return (
-            int(storage_width),
-            bool(signed),
-            expressed_type,
-            lo if storage_min is None else int(storage_min),
-            hi if storage_max is None else int(storage_max),
-        )
+        lo = lo if storage_min is None else int(storage_min)
+        hi = hi if storage_max is None else int(storage_max)
+        _check(storage_error(int(storage_width), bool(signed), lo, hi))
+        if expressed_type is not None:
+            _check(_expressed_error(expressed_type))
+        return (int(storage_width), bool(signed), expressed_type, lo, hi)
 
     def _init(self, w: int, signed: bool, et: Type | None, lo: int, hi: int) -> None:
         self._set(storage_width=w, signed=signed, expressed_type=et, storage_min=lo, storage_max=hi)
@@ -341,7 +452,11 @@ class AnyQuantizedType(QuantizedType):
         w, signed, lo, hi = cls._parse_storage(parser)
         et = None
         if parser.parse_optional(":"):
+            parser.skip()
+            epos = parser.pos
             et = parser.parse_type()
+            if not isinstance(et, FloatType):
+                raise parser.error("expressed type must be a floating point type", epos)
         parser.expect(">")
         return AnyQuantizedType(w, signed, et, lo, hi)
 
