@@ -4,13 +4,13 @@ registration, branches, op definitions and speed."""
 from __future__ import annotations
 
 import itertools
-import time
 
 import pytest
 
 from lamina.dialects.arith import AddIOp, CmpIOp, ConstantOp, MulIOp
 from lamina.dialects.cf import BranchOp, CondBranchOp
 from lamina.dialects.func import CallOp, FuncOp, ReturnOp
+from lamina.ir import dominance
 from lamina.ir.attributes import IntegerAttr, StringAttr, SymbolRefAttr
 from lamina.ir.builder import Builder
 from lamina.ir.builtin import ModuleOp
@@ -585,20 +585,13 @@ def _big_module(n: int) -> ModuleOp:
     return ModuleOp.new([f])
 
 
-def test_verify_20000_ops_is_fast(ctx: Context) -> None:
-    m = _big_module(20000)
-    best = min(_timed(m, ctx) for _ in range(3))
-    assert best < 0.2, best
+def test_verify_20000_ops(ctx: Context) -> None:
+    # Its speed is measured by benchmarks/ir_parse_print.py, not asserted here.
+    assert verify(_big_module(20000), ctx)
 
 
-def _timed(m: ModuleOp, ctx: Context) -> float:
-    t = time.perf_counter()
-    assert verify(m, ctx)
-    return time.perf_counter() - t
-
-
-def test_verify_is_linear_with_many_blocks(ctx: Context) -> None:
-    # A chain of 2,000 blocks: the dominator tree must not make verification quadratic.
+def test_verify_is_linear_with_many_blocks(ctx: Context, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A chain of 2,000 blocks: one dominator tree for the region (O(1) queries), not one per use.
     f = FuncOp.new("f", [i32], [i32])
     r = f.regions[0]
     blocks = [f.entry_block] + [r.add_block(Block([i32])) for _ in range(2000)]
@@ -607,9 +600,16 @@ def test_verify_is_linear_with_many_blocks(ctx: Context) -> None:
         v = cur.append(AddIOp.build(lhs=x, rhs=cur.args[0]))
         cur.append(BranchOp.build(dest=nxt, dest_operands=[v.result]))
     blocks[-1].append(ReturnOp.build(operands_=[x]))
-    t = time.perf_counter()
+    built: list[object] = []
+    init = dominance.DominanceInfo.__init__
+
+    def counting_init(self: dominance.DominanceInfo, region: object) -> None:
+        built.append(region)
+        init(self, region)
+
+    monkeypatch.setattr(dominance.DominanceInfo, "__init__", counting_init)
     assert verify(ModuleOp.new([f]), ctx)
-    assert time.perf_counter() - t < 0.5
+    assert built == [r]
 
 
 def test_region_parent_link(ctx: Context) -> None:
