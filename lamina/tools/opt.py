@@ -126,11 +126,13 @@ def _build_parser() -> argparse.ArgumentParser:
 
 def _split_pass_flags(argv: list[str]) -> tuple[list[str], list[str]]:
     """Pull ``--<registered-pass>[=options]`` flags out of argv, in order."""
-    from lamina.passes import get_pass
+    from lamina.passes.registry import get_pass
 
+    # lamina-opt's own options are not looked up as passes (that would import every pass module).
+    own = set(_build_parser()._option_string_actions) | {"--split-input-file"}
     rest, passes = [], []
     for a in argv:
-        if a.startswith("--") and len(a) > 2:
+        if a.startswith("--") and len(a) > 2 and a.partition("=")[0] not in own:
             name, _, opts = a[2:].partition("=")
             try:
                 cls = get_pass(name)
@@ -166,8 +168,7 @@ def _list_passes() -> str:
 
 
 def run(argv: Sequence[str] | None = None) -> int:
-    import lamina.dialects
-    import lamina.transforms  # noqa: F401 - registers the passes
+    import lamina.dialects  # noqa: F401 - makes the dialects loadable by name (each on first use)
     from lamina.ir.context import Context
 
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -209,7 +210,9 @@ def run(argv: Sequence[str] | None = None) -> int:
         handler = (
             DiagnosticVerifier(buf) if args.verify_diagnostics else SourceDiagnosticPrinter({filename: buf})
         )
-        ctx = Context(allow_unregistered_dialects=args.allow_unregistered_dialect, handler=handler)
+        ctx = Context(
+            allow_unregistered_dialects=args.allow_unregistered_dialect, load_all=False, handler=handler
+        )
         with ctx:
             out = _process(ctx, chunk, filename, first_line, pipeline, args)
         outputs.append("" if out is None else out.rstrip("\n") + "\n\n")
@@ -241,6 +244,7 @@ def _process(
         return None
     pm = None
     if pipeline:
+        ctx.load_all_available()  # passes may create ops of any dialect and collect their patterns
         try:
             pm = PassManager.parse(pipeline, ctx)
         except PipelineError:
