@@ -476,6 +476,10 @@ class DenseElementsAttr(ElementsAttr):
         return h
 
 
+class ResourceError(ValueError):
+    """A resource blob that cannot be loaded or does not fit the type of its ``dense_resource``."""
+
+
 class ResourceBlob:
     """Bytes of a resource, held by reference. ``data`` may be loaded lazily from a file."""
 

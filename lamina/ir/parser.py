@@ -37,6 +37,7 @@ from lamina.ir.attributes import (
     IntegerAttr,
     OpaqueAttr,
     ResourceBlob,
+    ResourceError,
     StringAttr,
     SymbolRefAttr,
     TypeAttr,
@@ -261,6 +262,8 @@ class Parser:
         self.depth = 0
         self._allow_unreg = ctx.allow_unregistered_dialects
         self._resource_handles: dict[str, Any] = {}
+        #: The type of the first ``dense_resource`` use of each key (checked against weight files).
+        self._resource_types: dict[str, ShapedType] = {}
         self._op_classes: dict[str, Any] = {}
         self._parent_ops: list[Operation | None] = [None]
         self._pending_op_name = ""
@@ -1059,6 +1062,7 @@ class Parser:
             raise self.error("expected a shaped type with static shape", tpos)
         h = self.ctx.resources.get_or_create(key)
         self._resource_handles[key] = h
+        self._resource_types.setdefault(key, t)
         return DenseResourceElementsAttr(t, h)
 
     def _parse_dense(self) -> Attribute:
@@ -2360,22 +2364,33 @@ def parse_module(text: str, ctx: Context, filename: str = "<stdin>", line_offset
 
 
 def _load_external_weights(module: Operation, ctx: Context, p: Parser, filename: str) -> None:
+    """Attach the blobs of the ``.npz`` named by ``lamina.weight_file`` (loaded lazily), after
+    checking the file and each blob's dtype and element count (from its ``.npy`` header) against
+    the type of the ``dense_resource`` that uses it."""
     wf = module.attributes.get(WEIGHT_FILE_ATTR)
     if wf is None:
         return
+    start = max(p.s.find(WEIGHT_FILE_ATTR), 0)
     if not isinstance(wf, StringAttr):
-        raise ParseError(0, f"'{WEIGHT_FILE_ATTR}' must be a string")
+        raise ParseError(start, f"'{WEIGHT_FILE_ATTR}' must be a string")
     path = wf.value
     if not os.path.isabs(path) and filename and not filename.startswith("<"):
         path = os.path.join(os.path.dirname(os.path.abspath(filename)), path)
-    start = p.s.find(WEIGHT_FILE_ATTR)
+    name = wf.value
     if not os.path.exists(path):
-        raise ParseError(max(start, 0), f"weight file '{wf.value}' not found (looked for '{path}')")
+        raise ParseError(start, f"weight file '{name}' not found (looked for '{path}')")
+    try:
+        with open(path, "rb") as f:
+            magic = f.read(4)
+    except OSError as e:
+        raise ParseError(start, f"cannot read weight file '{name}': {e.strerror or e}") from None
+    if magic not in (b"PK\x03\x04", b"PK\x05\x06"):
+        raise ParseError(start, f"weight file '{name}' is not an .npz file (it is not a zip archive)")
     try:
         npz = np.load(path, allow_pickle=False)
         keys = set(npz.files)
     except Exception as e:
-        raise ParseError(max(start, 0), f"cannot read weight file '{wf.value}': {e}") from None
+        raise ParseError(start, f"weight file '{name}' is not a valid .npz file: {e}") from None
     align: dict[str, int] = {}
     if "__lamina_resource_alignments__" in keys:
         try:
@@ -2386,13 +2401,60 @@ def _load_external_weights(module: Operation, ctx: Context, p: Parser, filename:
         if h.blob is not None:
             continue
         if key not in keys:
-            raise ParseError(max(start, 0), f"resource '{key}' not found in weight file '{wf.value}'")
-        h.blob = ResourceBlob(None, int(align.get(key, 16)), _npz_loader(npz, key))
+            raise ParseError(start, f"resource '{key}' not found in weight file '{name}'")
+        expected = p._resource_types[key]
+        try:
+            found = _npz_member_header(npz, key)
+        except Exception as e:
+            raise ParseError(start, f"weight file '{name}': cannot read '{key}': {e}") from None
+        problem = _blob_mismatch(found[0], found[1], expected)
+        if problem:
+            raise ParseError(start, f"weight file '{name}': '{key}' {problem}")
+        h.blob = ResourceBlob(None, int(align.get(key, 16)), _npz_loader(npz, key, name, expected))
     del module.attributes[WEIGHT_FILE_ATTR]
 
 
-def _npz_loader(npz: Any, key: str) -> Callable[[], np.ndarray]:
-    return lambda: npz[key]
+def _npz_member_header(npz: Any, key: str) -> tuple[np.dtype, tuple[int, ...]]:
+    """dtype and shape of one array of an open ``.npz`` from its ``.npy`` header (no data read)."""
+    with npz.zip.open(key + ".npy") as f:
+        fmt = np.lib.format
+        major, _ = fmt.read_magic(f)
+        read = fmt.read_array_header_1_0 if major == 1 else fmt.read_array_header_2_0
+        shape, _, dtype = read(f)
+    return dtype, shape
+
+
+def _blob_mismatch(dtype: np.dtype, shape: tuple[int, ...], t: ShapedType) -> str:
+    """Why an array of ``dtype``/``shape`` cannot hold a ``t`` (empty when it can).
+
+    A blob may also be raw bytes (uint8, as written for byte blobs) or an opaque ``V<n>`` dtype of
+    the right item size (how numpy stores bf16/f8 arrays) holding exactly the type's bytes."""
+    want = element_type_to_dtype(t.element_type)
+    n = 1
+    for d in shape:
+        n *= d
+    if dtype == want:
+        if n != t.num_elements:
+            return f"has shape {tuple(shape)} ({n} elements), expected {t.num_elements} elements for '{t}'"
+        return ""
+    raw = dtype == np.uint8 or (dtype.kind == "V" and dtype.itemsize == want.itemsize)
+    if raw and n * dtype.itemsize == t.num_elements * want.itemsize:
+        return ""
+    return f"has dtype {dtype} and shape {tuple(shape)}, expected dtype {want} ({t.num_elements} elements) for '{t}'"
+
+
+def _npz_loader(npz: Any, key: str, name: str, t: ShapedType) -> Callable[[], np.ndarray]:
+    def load() -> np.ndarray:
+        try:
+            a = npz[key]
+        except Exception as e:
+            raise ResourceError(f"weight file '{name}': cannot read '{key}': {e}") from None
+        problem = _blob_mismatch(a.dtype, a.shape, t)
+        if problem:  # the file changed since it was parsed
+            raise ResourceError(f"weight file '{name}': '{key}' {problem}")
+        return a
+
+    return load
 
 
 def _parse_fragment(text: str, ctx: Context, fn: Callable[[Parser], Any]) -> Any:

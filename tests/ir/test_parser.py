@@ -283,6 +283,63 @@ def test_missing_weight_file_is_located_error(tmp_path):
     assert ":1:20: error: weight file 'nope.npz' not found" in errs[0]
 
 
+WEIGHT_SRC = """module attributes {lamina.weight_file = "w.npz"} {
+  "foo.w"() {value = dense_resource<w0> : tensor<3x3xf32>} : () -> ()
+}
+"""
+
+
+def _zip_with_bad_member(path):
+    import zipfile
+
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("w0.npy", b"garbage")
+
+
+@pytest.mark.parametrize(
+    "write, message",
+    [
+        (
+            lambda p: p.write_bytes(bytes(range(256)) * 4),
+            "weight file 'w.npz' is not an .npz file (it is not a zip archive)",
+        ),
+        (
+            lambda p: np.savez(p, w0=np.ones((3, 3))),
+            "weight file 'w.npz': 'w0' has dtype float64 and shape (3, 3), expected dtype float32 "
+            "(9 elements) for 'tensor<3x3xf32>'",
+        ),
+        (
+            lambda p: np.savez(p, w0=np.ones((3, 3), np.float16)),
+            "weight file 'w.npz': 'w0' has dtype float16 and shape (3, 3), expected dtype float32",
+        ),
+        (
+            lambda p: np.savez(p, w0=np.ones((4,), np.float32)),
+            "weight file 'w.npz': 'w0' has shape (4,) (4 elements), expected 9 elements for 'tensor<3x3xf32>'",
+        ),
+        (
+            lambda p: np.savez(p, w1=np.ones((3, 3), np.float32)),
+            "resource 'w0' not found in weight file 'w.npz'",
+        ),
+        (_zip_with_bad_member, "weight file 'w.npz': cannot read 'w0': "),
+    ],
+    ids=["random-bytes", "float64", "float16", "element-count", "missing-key", "corrupt-member"],
+)
+def test_bad_weight_file_is_located_error(tmp_path, write, message):
+    write(tmp_path / "w.npz")
+    errs = parse_errors(WEIGHT_SRC, filename=str(tmp_path / "m.mlir"))
+    assert len(errs) == 1
+    assert f"m.mlir:1:20: error: {message}" in errs[0]
+
+
+def test_weight_file_blob_of_other_shape_same_count_and_raw_bytes_load(tmp_path):
+    w = np.arange(9, dtype=np.float32)
+    for stored in (w, w.view(np.uint8)):  # a flat array, or the raw bytes of a byte blob
+        np.savez(tmp_path / "w.npz", w0=stored)
+        m = parse_module(WEIGHT_SRC, ctx(), filename=str(tmp_path / "m.mlir"))
+        assert m is not None
+        np.testing.assert_array_equal(m.body.first_op.attributes["value"].to_numpy(), w.reshape(3, 3))
+
+
 # ---- errors -------------------------------------------------------------------------------------
 
 
