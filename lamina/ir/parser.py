@@ -99,14 +99,19 @@ _INT = re.compile(r"-?(?:0x[0-9a-fA-F]+|[0-9]+)")
 _NUMBER = re.compile(r"-?(?:0x[0-9a-fA-F]+|[0-9]+(?:\.[0-9]*(?:[eE][+-]?[0-9]+)?)?)")
 _SIMPLE_TYPE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:<[A-Za-z0-9_?*]*>)?")
 _INT_TYPE = re.compile(r"(s|u)?i([0-9]+)\Z")
+#: One dimension and its ``x``; MLIR lexes them as tokens, so whitespace may surround both.
+_DIM_X = re.compile(r"(?:[ \t\r\n]+|//[^\n]*)*([0-9]+|\?|\[[0-9]+\])(?:[ \t\r\n]+|//[^\n]*)*x")
 _DIM_LIST = re.compile(r"(?:(?:[0-9]+|\?)x)*")
 _OPERANDS = re.compile(r"\(([%#A-Za-z0-9_$.\-, ]*)\)")
+#: ``loc`` and its ``(`` with whitespace between (MLIR lexes them as two tokens).
+_LOC_KW = re.compile(r"loc(?:[ \t\r\n]+|//[^\n]*)+(?=\()")
 _LOC_ALIAS = re.compile(r"loc\(#([A-Za-z0-9_$.\-]+)\)")
 _LOC_SIMPLE = re.compile(r'loc\(("[^"\\\n]*"(?::[0-9]+:[0-9]+)?)\)')
 _SIMPLE_DICT = re.compile(r'\{(?:[^{}"\n]|"(?:[^"\\\n]|\\.)*")*\}')
 _ESCAPE = re.compile(r"\\(?:([0-9a-fA-F]{2})|(.))", re.S)
 _ALIAS_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_$.\-]*")
 _RESULT_DEF = re.compile(r"%([0-9]+|[A-Za-z_$.\-][A-Za-z0-9_$.\-]*)(?::([0-9]+))?")
+_RESULT_COUNT = re.compile(r"(?:[ \t\r\n]+|//[^\n]*)*:(?:[ \t\r\n]+|//[^\n]*)*([0-9]+)")
 _FAST_RESULT = re.compile(r"%([0-9]+|[A-Za-z_$.\-][A-Za-z0-9_$.\-]*)(?::([0-9]+))? = ")
 _UNKNOWN = UnknownLoc()
 _DICT_TEXT = r'\{[^{}"\n]*(?:"[^"\\\n]*"[^{}"\n]*)*\}'
@@ -129,6 +134,34 @@ _FLOAT_NAMES = frozenset(FloatType.NAMES)
 _SIMPLE_TYPES: dict[str, Type] = {"index": IndexType(), "none": NoneType()}
 for _n in FloatType.NAMES:
     _SIMPLE_TYPES[_n] = FloatType(_n)
+
+
+def _int(text: str) -> int:
+    """The value of an integer literal (decimal or ``0x`` hex, maybe negative) of any length.
+
+    ``int()`` refuses decimal strings longer than ``sys.get_int_max_str_digits()`` (4300); MLIR
+    accepts literals as wide as their type (up to i16777215), so long ones are converted in halves."""
+    if "x" in text:
+        return int(text, 16)
+    if len(text) <= 4000:
+        return int(text)
+    neg = text.startswith("-")
+    digits = text[1:] if neg else text
+    half = len(digits) // 2
+    v = _int(digits[:-half]) * 10**half + _int(digits[-half:])
+    return -v if neg else v
+
+
+def _int_fits(v: int, t: Type) -> bool:
+    """Whether literal ``v`` is in range of integer or index type ``t`` (signless integers take
+    signed or unsigned values, as in MLIR; index is 64 bits)."""
+    w = t.width if isinstance(t, IntegerType) else 64
+    sign = t.signedness if isinstance(t, IntegerType) else ""
+    if sign == "u":
+        return 0 <= v < (1 << w)
+    if sign == "s":
+        return -(1 << (w - 1)) <= v < (1 << (w - 1))
+    return -(1 << (w - 1)) <= v < (1 << w) if w > 1 else v in (0, 1, -1)
 
 
 class ParseError(Exception):
@@ -440,7 +473,7 @@ class Parser:
             raise self.error("expected integer value")
         self.pos = m.end()
         t = m.group()
-        return int(t, 16) if "x" in t else int(t)
+        return _int(t)
 
     def parse_optional_integer(self) -> int | None:
         self.skip()
@@ -449,7 +482,7 @@ class Parser:
             return None
         self.pos = m.end()
         t = m.group()
-        return int(t, 16) if "x" in t else int(t)
+        return _int(t)
 
     def parse_float(self) -> float:
         self.skip()
@@ -594,7 +627,7 @@ class Parser:
         mi = _INT_TYPE.match(kw)
         if mi is not None:
             self.pos = m.end()
-            w = int(mi.group(2))
+            w = _int(mi.group(2))
             if w == 0 or w > 16777215:
                 raise self.error("invalid integer width", pos)
             return IntegerType(w, mi.group(1) or "")
@@ -617,15 +650,17 @@ class Parser:
             self.expect(">", "in tuple type")
             return TupleType(ts)
         if kw == "complex":
-            self.pos = pos
-            return OpaqueType("", self._scan_verbatim(pos))
+            self.expect("<")
+            et = self.parse_type()
+            self.expect(">", "in complex type")
+            return OpaqueType("", f"complex<{et}>")
         raise self.error("expected non-function type", pos)
 
     def _parse_shaped(self, kw: str, start: int) -> Type:
         s = self.s
         if not self.parse_optional("<"):
             raise self.error(f"expected '<' in {kw} type")
-        pos = self.pos
+        pos = _WS.match(s, self.pos).end()
         if kw == "tensor" and s.startswith("*", pos):
             self.pos = pos + 1
             self.expect("x")
@@ -633,20 +668,28 @@ class Parser:
             self.expect(">")
             return UnrankedTensorType(et)
         shape: list[int] = []
+        scalable: list[str] | None = None  # the dims' text, when a vector has a scalable one
         while True:
-            m = re.compile(r"([0-9]+|\?|\[[0-9]+\])x").match(s, self.pos)
+            m = _DIM_X.match(s, self.pos)
             if m is None:
                 break
             d = m.group(1)
             if d[0] == "[":
                 if kw != "vector":
                     raise self.error("scalable dimensions are only valid in vector types", self.pos)
-                # Scalable vectors are not modelled: keep the type verbatim.
-                return OpaqueType("", self._scan_verbatim(start))
-            shape.append(DYNAMIC if d == "?" else int(d))
+                scalable = [str(x) for x in shape]
+            elif d != "?" and (len(d) > 19 or int(d) >= 1 << 63):  # MLIR's dimensions are int64
+                raise self.error("invalid dimension", self.pos)
+            if scalable is not None:
+                scalable.append(d)
+            else:
+                shape.append(DYNAMIC if d == "?" else int(d))
             self.pos = m.end()
         et_pos = self.pos
         et = self.parse_type()
+        if scalable is not None:  # scalable vectors are not modelled: kept as text
+            self.expect(">", "in vector type")
+            return OpaqueType("", f"vector<{'x'.join(scalable)}x{et}>")
         if kw == "tensor":
             if isinstance(et, (FunctionType, TupleType)) or (
                 isinstance(et, ShapedType) and not isinstance(et, OpaqueType)
@@ -784,7 +827,7 @@ class Parser:
         if c == '"':
             v = self.parse_string()
             if self.parse_optional(":"):
-                self.parse_type()  # typed strings: the type is not modelled
+                return StringAttr(v, self.parse_type())
             return StringAttr(v)
         if c == "[":
             self.pos += 1
@@ -881,11 +924,15 @@ class Parser:
 
     def _parse_number_attr(self, type: Type | None) -> Attribute:
         s = self.s
-        m = _NUMBER.match(s, self.pos)
+        start = self.pos
+        m = _NUMBER.match(s, start)
+        if m is None and s.startswith("-", start):  # `- 1`: MLIR's '-' is a token of its own
+            m = _NUMBER.match(s, _WS.match(s, start + 1).end())
+            if m is not None and m.group().startswith("-"):
+                m = None
         if m is None:
             raise self.error("expected attribute value")
-        start = self.pos
-        text = m.group()
+        text = m.group() if s.startswith(m.group(), start) else "-" + m.group()
         self.pos = m.end()
         t = type
         if self.parse_optional(":"):
@@ -906,19 +953,11 @@ class Parser:
             return FloatAttr(float(text), t)
         if is_float:
             raise self.error("floating point value not valid for specified type", start)
-        v = int(text, 16) if is_hex else int(text)
-        if isinstance(t, IntegerType):
-            w = t.width
-            if t.signedness == "u":
-                ok = 0 <= v < (1 << w)
-            elif t.signedness == "s":
-                ok = -(1 << (w - 1)) <= v < (1 << (w - 1))
-            else:
-                ok = -(1 << (w - 1)) <= v < (1 << w) if w > 1 else v in (0, 1, -1)
-            if not ok:
-                raise self.error("integer constant out of range for attribute", start)
-        elif not isinstance(t, IndexType):
+        if not isinstance(t, (IntegerType, IndexType)):
             raise self.error("integer literal not valid for specified type", start)
+        v = _int(text)
+        if not _int_fits(v, t):
+            raise self.error("integer constant out of range for attribute", start)
         return IntegerAttr(v, t)
 
     def _parse_dict_entries(self) -> dict[str, Attribute]:
@@ -940,7 +979,8 @@ class Parser:
             else:
                 m = _BARE_ID.match(s, npos)
                 if m is None:
-                    raise self.error("expected valid attribute name", npos)
+                    # MLIR points just after the previous token
+                    raise self.error("expected attribute name", len(s[:npos].rstrip(" \t\r\n")))
                 name = m.group()
                 self.pos = m.end()
             if name in out:
@@ -1037,7 +1077,10 @@ class Parser:
                 else:
                     vals.append(float(tx))
             else:
-                vals.append(self.parse_integer())
+                v = self.parse_integer()
+                if not _int_fits(v, t):
+                    raise self.error("integer constant out of range")
+                vals.append(v)
             if self.parse_optional(">"):
                 break
             self.expect(",", "in dense array")
@@ -1193,7 +1236,10 @@ class Parser:
             for tk in toks:
                 if "." in tk or ("e" in tk.lower() and "x" not in tk):
                     raise self.error("expected integer elements, but parsed floating-point", pos) from None
-                vals.append(int(tk, 16) if "x" in tk else int(tk))
+                v = _int(tk)
+                if not _int_fits(v, et):
+                    raise self.error("integer constant out of range for type", pos) from None
+                vals.append(v)
             w = dt.itemsize * 8
             vals = [v & ((1 << w) - 1) for v in vals]
             return (
@@ -1273,8 +1319,7 @@ class Parser:
             return a
         if c == '"':
             name = self.parse_string()
-            if self.s.startswith(":", self.pos):
-                self.pos += 1
+            if self.parse_optional(":"):
                 line = self.parse_integer()
                 self.expect(":", "in FileLineColLoc")
                 col = self.parse_integer()
@@ -1322,7 +1367,10 @@ class Parser:
         pos = _WS.match(s, self.pos).end()
         if not s.startswith("loc(", pos):
             self.pos = pos
-            return None
+            if _LOC_KW.match(s, pos) is None:
+                return None
+            self.pos = pos + 3
+            return self.parse_location_body(True, owner)
         m = _LOC_ALIAS.match(s, pos)
         if m is not None:
             a = self.attr_aliases.get(m.group(1))
@@ -1356,7 +1404,7 @@ class Parser:
         if m is None:
             return None
         self.pos = m.end()
-        return UnresolvedOperand(m.group(1), int(m.group(2)) if m.group(2) else 0, pos)
+        return UnresolvedOperand(m.group(1), _int(m.group(2)) if m.group(2) else 0, pos)
 
     def parse_operand_list(
         self, delimiter: str | None = None, allow_empty: bool = True
@@ -1829,11 +1877,17 @@ class Parser:
             m = _RESULT_DEF.match(s, pos)
             if m is None:
                 raise self.error("expected SSA identifier", pos)
-            n = int(m.group(2)) if m.group(2) else 1
-            if m.group(2) is not None and n == 0:
+            count = m.group(2)
+            end = m.end()
+            if count is None:
+                mc = _RESULT_COUNT.match(s, end)  # `%0 : 2` (MLIR allows whitespace around ':')
+                if mc is not None:
+                    count, end = mc.group(1), mc.end()
+            n = _int(count) if count else 1
+            if count is not None and not 0 < n < 1 << 64:
                 raise self.error("expected named operation to have at least 1 result", pos)
             defs.append((m.group(1), n, pos))
-            self.pos = m.end()
+            self.pos = end
             if not self.parse_optional(","):
                 break
         self.expect("=", "after SSA name")
@@ -1846,8 +1900,8 @@ class Parser:
         if s.startswith("%", op_start):
             m = _FAST_RESULT.match(s, op_start)
             if m is not None:
-                defs = [(m.group(1), int(m.group(2)) if m.group(2) else 1, op_start)]
-                if defs[0][1] == 0:
+                defs = [(m.group(1), _int(m.group(2)) if m.group(2) else 1, op_start)]
+                if not 0 < defs[0][1] < 1 << 64:
                     raise self.error("expected named operation to have at least 1 result", op_start)
                 self.pos = m.end()
             else:
@@ -1918,9 +1972,11 @@ class Parser:
                     p = base + off + (len(part) - len(part.lstrip()))
                     if um is None:
                         self.pos = p
-                        raise self.error("expected SSA operand")
+                        raise self.error(
+                            "invalid SSA name" if stripped.startswith("%") else "expected SSA operand"
+                        )
                     g2 = um.group(2)
-                    operands_u.append((um.group(1), int(g2) if g2 else 0, p))
+                    operands_u.append((um.group(1), _int(g2) if g2 else 0, p))
                     off += len(part) + 1
             pos = m.end()
         else:
@@ -1932,6 +1988,10 @@ class Parser:
             pos = self.pos
         # successors
         succs: list[Block] = []
+        if not s.startswith("[", pos) and s.startswith(("[", " ", "\n", "\t", "\r", "/"), pos):
+            ws_end = _WS.match(s, pos).end()  # MLIR allows whitespace before the successor list
+            if s.startswith("[", ws_end):
+                pos = ws_end
         if s.startswith("[", pos):
             self.pos = pos + 1
             succs.append(self.parse_successor())
@@ -1946,14 +2006,13 @@ class Parser:
         else:
             pos += 1
         if s.startswith("<", pos):
-            self.pos = pos + 1
+            self.pos = _WS.match(s, pos + 1).end()
             if not s.startswith("{", self.pos):
                 raise self.error("expected '{' to start properties")
             props = self._parse_attr_dict_cached()
-            pos = self.pos
-            if not s.startswith(">", pos):
+            if not self.parse_optional(">"):
                 raise self.error("expected '>' to close properties")
-            pos += 1
+            pos = self.pos
             if s.startswith(" ", pos) and not s.startswith("  ", pos):
                 pos += 1
             else:
@@ -2034,7 +2093,7 @@ class Parser:
             pos += 1
         else:
             pos = _WS.match(s, pos).end()
-            if not s.startswith("loc(", pos):
+            if not s.startswith("loc(", pos) and _LOC_KW.match(s, pos) is None:
                 self.pos = pos
                 op.location = self.location_at(name_pos)
                 return

@@ -206,7 +206,18 @@ def _int_text(value: int, t: Type) -> str:
             value &= (1 << w) - 1
             if value >= 1 << (w - 1):
                 value -= 1 << w
-    return str(value)
+    return _decimal(value)
+
+
+def _decimal(v: int) -> str:
+    """``str(v)`` also beyond Python's int-to-str digit limit (values of very wide integer types)."""
+    if v.bit_length() < 13000:  # < 4300 digits
+        return str(v)
+    if v < 0:
+        return "-" + _decimal(-v)
+    half = int(v.bit_length() * 0.30103) // 2
+    hi, lo = divmod(v, 10**half)
+    return _decimal(hi) + _decimal(lo).zfill(half)
 
 
 def _float_type_name(t: Type) -> str:
@@ -235,7 +246,7 @@ def _attr_text(a: Attribute) -> str:
             return "true" if a.value else "false"
         return _int_text(a.value, t) + " : " + str(t)
     if isinstance(a, StringAttr):
-        return quote_string(a.value)
+        return quote_string(a.value) if a.type is None else quote_string(a.value) + " : " + str(a.type)
     if isinstance(a, FloatAttr):
         return format_float(a.value, _float_type_name(a.type)) + " : " + str(a.type)
     if isinstance(a, ArrayAttr):

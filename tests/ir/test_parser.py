@@ -431,6 +431,74 @@ def test_error_messages(src, expected):
     assert errs[0].split("\n")[0] == expected
 
 
+Z = "0" * 5000  # longer than Python's int/str conversion limit (4300 digits)
+
+
+@pytest.mark.parametrize(
+    "src, expected",
+    [
+        (
+            f'"foo.a"() {{x = 1{Z} : i32}} : () -> ()\n',
+            "t.mlir:1:16: error: integer constant out of range for attribute",
+        ),
+        (
+            f'"foo.a"() {{x = -1{Z}}} : () -> ()\n',
+            "t.mlir:1:16: error: integer constant out of range for attribute",
+        ),
+        (
+            f'"foo.a"() {{x = 1{Z} : index}} : () -> ()\n',
+            "t.mlir:1:16: error: integer constant out of range for attribute",
+        ),
+        (
+            f'"foo.a"() {{x = dense<[1{Z}]> : tensor<1xi32>}} : () -> ()\n',
+            "t.mlir:1:22: error: integer constant out of range for type",
+        ),
+        (
+            '"foo.a"() {x = dense<[99999999999999999999999]> : tensor<1xi32>} : () -> ()\n',
+            "t.mlir:1:22: error: integer constant out of range for type",
+        ),
+        (
+            f'"foo.a"() {{x = array<i32: 1{Z}>}} : () -> ()\n',
+            "t.mlir:1:5028: error: integer constant out of range",
+        ),
+        (f'"foo.a"() : () -> tensor<1{Z}xf32>\n', "t.mlir:1:26: error: invalid dimension"),
+        (f'"foo.a"() : () -> i1{Z}\n', "t.mlir:1:19: error: invalid integer width"),
+        (
+            f'%0:1{Z} = "foo.a"() : () -> i32\n',
+            "t.mlir:1:1: error: expected named operation to have at least 1 result",
+        ),
+        (
+            f'%0:2 = "foo.a"() : () -> (i32, i32)\n"foo.b"(%0#1{Z}) : (i32) -> ()\n',
+            "t.mlir:2:9: error: reference to invalid result number",
+        ),
+    ],
+    ids=[
+        "attr-i32",
+        "attr-i64",
+        "attr-index",
+        "dense",
+        "dense-wraps",
+        "array",
+        "dim",
+        "width",
+        "count",
+        "result-number",
+    ],
+)
+def test_huge_integer_literals_are_located_errors(src, expected):
+    errs = parse_errors(src)
+    assert len(errs) == 1
+    assert errs[0].split("\n")[0] == expected
+
+
+def test_integer_literals_as_wide_as_their_type_roundtrip():
+    src = f'"foo.a"() {{x = 1{Z} : i20000, y = -1{Z} : i20000}} : () -> ()'
+    m = parse_module(src, ctx())
+    assert m is not None
+    assert m.body.first_op.attributes["x"].value == 10**5000
+    assert print_operation(m, generic=True) == f'"builtin.module"() ({{\n  {src}\n}}) : () -> ()\n'
+
+
 def test_deep_nesting_is_reported_not_recursion_error():
     deep = "[" * 5000 + "]" * 5000
     errs = parse_errors(f'"foo.a"() {{x = {deep}}} : () -> ()\n')
