@@ -331,6 +331,22 @@ def test_bad_weight_file_is_located_error(tmp_path, write, message):
     assert f"m.mlir:1:20: error: {message}" in errs[0]
 
 
+def test_weight_file_blob_with_truncated_data_raises_resource_error_when_loaded(tmp_path):
+    import io
+    import zipfile
+
+    from lamina.ir.attributes import ResourceError
+
+    buf = io.BytesIO()
+    np.save(buf, np.ones((3, 3), np.float32))
+    with zipfile.ZipFile(tmp_path / "w.npz", "w") as z:
+        z.writestr("w0.npy", buf.getvalue()[:-8])  # the header is right, the data is short
+    m = parse_module(WEIGHT_SRC, ctx(), filename=str(tmp_path / "m.mlir"))
+    assert m is not None  # blobs load lazily
+    with pytest.raises(ResourceError, match=r"weight file 'w\.npz': cannot read 'w0': "):
+        m.body.first_op.attributes["value"].to_numpy()
+
+
 def test_weight_file_blob_of_other_shape_same_count_and_raw_bytes_load(tmp_path):
     w = np.arange(9, dtype=np.float32)
     for stored in (w, w.view(np.uint8)):  # a flat array, or the raw bytes of a byte blob
