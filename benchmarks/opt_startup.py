@@ -23,6 +23,7 @@ import argparse
 import datetime
 import os
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -53,13 +54,20 @@ def make_inputs(tmp: str, n_ops: int) -> dict[str, str]:
     return paths
 
 
-def timed(cmd: list[str], env: dict[str, str]) -> float:
+def _children_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def timed(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """Wall seconds and CPU seconds (user + system) of one run of ``cmd``."""
+    c0 = _children_cpu()
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     dt = time.perf_counter() - t0
     if proc.returncode != 0:
         raise SystemExit(f"failed ({proc.returncode}): {' '.join(cmd)}\n{proc.stderr[-2000:]}")
-    return dt
+    return dt, _children_cpu() - c0
 
 
 def machine() -> str:
@@ -114,29 +122,35 @@ def main(argv: list[str] | None = None) -> int:
                 args.xdsl_runs,
             )
         times: dict[str, list[float]] = {k: [] for k in cmds}
+        cpu: dict[str, list[float]] = {k: [] for k in cmds}
         for r in range(max(n for _, n in cmds.values())):
             for key, (cmd, n) in cmds.items():
                 if r < n:
-                    times[key].append(timed(cmd, env))
+                    wall, used = timed(cmd, env)
+                    times[key].append(wall)
+                    cpu[key].append(used)
 
     best = {k: min(v) for k, v in times.items()}
     med = {k: statistics.median(v) for k, v in times.items()}
+    cpu_best = {k: min(v) for k, v in cpu.items()}
     lines = [
         f"Module: {args.ops:,} generic-form ops of an unregistered dialect (benchmarks/ir_parse_print.py's "
         "conv net). Whole-process wall seconds, best / median of "
-        f"{args.runs} runs (xdsl-opt: {args.xdsl_runs}), interleaved.",
+        f"{args.runs} runs (xdsl-opt: {args.xdsl_runs}), interleaved; CPU = user + system seconds of "
+        "the process (less disturbed by other load on a shared machine than wall time).",
         "",
-        "| command | best s | median s |",
-        "|---|---|---|",
+        "| command | best s | median s | best CPU s |",
+        "|---|---|---|---|",
     ]
     for k in cmds:
-        lines.append(f"| {k} | {best[k]:.3f} | {med[k]:.3f} |")
+        lines.append(f"| {k} | {best[k]:.3f} | {med[k]:.3f} | {cpu_best[k]:.3f} |")
     lines.append("")
 
     def ratio(a: str, b: str, target: str) -> None:
         if a in best and b in best:
             lines.append(
-                f"- {a} / {b}: {best[a] / best[b]:.2f}x best, {med[a] / med[b]:.2f}x median (target {target})"
+                f"- {a} / {b}: {best[a] / best[b]:.2f}x best, {med[a] / med[b]:.2f}x median, "
+                f"{cpu_best[a] / cpu_best[b]:.2f}x CPU (target {target})"
             )
 
     ratio("lamina-opt empty", "numpy", "<= 1.6x")

@@ -136,6 +136,28 @@ for _n in FloatType.NAMES:
     _SIMPLE_TYPES[_n] = FloatType(_n)
 
 
+def _file_line_col(
+    filename: str,
+    line: int,
+    col: int,
+    _table: dict = FileLineColLoc._instances,
+    _new: Any = object.__new__,
+    _set: Any = object.__setattr__,
+) -> FileLineColLoc:
+    """``FileLineColLoc(filename, line, col)`` for the parser's int line/col: the same uniqued
+    object, built without the generic constructor's normalisation (every op of a file gets one,
+    so this is on the hot path)."""
+    key = (filename, line, col)
+    loc = _table.get(key)
+    if loc is None:
+        loc = _new(FileLineColLoc)
+        _set(loc, "filename", filename)
+        _set(loc, "line", line)
+        _set(loc, "col", col)
+        _table[key] = loc
+    return loc
+
+
 def _int(text: str) -> int:
     """The value of an integer literal (decimal or ``0x`` hex, maybe negative) of any length.
 
@@ -280,6 +302,7 @@ class Parser:
         self.filename = filename
         self.line_offset = line_offset
         self._nl: list[int] | None = None
+        self._last_line = (0, 0)  # (a line's start, its 0-based number): ops come in order
         self.type_aliases: dict[str, Type] = {}
         self.attr_aliases: dict[str, Attribute] = {}
         self._loc_fixups: list[list[Any]] = []
@@ -311,16 +334,24 @@ class Parser:
 
     def line_col(self, pos: int) -> tuple[int, int, int]:
         """(line, col, line start) of a position; columns count UTF-8 bytes like MLIR."""
-        nl = self._newlines()
-        i = bisect_right(nl, pos - 1)
-        start = nl[i - 1] + 1 if i else 0
-        prefix = self.s[start:pos]
+        s = self.s
+        last_start, last_i = self._last_line
+        if pos >= last_start:  # the usual case: count the newlines since the last position asked
+            i = last_i + s.count("\n", last_start, pos)
+            nl = s.rfind("\n", last_start, pos)
+            start = last_start if nl < 0 else nl + 1
+            self._last_line = (start, i)
+        else:
+            lines = self._newlines()
+            i = bisect_right(lines, pos - 1)
+            start = lines[i - 1] + 1 if i else 0
+        prefix = s[start:pos]
         col = len(prefix) + 1 if prefix.isascii() else len(prefix.encode("utf-8")) + 1
         return i + 1, col, start
 
     def location_at(self, pos: int) -> FileLineColLoc:
         line, col, _ = self.line_col(pos)
-        return FileLineColLoc(self.filename, line + self.line_offset, col)
+        return _file_line_col(self.filename, line + self.line_offset, col)
 
     def source_line(self, pos: int) -> str:
         _, _, start = self.line_col(pos)

@@ -25,6 +25,13 @@ if TYPE_CHECKING:
 
 SPLIT_MARKER = "// -----"
 
+#: Set when lamina-opt runs as a command (not through ``main(argv)`` from Python): like clang's
+#: ``-disable-free``, the IR is kept alive and the process ends without tearing it down, and the
+#: parsed IR is frozen out of the cyclic garbage collector's sight. Both cost seconds on large
+#: modules and buy nothing in a process about to exit.
+_command_mode = False
+_retained: list[object] = []
+
 
 def _build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
@@ -240,6 +247,11 @@ def _process(
     t0 = time.perf_counter()
     module = parse_module(chunk, ctx, filename=filename, line_offset=first_line - 1)
     t_parse = time.perf_counter() - t0
+    if _command_mode:
+        import gc
+
+        _retained.append(module)
+        gc.freeze()
     if module is None or not verify(module, ctx):
         return None
     pm = None
@@ -298,7 +310,18 @@ def _process(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return internal_error_guard("lamina-opt", lambda: run(argv))
+    """Run lamina-opt; without ``argv`` (as the command), exit the process when done."""
+    global _command_mode
+    if argv is not None:
+        return internal_error_guard("lamina-opt", lambda: run(argv))
+    _command_mode = True
+    rc = internal_error_guard("lamina-opt", lambda: run(None))
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BrokenPipeError:
+        rc = rc or 1
+    os._exit(rc)
 
 
 if __name__ == "__main__":

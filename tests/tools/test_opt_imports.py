@@ -15,8 +15,7 @@ HEAVY = ("onnx", "onnxruntime", "tqdm", "torch", "scipy", "lamina.frontends", "l
 PROBE = """
 import json, sys
 from lamina.tools.opt import main
-sys.argv = ["lamina-opt", *sys.argv[1:]]
-rc = main()
+rc = main(sys.argv[1:])
 mods = sorted(m for m in sys.modules if m.startswith(("onnx", "tqdm", "torch", "scipy", "lamina.")))
 print(json.dumps({"rc": rc, "modules": mods}), file=sys.stderr)
 """
