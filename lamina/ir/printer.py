@@ -1213,7 +1213,6 @@ class Printer:
     def _op_line(self, op: Operation, ind: str) -> str:
         """One region-less generic op as a full line (the hot path of printing)."""
         names = self.names
-        parts = [ind]
         res = op.results
         if res:
             n0 = names.get(res[0])
@@ -1221,49 +1220,37 @@ class Printer:
                 n0 = "<<UNKNOWN SSA VALUE>>"
             elif len(res) > 1:
                 n0 = n0[: n0.index("#")] + ":" + str(len(res))
-            parts.append(n0)
-            parts.append(" = ")
+            head = ind + n0 + " = "
+        else:
+            head = ind
         name = op.name
         qn = self._name_cache.get(name)
         if qn is None:
             qn = self._name_cache[name] = quote_string(name)
-        parts.append(qn)
         ops = op._operands
         if ops:
             try:
-                parts.append("(" + ", ".join([names[o.value] for o in ops]) + ")")
+                operands = "(" + ", ".join([names[o.value] for o in ops]) + ")"
             except KeyError:
-                parts.append("(" + ", ".join([self.value_name(o.value) for o in ops]) + ")")
+                operands = "(" + ", ".join([self.value_name(o.value) for o in ops]) + ")"
             key = (tuple([o.value.type for o in ops]), tuple([r.type for r in res]))
         else:
-            parts.append("()")
+            operands = "()"
             key = ((), tuple([r.type for r in res]))
         props = op.properties
-        if props:
-            parts.append(" <{")
-            parts.append(self._dict_text(props))
-            parts.append("}>")
+        ptext = " <{" + self._dict_text(props) + "}>" if props else ""
         attrs = op.attributes
-        if attrs:
-            parts.append(" {")
-            parts.append(self._dict_text(attrs))
-            parts.append("}")
+        atext = " {" + self._dict_text(attrs) + "}" if attrs else ""
         sig = self._sig_cache.get(key)
         if sig is None:
             sig = self._sig_cache[key] = " : " + function_type_text(*key)
-        parts.append(sig)
         if self.debuginfo:
             loc = op.location
             a = self.aliases.get(loc)
-            if a is not None:
-                parts.append(" loc(")
-                parts.append(a)
-                parts.append(")\n")
-            else:
-                parts.append(" " + self.location_text(loc) + "\n")
+            tail = " loc(" + a + ")\n" if a is not None else " " + self.location_text(loc) + "\n"
         else:
-            parts.append("\n")
-        return "".join(parts)
+            tail = "\n"
+        return f"{head}{qn}{operands}{ptext}{atext}{sig}{tail}"
 
     def _call_custom_print(self, op: Operation) -> None:
         name = op.name

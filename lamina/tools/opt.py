@@ -133,13 +133,13 @@ def _build_parser() -> argparse.ArgumentParser:
 
 def _split_pass_flags(argv: list[str]) -> tuple[list[str], list[str]]:
     """Pull ``--<registered-pass>[=options]`` flags out of argv, in order."""
-    from lamina.passes.registry import get_pass
-
     # lamina-opt's own options are not looked up as passes (that would import every pass module).
     own = set(_build_parser()._option_string_actions) | {"--split-input-file"}
     rest, passes = [], []
     for a in argv:
         if a.startswith("--") and len(a) > 2 and a.partition("=")[0] not in own:
+            from lamina.passes.registry import get_pass
+
             name, _, opts = a[2:].partition("=")
             try:
                 cls = get_pass(name)
