@@ -110,10 +110,10 @@ def main(argv: list[str] | None = None) -> int:
             ),
         }
         if mlir:
-            cmds["mlir-opt-22 empty"] = ([mlir, p["empty"], "-o", os.devnull], args.runs)
-            cmds["mlir-opt-22 20k"] = ([mlir, *gen, p["plain"], "-o", os.devnull], args.runs)
+            cmds["mlir-opt-22 empty"] = ([mlir, p["empty"], "-o", out], args.runs)
+            cmds["mlir-opt-22 20k"] = ([mlir, *gen, p["plain"], "-o", out], args.runs)
             cmds["mlir-opt-22 20k debuginfo"] = (
-                [mlir, *gen, "--mlir-print-debuginfo", p["debuginfo"], "-o", os.devnull],
+                [mlir, *gen, "--mlir-print-debuginfo", p["debuginfo"], "-o", out],
                 args.runs,
             )
         if xdsl:
@@ -136,7 +136,8 @@ def main(argv: list[str] | None = None) -> int:
     lines = [
         f"Module: {args.ops:,} generic-form ops of an unregistered dialect (benchmarks/ir_parse_print.py's "
         "conv net). Whole-process wall seconds, best / median of "
-        f"{args.runs} runs (xdsl-opt: {args.xdsl_runs}), interleaved; CPU = user + system seconds of "
+        f"{args.runs} runs (xdsl-opt: {args.xdsl_runs}), interleaved; every tool writes its output to a "
+        "file; CPU = user + system seconds of "
         "the process (less disturbed by other load on a shared machine than wall time).",
         "",
         "| command | best s | median s | best CPU s |",

@@ -158,6 +158,24 @@ def _file_line_col(
     return loc
 
 
+def _string_attr(
+    value: str,
+    _table: dict = StringAttr._instances,
+    _new: Any = object.__new__,
+    _set: Any = object.__setattr__,
+) -> StringAttr:
+    """``StringAttr(value)`` (untyped), built like :func:`_file_line_col` (op names, tensor names:
+    most ops of a model carry a string of their own)."""
+    key = (value, None)
+    a = _table.get(key)
+    if a is None:
+        a = _new(StringAttr)
+        _set(a, "value", value)
+        _set(a, "type", None)
+        _table[key] = a
+    return a
+
+
 def _int(text: str) -> int:
     """The value of an integer literal (decimal or ``0x`` hex, maybe negative) of any length.
 
@@ -303,6 +321,7 @@ class Parser:
         self.line_offset = line_offset
         self._nl: list[int] | None = None
         self._last_line = (0, 0)  # (a line's start, its 0-based number): ops come in order
+        self._ascii = text.isascii()  # columns are then character offsets
         self.type_aliases: dict[str, Type] = {}
         self.attr_aliases: dict[str, Attribute] = {}
         self._loc_fixups: list[list[Any]] = []
@@ -345,6 +364,8 @@ class Parser:
             lines = self._newlines()
             i = bisect_right(lines, pos - 1)
             start = lines[i - 1] + 1 if i else 0
+        if self._ascii:
+            return i + 1, pos - start + 1, start
         prefix = s[start:pos]
         col = len(prefix) + 1 if prefix.isascii() else len(prefix.encode("utf-8")) + 1
         return i + 1, col, start
@@ -1863,7 +1884,7 @@ class Parser:
                 a = cache.get(value)
                 if a is None:
                     if value[0] == '"':
-                        a = StringAttr(value[1:-1])
+                        a = _string_attr(value[1:-1])
                     else:
                         self.pos = start + em.start(2)
                         a = self.parse_attribute()
