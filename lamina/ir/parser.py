@@ -158,6 +158,24 @@ def _file_line_col(
     return loc
 
 
+def _name_loc(
+    name: str,
+    _table: dict = NameLoc._instances,
+    _new: Any = object.__new__,
+    _set: Any = object.__setattr__,
+) -> NameLoc:
+    """``NameLoc(name)`` without a child, built like :func:`_file_line_col` (the location aliases
+    at the end of a model printed with debuginfo: one per tensor)."""
+    key = (name, None)
+    loc = _table.get(key)
+    if loc is None:
+        loc = _new(NameLoc)
+        _set(loc, "name", name)
+        _set(loc, "child", None)
+        _table[key] = loc
+    return loc
+
+
 def _string_attr(
     value: str,
     _table: dict = StringAttr._instances,
@@ -2361,7 +2379,7 @@ class Parser:
                     key = m.group(2)
                     loc = self._loc_cache.get(key)
                     if loc is None and m.group(3) is None and "\\" not in key:
-                        loc = self._loc_cache[key] = NameLoc(key[1:-1])
+                        loc = self._loc_cache[key] = _name_loc(key[1:-1])
                     if loc is None:
                         self.pos = m.start(2) - 1
                         loc = self.parse_location_body(False)

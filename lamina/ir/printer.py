@@ -872,7 +872,9 @@ class Printer:
         aliases = self.aliases
         for attr, info in getattr(self, "_alias_order", ()):
             tl = type(attr)
-            if tl is FileLineColLoc or tl is UnknownLoc or (tl is NameLoc and attr.child is None):
+            if tl is NameLoc and attr.child is None:  # the common case: one per tensor of a model
+                line = aliases[attr] + " = loc(" + quote_string(attr.name) + ")\n"
+            elif tl is FileLineColLoc or tl is UnknownLoc:
                 line = aliases[attr] + " = " + str(attr) + "\n"
             elif isinstance(attr, Location):
                 line = aliases[attr] + " = loc(" + location_body(attr, aliases) + ")\n"
