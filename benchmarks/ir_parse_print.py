@@ -45,14 +45,15 @@ from lamina.ir.types import f32, i64, tensor
 HEADING = "## IR parse/print (issue 2)"
 
 
-def build_convnet(n_ops: int) -> ModuleOp:
-    """A chain of conv blocks: weight, weight, conv, relu (+ add / maxpool now and then)."""
+def build_convnet(n_ops: int, dialect: str = "top") -> ModuleOp:
+    """A chain of conv blocks: weight, weight, conv, relu (+ add / maxpool now and then), as
+    unregistered ops named ``<dialect>.Conv`` etc."""
     m = ModuleOp.new()
     body = m.body
     ch, hw = 64, 56
     act_t = tensor([1, ch, hw, hw], f32)
     inp = UnregisteredOp.create(
-        [], [act_t], {}, {"name": StringAttr("input")}, name="top.Input", location=NameLoc("input")
+        [], [act_t], {}, {"name": StringAttr("input")}, name=f"{dialect}.Input", location=NameLoc("input")
     )
     body.append(inp)
     x = inp.results[0]
@@ -66,14 +67,14 @@ def build_convnet(n_ops: int) -> ModuleOp:
     i = 0
     while count < n_ops:
         i += 1
-        w = UnregisteredOp.create([], [w_t], {}, {}, name="top.Weight", location=NameLoc(f"conv{i}_w"))
-        b = UnregisteredOp.create([], [b_t], {}, {}, name="top.Weight", location=NameLoc(f"conv{i}_b"))
+        w = UnregisteredOp.create([], [w_t], {}, {}, name=f"{dialect}.Weight", location=NameLoc(f"conv{i}_w"))
+        b = UnregisteredOp.create([], [b_t], {}, {}, name=f"{dialect}.Weight", location=NameLoc(f"conv{i}_b"))
         conv = UnregisteredOp.create(
             [x, w.results[0], b.results[0]],
             [act_t],
             {"kernel_shape": k33, "strides": s11, "pads": p1, "group": IntegerAttr(1, i64)},
             {"do_relu": IntegerAttr(0, i64), "name": StringAttr(f"conv{i}")},
-            name="top.Conv",
+            name=f"{dialect}.Conv",
             location=NameLoc(f"conv{i}"),
         )
         relu = UnregisteredOp.create(
@@ -81,7 +82,7 @@ def build_convnet(n_ops: int) -> ModuleOp:
             [act_t],
             {},
             {"name": StringAttr(f"relu{i}")},
-            name="top.Relu",
+            name=f"{dialect}.Relu",
             location=NameLoc(f"relu{i}"),
         )
         for op in (w, b, conv, relu):
@@ -94,7 +95,7 @@ def build_convnet(n_ops: int) -> ModuleOp:
                 [act_t],
                 {},
                 {"name": StringAttr(f"add{i}")},
-                name="top.Add",
+                name=f"{dialect}.Add",
                 location=NameLoc(f"add{i}"),
             )
             body.append(add)

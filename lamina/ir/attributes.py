@@ -142,18 +142,21 @@ class FloatAttr(Attribute):
 
 
 class StringAttr(Attribute):
-    __slots__ = ("value",)
+    """``"text"``, or ``"text" : type`` (MLIR's strings may carry a type; None when they do not)."""
+
+    __slots__ = ("value", "type")
     value: str
+    type: Any
 
     @classmethod
-    def _key(cls, value: str) -> tuple:
-        return (value,)
+    def _key(cls, value: str, type: Any = None) -> tuple:
+        return (value, type)
 
-    def _init(self, value: str) -> None:
-        self._set(value=value)
+    def _init(self, value: str, type: Any) -> None:
+        self._set(value=value, type=type)
 
     def _params(self) -> tuple:
-        return (self.value,)
+        return (self.value,) if self.type is None else (self.value, self.type)
 
 
 class ArrayAttr(Attribute):
@@ -474,6 +477,10 @@ class DenseElementsAttr(ElementsAttr):
             h = hash((self.type, self.is_splat, self._data.tobytes()))
             object.__setattr__(self, "_hash", h)
         return h
+
+
+class ResourceError(ValueError):
+    """A resource blob that cannot be loaded or does not fit the type of its ``dense_resource``."""
 
 
 class ResourceBlob:

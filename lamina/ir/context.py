@@ -96,6 +96,8 @@ class Context:
         load_all: bool = True,
         handler: Handler | None = print_to_stderr,
     ) -> None:
+        """``load_all=False`` loads a known dialect only on first use by name (an op, type or
+        attribute of it met by the parser): start-up stays fast for tools like ``lamina-opt``."""
         self.dialects: dict[str, Dialect] = {}
         self.allow_unregistered_dialects = allow_unregistered_dialects
         self.diagnostics = DiagnosticEngine(handler)
@@ -121,7 +123,10 @@ class Context:
                 self.load_dialect(name)
 
     def get_dialect(self, name: str) -> Dialect | None:
+        """The dialect ``name``, loading it on first use if its module is known."""
         d = self.dialects.get(name)
+        if d is None and (name in _DIALECT_MODULES or name in _DIALECTS):
+            d = self.load_dialect(name)
         return d
 
     def get_op_class(self, name: str) -> type[Operation] | None:
@@ -131,13 +136,13 @@ class Context:
         except KeyError:
             pass
         dot = name.find(".")
-        d = self.dialects.get(name[:dot]) if dot > 0 else None
+        d = self.get_dialect(name[:dot]) if dot > 0 else None
         cls = d.ops.get(name) if d is not None else None
         self._ops[name] = cls
         return cls
 
     def is_registered_dialect(self, name: str) -> bool:
-        return name in self.dialects
+        return self.get_dialect(name) is not None
 
     # ``with ctx:`` makes this context's diagnostic engine the active one.
     def __enter__(self) -> Context:

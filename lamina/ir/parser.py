@@ -37,6 +37,7 @@ from lamina.ir.attributes import (
     IntegerAttr,
     OpaqueAttr,
     ResourceBlob,
+    ResourceError,
     StringAttr,
     SymbolRefAttr,
     TypeAttr,
@@ -98,14 +99,19 @@ _INT = re.compile(r"-?(?:0x[0-9a-fA-F]+|[0-9]+)")
 _NUMBER = re.compile(r"-?(?:0x[0-9a-fA-F]+|[0-9]+(?:\.[0-9]*(?:[eE][+-]?[0-9]+)?)?)")
 _SIMPLE_TYPE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:<[A-Za-z0-9_?*]*>)?")
 _INT_TYPE = re.compile(r"(s|u)?i([0-9]+)\Z")
+#: One dimension and its ``x``; MLIR lexes them as tokens, so whitespace may surround both.
+_DIM_X = re.compile(r"(?:[ \t\r\n]+|//[^\n]*)*([0-9]+|\?|\[[0-9]+\])(?:[ \t\r\n]+|//[^\n]*)*x")
 _DIM_LIST = re.compile(r"(?:(?:[0-9]+|\?)x)*")
 _OPERANDS = re.compile(r"\(([%#A-Za-z0-9_$.\-, ]*)\)")
+#: ``loc`` and its ``(`` with whitespace between (MLIR lexes them as two tokens).
+_LOC_KW = re.compile(r"loc(?:[ \t\r\n]+|//[^\n]*)+(?=\()")
 _LOC_ALIAS = re.compile(r"loc\(#([A-Za-z0-9_$.\-]+)\)")
 _LOC_SIMPLE = re.compile(r'loc\(("[^"\\\n]*"(?::[0-9]+:[0-9]+)?)\)')
 _SIMPLE_DICT = re.compile(r'\{(?:[^{}"\n]|"(?:[^"\\\n]|\\.)*")*\}')
 _ESCAPE = re.compile(r"\\(?:([0-9a-fA-F]{2})|(.))", re.S)
 _ALIAS_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_$.\-]*")
 _RESULT_DEF = re.compile(r"%([0-9]+|[A-Za-z_$.\-][A-Za-z0-9_$.\-]*)(?::([0-9]+))?")
+_RESULT_COUNT = re.compile(r"(?:[ \t\r\n]+|//[^\n]*)*:(?:[ \t\r\n]+|//[^\n]*)*([0-9]+)")
 _FAST_RESULT = re.compile(r"%([0-9]+|[A-Za-z_$.\-][A-Za-z0-9_$.\-]*)(?::([0-9]+))? = ")
 _UNKNOWN = UnknownLoc()
 _DICT_TEXT = r'\{[^{}"\n]*(?:"[^"\\\n]*"[^{}"\n]*)*\}'
@@ -128,6 +134,92 @@ _FLOAT_NAMES = frozenset(FloatType.NAMES)
 _SIMPLE_TYPES: dict[str, Type] = {"index": IndexType(), "none": NoneType()}
 for _n in FloatType.NAMES:
     _SIMPLE_TYPES[_n] = FloatType(_n)
+
+
+def _file_line_col(
+    filename: str,
+    line: int,
+    col: int,
+    _table: dict = FileLineColLoc._instances,
+    _new: Any = object.__new__,
+    _set: Any = object.__setattr__,
+) -> FileLineColLoc:
+    """``FileLineColLoc(filename, line, col)`` for the parser's int line/col: the same uniqued
+    object, built without the generic constructor's normalisation (every op of a file gets one,
+    so this is on the hot path)."""
+    key = (filename, line, col)
+    loc = _table.get(key)
+    if loc is None:
+        loc = _new(FileLineColLoc)
+        _set(loc, "filename", filename)
+        _set(loc, "line", line)
+        _set(loc, "col", col)
+        _table[key] = loc
+    return loc
+
+
+def _name_loc(
+    name: str,
+    _table: dict = NameLoc._instances,
+    _new: Any = object.__new__,
+    _set: Any = object.__setattr__,
+) -> NameLoc:
+    """``NameLoc(name)`` without a child, built like :func:`_file_line_col` (the location aliases
+    at the end of a model printed with debuginfo: one per tensor)."""
+    key = (name, None)
+    loc = _table.get(key)
+    if loc is None:
+        loc = _new(NameLoc)
+        _set(loc, "name", name)
+        _set(loc, "child", None)
+        _table[key] = loc
+    return loc
+
+
+def _string_attr(
+    value: str,
+    _table: dict = StringAttr._instances,
+    _new: Any = object.__new__,
+    _set: Any = object.__setattr__,
+) -> StringAttr:
+    """``StringAttr(value)`` (untyped), built like :func:`_file_line_col` (op names, tensor names:
+    most ops of a model carry a string of their own)."""
+    key = (value, None)
+    a = _table.get(key)
+    if a is None:
+        a = _new(StringAttr)
+        _set(a, "value", value)
+        _set(a, "type", None)
+        _table[key] = a
+    return a
+
+
+def _int(text: str) -> int:
+    """The value of an integer literal (decimal or ``0x`` hex, maybe negative) of any length.
+
+    ``int()`` refuses decimal strings longer than ``sys.get_int_max_str_digits()`` (4300); MLIR
+    accepts literals as wide as their type (up to i16777215), so long ones are converted in halves."""
+    if "x" in text:
+        return int(text, 16)
+    if len(text) <= 4000:
+        return int(text)
+    neg = text.startswith("-")
+    digits = text[1:] if neg else text
+    half = len(digits) // 2
+    v = _int(digits[:-half]) * 10**half + _int(digits[-half:])
+    return -v if neg else v
+
+
+def _int_fits(v: int, t: Type) -> bool:
+    """Whether literal ``v`` is in range of integer or index type ``t`` (signless integers take
+    signed or unsigned values, as in MLIR; index is 64 bits)."""
+    w = t.width if isinstance(t, IntegerType) else 64
+    sign = t.signedness if isinstance(t, IntegerType) else ""
+    if sign == "u":
+        return 0 <= v < (1 << w)
+    if sign == "s":
+        return -(1 << (w - 1)) <= v < (1 << (w - 1))
+    return -(1 << (w - 1)) <= v < (1 << w) if w > 1 else v in (0, 1, -1)
 
 
 class ParseError(Exception):
@@ -246,6 +338,8 @@ class Parser:
         self.filename = filename
         self.line_offset = line_offset
         self._nl: list[int] | None = None
+        self._last_line = (0, 0)  # (a line's start, its 0-based number): ops come in order
+        self._ascii = text.isascii()  # columns are then character offsets
         self.type_aliases: dict[str, Type] = {}
         self.attr_aliases: dict[str, Attribute] = {}
         self._loc_fixups: list[list[Any]] = []
@@ -261,6 +355,8 @@ class Parser:
         self.depth = 0
         self._allow_unreg = ctx.allow_unregistered_dialects
         self._resource_handles: dict[str, Any] = {}
+        #: The type of the first ``dense_resource`` use of each key (checked against weight files).
+        self._resource_types: dict[str, ShapedType] = {}
         self._op_classes: dict[str, Any] = {}
         self._parent_ops: list[Operation | None] = [None]
         self._pending_op_name = ""
@@ -275,16 +371,26 @@ class Parser:
 
     def line_col(self, pos: int) -> tuple[int, int, int]:
         """(line, col, line start) of a position; columns count UTF-8 bytes like MLIR."""
-        nl = self._newlines()
-        i = bisect_right(nl, pos - 1)
-        start = nl[i - 1] + 1 if i else 0
-        prefix = self.s[start:pos]
+        s = self.s
+        last_start, last_i = self._last_line
+        if pos >= last_start:  # the usual case: count the newlines since the last position asked
+            i = last_i + s.count("\n", last_start, pos)
+            nl = s.rfind("\n", last_start, pos)
+            start = last_start if nl < 0 else nl + 1
+            self._last_line = (start, i)
+        else:
+            lines = self._newlines()
+            i = bisect_right(lines, pos - 1)
+            start = lines[i - 1] + 1 if i else 0
+        if self._ascii:
+            return i + 1, pos - start + 1, start
+        prefix = s[start:pos]
         col = len(prefix) + 1 if prefix.isascii() else len(prefix.encode("utf-8")) + 1
         return i + 1, col, start
 
     def location_at(self, pos: int) -> FileLineColLoc:
         line, col, _ = self.line_col(pos)
-        return FileLineColLoc(self.filename, line + self.line_offset, col)
+        return _file_line_col(self.filename, line + self.line_offset, col)
 
     def source_line(self, pos: int) -> str:
         _, _, start = self.line_col(pos)
@@ -437,7 +543,7 @@ class Parser:
             raise self.error("expected integer value")
         self.pos = m.end()
         t = m.group()
-        return int(t, 16) if "x" in t else int(t)
+        return _int(t)
 
     def parse_optional_integer(self) -> int | None:
         self.skip()
@@ -446,7 +552,7 @@ class Parser:
             return None
         self.pos = m.end()
         t = m.group()
-        return int(t, 16) if "x" in t else int(t)
+        return _int(t)
 
     def parse_float(self) -> float:
         self.skip()
@@ -591,7 +697,7 @@ class Parser:
         mi = _INT_TYPE.match(kw)
         if mi is not None:
             self.pos = m.end()
-            w = int(mi.group(2))
+            w = _int(mi.group(2))
             if w == 0 or w > 16777215:
                 raise self.error("invalid integer width", pos)
             return IntegerType(w, mi.group(1) or "")
@@ -614,15 +720,17 @@ class Parser:
             self.expect(">", "in tuple type")
             return TupleType(ts)
         if kw == "complex":
-            self.pos = pos
-            return OpaqueType("", self._scan_verbatim(pos))
+            self.expect("<")
+            et = self.parse_type()
+            self.expect(">", "in complex type")
+            return OpaqueType("", f"complex<{et}>")
         raise self.error("expected non-function type", pos)
 
     def _parse_shaped(self, kw: str, start: int) -> Type:
         s = self.s
         if not self.parse_optional("<"):
             raise self.error(f"expected '<' in {kw} type")
-        pos = self.pos
+        pos = _WS.match(s, self.pos).end()
         if kw == "tensor" and s.startswith("*", pos):
             self.pos = pos + 1
             self.expect("x")
@@ -630,20 +738,28 @@ class Parser:
             self.expect(">")
             return UnrankedTensorType(et)
         shape: list[int] = []
+        scalable: list[str] | None = None  # the dims' text, when a vector has a scalable one
         while True:
-            m = re.compile(r"([0-9]+|\?|\[[0-9]+\])x").match(s, self.pos)
+            m = _DIM_X.match(s, self.pos)
             if m is None:
                 break
             d = m.group(1)
             if d[0] == "[":
                 if kw != "vector":
                     raise self.error("scalable dimensions are only valid in vector types", self.pos)
-                # Scalable vectors are not modelled: keep the type verbatim.
-                return OpaqueType("", self._scan_verbatim(start))
-            shape.append(DYNAMIC if d == "?" else int(d))
+                scalable = [str(x) for x in shape]
+            elif d != "?" and (len(d) > 19 or int(d) >= 1 << 63):  # MLIR's dimensions are int64
+                raise self.error("invalid dimension", self.pos)
+            if scalable is not None:
+                scalable.append(d)
+            else:
+                shape.append(DYNAMIC if d == "?" else int(d))
             self.pos = m.end()
         et_pos = self.pos
         et = self.parse_type()
+        if scalable is not None:  # scalable vectors are not modelled: kept as text
+            self.expect(">", "in vector type")
+            return OpaqueType("", f"vector<{'x'.join(scalable)}x{et}>")
         if kw == "tensor":
             if isinstance(et, (FunctionType, TupleType)) or (
                 isinstance(et, ShapedType) and not isinstance(et, OpaqueType)
@@ -783,7 +899,7 @@ class Parser:
         if c == '"':
             v = self.parse_string()
             if self.parse_optional(":"):
-                self.parse_type()  # typed strings: the type is not modelled
+                return StringAttr(v, self.parse_type())
             return StringAttr(v)
         if c == "[":
             self.pos += 1
@@ -880,11 +996,15 @@ class Parser:
 
     def _parse_number_attr(self, type: Type | None) -> Attribute:
         s = self.s
-        m = _NUMBER.match(s, self.pos)
+        start = self.pos
+        m = _NUMBER.match(s, start)
+        if m is None and s.startswith("-", start):  # `- 1`: MLIR's '-' is a token of its own
+            m = _NUMBER.match(s, _WS.match(s, start + 1).end())
+            if m is not None and m.group().startswith("-"):
+                m = None
         if m is None:
             raise self.error("expected attribute value")
-        start = self.pos
-        text = m.group()
+        text = m.group() if s.startswith(m.group(), start) else "-" + m.group()
         self.pos = m.end()
         t = type
         if self.parse_optional(":"):
@@ -905,19 +1025,11 @@ class Parser:
             return FloatAttr(float(text), t)
         if is_float:
             raise self.error("floating point value not valid for specified type", start)
-        v = int(text, 16) if is_hex else int(text)
-        if isinstance(t, IntegerType):
-            w = t.width
-            if t.signedness == "u":
-                ok = 0 <= v < (1 << w)
-            elif t.signedness == "s":
-                ok = -(1 << (w - 1)) <= v < (1 << (w - 1))
-            else:
-                ok = -(1 << (w - 1)) <= v < (1 << w) if w > 1 else v in (0, 1, -1)
-            if not ok:
-                raise self.error("integer constant out of range for attribute", start)
-        elif not isinstance(t, IndexType):
+        if not isinstance(t, (IntegerType, IndexType)):
             raise self.error("integer literal not valid for specified type", start)
+        v = _int(text)
+        if not _int_fits(v, t):
+            raise self.error("integer constant out of range for attribute", start)
         return IntegerAttr(v, t)
 
     def _parse_dict_entries(self) -> dict[str, Attribute]:
@@ -939,7 +1051,8 @@ class Parser:
             else:
                 m = _BARE_ID.match(s, npos)
                 if m is None:
-                    raise self.error("expected valid attribute name", npos)
+                    # MLIR points just after the previous token
+                    raise self.error("expected attribute name", len(s[:npos].rstrip(" \t\r\n")))
                 name = m.group()
                 self.pos = m.end()
             if name in out:
@@ -1036,7 +1149,10 @@ class Parser:
                 else:
                     vals.append(float(tx))
             else:
-                vals.append(self.parse_integer())
+                v = self.parse_integer()
+                if not _int_fits(v, t):
+                    raise self.error("integer constant out of range")
+                vals.append(v)
             if self.parse_optional(">"):
                 break
             self.expect(",", "in dense array")
@@ -1061,6 +1177,7 @@ class Parser:
             raise self.error("expected a shaped type with static shape", tpos)
         h = self.ctx.resources.get_or_create(key)
         self._resource_handles[key] = h
+        self._resource_types.setdefault(key, t)
         return DenseResourceElementsAttr(t, h)
 
     def _parse_dense(self) -> Attribute:
@@ -1191,7 +1308,10 @@ class Parser:
             for tk in toks:
                 if "." in tk or ("e" in tk.lower() and "x" not in tk):
                     raise self.error("expected integer elements, but parsed floating-point", pos) from None
-                vals.append(int(tk, 16) if "x" in tk else int(tk))
+                v = _int(tk)
+                if not _int_fits(v, et):
+                    raise self.error("integer constant out of range for type", pos) from None
+                vals.append(v)
             w = dt.itemsize * 8
             vals = [v & ((1 << w) - 1) for v in vals]
             return (
@@ -1271,8 +1391,7 @@ class Parser:
             return a
         if c == '"':
             name = self.parse_string()
-            if self.s.startswith(":", self.pos):
-                self.pos += 1
+            if self.parse_optional(":"):
                 line = self.parse_integer()
                 self.expect(":", "in FileLineColLoc")
                 col = self.parse_integer()
@@ -1320,7 +1439,10 @@ class Parser:
         pos = _WS.match(s, self.pos).end()
         if not s.startswith("loc(", pos):
             self.pos = pos
-            return None
+            if _LOC_KW.match(s, pos) is None:
+                return None
+            self.pos = pos + 3
+            return self.parse_location_body(True, owner)
         m = _LOC_ALIAS.match(s, pos)
         if m is not None:
             a = self.attr_aliases.get(m.group(1))
@@ -1354,7 +1476,7 @@ class Parser:
         if m is None:
             return None
         self.pos = m.end()
-        return UnresolvedOperand(m.group(1), int(m.group(2)) if m.group(2) else 0, pos)
+        return UnresolvedOperand(m.group(1), _int(m.group(2)) if m.group(2) else 0, pos)
 
     def parse_operand_list(
         self, delimiter: str | None = None, allow_empty: bool = True
@@ -1783,7 +1905,7 @@ class Parser:
                 a = cache.get(value)
                 if a is None:
                     if value[0] == '"':
-                        a = StringAttr(value[1:-1])
+                        a = _string_attr(value[1:-1])
                     else:
                         self.pos = start + em.start(2)
                         a = self.parse_attribute()
@@ -1828,11 +1950,17 @@ class Parser:
             m = _RESULT_DEF.match(s, pos)
             if m is None:
                 raise self.error("expected SSA identifier", pos)
-            n = int(m.group(2)) if m.group(2) else 1
-            if m.group(2) is not None and n == 0:
+            count = m.group(2)
+            end = m.end()
+            if count is None:
+                mc = _RESULT_COUNT.match(s, end)  # `%0 : 2` (MLIR allows whitespace around ':')
+                if mc is not None:
+                    count, end = mc.group(1), mc.end()
+            n = _int(count) if count else 1
+            if count is not None and not 0 < n < 1 << 64:
                 raise self.error("expected named operation to have at least 1 result", pos)
             defs.append((m.group(1), n, pos))
-            self.pos = m.end()
+            self.pos = end
             if not self.parse_optional(","):
                 break
         self.expect("=", "after SSA name")
@@ -1845,8 +1973,8 @@ class Parser:
         if s.startswith("%", op_start):
             m = _FAST_RESULT.match(s, op_start)
             if m is not None:
-                defs = [(m.group(1), int(m.group(2)) if m.group(2) else 1, op_start)]
-                if defs[0][1] == 0:
+                defs = [(m.group(1), _int(m.group(2)) if m.group(2) else 1, op_start)]
+                if not 0 < defs[0][1] < 1 << 64:
                     raise self.error("expected named operation to have at least 1 result", op_start)
                 self.pos = m.end()
             else:
@@ -1917,9 +2045,11 @@ class Parser:
                     p = base + off + (len(part) - len(part.lstrip()))
                     if um is None:
                         self.pos = p
-                        raise self.error("expected SSA operand")
+                        raise self.error(
+                            "invalid SSA name" if stripped.startswith("%") else "expected SSA operand"
+                        )
                     g2 = um.group(2)
-                    operands_u.append((um.group(1), int(g2) if g2 else 0, p))
+                    operands_u.append((um.group(1), _int(g2) if g2 else 0, p))
                     off += len(part) + 1
             pos = m.end()
         else:
@@ -1931,6 +2061,10 @@ class Parser:
             pos = self.pos
         # successors
         succs: list[Block] = []
+        if not s.startswith("[", pos) and s.startswith(("[", " ", "\n", "\t", "\r", "/"), pos):
+            ws_end = _WS.match(s, pos).end()  # MLIR allows whitespace before the successor list
+            if s.startswith("[", ws_end):
+                pos = ws_end
         if s.startswith("[", pos):
             self.pos = pos + 1
             succs.append(self.parse_successor())
@@ -1945,14 +2079,13 @@ class Parser:
         else:
             pos += 1
         if s.startswith("<", pos):
-            self.pos = pos + 1
+            self.pos = _WS.match(s, pos + 1).end()
             if not s.startswith("{", self.pos):
                 raise self.error("expected '{' to start properties")
             props = self._parse_attr_dict_cached()
-            pos = self.pos
-            if not s.startswith(">", pos):
+            if not self.parse_optional(">"):
                 raise self.error("expected '>' to close properties")
-            pos += 1
+            pos = self.pos
             if s.startswith(" ", pos) and not s.startswith("  ", pos):
                 pos += 1
             else:
@@ -2033,7 +2166,7 @@ class Parser:
             pos += 1
         else:
             pos = _WS.match(s, pos).end()
-            if not s.startswith("loc(", pos):
+            if not s.startswith("loc(", pos) and _LOC_KW.match(s, pos) is None:
                 self.pos = pos
                 op.location = self.location_at(name_pos)
                 return
@@ -2250,7 +2383,7 @@ class Parser:
                     key = m.group(2)
                     loc = self._loc_cache.get(key)
                     if loc is None and m.group(3) is None and "\\" not in key:
-                        loc = self._loc_cache[key] = NameLoc(key[1:-1])
+                        loc = self._loc_cache[key] = _name_loc(key[1:-1])
                     if loc is None:
                         self.pos = m.start(2) - 1
                         loc = self.parse_location_body(False)
@@ -2365,22 +2498,33 @@ def parse_module(text: str, ctx: Context, filename: str = "<stdin>", line_offset
 
 
 def _load_external_weights(module: Operation, ctx: Context, p: Parser, filename: str) -> None:
+    """Attach the blobs of the ``.npz`` named by ``lamina.weight_file`` (loaded lazily), after
+    checking the file and each blob's dtype and element count (from its ``.npy`` header) against
+    the type of the ``dense_resource`` that uses it."""
     wf = module.attributes.get(WEIGHT_FILE_ATTR)
     if wf is None:
         return
+    start = max(p.s.find(WEIGHT_FILE_ATTR), 0)
     if not isinstance(wf, StringAttr):
-        raise ParseError(0, f"'{WEIGHT_FILE_ATTR}' must be a string")
+        raise ParseError(start, f"'{WEIGHT_FILE_ATTR}' must be a string")
     path = wf.value
     if not os.path.isabs(path) and filename and not filename.startswith("<"):
         path = os.path.join(os.path.dirname(os.path.abspath(filename)), path)
-    start = p.s.find(WEIGHT_FILE_ATTR)
+    name = wf.value
     if not os.path.exists(path):
-        raise ParseError(max(start, 0), f"weight file '{wf.value}' not found (looked for '{path}')")
+        raise ParseError(start, f"weight file '{name}' not found (looked for '{path}')")
+    try:
+        with open(path, "rb") as f:
+            magic = f.read(4)
+    except OSError as e:
+        raise ParseError(start, f"cannot read weight file '{name}': {e.strerror or e}") from None
+    if magic not in (b"PK\x03\x04", b"PK\x05\x06"):
+        raise ParseError(start, f"weight file '{name}' is not an .npz file (it is not a zip archive)")
     try:
         npz = np.load(path, allow_pickle=False)
         keys = set(npz.files)
     except Exception as e:
-        raise ParseError(max(start, 0), f"cannot read weight file '{wf.value}': {e}") from None
+        raise ParseError(start, f"weight file '{name}' is not a valid .npz file: {e}") from None
     align: dict[str, int] = {}
     if "__lamina_resource_alignments__" in keys:
         try:
@@ -2391,13 +2535,60 @@ def _load_external_weights(module: Operation, ctx: Context, p: Parser, filename:
         if h.blob is not None:
             continue
         if key not in keys:
-            raise ParseError(max(start, 0), f"resource '{key}' not found in weight file '{wf.value}'")
-        h.blob = ResourceBlob(None, int(align.get(key, 16)), _npz_loader(npz, key))
+            raise ParseError(start, f"resource '{key}' not found in weight file '{name}'")
+        expected = p._resource_types[key]
+        try:
+            found = _npz_member_header(npz, key)
+        except Exception as e:
+            raise ParseError(start, f"weight file '{name}': cannot read '{key}': {e}") from None
+        problem = _blob_mismatch(found[0], found[1], expected)
+        if problem:
+            raise ParseError(start, f"weight file '{name}': '{key}' {problem}")
+        h.blob = ResourceBlob(None, int(align.get(key, 16)), _npz_loader(npz, key, name, expected))
     del module.attributes[WEIGHT_FILE_ATTR]
 
 
-def _npz_loader(npz: Any, key: str) -> Callable[[], np.ndarray]:
-    return lambda: npz[key]
+def _npz_member_header(npz: Any, key: str) -> tuple[np.dtype, tuple[int, ...]]:
+    """dtype and shape of one array of an open ``.npz`` from its ``.npy`` header (no data read)."""
+    with npz.zip.open(key + ".npy") as f:
+        fmt = np.lib.format
+        major, _ = fmt.read_magic(f)
+        read = fmt.read_array_header_1_0 if major == 1 else fmt.read_array_header_2_0
+        shape, _, dtype = read(f)
+    return dtype, shape
+
+
+def _blob_mismatch(dtype: np.dtype, shape: tuple[int, ...], t: ShapedType) -> str:
+    """Why an array of ``dtype``/``shape`` cannot hold a ``t`` (empty when it can).
+
+    A blob may also be raw bytes (uint8, as written for byte blobs) or an opaque ``V<n>`` dtype of
+    the right item size (how numpy stores bf16/f8 arrays) holding exactly the type's bytes."""
+    want = element_type_to_dtype(t.element_type)
+    n = 1
+    for d in shape:
+        n *= d
+    if dtype == want:
+        if n != t.num_elements:
+            return f"has shape {tuple(shape)} ({n} elements), expected {t.num_elements} elements for '{t}'"
+        return ""
+    raw = dtype == np.uint8 or (dtype.kind == "V" and dtype.itemsize == want.itemsize)
+    if raw and n * dtype.itemsize == t.num_elements * want.itemsize:
+        return ""
+    return f"has dtype {dtype} and shape {tuple(shape)}, expected dtype {want} ({t.num_elements} elements) for '{t}'"
+
+
+def _npz_loader(npz: Any, key: str, name: str, t: ShapedType) -> Callable[[], np.ndarray]:
+    def load() -> np.ndarray:
+        try:
+            a = npz[key]
+        except Exception as e:
+            raise ResourceError(f"weight file '{name}': cannot read '{key}': {e}") from None
+        problem = _blob_mismatch(a.dtype, a.shape, t)
+        if problem:  # the file changed since it was parsed
+            raise ResourceError(f"weight file '{name}': '{key}' {problem}")
+        return a
+
+    return load
 
 
 def _parse_fragment(text: str, ctx: Context, fn: Callable[[Parser], Any]) -> Any:

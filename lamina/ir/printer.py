@@ -206,7 +206,18 @@ def _int_text(value: int, t: Type) -> str:
             value &= (1 << w) - 1
             if value >= 1 << (w - 1):
                 value -= 1 << w
-    return str(value)
+    return _decimal(value)
+
+
+def _decimal(v: int) -> str:
+    """``str(v)`` also beyond Python's int-to-str digit limit (values of very wide integer types)."""
+    if v.bit_length() < 13000:  # < 4300 digits
+        return str(v)
+    if v < 0:
+        return "-" + _decimal(-v)
+    half = int(v.bit_length() * 0.30103) // 2
+    hi, lo = divmod(v, 10**half)
+    return _decimal(hi) + _decimal(lo).zfill(half)
 
 
 def _float_type_name(t: Type) -> str:
@@ -235,7 +246,7 @@ def _attr_text(a: Attribute) -> str:
             return "true" if a.value else "false"
         return _int_text(a.value, t) + " : " + str(t)
     if isinstance(a, StringAttr):
-        return quote_string(a.value)
+        return quote_string(a.value) if a.type is None else quote_string(a.value) + " : " + str(a.type)
     if isinstance(a, FloatAttr):
         return format_float(a.value, _float_type_name(a.type)) + " : " + str(a.type)
     if isinstance(a, ArrayAttr):
@@ -861,7 +872,9 @@ class Printer:
         aliases = self.aliases
         for attr, info in getattr(self, "_alias_order", ()):
             tl = type(attr)
-            if tl is FileLineColLoc or tl is UnknownLoc or (tl is NameLoc and attr.child is None):
+            if tl is NameLoc and attr.child is None:  # the common case: one per tensor of a model
+                line = aliases[attr] + " = loc(" + quote_string(attr.name) + ")\n"
+            elif tl is FileLineColLoc or tl is UnknownLoc:
                 line = aliases[attr] + " = " + str(attr) + "\n"
             elif isinstance(attr, Location):
                 line = aliases[attr] + " = loc(" + location_body(attr, aliases) + ")\n"
@@ -1202,7 +1215,6 @@ class Printer:
     def _op_line(self, op: Operation, ind: str) -> str:
         """One region-less generic op as a full line (the hot path of printing)."""
         names = self.names
-        parts = [ind]
         res = op.results
         if res:
             n0 = names.get(res[0])
@@ -1210,49 +1222,37 @@ class Printer:
                 n0 = "<<UNKNOWN SSA VALUE>>"
             elif len(res) > 1:
                 n0 = n0[: n0.index("#")] + ":" + str(len(res))
-            parts.append(n0)
-            parts.append(" = ")
+            head = ind + n0 + " = "
+        else:
+            head = ind
         name = op.name
         qn = self._name_cache.get(name)
         if qn is None:
             qn = self._name_cache[name] = quote_string(name)
-        parts.append(qn)
         ops = op._operands
         if ops:
             try:
-                parts.append("(" + ", ".join([names[o.value] for o in ops]) + ")")
+                operands = "(" + ", ".join([names[o.value] for o in ops]) + ")"
             except KeyError:
-                parts.append("(" + ", ".join([self.value_name(o.value) for o in ops]) + ")")
+                operands = "(" + ", ".join([self.value_name(o.value) for o in ops]) + ")"
             key = (tuple([o.value.type for o in ops]), tuple([r.type for r in res]))
         else:
-            parts.append("()")
+            operands = "()"
             key = ((), tuple([r.type for r in res]))
         props = op.properties
-        if props:
-            parts.append(" <{")
-            parts.append(self._dict_text(props))
-            parts.append("}>")
+        ptext = " <{" + self._dict_text(props) + "}>" if props else ""
         attrs = op.attributes
-        if attrs:
-            parts.append(" {")
-            parts.append(self._dict_text(attrs))
-            parts.append("}")
+        atext = " {" + self._dict_text(attrs) + "}" if attrs else ""
         sig = self._sig_cache.get(key)
         if sig is None:
             sig = self._sig_cache[key] = " : " + function_type_text(*key)
-        parts.append(sig)
         if self.debuginfo:
             loc = op.location
             a = self.aliases.get(loc)
-            if a is not None:
-                parts.append(" loc(")
-                parts.append(a)
-                parts.append(")\n")
-            else:
-                parts.append(" " + self.location_text(loc) + "\n")
+            tail = " loc(" + a + ")\n" if a is not None else " " + self.location_text(loc) + "\n"
         else:
-            parts.append("\n")
-        return "".join(parts)
+            tail = "\n"
+        return f"{head}{qn}{operands}{ptext}{atext}{sig}{tail}"
 
     def _call_custom_print(self, op: Operation) -> None:
         name = op.name

@@ -27,6 +27,13 @@ if TYPE_CHECKING:
 
 SPLIT_MARKER = "// -----"
 
+#: Set when lamina-opt runs as a command (not through ``main(argv)`` from Python): like clang's
+#: ``-disable-free``, the IR is kept alive and the process ends without tearing it down, and the
+#: parsed IR is frozen out of the cyclic garbage collector's sight. Both cost seconds on large
+#: modules and buy nothing in a process about to exit.
+_command_mode = False
+_retained: list[object] = []
+
 
 def _build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
@@ -128,11 +135,13 @@ def _build_parser() -> argparse.ArgumentParser:
 
 def _split_pass_flags(argv: list[str]) -> tuple[list[str], list[str]]:
     """Pull ``--<registered-pass>[=options]`` flags out of argv, in order."""
-    from lamina.passes import get_pass
-
+    # lamina-opt's own options are not looked up as passes (that would import every pass module).
+    own = set(_build_parser()._option_string_actions) | {"--split-input-file"}
     rest, passes = [], []
     for a in argv:
-        if a.startswith("--") and len(a) > 2:
+        if a.startswith("--") and len(a) > 2 and a.partition("=")[0] not in own:
+            from lamina.passes.registry import get_pass
+
             name, _, opts = a[2:].partition("=")
             try:
                 cls = get_pass(name)
@@ -187,8 +196,7 @@ def _list_passes() -> str:
 
 
 def run(argv: Sequence[str] | None = None) -> int:
-    import lamina.dialects
-    import lamina.transforms  # noqa: F401 - registers the passes
+    import lamina.dialects  # noqa: F401 - makes the dialects loadable by name (each on first use)
     from lamina.ir.context import Context
 
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -247,7 +255,9 @@ def run(argv: Sequence[str] | None = None) -> int:
         handler = (
             DiagnosticVerifier(buf) if args.verify_diagnostics else SourceDiagnosticPrinter({filename: buf})
         )
-        ctx = Context(allow_unregistered_dialects=args.allow_unregistered_dialect, handler=handler)
+        ctx = Context(
+            allow_unregistered_dialects=args.allow_unregistered_dialect, load_all=False, handler=handler
+        )
         with ctx:
             out = _process(ctx, chunk, filename, first_line, pipeline, args)
         outputs.append("" if out is None else out.rstrip("\n") + "\n\n")
@@ -275,10 +285,16 @@ def _process(
     t0 = time.perf_counter()
     module = parse_module(chunk, ctx, filename=filename, line_offset=first_line - 1)
     t_parse = time.perf_counter() - t0
+    if _command_mode:
+        import gc
+
+        _retained.append(module)
+        gc.freeze()
     if module is None or not verify(module, ctx):
         return None
     pm = None
     if pipeline:
+        ctx.load_all_available()  # passes may create ops of any dialect and collect their patterns
         try:
             pm = PassManager.parse(pipeline, ctx)
         except PipelineError:
@@ -329,7 +345,18 @@ def _process(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return internal_error_guard("lamina-opt", lambda: run(argv))
+    """Run lamina-opt; without ``argv`` (as the command), exit the process when done."""
+    global _command_mode
+    if argv is not None:
+        return internal_error_guard("lamina-opt", lambda: run(argv))
+    _command_mode = True
+    rc = internal_error_guard("lamina-opt", lambda: run(None))
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BrokenPipeError:
+        rc = rc or 1
+    os._exit(rc)
 
 
 if __name__ == "__main__":

@@ -131,3 +131,204 @@ def test_mlir_opt_accepts_and_reprints_lamina_output(src, generic, debuginfo, fl
 def test_arith_cf_generic_from_mlir_opt(generic, debuginfo, flags):
     ref = mlir_opt(ARITH_CF_SRC, *flags)
     assert lamina_roundtrip(ref, generic, debuginfo) + "\n" == ref
+
+
+# ---- hand-written generic forms: whitespace, newlines and comments wherever MLIR's grammar allows
+
+HAND_WRITTEN = {
+    "successor-list-after-space": """func.func @f(%c: i1, %y: i32) {
+  "cf.cond_br"(%c, %y) [^bb1, ^bb2] <{operandSegmentSizes = array<i32: 1, 1, 0>}> : (i1, i32) -> ()
+^bb1(%a: i32):
+  return
+^bb2:
+  return
+}
+""",
+    "spaces-between-every-token": """"builtin.module" ( ) ( {
+  %0 = "foo.a" ( ) : ( ) -> i32
+  %1:2 = "foo.b" ( %0 , %0 ) <{ p = 1 : i32 }> { a = 2 : i64 } : ( i32 , i32 ) -> ( i32 , f32 )
+  %2 : 2 = "foo.b" ( %0 , %0 ) < { p = 1 : i32 } > : ( i32 , i32 ) -> ( i32 , f32 )
+  %3 , %4 = "foo.b" ( %1#0 , %2#1 ) : ( i32 , f32 ) -> ( i32 , f32 )
+  "foo.c" ( %1#0 ) { b } : ( i32 ) -> ( )
+  "foo.p"() <{a = 1 : i32}>{b = 2 : i32}: () -> ()
+} ) : ( ) -> ( )
+""",
+    "newlines-and-comments": """"builtin.module"() ({
+ "foo.r"() ({
+  %0 = "foo.a"   // the op
+    (
+    )
+    {a = 1 : i32}   // its attributes
+    :
+    (
+    )
+    ->
+    i32
+  "foo.b"(%0) // trailing
+    [^bb1] : (i32) -> ()
+  // a full-line comment
+^bb1 :
+  "foo.t"() : () -> ()
+ }) : () -> ()
+}) : () -> () // end
+""",
+    "spaces-inside-types": """"builtin.module"() ({
+  %0 = "foo.a"() : () -> tensor< 1 x 2 x f32 >
+  %1 = "foo.a"() : () -> tensor<4x ? x f32>
+  %2 = "foo.a"() : () -> tensor <4 xf32>
+  %3 = "foo.a"() : () -> vector< 4 x f32 >
+  %4 = "foo.a"() : () -> memref< ? x 4 x f32 >
+  %5 = "foo.a"() : () -> tensor< * x f32 >
+  %6 = "foo.a"() : () -> tuple< i32 , f32 >
+  %7 = "foo.a"() : () -> complex< f32 >
+  %8 = "foo.a"() : () -> tensor<2xf32 , "enc">
+  %9 = "foo.a"() : () -> vector<[4] x f32>
+  "foo.u"(%0) : (tensor<1x2xf32>) -> ((i32) -> (i32))
+}) : () -> ()
+""",
+    "spaces-inside-locations": """"builtin.module"() ({
+  %0 = "foo.a"() : () -> i32 loc( "x" )
+  %1 = "foo.a"() : () -> i32 loc ("f.mlir" : 1 : 2)
+  %2 = "foo.a"() : () -> i32 loc(fused [ "a" , "b" ])
+  %3 = "foo.a"() : () -> i32 loc( callsite( "c" at "d" : 1 : 2 ) )
+  %4 = "foo.a"() : () -> i32 loc("n" ( "q" ))
+  "foo.r"() ({
+  ^bb0 (%x : i32 loc ("q") , %y : f32 loc( "r" : 3 : 4 )):
+    "foo.t"() : () -> ()
+  }) : () -> () loc(#loc1)
+}) : () -> () loc("top")
+#loc1 = loc( "y" : 5 : 6 )
+""",
+    "spaces-inside-attributes": """"builtin.module"() ({
+  %0 = "foo.a"() {a = [ 1 , 2 ], b = { c = 1 , d } , e = dense< [ 1.0 , 2.0 ] > : tensor< 2 x f32 >, f = array< i32 : 1 , 2 >} : () -> !foo.t<"x">
+  "foo.b"() {a = - 1 : i32, b = 5:i8, c = [ ], d = { }, e = array<i32>, f = dense< > : tensor<0xf32>, g = "x" : i32, h = "y"} : () -> ()
+  "foo.c"() {x = #foo.attr< 1 >, y = #foo<"z">, t = (i32, f32) -> i64, u = complex<f32>} : () -> ()
+}) : () -> ()
+""",
+    "regions-and-successors": """"builtin.module"() ({
+  "foo.r"() ( {
+    "foo.s"() [ ^bb1 ] : () -> ()
+  ^bb1:
+    "foo.s"()[ ^bb2 , ^bb1 ] : () -> ()
+  ^bb2:
+    "foo.t"() : () -> ()
+  } , {
+    "foo.t"() : () -> ()
+  } ) { a = 1 } : () -> ()
+}) : () -> ()
+""",
+    "wide-integer-literals": '"foo.x"() {a = 1'
+    + "0" * 5000
+    + " : i20000, b = -1"
+    + "0" * 5000
+    + " : i20000} : () -> ()\n",
+}
+
+
+@pytest.mark.parametrize("src", HAND_WRITTEN.values(), ids=HAND_WRITTEN.keys())
+@pytest.mark.parametrize(
+    ("generic", "debuginfo", "flags"), MODES, ids=["generic-dbg", "generic", "custom-dbg", "custom"]
+)
+def test_hand_written_text_reads_as_mlir_opt_reads_it(src, generic, debuginfo, flags):
+    """mlir-opt-22 and Lamina both accept the hand-written text and print it byte-identically."""
+    ctx = Context(allow_unregistered_dialects=True, handler=None)
+    with ctx.diagnostics.capture() as diags:
+        m = parse_module(src, ctx, filename="<stdin>")  # mlir-opt's name for its input
+    assert m is not None, "\n".join(str(d) for d in diags)
+    assert print_operation(m, generic=generic, debuginfo=debuginfo) + "\n" == mlir_opt(src, *flags)
+
+
+def mlir_opt_error(text: str) -> str:
+    r = subprocess.run(
+        [MLIR_OPT, "--allow-unregistered-dialect", "-"], input=text, capture_output=True, text=True
+    )
+    assert r.returncode != 0, f"mlir-opt-22 accepted:\n{text}"
+    return r.stderr.splitlines()[0]
+
+
+def lamina_error(text: str) -> str:
+    ctx = Context(allow_unregistered_dialects=True, handler=None)
+    with ctx.diagnostics.capture() as diags:
+        m = parse_module(text, ctx, filename="<stdin>")
+    assert m is None, f"Lamina accepted:\n{text}"
+    return str(diags[0]).splitlines()[0]
+
+
+Z = "0" * 5000  # a literal beyond Python's int/str conversion limit (4300 digits)
+
+# (text, error) pairs both report identically: line:col and message
+REJECTED_SAME = {
+    "int-attr-too-large": (
+        f'"foo.x"() {{a = 1{Z} : i32}} : () -> ()',
+        "1:16: error: integer constant out of range for attribute",
+    ),
+    "int-attr-too-large-i64": (
+        f'"foo.x"() {{a = 1{Z}}} : () -> ()',
+        "1:16: error: integer constant out of range for attribute",
+    ),
+    "int-attr-too-large-index": (
+        f'"foo.x"() {{a = 1{Z} : index}} : () -> ()',
+        "1:16: error: integer constant out of range for attribute",
+    ),
+    "int-attr-out-of-range": (
+        '"foo.x"() {a = 4294967296 : i32} : () -> ()',
+        "1:16: error: integer constant out of range for attribute",
+    ),
+    "dense-splat-too-large": (
+        f'"foo.x"() {{a = dense<1{Z}> : tensor<2xi64>}} : () -> ()',
+        "1:22: error: integer constant out of range for type",
+    ),
+    "array-too-large": (
+        f'"foo.x"() {{a = array<i32: 1{Z}>}} : () -> ()',
+        "1:5028: error: integer constant out of range",
+    ),
+    "array-out-of-range": (
+        '"foo.x"() {a = array<i32: 5000000000>} : () -> ()',
+        "1:37: error: integer constant out of range",
+    ),
+    "dim-too-large": (f'"foo.x"() : () -> tensor<1{Z}xf32>', "1:26: error: invalid dimension"),
+    "dim-over-int64": ('"foo.x"() : () -> tensor<9223372036854775808xf32>', "1:26: error: invalid dimension"),
+    "width-too-large": (f'"foo.x"() : () -> i1{Z}', "1:19: error: invalid integer width"),
+    "result-count-too-large": (
+        f'%0:1{Z} = "foo.x"() : () -> (i32, i32)',
+        "error: expected named operation to have at least 1 result",
+    ),
+    "trailing-comma-in-attr-dict": ('"foo.b"() {a = 1, } : () -> ()', "1:18: error: expected attribute name"),
+    "trailing-comma-in-array": ('"foo.b"() {a = [1, 2, ]} : () -> ()', "error: expected attribute value"),
+    "trailing-comma-in-operands": (
+        '%0 = "foo.a"() : () -> i32\n"foo.b"(%0, ) : (i32) -> ()',
+        "error: expected SSA operand",
+    ),
+    "trailing-comma-in-types": ('"foo.b"() : (i32, ) -> ()', "error: expected non-function type"),
+    "two-attr-dicts": (
+        '"foo.a"() {a = 1 : i32} {b = 2} : () -> ()',
+        "error: expected ':' followed by operation type",
+    ),
+    "space-in-ssa-name": (
+        '%0 = "foo.a"() : () -> i32\n"foo.b"(% 0) : (i32) -> ()',
+        "2:9: error: invalid SSA name",
+    ),
+    "space-in-block-name": ('"foo.r"() ({\n^ bb1:\n  "foo.t"() : () -> ()\n}) : () -> ()', "2:1: error:"),
+    "space-before-dialect-type-body": ('"foo.a"() : () -> !foo.t < "x" >', "error:"),
+    "dense-out-of-range": (
+        '"foo.x"() {a = dense<[99999999999999999999999]> : tensor<1xi32>} : () -> ()',
+        "error: integer constant out of range for type",
+    ),
+    "dense-too-large": (
+        f'"foo.x"() {{a = dense<[1{Z}]> : tensor<1xi32>}} : () -> ()',
+        "error: integer constant out of range for type",
+    ),
+}
+
+
+@pytest.mark.parametrize(("src", "error"), REJECTED_SAME.values(), ids=REJECTED_SAME.keys())
+def test_rejected_by_both(src, error):
+    """Both reject; the message (and, where given, line:col) is mlir-opt-22's."""
+    theirs, ours = mlir_opt_error(src), lamina_error(src)
+    assert error in theirs, theirs
+    if error.startswith(tuple("0123456789")) and error.endswith(":"):
+        assert ours.startswith("<stdin>:" + error.split(":")[0] + ":"), ours  # same line
+    elif error.startswith(tuple("0123456789")):
+        assert ours == "<stdin>:" + error, ours
+    else:
+        assert error in ours, ours

@@ -283,6 +283,79 @@ def test_missing_weight_file_is_located_error(tmp_path):
     assert ":1:20: error: weight file 'nope.npz' not found" in errs[0]
 
 
+WEIGHT_SRC = """module attributes {lamina.weight_file = "w.npz"} {
+  "foo.w"() {value = dense_resource<w0> : tensor<3x3xf32>} : () -> ()
+}
+"""
+
+
+def _zip_with_bad_member(path):
+    import zipfile
+
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("w0.npy", b"garbage")
+
+
+@pytest.mark.parametrize(
+    "write, message",
+    [
+        (
+            lambda p: p.write_bytes(bytes(range(256)) * 4),
+            "weight file 'w.npz' is not an .npz file (it is not a zip archive)",
+        ),
+        (
+            lambda p: np.savez(p, w0=np.ones((3, 3))),
+            "weight file 'w.npz': 'w0' has dtype float64 and shape (3, 3), expected dtype float32 "
+            "(9 elements) for 'tensor<3x3xf32>'",
+        ),
+        (
+            lambda p: np.savez(p, w0=np.ones((3, 3), np.float16)),
+            "weight file 'w.npz': 'w0' has dtype float16 and shape (3, 3), expected dtype float32",
+        ),
+        (
+            lambda p: np.savez(p, w0=np.ones((4,), np.float32)),
+            "weight file 'w.npz': 'w0' has shape (4,) (4 elements), expected 9 elements for 'tensor<3x3xf32>'",
+        ),
+        (
+            lambda p: np.savez(p, w1=np.ones((3, 3), np.float32)),
+            "resource 'w0' not found in weight file 'w.npz'",
+        ),
+        (_zip_with_bad_member, "weight file 'w.npz': cannot read 'w0': "),
+    ],
+    ids=["random-bytes", "float64", "float16", "element-count", "missing-key", "corrupt-member"],
+)
+def test_bad_weight_file_is_located_error(tmp_path, write, message):
+    write(tmp_path / "w.npz")
+    errs = parse_errors(WEIGHT_SRC, filename=str(tmp_path / "m.mlir"))
+    assert len(errs) == 1
+    assert f"m.mlir:1:20: error: {message}" in errs[0]
+
+
+def test_weight_file_blob_with_truncated_data_raises_resource_error_when_loaded(tmp_path):
+    import io
+    import zipfile
+
+    from lamina.ir.attributes import ResourceError
+
+    buf = io.BytesIO()
+    np.save(buf, np.ones((3, 3), np.float32))
+    with zipfile.ZipFile(tmp_path / "w.npz", "w") as z:
+        z.writestr("w0.npy", buf.getvalue()[:-8])  # the header is right, the data is short
+    m = parse_module(WEIGHT_SRC, ctx(), filename=str(tmp_path / "m.mlir"))
+    assert m is not None  # blobs load lazily
+    with pytest.raises(ResourceError, match=r"weight file 'w\.npz': cannot read 'w0': "):
+        m.body.first_op.attributes["value"].to_numpy()
+
+
+def test_weight_file_blob_of_other_shape_same_count_and_raw_bytes_load(tmp_path):
+    w = np.arange(9, dtype=np.float32)
+    for stored in (w, w.view(np.uint8)):  # a flat array, or the raw bytes of a byte blob
+        np.savez(tmp_path / "w.npz", w0=stored)
+        m = parse_module(WEIGHT_SRC, ctx(), filename=str(tmp_path / "m.mlir"))
+        assert m is not None
+        np.testing.assert_array_equal(m.body.first_op.attributes["value"].to_numpy(), w.reshape(3, 3))
+
+
 # ---- errors -------------------------------------------------------------------------------------
 
 
@@ -372,6 +445,74 @@ def test_error_messages(src, expected):
     errs = parse_errors(src)
     assert len(errs) == 1
     assert errs[0].split("\n")[0] == expected
+
+
+Z = "0" * 5000  # longer than Python's int/str conversion limit (4300 digits)
+
+
+@pytest.mark.parametrize(
+    "src, expected",
+    [
+        (
+            f'"foo.a"() {{x = 1{Z} : i32}} : () -> ()\n',
+            "t.mlir:1:16: error: integer constant out of range for attribute",
+        ),
+        (
+            f'"foo.a"() {{x = -1{Z}}} : () -> ()\n',
+            "t.mlir:1:16: error: integer constant out of range for attribute",
+        ),
+        (
+            f'"foo.a"() {{x = 1{Z} : index}} : () -> ()\n',
+            "t.mlir:1:16: error: integer constant out of range for attribute",
+        ),
+        (
+            f'"foo.a"() {{x = dense<[1{Z}]> : tensor<1xi32>}} : () -> ()\n',
+            "t.mlir:1:22: error: integer constant out of range for type",
+        ),
+        (
+            '"foo.a"() {x = dense<[99999999999999999999999]> : tensor<1xi32>} : () -> ()\n',
+            "t.mlir:1:22: error: integer constant out of range for type",
+        ),
+        (
+            f'"foo.a"() {{x = array<i32: 1{Z}>}} : () -> ()\n',
+            "t.mlir:1:5028: error: integer constant out of range",
+        ),
+        (f'"foo.a"() : () -> tensor<1{Z}xf32>\n', "t.mlir:1:26: error: invalid dimension"),
+        (f'"foo.a"() : () -> i1{Z}\n', "t.mlir:1:19: error: invalid integer width"),
+        (
+            f'%0:1{Z} = "foo.a"() : () -> i32\n',
+            "t.mlir:1:1: error: expected named operation to have at least 1 result",
+        ),
+        (
+            f'%0:2 = "foo.a"() : () -> (i32, i32)\n"foo.b"(%0#1{Z}) : (i32) -> ()\n',
+            "t.mlir:2:9: error: reference to invalid result number",
+        ),
+    ],
+    ids=[
+        "attr-i32",
+        "attr-i64",
+        "attr-index",
+        "dense",
+        "dense-wraps",
+        "array",
+        "dim",
+        "width",
+        "count",
+        "result-number",
+    ],
+)
+def test_huge_integer_literals_are_located_errors(src, expected):
+    errs = parse_errors(src)
+    assert len(errs) == 1
+    assert errs[0].split("\n")[0] == expected
+
+
+def test_integer_literals_as_wide_as_their_type_roundtrip():
+    src = f'"foo.a"() {{x = 1{Z} : i20000, y = -1{Z} : i20000}} : () -> ()'
+    m = parse_module(src, ctx())
+    assert m is not None
+    assert m.body.first_op.attributes["x"].value == 10**5000
+    assert print_operation(m, generic=True) == f'"builtin.module"() ({{\n  {src}\n}}) : () -> ()\n'
 
 
 def test_deep_nesting_is_reported_not_recursion_error():
