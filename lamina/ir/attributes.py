@@ -13,10 +13,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-import ml_dtypes
-import numpy as np
+from lamina.ir.floatfmt import float_dtypes
+from lamina.support.lazy import lazy_import
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy_import("numpy", globals(), "np")
 
 from lamina.ir.base import Uniqued
 from lamina.ir.types import (
@@ -336,27 +341,15 @@ def FlatSymbolRefAttr(name: str) -> SymbolRefAttr:  # noqa: N802
 # numpy <-> element type
 # --------------------------------------------------------------------------------------------
 
-_FLOAT_DTYPES: dict[str, Any] = {
-    "f16": np.dtype(np.float16),
-    "bf16": np.dtype(ml_dtypes.bfloat16),
-    "f32": np.dtype(np.float32),
-    "f64": np.dtype(np.float64),
-    "f8E4M3FN": np.dtype(ml_dtypes.float8_e4m3fn),
-    "f8E5M2": np.dtype(ml_dtypes.float8_e5m2),
-    "f8E4M3FNUZ": np.dtype(ml_dtypes.float8_e4m3fnuz),
-    "f8E5M2FNUZ": np.dtype(ml_dtypes.float8_e5m2fnuz),
-    "f8E4M3B11FNUZ": np.dtype(ml_dtypes.float8_e4m3b11fnuz),
-}
-
 
 def float_dtype(t: FloatType) -> np.dtype | None:
-    return _FLOAT_DTYPES.get(t.name)
+    return float_dtypes().get(t.name)
 
 
 def element_type_to_dtype(t: Type) -> np.dtype:
     """The numpy dtype that stores elements of ``t`` (``i4`` is stored unpacked in ``int8``)."""
     if isinstance(t, FloatType):
-        dt = _FLOAT_DTYPES.get(t.name)
+        dt = float_dtypes().get(t.name)
         if dt is None:
             raise ValueError(f"no numpy dtype for {t}")
         return dt
@@ -378,7 +371,7 @@ def dtype_to_element_type(dt: Any) -> Type:
         return i1
     if dt.kind in "iu":
         return IntegerType(dt.itemsize * 8, "u" if dt.kind == "u" else "")
-    for name, fdt in _FLOAT_DTYPES.items():
+    for name, fdt in float_dtypes().items():
         if fdt == dt:
             return FloatType(name)
     raise ValueError(f"no element type for numpy dtype {dt}")

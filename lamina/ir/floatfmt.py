@@ -11,10 +11,16 @@ low digits before the final round-half-up, so that the text matches ``mlir-opt``
 
 from __future__ import annotations
 
+import functools
 import struct
+from typing import TYPE_CHECKING
 
-import ml_dtypes
-import numpy as np
+from lamina.support.lazy import lazy_import
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy_import("numpy", globals(), "np")
 
 # name -> (exponent bits, explicit mantissa bits, bias, kind, precision incl. implicit bit)
 _SEM: dict[str, tuple[int, int, int, str, int]] = {
@@ -28,37 +34,47 @@ _SEM: dict[str, tuple[int, int, int, str, int]] = {
 }
 _WIDTH = {"f16": 16, "bf16": 16, "f32": 32, "f64": 64, "f8E5M2": 8, "f8E4M3FN": 8, "tf32": 19}
 
-_NP_DTYPE: dict[str, np.dtype] = {
-    "f16": np.dtype(np.float16),
-    "bf16": np.dtype(ml_dtypes.bfloat16),
-    "f32": np.dtype(np.float32),
-    "f64": np.dtype(np.float64),
-    "f8E5M2": np.dtype(ml_dtypes.float8_e5m2),
-    "f8E4M3FN": np.dtype(ml_dtypes.float8_e4m3fn),
-    "f8E4M3FNUZ": np.dtype(ml_dtypes.float8_e4m3fnuz),
-    "f8E5M2FNUZ": np.dtype(ml_dtypes.float8_e5m2fnuz),
-    "f8E4M3B11FNUZ": np.dtype(ml_dtypes.float8_e4m3b11fnuz),
-}
-_UINT = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
+
+@functools.cache
+def float_dtypes() -> dict[str, np.dtype]:
+    """The numpy dtype of each MLIR float type name that has one (numpy and ml_dtypes are imported on
+    first use: printing IR without floats never needs them)."""
+    import ml_dtypes
+
+    return {
+        "f16": np.dtype(np.float16),
+        "bf16": np.dtype(ml_dtypes.bfloat16),
+        "f32": np.dtype(np.float32),
+        "f64": np.dtype(np.float64),
+        "f8E5M2": np.dtype(ml_dtypes.float8_e5m2),
+        "f8E4M3FN": np.dtype(ml_dtypes.float8_e4m3fn),
+        "f8E4M3FNUZ": np.dtype(ml_dtypes.float8_e4m3fnuz),
+        "f8E5M2FNUZ": np.dtype(ml_dtypes.float8_e5m2fnuz),
+        "f8E4M3B11FNUZ": np.dtype(ml_dtypes.float8_e4m3b11fnuz),
+    }
+
+
+def _uint(bits: int) -> type:
+    return getattr(np, f"uint{bits}")
 
 
 def float_bits(value: float, type_name: str) -> int | None:
     """The bit pattern of ``value`` rounded to the float type (None if not representable here)."""
     if type_name == "f64":
         return struct.unpack("<Q", struct.pack("<d", value))[0]
-    dt = _NP_DTYPE.get(type_name)
+    dt = float_dtypes().get(type_name)
     if dt is None:
         return None
     with np.errstate(over="ignore", invalid="ignore"):
         arr = np.asarray(value, dtype=np.float64).astype(dt)
-    return int(arr.reshape(1).view(_UINT[dt.itemsize * 8])[0])
+    return int(arr.reshape(1).view(_uint(dt.itemsize * 8))[0])
 
 
 def bits_to_float(bits: int, type_name: str) -> float:
     if type_name == "f64":
         return struct.unpack("<d", struct.pack("<Q", bits))[0]
-    dt = _NP_DTYPE[type_name]
-    return float(np.array([bits], dtype=_UINT[dt.itemsize * 8]).view(dt)[0])
+    dt = float_dtypes()[type_name]
+    return float(np.array([bits], dtype=_uint(dt.itemsize * 8)).view(dt)[0])
 
 
 def hex_text(bits: int, type_name: str, width: int) -> str:
@@ -141,7 +157,7 @@ def format_float(value: float, type_name: str) -> str:
     """MLIR's text for a float attribute value of the given float type name (``f32``...)."""
     width = _WIDTH.get(type_name)
     if width is None:
-        dt = _NP_DTYPE.get(type_name)
+        dt = float_dtypes().get(type_name)
         width = dt.itemsize * 8 if dt is not None else 64
     bits = float_bits(value, type_name)
     if value != value or value in (float("inf"), float("-inf")):

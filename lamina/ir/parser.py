@@ -21,9 +21,14 @@ import os
 import re
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+from lamina.support.lazy import lazy_import
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy_import("numpy", globals(), "np")
 
 from lamina.ir.attributes import (
     ArrayAttr,

@@ -27,7 +27,12 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
+from lamina.support.lazy import lazy_import
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy_import("numpy", globals(), "np")
 
 from lamina.ir.attributes import (
     ArrayAttr,

@@ -16,7 +16,8 @@ PROBE = """
 import json, sys
 from lamina.tools.opt import main
 rc = main(sys.argv[1:])
-mods = sorted(m for m in sys.modules if m.startswith(("onnx", "tqdm", "torch", "scipy", "lamina.")))
+prefixes = ("onnx", "tqdm", "torch", "scipy", "numpy", "ml_dtypes", "lamina.")
+mods = sorted(m for m in sys.modules if m.startswith(prefixes))
 print(json.dumps({"rc": rc, "modules": mods}), file=sys.stderr)
 """
 
@@ -40,6 +41,15 @@ def test_empty_module_imports_no_framework_and_no_dialect(tmp_path):
     mods = _imported(tmp_path, "module {\n}\n", "--allow-unregistered-dialect")
     assert not {m for m in mods if m.startswith(HEAVY)}
     assert not {m for m in mods if m.startswith("lamina.dialects.")}
+
+
+def test_numpy_is_imported_only_for_dense_data_or_floats(tmp_path):
+    # importing numpy is most of a bare start-up (benchmarks/opt_startup.py)
+    text = '"builtin.module"() ({\n  %0 = "x.y"() {a = array<i64: 1, 2>, s = "t"} : () -> tensor<2xi32>\n}) : () -> ()\n'
+    mods = _imported(tmp_path, text, "--allow-unregistered-dialect")
+    assert not {m for m in mods if m.startswith(("numpy", "ml_dtypes"))}
+    dense = text.replace('s = "t"', "d = dense<[1.5, 2.0]> : tensor<2xf32>")
+    assert "numpy" in _imported(tmp_path, dense, "--allow-unregistered-dialect")
 
 
 def test_a_dialect_is_imported_when_the_input_uses_it(tmp_path):

@@ -26,7 +26,7 @@ from typing import Any
 import ml_dtypes
 
 from lamina.ir.context import Dialect, register_dialect
-from lamina.ir.floatfmt import _NP_DTYPE, bits_to_float, format_float
+from lamina.ir.floatfmt import bits_to_float, float_dtypes, format_float
 from lamina.ir.types import DYNAMIC, DialectType, FloatType, IntegerType, Type
 
 __all__ = [
@@ -72,7 +72,7 @@ def scale_error(scale: float, expressed_type: Type) -> str | None:
     """What is wrong with a scale for the expressed type (MLIR's words), or None."""
     if math.isnan(scale):
         return f"illegal scale: {scale}"
-    dt = _NP_DTYPE.get(getattr(expressed_type, "name", ""))
+    dt = float_dtypes().get(getattr(expressed_type, "name", ""))
     if dt is None:  # no numpy model of this float type: at least positive and finite
         lo, hi = math.ulp(0.0), 1.7976931348623157e308
     else:
