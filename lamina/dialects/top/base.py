@@ -17,6 +17,7 @@ Conventions:
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
@@ -237,6 +238,48 @@ def num_elements(t: Type) -> int:
     if isinstance(t, ShapedType) and t.has_static_shape:
         return math.prod(t.shape)
     return 0
+
+
+def static_nbytes(t: Type) -> int | None:
+    """Bytes a value of type ``t`` occupies (None where the shape is not static)."""
+    if not (isinstance(t, ShapedType) and t.has_static_shape):
+        return None
+    width = getattr(t.element_type, "bitwidth", 0) or 8
+    return math.prod(t.shape) * max(width // 8, 1)
+
+
+def memory_limit() -> int:
+    """The largest tensor Lamina allocates: the machine's available memory (physical when the
+    available amount cannot be read)."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, AttributeError):
+        return 1 << 40
+
+
+def format_bytes(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n} B" if unit == "B" else f"{n:.2f} {unit}"
+        n /= 1024  # type: ignore[assignment]
+    return f"{n}"
+
+
+def check_size(t: Type, what: str) -> None:
+    """Raise MemoryError naming ``what`` if a value of type ``t`` is larger than :func:`memory_limit`."""
+    n = static_nbytes(t)
+    if n is not None and n > (1 << 30) and n > memory_limit():
+        raise MemoryError(
+            f"{what} of type {t} needs {format_bytes(n)}, more than the {format_bytes(memory_limit())} "
+            "of memory available"
+        )
 
 
 def norm_axis(axis: int, rank: int) -> int:

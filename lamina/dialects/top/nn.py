@@ -169,6 +169,40 @@ def _pads(
     return list(pads)
 
 
+def check_window(
+    op: TopOp, nd: int, in_sp: Sequence[int] | None, k: Sequence[int] | None, what: str = "kernel"
+) -> None:
+    """Check a conv/pool window's attributes against ``nd`` spatial dims (``in_sp``: the spatial
+    input sizes when known): list lengths, strides/dilations >= 1, pads >= 0, kernel sizes >= 1 and
+    the dilated kernel no larger than the padded input. Raises VerifyError saying what is wrong."""
+    lengths = {"kernel_shape": nd, "strides": nd, "dilations": nd, "pads": 2 * nd}
+    for name, n in lengths.items():
+        v = op.attr(name)
+        if v is not None and len(v) != n:
+            raise VerifyError(
+                f"'{name}' has {len(v)} values {list(v)} but the input has {nd} spatial dims (expected {n})"
+            )
+    for name, low in (("strides", 1), ("dilations", 1), ("pads", 0)):
+        v = op.attr(name)
+        if v is not None and any(x < low for x in v):
+            raise VerifyError(f"'{name}' {list(v)} must all be >= {low}")
+    if k is None or len(k) != nd:
+        return
+    if any(x < 1 for x in k):
+        raise VerifyError(f"{what} shape {list(k)} must all be >= 1")
+    if in_sp is None or DYNAMIC in in_sp or op.attr("auto_pad") not in ("NOTSET", "VALID"):
+        return
+    d = list(op.attr("dilations") or [1] * nd)
+    p = list(op.attr("pads") or [0] * (2 * nd)) if op.attr("auto_pad") == "NOTSET" else [0] * (2 * nd)
+    for i in range(nd):
+        ek = (k[i] - 1) * d[i] + 1
+        if ek > in_sp[i] + p[i] + p[i + nd]:
+            raise VerifyError(
+                f"{what} size {ek} (kernel {k[i]}, dilation {d[i]}) exceeds the padded input size "
+                f"{in_sp[i] + p[i] + p[i + nd]} of spatial dim {i}"
+            )
+
+
 def _windows(x: np.ndarray, k: Sequence[int], s: Sequence[int], d: Sequence[int]) -> np.ndarray:
     """View of ``x`` (N, C, *spatial) as (N, C, *out, *k) windows; no copy."""
     nd = len(k)
@@ -349,6 +383,14 @@ class ConvOp(TopOp):
             g = self.attr("group")
             if xs[1] >= 0 and ws[1] >= 0 and xs[1] != ws[1] * g:
                 raise VerifyError(f"input channels {xs[1]} != filter channels {ws[1]} x group {g}")
+        if ws is not None and len(ws) >= 2:
+            k = self.attr("kernel_shape")
+            if k is not None and len(k) == len(ws) - 2 and DYNAMIC not in ws and list(k) != list(ws[2:]):
+                raise VerifyError(
+                    f"'kernel_shape' {list(k)} differs from the filter's spatial dims {list(ws[2:])}"
+                )
+            k = list(k) if k is not None else ws[2:]
+            check_window(self, len(ws) - 2, xs[2:] if xs is not None else None, k)
 
     def _params(
         self, x_shape: Sequence[int], w_shape: Sequence[int]
@@ -369,6 +411,7 @@ class ConvOp(TopOp):
                     elem_of(self.input),
                 )
             ]
+        self.verify_()
         k, s, d, p = self._params(xs, ws)
         nd = len(k)
         out = [(xs[2 + i] + p[i] + p[i + nd] - ((k[i] - 1) * d[i] + 1)) // s[i] + 1 for i in range(nd)]
@@ -590,10 +633,21 @@ class _PoolBase(TopOp):
             extra.append(max((o - 1) * s[i] + ek - (sp[i] + p[i] + p[i + nd]), 0))
         return k, s, d, p, extra + out
 
+    def verify_(self) -> None:
+        k = list(self.attr("kernel_shape"))
+        xs = shape_of(self.input)
+        if xs is not None and len(xs) != len(k) + 2:
+            raise VerifyError(
+                f"'kernel_shape' {k} has {len(k)} values but the input of rank {len(xs)} has "
+                f"{len(xs) - 2} spatial dims"
+            )
+        check_window(self, len(k), xs[2:] if xs is not None else None, k)
+
     def infer_shapes(self) -> list[Type]:
         xs = shape_of(self.input)
         if xs is None or DYNAMIC in xs[2:]:
             return [r.type for r in self.results]
+        self.verify_()
         k, *_, eo = self._geometry(xs)
         nd = len(k)
         t = tensor_of([xs[0], xs[1], *eo[nd:]], elem_of(self.input))

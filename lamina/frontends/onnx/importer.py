@@ -25,7 +25,7 @@ import numpy as np
 from lamina.ir.attributes import ArrayAttr, DictionaryAttr, StringAttr, dense_resource
 from lamina.ir.context import Context
 from lamina.ir.core import Block, Operation, Region, Value
-from lamina.ir.diagnostics import Diagnostic
+from lamina.ir.diagnostics import Diagnostic, VerifyError
 from lamina.ir.location import FileLineColLoc, FusedLoc, Location, NameLoc
 from lamina.ir.types import (
     DYNAMIC,
@@ -60,6 +60,22 @@ class OnnxImportError(Exception):
 
 class Unsupported(Exception):
     """Raised by a converter for a node it cannot express (an attribute value, a dtype, ...)."""
+
+
+class Invalid(Exception):
+    """Raised for a node or tensor that is wrong (bad attribute, data of the wrong length, ...)."""
+
+
+def supported_opsets() -> range:
+    """Opsets of the default ONNX domain Lamina imports: 1 up to the newest the installed onnx
+    package defines (its shape inference and the node suite cover exactly those)."""
+    from onnx import defs
+
+    return range(1, defs.onnx_opset_version() + 1)
+
+
+#: the largest file the protobuf format can hold
+MAX_PROTOBUF_BYTES = 2**31
 
 
 # ---- element types ----------------------------------------------------------------------------
@@ -115,11 +131,73 @@ def onnx_type(tp: Any) -> Type | None:
     return RankedTensorType(dims, elem)
 
 
-def to_numpy(tensor: Any) -> np.ndarray:
+#: the typed TensorProto field holding each element type's data, and elements per field entry
+_TYPED_FIELD = {
+    1: ("float_data", 1),
+    11: ("double_data", 1),
+    7: ("int64_data", 1),
+    12: ("uint64_data", 1),
+    13: ("uint64_data", 1),
+    21: ("int32_data", 2),
+    22: ("int32_data", 2),
+}
+
+
+def check_tensor_data(tensor: Any, what: str | None = None) -> None:
+    """Raise :class:`Invalid` if a TensorProto's dims are negative or its data (``raw_data`` or
+    the typed field) does not hold exactly the elements its dims and element type need."""
+    dims = list(tensor.dims)
+    what = what or (f"tensor '{tensor.name}'" if tensor.name else "tensor")
+    if any(d < 0 for d in dims):
+        raise Invalid(f"{what} has negative dims {dims}")
+    if tensor.data_type not in _ELEM or tensor.data_location == 1:
+        return  # unsupported types are reported elsewhere; external data is checked once loaded
+    count = int(np.prod(dims, dtype=np.int64)) if dims else 1
+    elem = _ELEM[tensor.data_type]
+    tname = _TENSOR_TYPE_NAMES.get(tensor.data_type, str(tensor.data_type))
+    if tensor.HasField("raw_data"):
+        width = elem.bitwidth
+        need = (count * width + 7) // 8
+        have = len(tensor.raw_data)
+        if have != need:
+            raise Invalid(f"{what} ({tname}, shape {dims}) needs {need} bytes of raw_data but has {have}")
+        return
+    field, per = _TYPED_FIELD.get(tensor.data_type, ("int32_data", 1))
+    need = (count + per - 1) // per
+    have = len(getattr(tensor, field))
+    if have != need:
+        raise Invalid(f"{what} ({tname}, shape {dims}) needs {need} values in {field} but has {have}")
+
+
+_TENSOR_TYPE_NAMES = {
+    1: "FLOAT",
+    2: "UINT8",
+    3: "INT8",
+    4: "UINT16",
+    5: "INT16",
+    6: "INT32",
+    7: "INT64",
+    9: "BOOL",
+    10: "FLOAT16",
+    11: "DOUBLE",
+    12: "UINT32",
+    13: "UINT64",
+    16: "BFLOAT16",
+    17: "FLOAT8E4M3FN",
+    18: "FLOAT8E4M3FNUZ",
+    19: "FLOAT8E5M2",
+    20: "FLOAT8E5M2FNUZ",
+    21: "UINT4",
+    22: "INT4",
+}
+
+
+def to_numpy(tensor: Any, what: str | None = None) -> np.ndarray:
     from onnx import numpy_helper
 
     if tensor.data_type == 8:
         raise Unsupported("string tensors are not supported")
+    check_tensor_data(tensor, what)
     arr = numpy_helper.to_array(tensor)
     if arr.dtype.name in ("int4", "uint4"):
         arr = arr.astype(np.int8 if arr.dtype.name == "int4" else np.uint8)
@@ -192,7 +270,7 @@ def attr_value(a: Any) -> Any:
     if t == A.STRINGS:
         return [s.decode("utf-8", "replace") for s in a.strings]
     if t == A.TENSOR:
-        return to_numpy(a.t)
+        return to_numpy(a.t, f"attribute '{a.name}'")
     if t == A.GRAPH:
         return a.g
     if t == A.GRAPHS:
@@ -328,11 +406,17 @@ class GraphConverter:
         loc = self.loc(out_names) if out_names else (node.loc if node is not None else self.file_loc)
         op = cls.create(ops, list(result_types), pr, {}, list(regions), (), loc)
         self.block.append(op)
+        try:
+            op.verify_()
+        except VerifyError as e:
+            raise Invalid(str(e)) from None
         self._refine(op)
         return op
 
     def _refine(self, op: Operation) -> None:
-        """Use the op's own shape inference where the ONNX types are not fully static."""
+        """Use the op's own shape inference where the ONNX types are not fully static. Outside
+        subgraphs, an op whose operands do not fit it is an error of the node; inside (an ``If``
+        branch that is not taken for these input shapes) its types are left as they are."""
         if all(
             (isinstance(r.type, RankedTensorType) and r.type.has_static_shape) or r.type is none
             for r in op.results
@@ -343,6 +427,10 @@ class GraphConverter:
             return
         try:
             types = infer()
+        except VerifyError as e:
+            if len(self.scopes) == 1:
+                raise Invalid(str(e)) from None
+            return
         except Exception:
             return
         for r, t in zip(op.results, types):
@@ -367,19 +455,24 @@ class GraphConverter:
     def convert_nodes(self, graph: Any) -> None:
         for init in graph.initializer:
             try:
-                self.bind(init.name, self.weight(to_numpy(init), init.name))
+                self.bind(init.name, self.weight(to_numpy(init, f"initializer '{init.name}'"), init.name))
+            except Invalid as e:
+                self.errors.append((NameLoc(init.name, self.file_loc), str(e)))
+                self.failed.add(init.name)
             except Unsupported as e:
                 self.errors.append((NameLoc(init.name, self.file_loc), f"initializer '{init.name}': {e}"))
+                self.failed.add(init.name)
         for sp in getattr(graph, "sparse_initializer", ()):
             self.errors.append(
                 (NameLoc(sp.values.name, self.file_loc), "sparse initializers are not supported")
             )
-        for node in graph.node:
+        for node in topological_order(graph):
             self.convert_node(node)
 
     def convert_node(self, proto: Any) -> None:
         loc = self.loc(list(proto.output) or [proto.name])
         key = _key(proto.domain, proto.op_type)
+        where = f"node '{proto.name}' ({key})"
         fn = CONVERTERS.get(key)
         if fn is None:
             self.errors.append((loc, f"unsupported op type '{key}'"))
@@ -401,17 +494,21 @@ class GraphConverter:
                 return
             inputs.append(v)
         try:
+            opset = self.model_opsets.get(proto.domain or "", self.opset)
+            check_attributes(proto, opset)
             attrs = {a.name: attr_value(a) for a in proto.attribute}
-            node = Node(proto, inputs, attrs, self.model_opsets.get(proto.domain or "", self.opset), loc)
+            node = Node(proto, inputs, attrs, opset, loc)
             outs = fn(self, node)
-        except Unsupported as e:
-            self.errors.append((loc, f"{proto.op_type} node '{proto.name}': {e}"))
+        except (Unsupported, Invalid) as e:
+            self.errors.append((loc, f"{where}: {e}"))
+            self.failed.update(proto.output)
+            return
+        except MemoryError as e:
+            self.errors.append((loc, f"{where}: {e or 'out of memory'}"))
             self.failed.update(proto.output)
             return
         except Exception as e:
-            self.errors.append(
-                (loc, f"{proto.op_type} node '{proto.name}' could not be converted: {type(e).__name__}: {e}")
-            )
+            self.errors.append((loc, f"{where} could not be converted: {type(e).__name__}: {e}"))
             self.failed.update(proto.output)
             return
         for name, v in zip(proto.output, outs):
@@ -457,6 +554,257 @@ class GraphConverter:
         return Region(blocks=[block])
 
 
+# ---- model checks ------------------------------------------------------------------------------
+
+
+def check_attributes(proto: Any, opset: int) -> None:
+    """Raise :class:`Invalid` if an attribute of ``proto`` has another type than its op's schema says."""
+    from onnx import AttributeProto, defs
+
+    try:
+        schema = defs.get_schema(proto.op_type, opset, proto.domain or "")
+    except Exception:  # ops without a schema (other domains, newer opsets): nothing to check against
+        return
+    for a in proto.attribute:
+        if a.ref_attr_name:
+            continue
+        spec = schema.attributes.get(a.name)
+        if spec is None:
+            continue
+        want = int(spec.type.value)
+        if a.type != want:
+            got = AttributeProto.AttributeType.Name(a.type) if a.type else "missing"
+            raise Invalid(
+                f"attribute '{a.name}' has type {got}, but {proto.op_type} expects "
+                f"{AttributeProto.AttributeType.Name(want)}"
+            )
+
+
+def _describe_node(n: Any) -> str:
+    op = _key(n.domain, n.op_type) or "<no op_type>"
+    if n.name:
+        return f"node '{n.name}' ({op})"
+    out = next((o for o in n.output if o), None)
+    return f"unnamed {op} node" + (f" writing '{out}'" if out else "")
+
+
+def _subgraphs(n: Any) -> list[Any]:
+    out = []
+    for a in n.attribute:
+        if a.type == 5:  # GRAPH
+            out.append(a.g)
+        elif a.type == 10:  # GRAPHS
+            out.extend(a.graphs)
+    return out
+
+
+def _graph_reads(g: Any, defined: set[str] | None = None) -> set[str]:
+    """Names a (sub)graph reads from enclosing graphs."""
+    mine = {i.name for i in g.input} | {t.name for t in g.initializer} | (defined or set())
+    for n in g.node:
+        mine.update(o for o in n.output if o)
+    reads: set[str] = set()
+    for n in g.node:
+        reads.update(i for i in n.input if i and i not in mine)
+        for sg in _subgraphs(n):
+            reads.update(x for x in _graph_reads(sg) if x not in mine)
+    reads.update(o.name for o in g.output if o.name not in mine)
+    return reads
+
+
+def _node_inputs(n: Any) -> list[str]:
+    """What a node reads: its inputs and what its subgraphs read from outside them."""
+    names = [i for i in n.input if i]
+    for sg in _subgraphs(n):
+        names.extend(sorted(_graph_reads(sg)))
+    return names
+
+
+def topological_order(graph: Any) -> list[Any]:
+    """The graph's nodes in an order where producers come before readers (the file's order where
+    it is one already); nodes on a cycle come last, in file order."""
+    import heapq
+
+    nodes = list(graph.node)
+    producer: dict[str, int] = {}
+    for i, n in enumerate(nodes):
+        for o in n.output:
+            if o:
+                producer.setdefault(o, i)
+    deps = [
+        {producer[x] for x in _node_inputs(n) if x in producer and producer[x] != i}
+        for i, n in enumerate(nodes)
+    ]
+    if all(all(d < i for d in ds) for i, ds in enumerate(deps)):
+        return nodes
+    users: list[list[int]] = [[] for _ in nodes]
+    for i, ds in enumerate(deps):
+        for d in ds:
+            users[d].append(i)
+    waiting = [len(ds) for ds in deps]
+    ready = [i for i, w in enumerate(waiting) if w == 0]
+    heapq.heapify(ready)
+    order: list[int] = []
+    while ready:
+        i = heapq.heappop(ready)
+        order.append(i)
+        for u in users[i]:
+            waiting[u] -= 1
+            if waiting[u] == 0:
+                heapq.heappush(ready, u)
+    done = set(order)
+    return [nodes[i] for i in order] + [n for i, n in enumerate(nodes) if i not in done]
+
+
+def check_graph(
+    graph: Any, outer: frozenset[str] = frozenset(), where: str = "", need_outputs: bool = True
+) -> list[tuple[list[str], str]]:
+    """Structural errors of ``graph`` and its subgraphs as ``(tensor names to locate it at, message)``,
+    each reported once at its root cause: a tensor no node produces (with every node that reads it;
+    nodes downstream are not reported), a tensor two nodes produce, a cycle (its nodes), a node
+    without op_type, a graph without outputs."""
+    errors: list[tuple[list[str], str]] = []
+    nodes = list(graph.node)
+    produced: dict[str, str] = {}
+    for i in graph.input:
+        produced.setdefault(i.name, f"graph input '{i.name}'")
+    for t in graph.initializer:
+        produced.setdefault(t.name, f"initializer '{t.name}'")
+    for n in nodes:
+        outs = [o for o in n.output if o]
+        if not n.op_type:
+            errors.append((outs, f"{where}{_describe_node(n)} has an empty op_type"))
+        for o in outs:
+            if o not in produced:
+                produced[o] = _describe_node(n)
+            elif produced[o].startswith(("graph input", "initializer")):
+                errors.append(
+                    (outs, f"{where}tensor '{o}' is both {produced[o]} and written by {_describe_node(n)}")
+                )
+            else:
+                errors.append(
+                    (outs, f"{where}tensor '{o}' is written by both {produced[o]} and {_describe_node(n)}")
+                )
+    visible = outer | produced.keys()
+    missing: dict[str, list[Any]] = {}
+    for n in nodes:
+        for x in n.input:
+            if x and x not in visible and n not in missing.setdefault(x, []):
+                missing[x].append(n)
+        for sg in _subgraphs(n):
+            sub_where = f"{where}subgraph '{sg.name}' of {_describe_node(n)}: "
+            errors.extend(check_graph(sg, frozenset(visible), sub_where))
+    for x, readers in missing.items():
+        errors.append(
+            (
+                [o for o in readers[0].output if o],
+                f"{where}undefined tensor '{x}' (no node, graph input or initializer produces it) is read "
+                f"by {', '.join(_describe_node(r) for r in readers)}",
+            )
+        )
+    for o in graph.output:
+        if o.name not in visible:
+            errors.append(([o.name], f"{where}graph output '{o.name}' is not produced by any node"))
+    if not graph.output and not where and need_outputs:
+        errors.append(([], "the graph has no outputs"))
+    cycle = _cycle(nodes)
+    if cycle:
+        text = " -> ".join(_describe_node(c) for c in [*cycle, cycle[0]])
+        errors.append(([o for o in cycle[0].output if o], f"{where}the graph has a cycle: {text}"))
+    return errors
+
+
+def _cycle(nodes: list[Any]) -> list[Any]:
+    """The nodes of one cycle (each producing an input of the next), or []."""
+    producer = {o: n for n in nodes for o in n.output if o}
+    order = {id(n): i for i, n in enumerate(nodes)}
+    state: dict[int, int] = {}  # 1: on the current path, 2: done
+
+    def deps(n: Any) -> list[Any]:
+        return [producer[x] for x in _node_inputs(n) if x in producer]
+
+    for start in nodes:
+        if id(start) in state:
+            continue
+        path = [start]
+        stack = [iter(deps(start))]
+        state[id(start)] = 1
+        while stack:
+            nxt = next(stack[-1], None)
+            if nxt is None:
+                stack.pop()
+                state[id(path.pop())] = 2
+            elif state.get(id(nxt)) == 1:
+                cyc = list(reversed(path[path.index(nxt) :]))  # each node produces an input of the next
+                first = min(range(len(cyc)), key=lambda i: order[id(cyc[i])])
+                return cyc[first:] + cyc[:first]
+            elif id(nxt) not in state:
+                state[id(nxt)] = 1
+                path.append(nxt)
+                stack.append(iter(deps(nxt)))
+    return []
+
+
+def check_model(model: Any, filename: str, ctx: Context | None = None, need_outputs: bool = True) -> None:
+    """Raise :class:`OnnxImportError` for what makes a model unusable before any node is converted:
+        an IR version newer than the installed onnx reads, a default-domain opset outside
+    :func:`supported_opsets`, negative input dims, and the graph errors :func:`check_graph` finds
+        (each also reported to ``ctx`` at the tensor it concerns)."""
+    import onnx
+
+    errors: list[tuple[list[str], str]] = []
+    if model.ir_version > onnx.IR_VERSION:
+        errors.append(
+            (
+                [],
+                f"ONNX IR version {model.ir_version} is newer than the installed onnx {onnx.__version__} "
+                f"supports (IR version {onnx.IR_VERSION} at most)",
+            )
+        )
+    opsets = supported_opsets()
+    for o in model.opset_import:
+        if o.domain in ("", "ai.onnx") and o.version not in opsets:
+            errors.append(
+                (
+                    [],
+                    f"opset {o.version} of the default ONNX domain is not supported (Lamina supports "
+                    f"opsets {opsets.start} to {opsets.stop - 1}, the newest the installed onnx "
+                    f"{onnx.__version__} defines)",
+                )
+            )
+    for i in model.graph.input:
+        if i.type.HasField("tensor_type") and i.type.tensor_type.HasField("shape"):
+            dims = i.type.tensor_type.shape.dim
+            for k, d in enumerate(dims):
+                if d.HasField("dim_value") and d.dim_value < 0:
+                    shape = [x.dim_value if x.HasField("dim_value") else "?" for x in dims]
+                    errors.append(
+                        (
+                            [i.name],
+                            f"input '{i.name}' has negative dim {d.dim_value} at index {k} of its shape {shape}",
+                        )
+                    )
+    if not errors:
+        errors = check_graph(model.graph, need_outputs=need_outputs)
+    if errors:
+        if ctx is not None:
+            file_loc = FileLineColLoc(filename, 0, 0)
+            for names, m in errors:
+                loc = (
+                    FusedLoc([NameLoc(n, file_loc) for n in names])
+                    if len(names) > 1
+                    else (NameLoc(names[0], file_loc) if names else file_loc)
+                )
+                _report(ctx, loc, m, [])
+        raise OnnxImportError(_message(filename, [m for _, m in errors]), "invalid")
+
+
+def _message(filename: str, errors: Sequence[str]) -> str:
+    if len(errors) == 1:
+        return f"{filename}: {errors[0]}"
+    return f"failed to import '{filename}':\n" + "\n".join(f"  {m}" for m in errors)
+
+
 # ---- entry point -------------------------------------------------------------------------------
 
 
@@ -491,11 +839,29 @@ def _collect_types(graph: Any, out: dict[str, Type]) -> None:
 
 def load_model(path: str | os.PathLike[str]) -> Any:
     """Load an ONNX model file; a malformed or truncated file raises :class:`OnnxImportError`."""
+    import stat
+
     import onnx
 
     p = os.fspath(path)
     if not os.path.exists(p):
         raise OnnxImportError(f"{p}: no such file", "malformed")
+    try:
+        st = os.stat(p)
+    except OSError as e:
+        raise OnnxImportError(f"{p}: cannot read: {e.strerror}", "malformed") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise OnnxImportError(f"{p}: is a directory, not an ONNX model file", "malformed")
+    if not stat.S_ISREG(st.st_mode):
+        raise OnnxImportError(
+            f"{p}: not a regular file (a device, FIFO or socket); an ONNX model must be a file", "malformed"
+        )
+    if st.st_size > MAX_PROTOBUF_BYTES:
+        raise OnnxImportError(
+            f"{p}: the file has {st.st_size} bytes, more than the 2 GiB a protobuf ONNX model can hold "
+            "(large weights belong in external data files)",
+            "malformed",
+        )
     try:
         with open(p, "rb") as f:
             data = f.read()
@@ -560,6 +926,7 @@ def import_onnx(
             ) if ctx.diagnostics._handlers else None
             raise
     filename = filename or (model.graph.name or "model") + ".onnx"
+    check_model(model, filename, ctx, need_outputs=not output_names)
     graph = model.graph
     opsets = {o.domain: o.version for o in model.opset_import}
     opset = opsets.get("", opsets.get("ai.onnx", 0))
@@ -639,7 +1006,7 @@ def import_onnx(
             continue
         outs.append(v)
     if cv.errors:
-        msg = f"failed to import '{filename}':\n" + "\n".join(f"  {m}" for _, m in cv.errors)
+        msg = _message(filename, [m for _, m in cv.errors])
         kind = (
             "unsupported"
             if all("not supported" in m or "unsupported" in m for _, m in cv.errors)
@@ -690,6 +1057,12 @@ def _fix_input_shapes(model: Any, inputs: list[Any], shapes: Any, filename: str)
             )
         pairs = list(zip(inputs, shapes))
     for inp, shape in pairs:
+        if any(int(want) < 0 for want in shape):
+            raise OnnxImportError(
+                f"{filename}: --input_shapes gives {list(shape)} for input '{inp.name}': dims must not be "
+                "negative",
+                "invalid",
+            )
         tt = inp.type.tensor_type
         old = list(tt.shape.dim) if tt.HasField("shape") else []
         if old and len(old) != len(shape):

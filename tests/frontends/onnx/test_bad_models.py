@@ -1,0 +1,315 @@
+"""Malformed and invalid ONNX models: each is one clear error naming the tensor or node and what was
+expected (OnnxImportError from the importer, exit 1 from model_transform), never an internal error."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+from lamina.frontends.onnx import OnnxImportError, import_onnx, load_model  # noqa: E402
+from lamina.ir.context import Context  # noqa: E402
+from lamina.tools.transform import main as transform  # noqa: E402
+
+
+def _vi(name, shape, et=TensorProto.FLOAT):
+    return helper.make_tensor_value_info(name, et, shape)
+
+
+def _model(nodes, inputs, outputs, inits=(), opset=18, ir=8):
+    g = helper.make_graph(nodes, "g", inputs, outputs, initializer=list(inits))
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = ir
+    return m
+
+
+def _add_w(w):
+    return _model(
+        [helper.make_node("Add", ["x", "w"], ["y"], name="add0")], [_vi("x", [4])], [_vi("y", [4])], [w]
+    )
+
+
+def _short_raw():
+    t = numpy_helper.from_array(np.ones(4, np.float32), "w")
+    t.raw_data = t.raw_data[:6]
+    return _add_w(t)
+
+
+def _short_typed():
+    t = helper.make_tensor("w", TensorProto.FLOAT, [2], [1.0, 2.0])
+    t.dims[0] = 4
+    return _add_w(t)
+
+
+def _short_constant():
+    c = helper.make_node(
+        "Constant", [], ["w"], name="c0", value=helper.make_tensor("v", TensorProto.FLOAT, [1], [1])
+    )
+    c.attribute[0].t.dims[0] = 4
+    return _model(
+        [c, helper.make_node("Add", ["x", "w"], ["y"], name="add0")], [_vi("x", [4])], [_vi("y", [4])]
+    )
+
+
+def _relu(**kw):
+    return _model([helper.make_node("Relu", ["x"], ["y"], name="r")], [_vi("x", [4])], [_vi("y", [4])], **kw)
+
+
+def _no_outputs():
+    return _model([helper.make_node("Relu", ["x"], ["y"], name="r")], [_vi("x", [4])], [])
+
+
+def _negative_dim():
+    return _model(
+        [helper.make_node("Relu", ["x"], ["y"], name="r")], [_vi("x", [1, 3, -5, 32])], [_vi("y", None)]
+    )
+
+
+def _missing_chain():
+    """One missing tensor read by the first and last node of a chain of ten."""
+    nodes = [helper.make_node("Relu", ["missing"], ["b0"], name="n0")]
+    nodes += [helper.make_node("Relu", [f"b{i}"], [f"b{i + 1}"], name=f"n{i + 1}") for i in range(8)]
+    nodes.append(helper.make_node("Add", ["b8", "missing"], ["y"], name="add"))
+    return _model(nodes, [_vi("x", [4])], [_vi("y", [4])])
+
+
+def _duplicate_producer():
+    return _model(
+        [helper.make_node("Relu", ["x"], ["y"], name="r1"), helper.make_node("Neg", ["x"], ["y"], name="r2")],
+        [_vi("x", [4])],
+        [_vi("y", [4])],
+    )
+
+
+def _cycle():
+    return _model(
+        [
+            helper.make_node("Add", ["x", "b"], ["a"], name="c1"),
+            helper.make_node("Relu", ["a"], ["b"], name="c2"),
+            helper.make_node("Relu", ["a"], ["y"], name="c3"),
+        ],
+        [_vi("x", [4])],
+        [_vi("y", [4])],
+    )
+
+
+def _conv(**attrs):
+    w = numpy_helper.from_array(np.ones((2, 3, 3, 3), np.float32), "W")
+    return _model(
+        [
+            helper.make_node("Conv", ["x", "W"], ["c"], name="conv1", **attrs),
+            helper.make_node("GlobalAveragePool", ["c"], ["y"], name="gap"),
+        ],
+        [_vi("x", [1, 3, 8, 8])],
+        [_vi("y", None)],
+        [w],
+    )
+
+
+def _maxpool(**attrs):
+    return _model(
+        [helper.make_node("MaxPool", ["x"], ["y"], name="mp", **attrs)],
+        [_vi("x", [1, 3, 8, 8])],
+        [_vi("y", None)],
+    )
+
+
+def _matmul_mismatch():
+    w = numpy_helper.from_array(np.ones((5, 2), np.float32), "w")
+    return _model(
+        [helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")], [_vi("x", [4, 3])], [_vi("y", None)], [w]
+    )
+
+
+def _empty_op_type():
+    return _model([helper.make_node("", ["x"], ["y"], name="empty")], [_vi("x", [4])], [_vi("y", [4])])
+
+
+def _wrong_attr_type():
+    return _model(
+        [helper.make_node("Transpose", ["x"], ["y"], name="t", perm=1.5)],
+        [_vi("x", [4, 3])],
+        [_vi("y", None)],
+    )
+
+
+def _bad_perm():
+    return _model(
+        [helper.make_node("Transpose", ["x"], ["y"], name="t", perm=[0, 5])],
+        [_vi("x", [4, 3])],
+        [_vi("y", None)],
+    )
+
+
+def _subgraph_missing():
+    then_g = helper.make_graph(
+        [helper.make_node("Relu", ["nowhere"], ["t"], name="tr")], "then", [], [_vi("t", None)]
+    )
+    else_g = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["e"], name="er")], "else", [], [_vi("e", None)]
+    )
+    return _model(
+        [helper.make_node("If", ["c"], ["y"], name="if0", then_branch=then_g, else_branch=else_g)],
+        [_vi("c", [], TensorProto.BOOL), _vi("x", [4])],
+        [_vi("y", None)],
+    )
+
+
+CASES = [
+    ("short_raw_data", _short_raw, ["initializer 'w'", "needs 16 bytes of raw_data but has 6"]),
+    ("short_typed_data", _short_typed, ["initializer 'w'", "needs 4 values in float_data but has 2"]),
+    ("short_constant", _short_constant, ["node 'c0' (Constant)", "attribute 'value'", "needs 4 values"]),
+    (
+        "opset_99",
+        lambda: _relu(opset=99),
+        ["opset 99 of the default ONNX domain is not supported", "opsets 1 to"],
+    ),
+    ("ir_version_99", lambda: _relu(ir=99), ["ONNX IR version 99 is newer"]),
+    ("no_outputs", _no_outputs, ["the graph has no outputs"]),
+    ("negative_dim", _negative_dim, ["input 'x' has negative dim -5 at index 2"]),
+    (
+        "missing_tensor",
+        _missing_chain,
+        ["undefined tensor 'missing'", "read by node 'n0' (Relu), node 'add' (Add)"],
+    ),
+    (
+        "duplicate_producer",
+        _duplicate_producer,
+        ["tensor 'y' is written by both node 'r1' (Relu) and node 'r2' (Neg)"],
+    ),
+    ("cycle", _cycle, ["cycle: node 'c1' (Add) -> node 'c2' (Relu) -> node 'c1' (Add)"]),
+    (
+        "conv_kernel_rank",
+        lambda: _conv(kernel_shape=[3]),
+        ["node 'conv1' (Conv)", "'kernel_shape' has 1 values"],
+    ),
+    (
+        "conv_zero_strides",
+        lambda: _conv(strides=[0, 0]),
+        ["node 'conv1' (Conv)", "'strides' [0, 0] must all be >= 1"],
+    ),
+    ("conv_negative_pads", lambda: _conv(pads=[-1, -1, -1, -1]), ["node 'conv1' (Conv)", "'pads'"]),
+    (
+        "conv_dilated_kernel_too_big",
+        lambda: _conv(dilations=[5, 5]),
+        ["node 'conv1' (Conv)", "exceeds the padded"],
+    ),
+    (
+        "pool_kernel_too_big",
+        lambda: _maxpool(kernel_shape=[20, 20]),
+        ["node 'mp' (MaxPool)", "exceeds the padded"],
+    ),
+    (
+        "pool_kernel_rank",
+        lambda: _maxpool(kernel_shape=[2]),
+        ["node 'mp' (MaxPool)", "'kernel_shape' [2] has 1"],
+    ),
+    ("matmul_contracting", _matmul_mismatch, ["node 'mm' (MatMul)", "contracting dimensions differ"]),
+    ("empty_op_type", _empty_op_type, ["node 'empty'", "empty op_type"]),
+    ("wrong_attribute_type", _wrong_attr_type, ["node 't' (Transpose)", "'perm' has type FLOAT", "INTS"]),
+    ("bad_permutation", _bad_perm, ["node 't' (Transpose)", "not a permutation"]),
+    (
+        "subgraph_missing_tensor",
+        _subgraph_missing,
+        ["subgraph 'then' of node 'if0' (If)", "undefined tensor 'nowhere'"],
+    ),
+]
+
+
+@pytest.mark.parametrize(("build", "expected"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_bad_model_is_one_clear_error(
+    build, expected, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(OnnxImportError) as ei:
+        import_onnx(build(), Context(handler=None), filename="m.onnx")
+    msg = str(ei.value)
+    for e in expected:
+        assert e in msg, msg
+    assert msg.startswith("m.onnx: ") and "\n" not in msg, msg  # one root cause, one line
+
+    path = tmp_path / "m.onnx"
+    path.write_bytes(build().SerializeToString())
+    rc = transform(["--model_def", str(path), "--mlir", str(tmp_path / "out.mlir")])
+    err = capsys.readouterr().err
+    assert rc == 1, err
+    assert "internal error" not in err and expected[-1] in err, err
+    assert not (tmp_path / "out.mlir").exists()
+
+
+def test_missing_tensor_does_not_cascade() -> None:
+    ctx = Context(handler=None)
+    with ctx.diagnostics.capture() as diags, pytest.raises(OnnxImportError) as ei:
+        import_onnx(_missing_chain(), ctx, filename="m.onnx")
+    assert str(ei.value).count("undefined") == 1 and "'b" not in str(ei.value)
+    assert len(diags) == 1
+
+
+def test_unsorted_graph_is_imported_in_topological_order() -> None:
+    m = _model(
+        [
+            helper.make_node("Neg", ["a"], ["y"], name="second"),
+            helper.make_node("Relu", ["x"], ["a"], name="first"),
+        ],
+        [_vi("x", [4])],
+        [_vi("y", [4])],
+    )
+    from lamina.execution import Interpreter
+
+    x = np.array([-1, 2, -3, 4], np.float32)
+    out = Interpreter(import_onnx(m, Context(handler=None))).run({"x": x})
+    np.testing.assert_array_equal(out["y"], -np.maximum(x, 0))
+
+
+def test_negative_input_shape_names_the_input() -> None:
+    with pytest.raises(OnnxImportError, match=r"--input_shapes gives \[1, -3\] for input 'x'.*negative"):
+        import_onnx(
+            _model([helper.make_node("Relu", ["x"], ["y"])], [_vi("x", ["N", 3])], [_vi("y", None)]),
+            input_shapes=[[1, -3]],
+        )
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda p: p.write_bytes(np.random.default_rng(0).bytes(1000)), "not a valid ONNX model"),
+        (lambda p: p.write_bytes(_short_raw().SerializeToString()[:40]), "not a valid ONNX model"),
+        (lambda p: p.write_bytes(b""), "the file is empty"),
+        (lambda p: p.mkdir(), "is a directory"),
+        (lambda p: os.mkfifo(p), "not a regular file"),
+    ],
+    ids=["random_bytes", "truncated", "empty", "directory", "fifo"],
+)
+def test_load_model_refuses_unreadable_files(tmp_path: Path, make, message: str) -> None:
+    p = tmp_path / "m.onnx"
+    make(p)
+    with pytest.raises(OnnxImportError, match=message):
+        load_model(p)
+    with pytest.raises(OnnxImportError, match=message):
+        import_onnx(str(p))
+
+
+def test_load_model_refuses_devices_and_huge_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(OnnxImportError, match="not a regular file"):
+        load_model("/dev/zero")
+    p = tmp_path / "big.onnx"
+    with open(p, "wb") as f:  # sparse: no disk space used
+        f.truncate(2**31 + 1)
+    with pytest.raises(OnnxImportError, match="more than the 2 GiB"):
+        load_model(p)
+
+
+def test_short_external_data_names_the_initializer(tmp_path: Path) -> None:
+    m = _add_w(numpy_helper.from_array(np.ones(4, np.float32), "w"))
+    onnx.save_model(
+        m, str(tmp_path / "m.onnx"), save_as_external_data=True, size_threshold=0, location="w.bin"
+    )
+    with open(tmp_path / "w.bin", "r+b") as f:
+        f.truncate(10)
+    with pytest.raises(OnnxImportError) as ei:
+        import_onnx(str(tmp_path / "m.onnx"))
+    assert "'w'" in str(ei.value) and "internal" not in str(ei.value)
