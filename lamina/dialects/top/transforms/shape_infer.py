@@ -50,6 +50,8 @@ class ShapeInference:
         self.changed: set[Value] = set()
         self.num_updated = 0
         self.failed = False
+        #: results made unranked inside regions because their inference failed
+        self.unranked: set[Value] = set()
 
     def run_block(self, block: Block, in_region: bool = False) -> None:
         for op in list(block):
@@ -80,8 +82,14 @@ class ShapeInference:
         if len(new_types) != len(op.results):
             return
         operands_changed = any(v in self.changed for v in op.operands)
+        # in a region, results of an op reading a value left unranked there follow it (their old
+        # static types were derived from shapes that could not be right)
+        follow = in_region and any(v in self.unranked for v in op.operands)
         for r, t in zip(op.results, new_types):
             nt = _refine(r.type, t, operands_changed)
+            if follow and isinstance(t, ShapedType) and not t.has_rank and isinstance(r.type, ShapedType):
+                nt = UnrankedTensorType(r.type.element_type)
+                self.unranked.add(r)
             if nt is not r.type:
                 r.type = nt
                 self.changed.add(r)
@@ -93,6 +101,7 @@ class ShapeInference:
             if isinstance(r.type, ShapedType) and r.type.has_rank:
                 r.type = UnrankedTensorType(r.type.element_type)
                 self.changed.add(r)
+                self.unranked.add(r)
                 self.num_updated += 1
 
 
