@@ -272,14 +272,18 @@ def format_bytes(n: int) -> str:
     return f"{n}"
 
 
-def check_size(t: Type, what: str) -> None:
-    """Raise MemoryError naming ``what`` if a value of type ``t`` is larger than :func:`memory_limit`."""
+def size_error(t: Type, what: str, limit: int | None = None) -> str | None:
+    """Why a value of type ``t`` cannot be allocated (larger than ``limit``, by default
+    :func:`memory_limit`), naming it ``what``; None when it fits or its size is not static."""
     n = static_nbytes(t)
-    if n is not None and n > (1 << 30) and n > memory_limit():
-        raise MemoryError(
-            f"{what} of type {t} needs {format_bytes(n)}, more than the {format_bytes(memory_limit())} "
-            "of memory available"
-        )
+    if n is None or n < (1 << 28):
+        return None
+    limit = memory_limit() if limit is None else limit
+    if n <= limit:
+        return None
+    return (
+        f"{what} of type {t} needs {format_bytes(n)}, more than the {format_bytes(limit)} of memory available"
+    )
 
 
 def norm_axis(axis: int, rank: int) -> int:
@@ -374,8 +378,14 @@ class TopOp(Op, ExecutableOpInterface, InferShapeInterface, FlopsInterface):
                     for r, e in zip(self.results, elems)
                 ]
             ins.append(np.zeros(t.shape, element_type_to_dtype(t.element_type)))
-        with np.errstate(all="ignore"):
-            outs = self.execute(ins)
+        try:
+            with np.errstate(all="ignore"):
+                outs = self.execute(ins)
+        except MemoryError:  # a result too large to evaluate here: its shape is left to run time
+            return [
+                r.type if isinstance(r.type, NoneType) else UnrankedTensorType(e)
+                for r, e in zip(self.results, elems)
+            ]
         return [none if o is None else type_of_array(np.asarray(o)) for o in outs]
 
     # ---- cost ------------------------------------------------------------------------------

@@ -294,6 +294,15 @@ class ConstantOfShapeOp(TopOp):
     output = result_def(AnyTensor)
     value = prop(ElementsAttrC, optional=True)
 
+    def infer_shapes(self) -> list[Type]:
+        shape = const_value(self.shape)
+        if shape is None:
+            return [tensor_of(None, elem_of(self.output))]
+        dims = _ints(shape)
+        if any(d < 0 for d in dims):
+            raise VerifyError(f"shape {dims} has negative dims")
+        return [tensor_of(dims, elem_of(self.output))]
+
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         v = self.attr("value")
         fill = np.asarray(v).reshape(-1)[0] if v is not None else np.float32(0)
@@ -309,6 +318,16 @@ class ExpandOp(TopOp):
     shape = operand(AnyTensor)
     output = result_def(AnyTensor)
 
+    def infer_shapes(self) -> list[Type]:
+        shape, xs = const_value(self.shape), shape_of(self.input)
+        if shape is None or xs is None or DYNAMIC in xs:
+            return [tensor_of(None, elem_of(self.input))]
+        try:
+            out = np.broadcast_shapes(tuple(xs), tuple(_ints(shape)))
+        except ValueError:
+            raise VerifyError(f"cannot expand shape {list(xs)} to {_ints(shape)}") from None
+        return [tensor_of(list(out), elem_of(self.input))]
+
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         x, shape = inputs
         out = np.broadcast_shapes(x.shape, tuple(_ints(shape)))
@@ -323,6 +342,15 @@ class TileOp(TopOp):
     input = operand(AnyTensor)
     repeats = operand(AnyTensor)
     output = result_def(AnyTensor)
+
+    def infer_shapes(self) -> list[Type]:
+        reps, xs = const_value(self.repeats), shape_of(self.input)
+        if reps is None or xs is None:
+            return [tensor_of(None, elem_of(self.input))]
+        r = _ints(reps)
+        if len(r) != len(xs) or any(n < 0 for n in r):
+            raise VerifyError(f"repeats {r} must be {len(xs)} non-negative counts (one per input dim)")
+        return [tensor_of([DYNAMIC if d == DYNAMIC else d * n for d, n in zip(xs, r)], elem_of(self.input))]
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         return [np.tile(inputs[0], _ints(inputs[1]))]
