@@ -37,6 +37,8 @@ ATOL = 1e-5
 
 #: Functions whose results are not deterministic (training-mode Dropout).
 NONDETERMINISTIC = {"not_identities"}
+#: Functions whose tensors are larger than any memory (huge-tensors.mlir: checked not to allocate).
+TOO_LARGE_TO_RUN = {"huge"}
 
 
 def _pipelines(text: str) -> list[str]:
@@ -92,7 +94,7 @@ def test_filecheck_cases_keep_numerics(filename: str, pipeline: str) -> None:
     fb, fa = _funcs(before), _funcs(after)
     checked = 0
     for name, f in fb.items():
-        if name in NONDETERMINISTIC:
+        if name in NONDETERMINISTIC or name in TOO_LARGE_TO_RUN:
             continue
         ins = _inputs(f, rng)
         ref = _run(f, ins)
