@@ -1040,6 +1040,7 @@ def _report(ctx: Context, loc: Location, msg: str, notes: list[tuple[str, Locati
 
 
 def _fix_input_shapes(model: Any, inputs: list[Any], shapes: Any, filename: str) -> Any:
+    from lamina.dialects.top.base import size_error
 
     if isinstance(shapes, Mapping):
         pairs = [(i, shapes[i.name]) for i in inputs if i.name in shapes]
@@ -1077,6 +1078,10 @@ def _fix_input_shapes(model: Any, inputs: list[Any], shapes: Any, filename: str)
                     f"is {[x.dim_value if x.HasField('dim_value') else '?' for x in old]}",
                     "invalid",
                 )
+        t = RankedTensorType([int(d) for d in shape], _ELEM.get(tt.elem_type, f32))
+        too_big = size_error(t, f"input '{inp.name}'")
+        if too_big is not None:
+            raise OnnxImportError(f"{filename}: --input_shapes gives {list(shape)}: {too_big}", "invalid")
         tt.shape.ClearField("dim")
         for want in shape:
             tt.shape.dim.add().dim_value = int(want)

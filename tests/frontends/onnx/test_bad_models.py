@@ -265,6 +265,29 @@ def test_unsorted_graph_is_imported_in_topological_order() -> None:
     np.testing.assert_array_equal(out["y"], -np.maximum(x, 0))
 
 
+def test_input_shape_larger_than_memory_names_the_input(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    m = _model([helper.make_node("Relu", ["x"], ["y"])], [_vi("x", ["N", 3, 32, 32])], [_vi("y", None)])
+    with pytest.raises(
+        OnnxImportError, match=r"input 'x' of type tensor<100000000x3x32x32xf32> needs 1\.12 TiB"
+    ):
+        import_onnx(m, input_shapes=[[100000000, 3, 32, 32]])
+    path = tmp_path / "m.onnx"
+    path.write_bytes(m.SerializeToString())
+    args = [
+        "--model_def",
+        str(path),
+        "--mlir",
+        str(tmp_path / "m.mlir"),
+        "--input_shapes",
+        "[[100000000,3,32,32]]",
+    ]
+    assert transform(args) == 1
+    assert "needs 1.12 TiB" in capsys.readouterr().err
+    assert not (tmp_path / "m.mlir").exists()
+
+
 def test_negative_input_shape_names_the_input() -> None:
     with pytest.raises(OnnxImportError, match=r"--input_shapes gives \[1, -3\] for input 'x'.*negative"):
         import_onnx(
