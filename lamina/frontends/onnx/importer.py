@@ -27,6 +27,7 @@ from lamina.ir.context import Context
 from lamina.ir.core import Block, Operation, Region, Value
 from lamina.ir.diagnostics import Diagnostic, VerifyError
 from lamina.ir.location import FileLineColLoc, FusedLoc, Location, NameLoc
+from lamina.ir.opdef import verify_op_def
 from lamina.ir.types import (
     DYNAMIC,
     FloatType,
@@ -407,6 +408,7 @@ class GraphConverter:
         op = cls.create(ops, list(result_types), pr, {}, list(regions), (), loc)
         self.block.append(op)
         try:
+            verify_op_def(op)
             op.verify_()
         except VerifyError as e:
             raise Invalid(str(e)) from None
@@ -472,7 +474,7 @@ class GraphConverter:
     def convert_node(self, proto: Any) -> None:
         loc = self.loc(list(proto.output) or [proto.name])
         key = _key(proto.domain, proto.op_type)
-        where = f"node '{proto.name}' ({key})"
+        where = _describe_node(proto)
         fn = CONVERTERS.get(key)
         if fn is None:
             self.errors.append((loc, f"unsupported op type '{key}'"))
@@ -495,7 +497,7 @@ class GraphConverter:
             inputs.append(v)
         try:
             opset = self.model_opsets.get(proto.domain or "", self.opset)
-            check_attributes(proto, opset)
+            check_node_schema(proto, opset)
             attrs = {a.name: attr_value(a) for a in proto.attribute}
             node = Node(proto, inputs, attrs, opset, loc)
             outs = fn(self, node)
@@ -557,14 +559,34 @@ class GraphConverter:
 # ---- model checks ------------------------------------------------------------------------------
 
 
-def check_attributes(proto: Any, opset: int) -> None:
-    """Raise :class:`Invalid` if an attribute of ``proto`` has another type than its op's schema says."""
+def check_node_schema(proto: Any, opset: int) -> None:
+    """Raise :class:`Invalid` if ``proto`` does not fit its op's ONNX schema: the number of inputs
+    and outputs, required inputs left empty, required attributes missing, attribute types."""
     from onnx import AttributeProto, defs
 
     try:
         schema = defs.get_schema(proto.op_type, opset, proto.domain or "")
     except Exception:  # ops without a schema (other domains, newer opsets): nothing to check against
         return
+    op = proto.op_type
+    single = defs.OpSchema.FormalParameterOption.Single
+    for i, name in enumerate(proto.input):
+        if not name and i < len(schema.inputs) and schema.inputs[i].option == single:
+            raise Invalid(f"required input #{i} ('{schema.inputs[i].name}') of {op} is empty")
+    for what, names, lo, hi in (
+        ("inputs", proto.input, schema.min_input, schema.max_input),
+        ("outputs", proto.output, schema.min_output, schema.max_output),
+    ):
+        n = len(names)
+        while n and not names[n - 1]:  # trailing empty names are absent optional ones
+            n -= 1
+        if n < lo or len(names) > hi:
+            want = str(lo) if lo == hi else f"{lo} to {hi}" if hi < 2**31 - 1 else f"at least {lo}"
+            raise Invalid(f"has {n if n < lo else len(names)} {what} but {op} takes {want}")
+    given = {a.name for a in proto.attribute}
+    for name, spec in schema.attributes.items():
+        if spec.required and name not in given:
+            raise Invalid(f"required attribute '{name}' of {op} is missing")
     for a in proto.attribute:
         if a.ref_attr_name:
             continue
@@ -575,8 +597,7 @@ def check_attributes(proto: Any, opset: int) -> None:
         if a.type != want:
             got = AttributeProto.AttributeType.Name(a.type) if a.type else "missing"
             raise Invalid(
-                f"attribute '{a.name}' has type {got}, but {proto.op_type} expects "
-                f"{AttributeProto.AttributeType.Name(want)}"
+                f"attribute '{a.name}' has type {got}, but {op} expects {AttributeProto.AttributeType.Name(want)}"
             )
 
 
@@ -707,7 +728,9 @@ def check_graph(
             errors.append(([o.name], f"{where}graph output '{o.name}' is not produced by any node"))
     if not graph.output and not where and need_outputs:
         errors.append(([], "the graph has no outputs"))
-    cycle = _cycle(nodes)
+    cycle = (
+        [] if any("written by" in m for _, m in errors) else _cycle(nodes)
+    )  # none without one producer each
     if cycle:
         text = " -> ".join(_describe_node(c) for c in [*cycle, cycle[0]])
         errors.append(([o for o in cycle[0].output if o], f"{where}the graph has a cycle: {text}"))

@@ -160,6 +160,10 @@ def _subgraph_missing():
     )
 
 
+def _one_node(node, inputs=(("x", [4]),)):
+    return _model([node], [_vi(n, sh) for n, sh in inputs], [_vi(o, None) for o in node.output])
+
+
 CASES = [
     ("short_raw_data", _short_raw, ["initializer 'w'", "needs 16 bytes of raw_data but has 6"]),
     ("short_typed_data", _short_typed, ["initializer 'w'", "needs 4 values in float_data but has 2"]),
@@ -213,6 +217,26 @@ CASES = [
     ("empty_op_type", _empty_op_type, ["node 'empty'", "empty op_type"]),
     ("wrong_attribute_type", _wrong_attr_type, ["node 't' (Transpose)", "'perm' has type FLOAT", "INTS"]),
     ("bad_permutation", _bad_perm, ["node 't' (Transpose)", "not a permutation"]),
+    (
+        "required_input_empty",
+        lambda: _one_node(helper.make_node("Cast", [""], ["y"], name="cast", to=1)),
+        ["node 'cast' (Cast): required input #0 ('input') of Cast is empty"],
+    ),
+    (
+        "too_many_inputs",
+        lambda: _one_node(helper.make_node("Relu", ["x", "x"], ["y"], name="r")),
+        ["node 'r' (Relu): has 2 inputs but Relu takes 1"],
+    ),
+    (
+        "required_attribute_missing",
+        lambda: _one_node(helper.make_node("Cast", ["x"], ["y"], name="cast")),
+        ["node 'cast' (Cast): required attribute 'to' of Cast is missing"],
+    ),
+    (
+        "unnamed_node",
+        lambda: _one_node(helper.make_node("Transpose", ["x"], ["y"], perm=[0, 5]), [("x", [4, 3])]),
+        ["unnamed Transpose node writing 'y'", "not a permutation"],
+    ),
     (
         "subgraph_missing_tensor",
         _subgraph_missing,
