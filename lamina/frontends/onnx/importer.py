@@ -15,6 +15,7 @@ truncated file, or *every* unsupported op type at once with the nodes that use i
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -198,8 +199,15 @@ def to_numpy(tensor: Any, what: str | None = None) -> np.ndarray:
 
     if tensor.data_type == 8:
         raise Unsupported("string tensors are not supported")
-    check_tensor_data(tensor, what)
-    arr = numpy_helper.to_array(tensor)
+    if any(d < 0 for d in tensor.dims):
+        check_tensor_data(tensor, what)
+    try:  # the data length is checked only when conversion fails (reading raw_data copies it)
+        arr = numpy_helper.to_array(tensor)
+    except Exception as e:
+        check_tensor_data(tensor, what)
+        raise Invalid(f"{what or 'tensor ' + repr(tensor.name)}: {e}") from None
+    if arr.size != math.prod(tensor.dims):
+        check_tensor_data(tensor, what)
     if arr.dtype.name in ("int4", "uint4"):
         arr = arr.astype(np.int8 if arr.dtype.name == "int4" else np.uint8)
     return arr
@@ -417,23 +425,30 @@ class GraphConverter:
 
     def _refine(self, op: Operation) -> None:
         """Use the op's own shape inference where the ONNX types are not fully static. Outside
-        subgraphs, an op whose operands do not fit it is an error of the node; inside (an ``If``
-        branch that is not taken for these input shapes) its types are left as they are."""
-        if all(
-            (isinstance(r.type, RankedTensorType) and r.type.has_static_shape) or r.type is none
-            for r in op.results
-        ):
-            return
+        subgraphs, operands the op cannot take are an error of the node (found here, it names the
+        node; top-shape-infer would report it later without); inside (an ``If`` branch that is not
+        taken for these input shapes) the types are left as they are."""
         infer = getattr(op, "infer_shapes", None)
         if infer is None:
+            return
+        static = all(
+            (isinstance(r.type, RankedTensorType) and r.type.has_static_shape) or r.type is none
+            for r in op.results
+        )
+        top_level = len(self.scopes) == 1
+        if static and not top_level:
             return
         try:
             types = infer()
         except VerifyError as e:
-            if len(self.scopes) == 1:
+            if top_level:
                 raise Invalid(str(e)) from None
             return
-        except Exception:
+        except Exception as e:
+            if top_level:
+                raise Invalid(f"shape inference failed: {type(e).__name__}: {e}") from None
+            return
+        if static:
             return
         for r, t in zip(op.results, types):
             if r.type is none:

@@ -126,6 +126,13 @@ def _matmul_mismatch():
     )
 
 
+def _matmul_mismatch_declared_static():
+    """The same, with the wrong output type declared static in the model (so ONNX types look complete)."""
+    m = _matmul_mismatch()
+    m.graph.output[0].CopyFrom(_vi("y", [4, 2]))
+    return m
+
+
 def _empty_op_type():
     return _model([helper.make_node("", ["x"], ["y"], name="empty")], [_vi("x", [4])], [_vi("y", [4])])
 
@@ -214,6 +221,11 @@ CASES = [
         ["node 'mp' (MaxPool)", "'kernel_shape' [2] has 1"],
     ),
     ("matmul_contracting", _matmul_mismatch, ["node 'mm' (MatMul)", "contracting dimensions differ"]),
+    (
+        "matmul_contracting_static_types",
+        _matmul_mismatch_declared_static,
+        ["node 'mm' (MatMul)", "contracting dimensions differ"],
+    ),
     ("empty_op_type", _empty_op_type, ["node 'empty'", "empty op_type"]),
     ("wrong_attribute_type", _wrong_attr_type, ["node 't' (Transpose)", "'perm' has type FLOAT", "INTS"]),
     ("bad_permutation", _bad_perm, ["node 't' (Transpose)", "not a permutation"]),
