@@ -286,6 +286,20 @@ def size_error(t: Type, what: str, limit: int | None = None) -> str | None:
     )
 
 
+def check_axis(op: Any, operand: Value | Type, name: str = "axis") -> None:
+    """Raise VerifyError if ``op``'s ``name`` attribute is outside ``[-rank, rank)`` of ``operand``
+    (nothing to check while its rank is unknown)."""
+    shape = shape_of(operand)
+    axis = op.attr(name)
+    if shape is None or axis is None:
+        return
+    r = len(shape)
+    if not -r <= axis < max(r, 1):
+        raise VerifyError(
+            f"{name} {axis} is out of range for an input of rank {r} (expected {-r} to {r - 1})"
+        )
+
+
 def norm_axis(axis: int, rank: int) -> int:
     return axis + rank if axis < 0 else axis
 

@@ -31,6 +31,7 @@ from .base import (
     StrAttr,
     StrEnum,
     TopOp,
+    check_axis,
     elem_of,
     norm_axis,
     num_elements,
@@ -381,6 +382,8 @@ class ConvOp(TopOp):
             if len(xs) != len(ws):
                 raise VerifyError(f"input rank {len(xs)} and filter rank {len(ws)} differ")
             g = self.attr("group")
+            if g < 1:
+                raise VerifyError(f"group {g} must be >= 1")
             if xs[1] >= 0 and ws[1] >= 0 and xs[1] != ws[1] * g:
                 raise VerifyError(f"input channels {xs[1]} != filter channels {ws[1]} x group {g}")
         if ws is not None and len(ws) >= 2:
@@ -1019,6 +1022,9 @@ class SoftmaxOp(TopOp):
     log = prop(I64Attr, default=I(0))
 
     result_like_input = True
+
+    def verify_(self) -> None:
+        check_axis(self, self.input)
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         x = inputs[0]

@@ -607,7 +607,8 @@ def check_node_schema(proto: Any, opset: int) -> None:
             continue
         spec = schema.attributes.get(a.name)
         if spec is None:
-            continue
+            known = ", ".join(sorted(schema.attributes)) or "none"
+            raise Invalid(f"{op} has no attribute '{a.name}' (its attributes: {known})")
         want = int(spec.type.value)
         if a.type != want:
             got = AttributeProto.AttributeType.Name(a.type) if a.type else "missing"
@@ -622,6 +623,19 @@ def _describe_node(n: Any) -> str:
         return f"node '{n.name}' ({op})"
     out = next((o for o in n.output if o), None)
     return f"unnamed {op} node" + (f" writing '{out}'" if out else "")
+
+
+def opsets_of(model: Any) -> dict[str, int]:
+    """The model's opset per domain (``ai.onnx`` counted as the default domain ``""``)."""
+    return {("" if o.domain == "ai.onnx" else o.domain): o.version for o in model.opset_import}
+
+
+def _all_nodes(graph: Any) -> Any:
+    """``(graph, node)`` for every node of ``graph`` and its subgraphs."""
+    for n in graph.node:
+        yield graph, n
+        for sg in _subgraphs(n):
+            yield from _all_nodes(sg)
 
 
 def _subgraphs(n: Any) -> list[Any]:
@@ -810,7 +824,21 @@ def check_model(model: Any, filename: str, ctx: Context | None = None, need_outp
                     f"{onnx.__version__} defines)",
                 )
             )
+    if "" not in opsets_of(model) and any(
+        not n.domain or n.domain == "ai.onnx" for _, n in _all_nodes(model.graph)
+    ):
+        first = next(n for _, n in _all_nodes(model.graph) if not n.domain or n.domain == "ai.onnx")
+        errors.append(
+            (
+                [],
+                f"{_describe_node(first)} is an ONNX op but the model imports no opset of the default "
+                "ONNX domain (opset_import)",
+            )
+        )
+    inits = {t.name for t in model.graph.initializer}
     for i in model.graph.input:
+        if i.name not in inits and i.type.HasField("tensor_type") and not i.type.tensor_type.elem_type:
+            errors.append(([i.name], f"input '{i.name}' has no element type"))
         if i.type.HasField("tensor_type") and i.type.tensor_type.HasField("shape"):
             dims = i.type.tensor_type.shape.dim
             for k, d in enumerate(dims):
@@ -824,6 +852,10 @@ def check_model(model: Any, filename: str, ctx: Context | None = None, need_outp
                     )
     if not errors:
         errors = check_graph(model.graph, need_outputs=need_outputs)
+    unique: dict[str, list[str]] = {}  # a subgraph shared by two attributes is reported once
+    for names, m in errors:
+        unique.setdefault(m, names)
+    errors = [(names, m) for m, names in unique.items()]
     if errors:
         if ctx is not None:
             file_loc = FileLineColLoc(filename, 0, 0)

@@ -171,6 +171,62 @@ def _one_node(node, inputs=(("x", [4]),)):
     return _model([node], [_vi(n, sh) for n, sh in inputs], [_vi(o, None) for o in node.output])
 
 
+def _weights(**arrays):
+    return [numpy_helper.from_array(np.asarray(a), n) for n, a in arrays.items()]
+
+
+def _if(cond_input, then_g, else_g, inputs):
+    node = helper.make_node("If", [cond_input], ["y"], name="if0", then_branch=then_g, else_branch=else_g)
+    return _model([node], inputs, [_vi("y", None)])
+
+
+def _branch(name, nodes, outs):
+    return helper.make_graph(nodes, name, [], [_vi(o, None) for o in outs])
+
+
+def _if_cycle():
+    g = _branch(
+        "then",
+        [
+            helper.make_node("Relu", ["b"], ["a"], name="s1"),
+            helper.make_node("Relu", ["a"], ["b"], name="s2"),
+        ],
+        ["a"],
+    )
+    return _if("c", g, g, [_vi("c", [], TensorProto.BOOL)])
+
+
+def _if_counts():
+    t = _branch("then", [helper.make_node("Relu", ["x"], ["a"])], ["a"])
+    e = _branch(
+        "else", [helper.make_node("Relu", ["x"], ["b"]), helper.make_node("Neg", ["x"], ["c"])], ["b", "c"]
+    )
+    return _if("c", t, e, [_vi("c", [], TensorProto.BOOL), _vi("x", [4])])
+
+
+def _if_float_cond():
+    t = _branch("then", [helper.make_node("Relu", ["x"], ["a"])], ["a"])
+    return _if("x", t, t, [_vi("x", [4])])
+
+
+def _scan_too_many_scan_inputs():
+    body = helper.make_graph(
+        [helper.make_node("Add", ["s", "x"], ["s2"]), helper.make_node("Identity", ["s2"], ["y"])],
+        "body",
+        [_vi("s", [2]), _vi("x", [2])],
+        [_vi("s2", [2]), _vi("y", [2])],
+    )
+    node = helper.make_node("Scan", ["s0", "xs"], ["sf", "ys"], name="scan0", body=body, num_scan_inputs=5)
+    return _model([node], [_vi("s0", [2]), _vi("xs", [3, 2])], [_vi("sf", None), _vi("ys", None)])
+
+
+def _no_default_opset():
+    m = _relu()
+    del m.opset_import[:]
+    m.opset_import.append(helper.make_opsetid("com.microsoft", 1))
+    return m
+
+
 CASES = [
     ("short_raw_data", _short_raw, ["initializer 'w'", "needs 16 bytes of raw_data but has 6"]),
     ("short_typed_data", _short_typed, ["initializer 'w'", "needs 4 values in float_data but has 2"]),
@@ -248,6 +304,68 @@ CASES = [
         "unnamed_node",
         lambda: _one_node(helper.make_node("Transpose", ["x"], ["y"], perm=[0, 5]), [("x", [4, 3])]),
         ["unnamed Transpose node writing 'y'", "not a permutation"],
+    ),
+    (
+        "split_sizes",
+        lambda: _model(
+            [helper.make_node("Split", ["x", "sp"], ["a", "b"], name="sp0")],
+            [_vi("x", [4])],
+            [_vi("a", None), _vi("b", None)],
+            _weights(sp=np.array([1, 5], np.int64)),
+        ),
+        ["node 'sp0' (Split): split sizes [1, 5] must be 2 non-negative sizes adding up to the split dim 4"],
+    ),
+    (
+        "concat_shapes",
+        lambda: _one_node(
+            helper.make_node("Concat", ["x", "z"], ["y"], name="cat", axis=0), [("x", [4, 2]), ("z", [3, 3])]
+        ),
+        ["node 'cat' (Concat): input shapes [[4, 2], [3, 3]] differ outside the concatenation axis 0"],
+    ),
+    (
+        "softmax_axis",
+        lambda: _one_node(helper.make_node("Softmax", ["x"], ["y"], name="sm", axis=5), [("x", [4, 3])]),
+        ["node 'sm' (Softmax): axis 5 is out of range for an input of rank 2 (expected -2 to 1)"],
+    ),
+    (
+        "gather_axis",
+        lambda: _model(
+            [helper.make_node("Gather", ["x", "i"], ["y"], name="g0", axis=3)],
+            [_vi("x", [4])],
+            [_vi("y", None)],
+            _weights(i=np.array([0], np.int64)),
+        ),
+        ["node 'g0' (Gather): axis 3 is out of range"],
+    ),
+    (
+        "gather_index",
+        lambda: _model(
+            [helper.make_node("Gather", ["x", "i"], ["y"], name="g0")],
+            [_vi("x", [4])],
+            [_vi("y", None)],
+            _weights(i=np.array([7], np.int64)),
+        ),
+        ["node 'g0' (Gather)", "index 7 is out of bounds"],
+    ),
+    ("conv_group_zero", lambda: _conv(group=0), ["node 'conv1' (Conv): group 0 must be >= 1"]),
+    ("if_branch_counts", _if_counts, ["node 'if0' (If): region #1 yields 2 values, expected 1"]),
+    ("if_float_condition", _if_float_cond, ["node 'if0' (If): condition must be a bool tensor"]),
+    (
+        "scan_inputs",
+        _scan_too_many_scan_inputs,
+        ["node 'scan0' (Scan): num_scan_inputs 5 must be between 1 and"],
+    ),
+    ("subgraph_cycle_once", _if_cycle, ["subgraph 'then' of node 'if0' (If): the graph has a cycle"]),
+    ("no_default_opset", _no_default_opset, ["node 'r' (Relu) is an ONNX op but the model imports no opset"]),
+    (
+        "unknown_attribute",
+        lambda: _one_node(helper.make_node("Relu", ["x"], ["y"], name="r", bogus=3)),
+        ["node 'r' (Relu): Relu has no attribute 'bogus'"],
+    ),
+    (
+        "input_without_element_type",
+        lambda: _model([helper.make_node("Relu", ["x"], ["y"])], [_vi("x", [4], 0)], [_vi("y", None)]),
+        ["input 'x' has no element type"],
     ),
     (
         "subgraph_missing_tensor",
