@@ -334,6 +334,8 @@ class GraphConverter:
         self._none: dict[Block, Value] = {}
         #: outputs of nodes that failed to convert (their users are skipped silently)
         self.failed: set[str] = set()
+        #: ONNX element type codes of tensors, as the model declares or ONNX infers them
+        self.elem_codes: dict[str, int] = {}
 
     # ---- values ----------------------------------------------------------------------------
 
@@ -512,7 +514,7 @@ class GraphConverter:
             inputs.append(v)
         try:
             opset = self.model_opsets.get(proto.domain or "", self.opset)
-            check_node_schema(proto, opset)
+            check_node_schema(proto, opset, self.elem_codes)
             attrs = {a.name: attr_value(a) for a in proto.attribute}
             node = Node(proto, inputs, attrs, opset, loc)
             outs = fn(self, node)
@@ -574,9 +576,11 @@ class GraphConverter:
 # ---- model checks ------------------------------------------------------------------------------
 
 
-def check_node_schema(proto: Any, opset: int) -> None:
+def check_node_schema(proto: Any, opset: int, elem_codes: Mapping[str, int] | None = None) -> None:
     """Raise :class:`Invalid` if ``proto`` does not fit its op's ONNX schema: the number of inputs
-    and outputs, required inputs left empty, required attributes missing, attribute types."""
+    and outputs, required inputs left empty, input element types (from ``elem_codes``) outside a
+    type constraint or binding one type parameter to two types, required attributes missing,
+    unknown attributes, attribute types."""
     from onnx import AttributeProto, defs
 
     try:
@@ -598,6 +602,8 @@ def check_node_schema(proto: Any, opset: int) -> None:
         if n < lo or len(names) > hi:
             want = str(lo) if lo == hi else f"{lo} to {hi}" if hi < 2**31 - 1 else f"at least {lo}"
             raise Invalid(f"has {n if n < lo else len(names)} {what} but {op} takes {want}")
+    if elem_codes:
+        _check_input_types(proto, schema, elem_codes)
     given = {a.name for a in proto.attribute}
     for name, spec in schema.attributes.items():
         if spec.required and name not in given:
@@ -615,6 +621,41 @@ def check_node_schema(proto: Any, opset: int) -> None:
             raise Invalid(
                 f"attribute '{a.name}' has type {got}, but {op} expects {AttributeProto.AttributeType.Name(want)}"
             )
+
+
+def _type_str(code: int) -> str:
+    from onnx import TensorProto
+
+    return f"tensor({TensorProto.DataType.Name(code).lower()})"
+
+
+def _check_input_types(proto: Any, schema: Any, elem_codes: Mapping[str, int]) -> None:
+    allowed = {c.type_param_str: set(c.allowed_type_strs) for c in schema.type_constraints}
+    params = list(schema.inputs)
+    bound: dict[str, tuple[str, int]] = {}
+    for i, name in enumerate(proto.input):
+        code = elem_codes.get(name) if name else None
+        if not code or not params:
+            continue
+        param = params[min(i, len(params) - 1)]
+        if i >= len(params) and param.option != param.option.Variadic:
+            continue
+        got = _type_str(code)
+        want = allowed.get(param.type_str, {param.type_str})
+        if not any(w.startswith("tensor(") for w in want):
+            continue  # sequences, optionals: not checked
+        if got not in want:
+            raise Invalid(
+                f"input #{i} ('{name}') is {got} but {proto.op_type} takes {', '.join(sorted(want))} there"
+            )
+        homogeneous = param.option != param.option.Variadic or param.is_homogeneous
+        if param.type_str in allowed and homogeneous:
+            first = bound.setdefault(param.type_str, (got, i))
+            if first[0] != got:
+                raise Invalid(
+                    f"inputs #{first[1]} and #{i} must have the same type ({param.type_str}) but are "
+                    f"{first[0]} and {got}"
+                )
 
 
 def _describe_node(n: Any) -> str:
@@ -890,6 +931,17 @@ def _collect_op_types(graph: Any, out: dict[str, list[str]]) -> None:
                     _collect_op_types(g, out)
 
 
+def _collect_elem_codes(graph: Any, out: dict[str, int]) -> None:
+    for vi in list(graph.input) + list(graph.output) + list(graph.value_info):
+        if vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type:
+            out.setdefault(vi.name, vi.type.tensor_type.elem_type)
+    for t in graph.initializer:
+        out.setdefault(t.name, t.data_type)
+    for n in graph.node:
+        for sg in _subgraphs(n):
+            _collect_elem_codes(sg, out)
+
+
 def _collect_types(graph: Any, out: dict[str, Type]) -> None:
     for vi in list(graph.input) + list(graph.output) + list(graph.value_info):
         try:
@@ -1044,6 +1096,7 @@ def import_onnx(
 
     # 3. the function
     cv = GraphConverter(ctx, filename, opset, value_types, opsets)
+    _collect_elem_codes(graph, cv.elem_codes)
     in_types: list[Type] = []
     for i in real_inputs:
         try:

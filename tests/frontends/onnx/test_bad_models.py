@@ -349,7 +349,28 @@ CASES = [
     ),
     ("conv_group_zero", lambda: _conv(group=0), ["node 'conv1' (Conv): group 0 must be >= 1"]),
     ("if_branch_counts", _if_counts, ["node 'if0' (If): region #1 yields 2 values, expected 1"]),
-    ("if_float_condition", _if_float_cond, ["node 'if0' (If): condition must be a bool tensor"]),
+    ("if_float_condition", _if_float_cond, ["node 'if0' (If): input #0 ('x') is tensor(float) but If takes"]),
+    (
+        "float_shape",
+        lambda: _model(
+            [helper.make_node("Reshape", ["x", "s"], ["y"], name="rs")],
+            [_vi("x", [4])],
+            [_vi("y", None)],
+            _weights(s=np.array([2.0, 2.0], np.float32)),
+        ),
+        ["node 'rs' (Reshape): input #1 ('s') is tensor(float) but Reshape takes tensor(int64) there"],
+    ),
+    (
+        "mixed_types",
+        lambda: _model(
+            [helper.make_node("Add", ["x", "i"], ["y"], name="add")],
+            [_vi("x", [4]), _vi("i", [4], TensorProto.INT64)],
+            [_vi("y", None)],
+        ),
+        [
+            "node 'add' (Add): inputs #0 and #1 must have the same type (T) but are tensor(float) and tensor(int64)"
+        ],
+    ),
     (
         "scan_inputs",
         _scan_too_many_scan_inputs,
