@@ -170,12 +170,9 @@ def _pads(
     return list(pads)
 
 
-def check_window(
-    op: TopOp, nd: int, in_sp: Sequence[int] | None, k: Sequence[int] | None, what: str = "kernel"
-) -> None:
-    """Check a conv/pool window's attributes against ``nd`` spatial dims (``in_sp``: the spatial
-    input sizes when known): list lengths, strides/dilations >= 1, pads >= 0, kernel sizes >= 1 and
-    the dilated kernel no larger than the padded input. Raises VerifyError saying what is wrong."""
+def check_window(op: TopOp, nd: int, k: Sequence[int] | None) -> None:
+    """Check a conv/pool window's attributes for ``nd`` spatial dims: list lengths, strides and
+    dilations >= 1, pads >= 0, kernel sizes >= 1. Raises VerifyError saying what is wrong."""
     lengths = {"kernel_shape": nd, "strides": nd, "dilations": nd, "pads": 2 * nd}
     for name, n in lengths.items():
         v = op.attr(name)
@@ -187,11 +184,20 @@ def check_window(
         v = op.attr(name)
         if v is not None and any(x < low for x in v):
             raise VerifyError(f"'{name}' {list(v)} must all be >= {low}")
-    if k is None or len(k) != nd:
-        return
-    if any(x < 1 for x in k):
-        raise VerifyError(f"{what} shape {list(k)} must all be >= 1")
-    if in_sp is None or DYNAMIC in in_sp or op.attr("auto_pad") not in ("NOTSET", "VALID"):
+    if k is not None and any(x < 1 for x in k):
+        raise VerifyError(f"kernel shape {list(k)} must all be >= 1")
+
+
+def check_window_fits(op: TopOp, in_sp: Sequence[int], k: Sequence[int]) -> None:
+    """Shape inference's check (not the verifier's: a branch not taken may not fit): the dilated
+    kernel is no larger than the padded input."""
+    nd = len(k)
+    if len(in_sp) != nd:
+        raise VerifyError(
+            f"'kernel_shape' {list(k)} has {nd} values but the input of rank {len(in_sp) + 2} has "
+            f"{len(in_sp)} spatial dims"
+        )
+    if DYNAMIC in in_sp or op.attr("auto_pad") not in ("NOTSET", "VALID"):
         return
     d = list(op.attr("dilations") or [1] * nd)
     p = list(op.attr("pads") or [0] * (2 * nd)) if op.attr("auto_pad") == "NOTSET" else [0] * (2 * nd)
@@ -199,7 +205,7 @@ def check_window(
         ek = (k[i] - 1) * d[i] + 1
         if ek > in_sp[i] + p[i] + p[i + nd]:
             raise VerifyError(
-                f"{what} size {ek} (kernel {k[i]}, dilation {d[i]}) exceeds the padded input size "
+                f"kernel size {ek} (kernel {k[i]}, dilation {d[i]}) exceeds the padded input size "
                 f"{in_sp[i] + p[i] + p[i + nd]} of spatial dim {i}"
             )
 
@@ -392,8 +398,7 @@ class ConvOp(TopOp):
                 raise VerifyError(
                     f"'kernel_shape' {list(k)} differs from the filter's spatial dims {list(ws[2:])}"
                 )
-            k = list(k) if k is not None else ws[2:]
-            check_window(self, len(ws) - 2, xs[2:] if xs is not None else None, k)
+            check_window(self, len(ws) - 2, list(k) if k is not None else ws[2:])
 
     def _params(
         self, x_shape: Sequence[int], w_shape: Sequence[int]
@@ -414,8 +419,8 @@ class ConvOp(TopOp):
                     elem_of(self.input),
                 )
             ]
-        self.verify_()
         k, s, d, p = self._params(xs, ws)
+        check_window_fits(self, xs[2:], k)
         nd = len(k)
         out = [(xs[2 + i] + p[i] + p[i + nd] - ((k[i] - 1) * d[i] + 1)) // s[i] + 1 for i in range(nd)]
         return [tensor_of([xs[0], ws[0], *out], elem_of(self.input))]
@@ -638,19 +643,14 @@ class _PoolBase(TopOp):
 
     def verify_(self) -> None:
         k = list(self.attr("kernel_shape"))
-        xs = shape_of(self.input)
-        if xs is not None and len(xs) != len(k) + 2:
-            raise VerifyError(
-                f"'kernel_shape' {k} has {len(k)} values but the input of rank {len(xs)} has "
-                f"{len(xs) - 2} spatial dims"
-            )
-        check_window(self, len(k), xs[2:] if xs is not None else None, k)
+        check_window(self, len(k), k)
 
     def infer_shapes(self) -> list[Type]:
         xs = shape_of(self.input)
+        if xs is not None:
+            check_window_fits(self, xs[2:], list(self.attr("kernel_shape")))
         if xs is None or DYNAMIC in xs[2:]:
             return [r.type for r in self.results]
-        self.verify_()
         k, *_, eo = self._geometry(xs)
         nd = len(k)
         t = tensor_of([xs[0], xs[1], *eo[nd:]], elem_of(self.input))
@@ -1023,8 +1023,9 @@ class SoftmaxOp(TopOp):
 
     result_like_input = True
 
-    def verify_(self) -> None:
+    def infer_shapes(self) -> list[Type]:
         check_axis(self, self.input)
+        return [self.input.type]
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         x = inputs[0]

@@ -116,7 +116,7 @@ class ConcatOp(TopOp):
     output = result_def(AnyTensor)
     axis = prop(I64Attr)
 
-    def verify_(self) -> None:
+    def _check_shapes(self) -> None:
         ranked = [v for v in self.operands if shape_of(v) is not None]
         if not ranked:
             return
@@ -136,7 +136,7 @@ class ConcatOp(TopOp):
         shapes = [shape_of(v) for v in self.operands]
         if any(s is None for s in shapes):
             return [tensor_of(None, elem_of(self.operands[0]))]
-        self.verify_()
+        self._check_shapes()
         ax = norm_axis(self.attr("axis"), len(shapes[0]))
         out = list(shapes[0])
         out[ax] = DYNAMIC if any(s[ax] == DYNAMIC for s in shapes) else sum(s[ax] for s in shapes)
@@ -159,11 +159,12 @@ class SplitOp(TopOp):
     axis = prop(I64Attr, default=I(0))
     num_outputs = prop(I64Attr, optional=True)
 
-    def verify_(self) -> None:
+    def infer_shapes(self) -> list[Type]:
         check_axis(self, self.input)
         split, xs = const_value(self.split), shape_of(self.input)
         if split is not None and xs is not None:
             _split_sizes(self, xs[norm_axis(self.attr("axis"), len(xs))], split)
+        return super().infer_shapes()
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         x, split = inputs
@@ -404,8 +405,9 @@ class GatherOp(TopOp):
     output = result_def(AnyTensor)
     axis = prop(I64Attr, default=I(0))
 
-    def verify_(self) -> None:
+    def infer_shapes(self) -> list[Type]:
         check_axis(self, self.operands[0])
+        return super().infer_shapes()
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         x, idx = inputs

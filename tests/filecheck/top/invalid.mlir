@@ -20,14 +20,6 @@ func.func @conv_strides(%x: tensor<1x3x8x8xf32>, %w: tensor<2x3x3x3xf32>) -> ten
 
 // -----
 
-func.func @pool_too_big(%x: tensor<1x3x8x8xf32>) -> tensor<*xf32> {
-  // expected-error @+1 {{'top.MaxPool' op kernel size 20 (kernel 20, dilation 1) exceeds the padded input size 8 of spatial dim 0}}
-  %0, %1 = "top.MaxPool"(%x) <{kernel_shape = array<i64: 20, 20>}> : (tensor<1x3x8x8xf32>) -> (tensor<*xf32>, none)
-  return %0 : tensor<*xf32>
-}
-
-// -----
-
 // Region ops: one bool condition, a consistent Scan.
 
 func.func @if_cond(%x: tensor<4xf32>) -> tensor<*xf32> {
@@ -49,31 +41,4 @@ func.func @scan_inputs(%s: tensor<2xf32>, %xs: tensor<3x2xf32>) -> tensor<*xf32>
     "top.Yield"(%a, %b) : (tensor<2xf32>, tensor<2xf32>) -> ()
   }) : (tensor<2xf32>, tensor<3x2xf32>) -> (tensor<*xf32>, tensor<*xf32>)
   return %0 : tensor<*xf32>
-}
-
-// -----
-
-// Concat, Split and axes.
-
-func.func @concat_shapes(%x: tensor<4x2xf32>, %y: tensor<3x3xf32>) -> tensor<*xf32> {
-  // expected-error @+1 {{'top.Concat' op input shapes [[4, 2], [3, 3]] differ outside the concatenation axis 0}}
-  %0 = "top.Concat"(%x, %y) <{axis = 0 : i64}> : (tensor<4x2xf32>, tensor<3x3xf32>) -> tensor<*xf32>
-  return %0 : tensor<*xf32>
-}
-
-// -----
-
-func.func @split_sizes(%x: tensor<4xf32>) -> tensor<*xf32> {
-  %s = "top.Weight"() <{value = dense<[1, 5]> : tensor<2xi64>}> : () -> tensor<2xi64>
-  // expected-error @+1 {{'top.Split' op split sizes [1, 5] must be 2 non-negative sizes adding up to the split dim 4}}
-  %0, %1 = "top.Split"(%x, %s) : (tensor<4xf32>, tensor<2xi64>) -> (tensor<*xf32>, tensor<*xf32>)
-  return %0 : tensor<*xf32>
-}
-
-// -----
-
-func.func @softmax_axis(%x: tensor<4x3xf32>) -> tensor<4x3xf32> {
-  // expected-error @+1 {{'top.Softmax' op axis 5 is out of range for an input of rank 2 (expected -2 to 1)}}
-  %0 = "top.Softmax"(%x) <{axis = 5 : i64}> : (tensor<4x3xf32>) -> tensor<4x3xf32>
-  return %0 : tensor<4x3xf32>
 }

@@ -179,15 +179,18 @@ def test_undefined_tensor_is_a_located_error() -> None:
     assert diags and diags[0].location == NameLoc("y", FileLineColLoc("u.onnx", 0, 0))
 
 
-def _if_squeeze_model():
-    """If(sr == 16000) then Relu(x) else Squeeze(x, axis 1): for x of shape [2, 3, 4] the else
-    branch cannot run (axis 1 is not 1), as in real voice-activity detectors branching on the rate."""
+def _if_squeeze_model(else_op: str = "Squeeze"):
+    """If(sr == 16000) then Relu(x) else Squeeze(x, axis 1) (or Concat(x, c) on axis 0 with c of
+    shape [1, 1, 4]): for x of shape [2, 3, 4] the else branch cannot run, as in real
+    voice-activity detectors branching on the sample rate."""
     then_g = helper.make_graph(
         [helper.make_node("Relu", ["x"], ["t"], name="then_relu")], "then", [], [_vi("t", None)]
     )
-    else_g = helper.make_graph(
-        [helper.make_node("Squeeze", ["x", "ax"], ["e"], name="else_squeeze")], "else", [], [_vi("e", None)]
-    )
+    if else_op == "Squeeze":
+        node = helper.make_node("Squeeze", ["x", "ax"], ["e"], name="else_squeeze")
+    else:
+        node = helper.make_node("Concat", ["x", "c"], ["e"], name="else_concat", axis=0)
+    else_g = helper.make_graph([node], "else", [], [_vi("e", None)])
     return _model(
         [
             helper.make_node("Equal", ["sr", "k"], ["cond"], name="eq"),
@@ -198,18 +201,22 @@ def _if_squeeze_model():
         [
             numpy_helper.from_array(np.array([1], np.int64), "ax"),
             numpy_helper.from_array(np.array([16000], np.int64), "k"),
+            numpy_helper.from_array(np.ones((1, 1, 4), np.float32), "c"),
         ],
         opset=17,
     )
 
 
+@pytest.mark.parametrize("else_op", ["Squeeze", "Concat"])
 @pytest.mark.parametrize(("shape", "rate"), [((2, 3, 4), 16000), ((2, 1, 4), 8000)], ids=["then", "else"])
-def test_branch_that_does_not_fit_the_input_shapes_runs_like_onnxruntime(tmp_path, shape, rate) -> None:
+def test_branch_that_does_not_fit_the_input_shapes_runs_like_onnxruntime(
+    tmp_path, shape, rate, else_op
+) -> None:
     from lamina.frontends.model_io import parse_mlir_file
     from lamina.frontends.onnx.testing import run_onnxruntime
     from lamina.tools.transform import main as transform
 
-    m = _if_squeeze_model()
+    m = _if_squeeze_model(else_op)
     path = tmp_path / "vad.onnx"
     path.write_bytes(m.SerializeToString())
     x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
