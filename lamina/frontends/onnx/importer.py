@@ -514,7 +514,7 @@ class GraphConverter:
             inputs.append(v)
         try:
             opset = self.model_opsets.get(proto.domain or "", self.opset)
-            check_node_schema(proto, opset, self.elem_codes)
+            check_input_types(proto, opset, self.elem_codes)
             attrs = {a.name: attr_value(a) for a in proto.attribute}
             node = Node(proto, inputs, attrs, opset, loc)
             outs = fn(self, node)
@@ -576,16 +576,34 @@ class GraphConverter:
 # ---- model checks ------------------------------------------------------------------------------
 
 
-def check_node_schema(proto: Any, opset: int, elem_codes: Mapping[str, int] | None = None) -> None:
-    """Raise :class:`Invalid` if ``proto`` does not fit its op's ONNX schema: the number of inputs
-    and outputs, required inputs left empty, input element types (from ``elem_codes``) outside a
-    type constraint or binding one type parameter to two types, required attributes missing,
-    unknown attributes, attribute types."""
-    from onnx import AttributeProto, defs
+#: attributes ONNX's own shape inference divides by (a 0 there kills the process with SIGFPE)
+_POSITIVE_ATTRS = {
+    "Attention": ("q_num_heads", "kv_num_heads"),
+    "RotaryEmbedding": ("num_heads",),
+    "GroupNormalization": ("num_groups",),
+    "DepthToSpace": ("blocksize",),
+    "SpaceToDepth": ("blocksize",),
+}
+
+
+def _schema(proto: Any, opset: int) -> Any:
+    from onnx import defs
 
     try:
-        schema = defs.get_schema(proto.op_type, opset, proto.domain or "")
+        return defs.get_schema(proto.op_type, opset, proto.domain or "")
     except Exception:  # ops without a schema (other domains, newer opsets): nothing to check against
+        return None
+
+
+def check_node_schema(proto: Any, opset: int) -> None:
+    """Raise :class:`Invalid` if ``proto`` does not fit its op's ONNX schema: the number of inputs
+    and outputs, required inputs left empty, required attributes missing, unknown attributes,
+    attribute types, attributes that must be positive. Run before ONNX's shape inference, which
+    may crash the process on such nodes."""
+    from onnx import AttributeProto, defs
+
+    schema = _schema(proto, opset)
+    if schema is None:
         return
     op = proto.op_type
     single = defs.OpSchema.FormalParameterOption.Single
@@ -602,8 +620,6 @@ def check_node_schema(proto: Any, opset: int, elem_codes: Mapping[str, int] | No
         if n < lo or len(names) > hi:
             want = str(lo) if lo == hi else f"{lo} to {hi}" if hi < 2**31 - 1 else f"at least {lo}"
             raise Invalid(f"has {n if n < lo else len(names)} {what} but {op} takes {want}")
-    if elem_codes:
-        _check_input_types(proto, schema, elem_codes)
     given = {a.name for a in proto.attribute}
     for name, spec in schema.attributes.items():
         if spec.required and name not in given:
@@ -621,15 +637,25 @@ def check_node_schema(proto: Any, opset: int, elem_codes: Mapping[str, int] | No
             raise Invalid(
                 f"attribute '{a.name}' has type {got}, but {op} expects {AttributeProto.AttributeType.Name(want)}"
             )
+        if a.name in _POSITIVE_ATTRS.get(op, ()) and a.i < 1:
+            raise Invalid(f"attribute '{a.name}' is {a.i} but must be >= 1")
 
 
-def _type_str(code: int) -> str:
+def _type_str(code: int) -> str | None:
     from onnx import TensorProto
 
-    return f"tensor({TensorProto.DataType.Name(code).lower()})"
+    try:
+        return f"tensor({TensorProto.DataType.Name(code).lower()})"
+    except ValueError:  # not an element type (reported where the tensor is converted)
+        return None
 
 
-def _check_input_types(proto: Any, schema: Any, elem_codes: Mapping[str, int]) -> None:
+def check_input_types(proto: Any, opset: int, elem_codes: Mapping[str, int]) -> None:
+    """Raise :class:`Invalid` if an input's element type (from ``elem_codes``) is outside its type
+    constraint in the op's schema, or two inputs bind one type parameter to different types."""
+    schema = _schema(proto, opset)
+    if schema is None:
+        return
     allowed = {c.type_param_str: set(c.allowed_type_strs) for c in schema.type_constraints}
     params = list(schema.inputs)
     bound: dict[str, tuple[str, int]] = {}
@@ -641,6 +667,8 @@ def _check_input_types(proto: Any, schema: Any, elem_codes: Mapping[str, int]) -
         if i >= len(params) and param.option != param.option.Variadic:
             continue
         got = _type_str(code)
+        if got is None:
+            continue
         want = allowed.get(param.type_str, {param.type_str})
         if not any(w.startswith("tensor(") for w in want):
             continue  # sequences, optionals: not checked
@@ -893,6 +921,13 @@ def check_model(model: Any, filename: str, ctx: Context | None = None, need_outp
                     )
     if not errors:
         errors = check_graph(model.graph, need_outputs=need_outputs)
+    if not errors:
+        opsets = opsets_of(model)
+        for _, n in _all_nodes(model.graph):
+            try:
+                check_node_schema(n, opsets.get(n.domain if n.domain != "ai.onnx" else "", 0))
+            except Invalid as e:
+                errors.append(([o for o in n.output if o], f"{_describe_node(n)}: {e}"))
     unique: dict[str, list[str]] = {}  # a subgraph shared by two attributes is reported once
     for names, m in errors:
         unique.setdefault(m, names)
@@ -1101,13 +1136,12 @@ def import_onnx(
     for i in real_inputs:
         try:
             t = onnx_type(i.type)
+            if t is None:
+                raise Unsupported("only tensor inputs are supported")
         except Unsupported as e:
             cv.errors.append((NameLoc(i.name, file_loc), f"input '{i.name}': {e}"))
+            cv.failed.add(i.name)  # its readers are not reported again
             t = None
-        if t is None and not cv.errors:
-            cv.errors.append(
-                (NameLoc(i.name, file_loc), f"input '{i.name}': only tensor inputs are supported")
-            )
         in_types.append(t or UnrankedTensorType(f32))
     out_list = list(output_names) if output_names else [o.name for o in graph.output]
     func = FuncOp.new("main", in_types, [], loc=file_loc)
@@ -1117,7 +1151,8 @@ def import_onnx(
         a.location = NameLoc(i.name, file_loc)
         op = InputOp.create([a], [a.type], {}, {}, 0, (), NameLoc(i.name, file_loc))
         entry.append(op)
-        cv.bind(i.name, op.results[0])
+        if i.name not in cv.failed:
+            cv.bind(i.name, op.results[0])
     cv.convert_nodes(graph)
     outs: list[Value] = []
     for name in out_list:

@@ -384,6 +384,13 @@ CASES = [
         ["node 'r' (Relu): Relu has no attribute 'bogus'"],
     ),
     (
+        "unknown_input_element_type",
+        lambda: _model(
+            [helper.make_node("Relu", ["x"], ["y"], name="r")], [_vi("x", [4], 99)], [_vi("y", None)]
+        ),
+        ["input 'x': tensors of element type 99 are not supported"],
+    ),
+    (
         "input_without_element_type",
         lambda: _model([helper.make_node("Relu", ["x"], ["y"])], [_vi("x", [4], 0)], [_vi("y", None)]),
         ["input 'x' has no element type"],
@@ -414,6 +421,44 @@ def test_bad_model_is_one_clear_error(
     assert rc == 1, err
     assert "internal error" not in err and expected[-1] in err, err
     assert not (tmp_path / "out.mlir").exists()
+
+
+def _attention(**attrs):
+    node = helper.make_node("Attention", ["q", "k", "v"], ["y"], name="attn", q_num_heads=3, **attrs)
+    return _model(
+        [node], [_vi("q", [2, 4, 24]), _vi("k", [2, 6, 24]), _vi("v", [2, 6, 24])], [_vi("y", None)], opset=23
+    )
+
+
+@pytest.mark.parametrize(
+    ("attrs", "message"),
+    [
+        ({"kv_num_heads": 0}, "node 'attn' (Attention): attribute 'kv_num_heads' is 0 but must be >= 1"),
+        ({"kv_num_heads": [1, 2]}, "attribute 'kv_num_heads' has type INTS, but Attention expects INT"),
+    ],
+    ids=["zero", "wrong_type"],
+)
+def test_attributes_that_crash_onnx_shape_inference_are_refused_first(tmp_path: Path, attrs, message) -> None:
+    """ONNX's own shape inference divides by kv_num_heads (SIGFPE, the process dies): checked before it
+    runs. In a subprocess, so that a regression fails this test instead of killing the test run."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "m.onnx"
+    path.write_bytes(_attention(**attrs).SerializeToString())
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3])}
+    cmd = [
+        sys.executable,
+        "-m",
+        "lamina.tools.transform",
+        "--model_def",
+        str(path),
+        "--mlir",
+        str(tmp_path / "o.mlir"),
+    ]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 1, (proc.returncode, proc.stderr)
+    assert message in proc.stderr
 
 
 def test_missing_tensor_does_not_cascade() -> None:
