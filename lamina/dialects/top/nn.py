@@ -864,6 +864,10 @@ class LayerNormOp(TopOp):
 
     fresh_results = True
 
+    def infer_shapes(self) -> list[Type]:
+        check_axis(self, self.input)
+        return super().infer_shapes()
+
     def executor(self) -> Any:
         """float32 with only the normalized output wanted: one subtraction, one square, in-place
         scale and shift (no float64 temporaries)."""

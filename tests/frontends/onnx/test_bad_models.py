@@ -430,22 +430,42 @@ def _attention(**attrs):
     )
 
 
+def _layernorm_axis():
+    outs = ["y", "mean", "inv_std"]  # ONNX infers the shape of mean from the axis: out of range, SIGSEGV
+    node = helper.make_node("LayerNormalization", ["x", "w", "b"], outs, name="ln", axis=10**12)
+    shape = [2, 3, 4, 5]
+    inputs = [_vi("x", shape), _vi("w", shape), _vi("b", shape)]
+    return _model([node], inputs, [_vi(o, None) for o in outs], opset=17)
+
+
 @pytest.mark.parametrize(
-    ("attrs", "message"),
+    ("build", "message"),
     [
-        ({"kv_num_heads": 0}, "node 'attn' (Attention): attribute 'kv_num_heads' is 0 but must be >= 1"),
-        ({"kv_num_heads": [1, 2]}, "attribute 'kv_num_heads' has type INTS, but Attention expects INT"),
+        (
+            lambda: _attention(kv_num_heads=0),
+            "node 'attn' (Attention): attribute 'kv_num_heads' is 0 but must be >= 1",
+        ),
+        (
+            lambda: _attention(kv_num_heads=[1, 2]),
+            "attribute 'kv_num_heads' has type INTS, but Attention expects INT",
+        ),
+        (
+            _layernorm_axis,
+            "node 'ln' (LayerNormalization): axis 1000000000000 is out of range for an input of rank 4",
+        ),
     ],
-    ids=["zero", "wrong_type"],
+    ids=["attention_zero_heads", "attention_heads_type", "layernorm_axis"],
 )
-def test_attributes_that_crash_onnx_shape_inference_are_refused_first(tmp_path: Path, attrs, message) -> None:
-    """ONNX's own shape inference divides by kv_num_heads (SIGFPE, the process dies): checked before it
-    runs. In a subprocess, so that a regression fails this test instead of killing the test run."""
+def test_models_that_crash_onnx_shape_inference(tmp_path: Path, build, message) -> None:
+    """ONNX's own shape inference divides by kv_num_heads (SIGFPE) and indexes by a LayerNormalization
+    axis (SIGSEGV), killing the process: such attributes are checked before it runs, or it runs in a
+    child process and Lamina's checks name the node. In a subprocess, so that a regression fails this
+    test instead of killing the test run."""
     import subprocess
     import sys
 
     path = tmp_path / "m.onnx"
-    path.write_bytes(_attention(**attrs).SerializeToString())
+    path.write_bytes(build().SerializeToString())
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3])}
     cmd = [
         sys.executable,
@@ -556,3 +576,19 @@ def test_short_external_data_names_the_initializer(tmp_path: Path) -> None:
     with pytest.raises(OnnxImportError) as ei:
         import_onnx(str(tmp_path / "m.onnx"))
     assert "'w'" in str(ei.value) and "internal" not in str(ei.value)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="inference runs in-process without fork")
+def test_onnx_inference_worker_survives_a_crash_and_keeps_serving() -> None:
+    from lamina.frontends.onnx.importer import _WORKER, onnx_shape_inference
+
+    assert onnx_shape_inference(_layernorm_axis()) is None  # ONNX's inference died on it
+    big = numpy_helper.from_array(np.ones((100, 100), np.float32), "w")
+    m = _model([helper.make_node("MatMul", ["x", "w"], ["y"])], [_vi("x", [2, 100])], [_vi("y", None)], [big])
+    inferred = onnx_shape_inference(m)  # a new worker answers
+    assert inferred is not None and [
+        d.dim_value for d in inferred.graph.output[0].type.tensor_type.shape.dim
+    ] == [2, 100]
+    assert not inferred.graph.initializer[0].raw_data  # large weights are not sent
+    assert m.graph.initializer[0].raw_data  # (nor taken from the caller's model)
+    assert _WORKER.pid and _WORKER.owner == os.getpid()
