@@ -877,6 +877,11 @@ def check_model(model: Any, filename: str, ctx: Context | None = None, need_outp
         (each also reported to ``ctx`` at the tensor it concerns)."""
     import onnx
 
+    bad = _non_utf8_string(model)
+    if bad:
+        msg = f"{filename}: not a valid ONNX model: {bad} is not valid UTF-8"
+        _report(ctx, FileLineColLoc(filename, 0, 0), msg, []) if ctx is not None else None
+        raise OnnxImportError(msg, "malformed")
     errors: list[tuple[list[str], str]] = []
     if model.ir_version > onnx.IR_VERSION:
         errors.append(
@@ -947,6 +952,34 @@ def check_model(model: Any, filename: str, ctx: Context | None = None, need_outp
                 )
                 _report(ctx, loc, m, [])
         raise OnnxImportError(_message(filename, [m for _, m in errors]), "invalid")
+
+
+def _non_utf8_string(model: Any) -> str | None:
+    """Where a name in ``model`` is not valid UTF-8 (protobuf then returns it as bytes), or None."""
+
+    def graph(g: Any, where: str) -> str | None:
+        if isinstance(g.name, bytes):
+            return f"the name of {where}"
+        for what, items in (("input", g.input), ("output", g.output), ("value_info", g.value_info)):
+            for k, vi in enumerate(items):
+                if isinstance(vi.name, bytes):
+                    return f"the name of {what} #{k} of {where}"
+        for k, t in enumerate(g.initializer):
+            if isinstance(t.name, bytes):
+                return f"the name of initializer #{k} of {where}"
+        for k, n in enumerate(g.node):
+            fields = [n.name, n.op_type, n.domain, *n.input, *n.output, *(a.name for a in n.attribute)]
+            if any(isinstance(f, bytes) for f in fields):
+                return f"a name in node #{k} of {where}"
+            for sg in _subgraphs(n):
+                found = graph(sg, f"a subgraph of node #{k} of {where}")
+                if found:
+                    return found
+        return None
+
+    if any(isinstance(o.domain, bytes) for o in model.opset_import):
+        return "an opset_import domain"
+    return graph(model.graph, "the graph")
 
 
 def _message(filename: str, errors: Sequence[str]) -> str:
@@ -1219,14 +1252,9 @@ def import_onnx(
     ``input_shapes`` fixes the shapes of the inputs (in order, or by name) as TPU-MLIR's
     ``--input_shapes`` does; ``output_names`` selects other tensors as the outputs.
     Raises :class:`OnnxImportError` (after reporting located diagnostics to ``ctx``)."""
-    import onnx
-
     import lamina.dialects.func
     import lamina.dialects.top  # noqa: F401
-    from lamina.dialects.func.ops import FuncOp, ReturnOp
-    from lamina.dialects.top.io import InputOp
     from lamina.frontends.onnx import converters  # noqa: F401  (fills CONVERTERS)
-    from lamina.ir.builtin import ModuleOp
 
     if ctx is None:
         ctx = Context(handler=None)
@@ -1239,7 +1267,30 @@ def import_onnx(
                 Diagnostic("error", FileLineColLoc(filename, 0, 0), str(e))
             ) if ctx.diagnostics._handlers else None
             raise
-    filename = filename or (model.graph.name or "model") + ".onnx"
+    try:
+        filename = filename or (model.graph.name or "model") + ".onnx"
+        return _import_model(model, ctx, input_shapes, output_names, filename, shape_inference)
+    except UnicodeDecodeError as e:  # protobuf decodes string fields when they are read
+        name = filename or "model"
+        msg = f"{name}: not a valid ONNX model: a name or string is not valid UTF-8 ({e.reason} at byte {e.start})"
+        _report(ctx, FileLineColLoc(name, 0, 0), msg, [])
+        raise OnnxImportError(msg, "malformed") from None
+
+
+def _import_model(
+    model: Any,
+    ctx: Context,
+    input_shapes: Sequence[Sequence[int]] | Mapping[str, Sequence[int]] | None,
+    output_names: Sequence[str] | None,
+    filename: str,
+    shape_inference: bool,
+) -> Any:
+    import onnx
+
+    from lamina.dialects.func.ops import FuncOp, ReturnOp
+    from lamina.dialects.top.io import InputOp
+    from lamina.ir.builtin import ModuleOp
+
     check_model(model, filename, ctx, need_outputs=not output_names)
     graph = model.graph
     opsets = {o.domain: o.version for o in model.opset_import}

@@ -592,3 +592,24 @@ def test_onnx_inference_worker_survives_a_crash_and_keeps_serving() -> None:
     assert not inferred.graph.initializer[0].raw_data  # large weights are not sent
     assert m.graph.initializer[0].raw_data  # (nor taken from the caller's model)
     assert _WORKER.pid and _WORKER.owner == os.getpid()
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "where"),
+    [
+        (b"\x1a\x01r", b"\x1a\x01\xff", "a name in node #0 of the graph"),  # node name 'r'
+        (b"\x12\x01gZ", b"\x12\x01\xffZ", "the name of the graph"),  # graph name 'g'
+    ],
+    ids=["node_name", "graph_name"],
+)
+def test_invalid_utf8_in_a_name_is_a_malformed_model(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], old: bytes, new: bytes, where: str
+) -> None:
+    data = _relu().SerializeToString()
+    assert old in data
+    path = tmp_path / "m.onnx"
+    path.write_bytes(data.replace(old, new))
+    with pytest.raises(OnnxImportError, match=f"not a valid ONNX model: {where} is not valid UTF-8"):
+        import_onnx(str(path))
+    assert transform(["--model_def", str(path), "--mlir", str(tmp_path / "o.mlir")]) == 1
+    assert "not valid UTF-8" in capsys.readouterr().err
