@@ -1,7 +1,7 @@
 """ONNX import: cost of running ONNX's shape inference in a forked worker (Hardening).
 
 ONNX's C++ shape inference kills its process (SIGSEGV, SIGFPE) on some invalid models, so the
-importer runs it in a forked worker (``lamina.frontends.onnx.importer.onnx_shape_inference``) on a
+importer runs it in a forked worker (``lamina.frontends.onnx.onnx_inference``) on a
 copy of the model without the data of large initializers. This measures, best of N wall seconds:
 
 * ``in-process``: ``onnx.shape_inference.infer_shapes(model, data_prop=True)`` as before;
@@ -41,7 +41,7 @@ def main() -> None:
     import onnx
 
     from lamina.frontends.onnx import import_onnx
-    from lamina.frontends.onnx.importer import onnx_shape_inference
+    from lamina.frontends.onnx.onnx_inference import onnx_shape_inference
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=5)

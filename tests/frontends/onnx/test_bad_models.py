@@ -580,7 +580,7 @@ def test_short_external_data_names_the_initializer(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="inference runs in-process without fork")
 def test_onnx_inference_worker_survives_a_crash_and_keeps_serving() -> None:
-    from lamina.frontends.onnx.importer import _WORKER, onnx_shape_inference
+    from lamina.frontends.onnx.onnx_inference import _WORKER, onnx_shape_inference
 
     assert onnx_shape_inference(_layernorm_axis()) is None  # ONNX's inference died on it
     big = numpy_helper.from_array(np.ones((100, 100), np.float32), "w")
