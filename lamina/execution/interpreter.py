@@ -171,8 +171,22 @@ class Interpreter:
                     self._consts.append((s, v))
                 continue
             fn = self._op_fn(op)
+            too_big = self._size_error(op)
+            if too_big is not None:
+                fn = _refuse(ExecutionError(too_big, op))
             plan.append((fn, ins, outs, (), op))
         return plan, names
+
+    @staticmethod
+    def _size_error(op: Operation) -> str | None:
+        """Why ``op``'s results (of static types) cannot be allocated, checked before it runs."""
+        from lamina.dialects.top.base import size_error
+
+        for r, name in zip(op.results, result_names(op)):
+            err = size_error(r.type, f"tensor '{name}'")
+            if err is not None:
+                return f"'{op.name}' op at {_describe(op.location)} cannot run: {err}"
+        return None
 
     def _op_fn(self, op: Operation) -> Callable[[list[Any]], Sequence[Any]]:
         if op.regions:
@@ -406,6 +420,15 @@ class Interpreter:
 
 
 _CONSTANT_OPS = frozenset({"top.Weight", "top.None"})
+
+
+def _refuse(error: ExecutionError) -> Callable[[Sequence[Any]], Sequence[Any]]:
+    """A step that raises ``error`` instead of running its op."""
+
+    def step(ins: Sequence[Any]) -> Sequence[Any]:
+        raise error
+
+    return step
 
 
 def _guarded(

@@ -82,3 +82,35 @@ def test_failing_op_is_located() -> None:
         interp.run({"x": np.ones((2, 4), np.float32)})  # wrong contraction size for the MatMul
     msg = str(ei.value)
     assert "'top.MatMul' op" in msg and "chain.onnx:0:0" in msg and "'h1'" in msg
+
+
+@pytest.mark.parametrize("in_branch", [False, True], ids=["top_level", "in_if_branch"])
+def test_tensor_larger_than_memory_is_refused_before_allocation(in_branch: bool) -> None:
+    shape = numpy_helper.from_array(np.array([100000, 100000, 1000], np.int64), "s")
+    nodes = [
+        helper.make_node("ConstantOfShape", ["s"], ["big"], name="cos"),
+        helper.make_node("ReduceMax", ["big"], ["y"], name="rmax", keepdims=0),
+    ]
+    vi = helper.make_tensor_value_info
+    if in_branch:
+        branch = helper.make_graph(nodes, "then", [], [vi("y", TensorProto.FLOAT, None)])
+        other = helper.make_graph(
+            [helper.make_node("Neg", ["x"], ["n"])], "else", [], [vi("n", TensorProto.FLOAT, None)]
+        )
+        nodes = [helper.make_node("If", ["c"], ["out"], name="if0", then_branch=branch, else_branch=other)]
+    g = helper.make_graph(
+        nodes,
+        "g",
+        [vi("c", TensorProto.BOOL, []), vi("x", TensorProto.FLOAT, [])],
+        [vi("out" if in_branch else "y", TensorProto.FLOAT, None)],
+        initializer=[shape],
+    )
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+    m.ir_version = 8
+    interp = Interpreter(import_onnx(m, Context(handler=None)))
+    with pytest.raises(
+        ExecutionError, match=r"tensor 'big' of type tensor<100000x100000x1000xf32> needs 36\.38 TiB"
+    ):
+        interp.run({"c": np.array(True), "x": np.float32(1)})
+    if in_branch:  # the branch not taken costs nothing
+        assert interp.run({"c": np.array(False), "x": np.float32(1)})["out"] == -1

@@ -17,6 +17,7 @@ Conventions:
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
@@ -239,6 +240,66 @@ def num_elements(t: Type) -> int:
     return 0
 
 
+def static_nbytes(t: Type) -> int | None:
+    """Bytes a value of type ``t`` occupies (None where the shape is not static)."""
+    if not (isinstance(t, ShapedType) and t.has_static_shape):
+        return None
+    width = getattr(t.element_type, "bitwidth", 0) or 8
+    return math.prod(t.shape) * max(width // 8, 1)
+
+
+def memory_limit() -> int:
+    """The largest tensor Lamina allocates: the machine's available memory (physical when the
+    available amount cannot be read)."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, AttributeError):
+        return 1 << 40
+
+
+def format_bytes(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n} B" if unit == "B" else f"{n:.2f} {unit}"
+        n /= 1024  # type: ignore[assignment]
+    return f"{n}"
+
+
+def size_error(t: Type, what: str, limit: int | None = None) -> str | None:
+    """Why a value of type ``t`` cannot be allocated (larger than ``limit``, by default
+    :func:`memory_limit`), naming it ``what``; None when it fits or its size is not static."""
+    n = static_nbytes(t)
+    if n is None or n < (1 << 28):
+        return None
+    limit = memory_limit() if limit is None else limit
+    if n <= limit:
+        return None
+    return (
+        f"{what} of type {t} needs {format_bytes(n)}, more than the {format_bytes(limit)} of memory available"
+    )
+
+
+def check_axis(op: Any, operand: Value | Type, name: str = "axis") -> None:
+    """Raise VerifyError if ``op``'s ``name`` attribute is outside ``[-rank, rank)`` of ``operand``
+    (nothing to check while its rank is unknown)."""
+    shape = shape_of(operand)
+    axis = op.attr(name)
+    if shape is None or axis is None:
+        return
+    r = len(shape)
+    if not -r <= axis < max(r, 1):
+        raise VerifyError(
+            f"{name} {axis} is out of range for an input of rank {r} (expected {-r} to {r - 1})"
+        )
+
+
 def norm_axis(axis: int, rank: int) -> int:
     return axis + rank if axis < 0 else axis
 
@@ -331,8 +392,14 @@ class TopOp(Op, ExecutableOpInterface, InferShapeInterface, FlopsInterface):
                     for r, e in zip(self.results, elems)
                 ]
             ins.append(np.zeros(t.shape, element_type_to_dtype(t.element_type)))
-        with np.errstate(all="ignore"):
-            outs = self.execute(ins)
+        try:
+            with np.errstate(all="ignore"):
+                outs = self.execute(ins)
+        except MemoryError:  # a result too large to evaluate here: its shape is left to run time
+            return [
+                r.type if isinstance(r.type, NoneType) else UnrankedTensorType(e)
+                for r, e in zip(self.results, elems)
+            ]
         return [none if o is None else type_of_array(np.asarray(o)) for o in outs]
 
     # ---- cost ------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ import numpy as np
 
 from lamina.ir.diagnostics import VerifyError
 from lamina.ir.opdef import operand, prop, region, result_def, var_operand, var_result
-from lamina.ir.types import Type
+from lamina.ir.types import IntegerType, ShapedType, Type
 
 from .base import AnyTensor, AnyTensorOrNone, I, I64ArrayAttr, I64Attr, TopOp, result_dtype
 
@@ -57,6 +57,12 @@ class IfOp(_RegionOp):
     else_branch = region(single_block=True)
 
     def verify_(self) -> None:
+        t = self.cond.type
+        if isinstance(t, ShapedType):
+            if not (isinstance(t.element_type, IntegerType) and t.element_type.width == 1):
+                raise VerifyError(f"condition must be a bool tensor, got '{t}'")
+            if t.has_static_shape and t.num_elements != 1:
+                raise VerifyError(f"condition must have one element, got '{t}'")
         self._check_yield(0, len(self.results))
         self._check_yield(1, len(self.results))
 
@@ -115,6 +121,20 @@ class ScanOp(_RegionOp):
     scan_input_directions = prop(I64ArrayAttr, optional=True)
     scan_output_axes = prop(I64ArrayAttr, optional=True)
     scan_output_directions = prop(I64ArrayAttr, optional=True)
+
+    def verify_(self) -> None:
+        ns = self.attr("num_scan_inputs")
+        if not 1 <= ns <= len(self.operands):
+            raise VerifyError(f"num_scan_inputs {ns} must be between 1 and the {len(self.operands)} inputs")
+        nstate = len(self.operands) - ns
+        if len(self.results) < nstate:
+            raise VerifyError(f"has {len(self.results)} results but {nstate} state variables")
+        body = self.regions[0].blocks[0] if self.regions and self.regions[0].blocks else None
+        if body is not None and len(body.args) != len(self.operands):
+            raise VerifyError(
+                f"body takes {len(body.args)} arguments but the Scan has {len(self.operands)} inputs"
+            )
+        self._check_yield(0, len(self.results))
 
     def execute_regions(self, inputs: Sequence[Any], regions: Sequence[Runner]) -> list[Any]:
         ns = self.attr("num_scan_inputs")

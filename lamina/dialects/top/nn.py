@@ -31,6 +31,7 @@ from .base import (
     StrAttr,
     StrEnum,
     TopOp,
+    check_axis,
     elem_of,
     norm_axis,
     num_elements,
@@ -167,6 +168,46 @@ def _pads(
     if auto_pad == "VALID" or pads is None:
         return [0] * (2 * nd)
     return list(pads)
+
+
+def check_window(op: TopOp, nd: int, k: Sequence[int] | None) -> None:
+    """Check a conv/pool window's attributes for ``nd`` spatial dims: list lengths, strides and
+    dilations >= 1, pads >= 0, kernel sizes >= 1. Raises VerifyError saying what is wrong."""
+    lengths = {"kernel_shape": nd, "strides": nd, "dilations": nd, "pads": 2 * nd}
+    for name, n in lengths.items():
+        v = op.attr(name)
+        if v is not None and len(v) != n:
+            raise VerifyError(
+                f"'{name}' has {len(v)} values {list(v)} but the input has {nd} spatial dims (expected {n})"
+            )
+    for name, low in (("strides", 1), ("dilations", 1), ("pads", 0)):
+        v = op.attr(name)
+        if v is not None and any(x < low for x in v):
+            raise VerifyError(f"'{name}' {list(v)} must all be >= {low}")
+    if k is not None and any(x < 1 for x in k):
+        raise VerifyError(f"kernel shape {list(k)} must all be >= 1")
+
+
+def check_window_fits(op: TopOp, in_sp: Sequence[int], k: Sequence[int]) -> None:
+    """Shape inference's check (not the verifier's: a branch not taken may not fit): the dilated
+    kernel is no larger than the padded input."""
+    nd = len(k)
+    if len(in_sp) != nd:
+        raise VerifyError(
+            f"'kernel_shape' {list(k)} has {nd} values but the input of rank {len(in_sp) + 2} has "
+            f"{len(in_sp)} spatial dims"
+        )
+    if DYNAMIC in in_sp or op.attr("auto_pad") not in ("NOTSET", "VALID"):
+        return
+    d = list(op.attr("dilations") or [1] * nd)
+    p = list(op.attr("pads") or [0] * (2 * nd)) if op.attr("auto_pad") == "NOTSET" else [0] * (2 * nd)
+    for i in range(nd):
+        ek = (k[i] - 1) * d[i] + 1
+        if ek > in_sp[i] + p[i] + p[i + nd]:
+            raise VerifyError(
+                f"kernel size {ek} (kernel {k[i]}, dilation {d[i]}) exceeds the padded input size "
+                f"{in_sp[i] + p[i] + p[i + nd]} of spatial dim {i}"
+            )
 
 
 def _windows(x: np.ndarray, k: Sequence[int], s: Sequence[int], d: Sequence[int]) -> np.ndarray:
@@ -347,8 +388,17 @@ class ConvOp(TopOp):
             if len(xs) != len(ws):
                 raise VerifyError(f"input rank {len(xs)} and filter rank {len(ws)} differ")
             g = self.attr("group")
+            if g < 1:
+                raise VerifyError(f"group {g} must be >= 1")
             if xs[1] >= 0 and ws[1] >= 0 and xs[1] != ws[1] * g:
                 raise VerifyError(f"input channels {xs[1]} != filter channels {ws[1]} x group {g}")
+        if ws is not None and len(ws) >= 2:
+            k = self.attr("kernel_shape")
+            if k is not None and len(k) == len(ws) - 2 and DYNAMIC not in ws and list(k) != list(ws[2:]):
+                raise VerifyError(
+                    f"'kernel_shape' {list(k)} differs from the filter's spatial dims {list(ws[2:])}"
+                )
+            check_window(self, len(ws) - 2, list(k) if k is not None else ws[2:])
 
     def _params(
         self, x_shape: Sequence[int], w_shape: Sequence[int]
@@ -370,6 +420,7 @@ class ConvOp(TopOp):
                 )
             ]
         k, s, d, p = self._params(xs, ws)
+        check_window_fits(self, xs[2:], k)
         nd = len(k)
         out = [(xs[2 + i] + p[i] + p[i + nd] - ((k[i] - 1) * d[i] + 1)) // s[i] + 1 for i in range(nd)]
         return [tensor_of([xs[0], ws[0], *out], elem_of(self.input))]
@@ -590,8 +641,14 @@ class _PoolBase(TopOp):
             extra.append(max((o - 1) * s[i] + ek - (sp[i] + p[i] + p[i + nd]), 0))
         return k, s, d, p, extra + out
 
+    def verify_(self) -> None:
+        k = list(self.attr("kernel_shape"))
+        check_window(self, len(k), k)
+
     def infer_shapes(self) -> list[Type]:
         xs = shape_of(self.input)
+        if xs is not None:
+            check_window_fits(self, xs[2:], list(self.attr("kernel_shape")))
         if xs is None or DYNAMIC in xs[2:]:
             return [r.type for r in self.results]
         k, *_, eo = self._geometry(xs)
@@ -807,6 +864,10 @@ class LayerNormOp(TopOp):
 
     fresh_results = True
 
+    def infer_shapes(self) -> list[Type]:
+        check_axis(self, self.input)
+        return super().infer_shapes()
+
     def executor(self) -> Any:
         """float32 with only the normalized output wanted: one subtraction, one square, in-place
         scale and shift (no float64 temporaries)."""
@@ -965,6 +1026,10 @@ class SoftmaxOp(TopOp):
     log = prop(I64Attr, default=I(0))
 
     result_like_input = True
+
+    def infer_shapes(self) -> list[Type]:
+        check_axis(self, self.input)
+        return [self.input.type]
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         x = inputs[0]

@@ -27,6 +27,7 @@ from .base import (
     S,
     StrEnum,
     TopOp,
+    check_axis,
     const_value,
     elem_of,
     norm_axis,
@@ -115,10 +116,27 @@ class ConcatOp(TopOp):
     output = result_def(AnyTensor)
     axis = prop(I64Attr)
 
+    def _check_shapes(self) -> None:
+        ranked = [v for v in self.operands if shape_of(v) is not None]
+        if not ranked:
+            return
+        check_axis(self, ranked[0])
+        shapes = [shape_of(v) for v in ranked]
+        r = len(shapes[0])
+        ax = norm_axis(self.attr("axis"), r)
+        for s in shapes[1:]:
+            if len(s) != r:
+                raise VerifyError(f"inputs have different ranks: {[list(x) for x in shapes]}")
+            if any(a != b and DYNAMIC not in (a, b) for i, (a, b) in enumerate(zip(shapes[0], s)) if i != ax):
+                raise VerifyError(
+                    f"input shapes {[list(x) for x in shapes]} differ outside the concatenation axis {ax}"
+                )
+
     def infer_shapes(self) -> list[Type]:
         shapes = [shape_of(v) for v in self.operands]
         if any(s is None for s in shapes):
             return [tensor_of(None, elem_of(self.operands[0]))]
+        self._check_shapes()
         ax = norm_axis(self.attr("axis"), len(shapes[0]))
         out = list(shapes[0])
         out[ax] = DYNAMIC if any(s[ax] == DYNAMIC for s in shapes) else sum(s[ax] for s in shapes)
@@ -141,20 +159,37 @@ class SplitOp(TopOp):
     axis = prop(I64Attr, default=I(0))
     num_outputs = prop(I64Attr, optional=True)
 
+    def infer_shapes(self) -> list[Type]:
+        check_axis(self, self.input)
+        split, xs = const_value(self.split), shape_of(self.input)
+        if split is not None and xs is not None:
+            _split_sizes(self, xs[norm_axis(self.attr("axis"), len(xs))], split)
+        return super().infer_shapes()
+
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         x, split = inputs
         ax = norm_axis(self.attr("axis"), x.ndim)
-        n = len(self.results)
-        if split is None:
-            d = x.shape[ax]
-            k = -(-d // n)
-            sizes = [min(k, max(d - k * i, 0)) for i in range(n)]
-        else:
-            sizes = _ints(split)
+        sizes = _split_sizes(self, x.shape[ax], split)
         idx = np.cumsum(sizes)[:-1]
         return list(np.split(x, idx, axis=ax))
 
     flops_per_element = 0  # data movement: no arithmetic
+
+
+def _split_sizes(op: SplitOp, d: int, split: Any) -> list[int]:
+    """The part sizes of a Split of a dim of size ``d`` (``split`` None: equal parts)."""
+    n = len(op.results)
+    if split is None:
+        k = -(-d // n)
+        return [min(k, max(d - k * i, 0)) for i in range(n)]
+    sizes = _ints(split)
+    if d == DYNAMIC:
+        return sizes
+    if len(sizes) != n or any(s < 0 for s in sizes) or sum(sizes) != d:
+        raise VerifyError(
+            f"split sizes {sizes} must be {n} non-negative sizes adding up to the split dim {d}"
+        )
+    return sizes
 
 
 class SliceOp(TopOp):
@@ -294,6 +329,15 @@ class ConstantOfShapeOp(TopOp):
     output = result_def(AnyTensor)
     value = prop(ElementsAttrC, optional=True)
 
+    def infer_shapes(self) -> list[Type]:
+        shape = const_value(self.shape)
+        if shape is None:
+            return [tensor_of(None, elem_of(self.output))]
+        dims = _ints(shape)
+        if any(d < 0 for d in dims):
+            raise VerifyError(f"shape {dims} has negative dims")
+        return [tensor_of(dims, elem_of(self.output))]
+
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         v = self.attr("value")
         fill = np.asarray(v).reshape(-1)[0] if v is not None else np.float32(0)
@@ -309,6 +353,16 @@ class ExpandOp(TopOp):
     shape = operand(AnyTensor)
     output = result_def(AnyTensor)
 
+    def infer_shapes(self) -> list[Type]:
+        shape, xs = const_value(self.shape), shape_of(self.input)
+        if shape is None or xs is None or DYNAMIC in xs:
+            return [tensor_of(None, elem_of(self.input))]
+        try:
+            out = np.broadcast_shapes(tuple(xs), tuple(_ints(shape)))
+        except ValueError:
+            raise VerifyError(f"cannot expand shape {list(xs)} to {_ints(shape)}") from None
+        return [tensor_of(list(out), elem_of(self.input))]
+
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         x, shape = inputs
         out = np.broadcast_shapes(x.shape, tuple(_ints(shape)))
@@ -323,6 +377,15 @@ class TileOp(TopOp):
     input = operand(AnyTensor)
     repeats = operand(AnyTensor)
     output = result_def(AnyTensor)
+
+    def infer_shapes(self) -> list[Type]:
+        reps, xs = const_value(self.repeats), shape_of(self.input)
+        if reps is None or xs is None:
+            return [tensor_of(None, elem_of(self.input))]
+        r = _ints(reps)
+        if len(r) != len(xs) or any(n < 0 for n in r):
+            raise VerifyError(f"repeats {r} must be {len(xs)} non-negative counts (one per input dim)")
+        return [tensor_of([DYNAMIC if d == DYNAMIC else d * n for d, n in zip(xs, r)], elem_of(self.input))]
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         return [np.tile(inputs[0], _ints(inputs[1]))]
@@ -341,6 +404,10 @@ class GatherOp(TopOp):
     indices = operand(AnyTensor)
     output = result_def(AnyTensor)
     axis = prop(I64Attr, default=I(0))
+
+    def infer_shapes(self) -> list[Type]:
+        check_axis(self, self.operands[0])
+        return super().infer_shapes()
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         x, idx = inputs

@@ -177,3 +177,55 @@ def test_undefined_tensor_is_a_located_error() -> None:
     with ctx.diagnostics.capture() as diags, pytest.raises(OnnxImportError, match="undefined tensor 'nope'"):
         import_onnx(m, ctx, filename="u.onnx")
     assert diags and diags[0].location == NameLoc("y", FileLineColLoc("u.onnx", 0, 0))
+
+
+def _if_squeeze_model(else_op: str = "Squeeze"):
+    """If(sr == 16000) then Relu(x) else Squeeze(x, axis 1) (or Concat(x, c) on axis 0 with c of
+    shape [1, 1, 4]): for x of shape [2, 3, 4] the else branch cannot run, as in real
+    voice-activity detectors branching on the sample rate."""
+    then_g = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["t"], name="then_relu")], "then", [], [_vi("t", None)]
+    )
+    if else_op == "Squeeze":
+        node = helper.make_node("Squeeze", ["x", "ax"], ["e"], name="else_squeeze")
+    else:
+        node = helper.make_node("Concat", ["x", "c"], ["e"], name="else_concat", axis=0)
+    else_g = helper.make_graph([node], "else", [], [_vi("e", None)])
+    return _model(
+        [
+            helper.make_node("Equal", ["sr", "k"], ["cond"], name="eq"),
+            helper.make_node("If", ["cond"], ["y"], name="if0", then_branch=then_g, else_branch=else_g),
+        ],
+        [_vi("x", ["N", "C", 4]), _vi("sr", [1], TensorProto.INT64)],
+        [_vi("y", None)],
+        [
+            numpy_helper.from_array(np.array([1], np.int64), "ax"),
+            numpy_helper.from_array(np.array([16000], np.int64), "k"),
+            numpy_helper.from_array(np.ones((1, 1, 4), np.float32), "c"),
+        ],
+        opset=17,
+    )
+
+
+@pytest.mark.parametrize("else_op", ["Squeeze", "Concat"])
+@pytest.mark.parametrize(("shape", "rate"), [((2, 3, 4), 16000), ((2, 1, 4), 8000)], ids=["then", "else"])
+def test_branch_that_does_not_fit_the_input_shapes_runs_like_onnxruntime(
+    tmp_path, shape, rate, else_op
+) -> None:
+    from lamina.frontends.model_io import parse_mlir_file
+    from lamina.frontends.onnx.testing import run_onnxruntime
+    from lamina.tools.transform import main as transform
+
+    m = _if_squeeze_model(else_op)
+    path = tmp_path / "vad.onnx"
+    path.write_bytes(m.SerializeToString())
+    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    feeds = {"x": x, "sr": np.array([rate], np.int64)}
+    np.savez(tmp_path / "in.npz", **feeds)
+    mlir = tmp_path / "vad.mlir"
+    args = ["--model_def", str(path), "--mlir", str(mlir), "--input_shapes", str([list(shape), [1]])]
+    assert transform([*args, "--test_input", str(tmp_path / "in.npz")]) == 0
+    module, _ = parse_mlir_file(str(mlir))
+    got = Interpreter(module).run(feeds)["y"]
+    want = run_onnxruntime(m, feeds)["y"]
+    np.testing.assert_array_equal(got, want)

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from lamina.dialects.top.base import static_nbytes
 from lamina.ir.attributes import element_type_to_dtype
 from lamina.ir.core import Block, Operation
 from lamina.ir.types import DYNAMIC, NoneType, ShapedType
@@ -90,6 +91,10 @@ def evaluate(op: Operation, max_bytes: int = DEFAULT_MAX_BYTES) -> list[np.ndarr
             return None
         ins.append(a)
         in_bytes += a.nbytes
+    for r in op.results:  # too large to keep: decided from the result types, before allocating
+        n = static_nbytes(r.type)
+        if n is not None and n > max_bytes and n > 2 * in_bytes:
+            return None
     try:
         with np.errstate(all="ignore"):
             outs = op.execute(ins)  # type: ignore[attr-defined]

@@ -101,7 +101,10 @@ def _clone_with(
 
 
 def _ordered(op: Operation) -> list[tuple[Value, Value]]:
-    """Both orders of a commutative binary op's operands."""
+    """Both orders of a commutative binary op's operands (none for a variadic Add/Mul/... with
+    other than two operands, as an ONNX Sum of one or three tensors)."""
+    if len(op.operands) != 2:
+        return []
     a, b = op.operands[0], op.operands[1]
     return [(a, b), (b, a)]
 

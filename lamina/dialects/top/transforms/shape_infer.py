@@ -4,7 +4,11 @@
 Types are propagated in program order, so a changed input shape (``input-shapes=1x3x32x32``)
 flows through the whole function. An op whose inference gives an unranked result keeps its
 current type; where no operand type changed, inferred dynamic dims do not overwrite known static
-ones (inference only refines types then)."""
+ones (inference only refines types then).
+
+Inside regions (``top.If`` branches, loop bodies) an op whose inference fails is not an error: a
+branch that is not taken for the given input shapes may not fit them (onnxruntime runs such models),
+so the op's results become unranked there and the interpreter runs the branch on real shapes."""
 
 from __future__ import annotations
 
@@ -12,8 +16,10 @@ from typing import Any
 
 from lamina.ir.core import Block, Operation, Value
 from lamina.ir.diagnostics import VerifyError
-from lamina.ir.types import DYNAMIC, FunctionType, RankedTensorType, ShapedType, Type
+from lamina.ir.types import DYNAMIC, FunctionType, RankedTensorType, ShapedType, Type, UnrankedTensorType
 from lamina.passes import Option, Pass, Statistic, register_pass
+
+from .utils import loc_name
 
 
 def _parse_shape(text: str) -> tuple[int, ...]:
@@ -44,36 +50,58 @@ class ShapeInference:
         self.changed: set[Value] = set()
         self.num_updated = 0
         self.failed = False
+        #: results made unranked inside regions because their inference failed
+        self.unranked: set[Value] = set()
 
-    def run_block(self, block: Block) -> None:
+    def run_block(self, block: Block, in_region: bool = False) -> None:
         for op in list(block):
             for region in op.regions:
                 for b in region.blocks:
-                    self.run_block(b)
-            self.run_op(op)
+                    self.run_block(b, in_region=True)
+            self.run_op(op, in_region)
 
-    def run_op(self, op: Operation) -> None:
+    def run_op(self, op: Operation, in_region: bool = False) -> None:
         infer = getattr(op, "infer_shapes", None)
         if infer is None or not op.results:
             return
         try:
             new_types = list(infer())
-        except (VerifyError, ValueError, IndexError, TypeError) as e:
-            op.emit_error(f"shape inference failed: {e}")
-            self.failed = True
-            return
         except Exception as e:  # an op's failing inference code is a diagnostic, not a crash
-            op.emit_error(f"shape inference failed: {type(e).__name__}: {e}")
+            if in_region:
+                self._unrank(op)
+                return
+            what = (
+                ""
+                if isinstance(e, (VerifyError, ValueError, IndexError, TypeError))
+                else f"{type(e).__name__}: "
+            )
+            name = loc_name(op.location)
+            op.emit_error(f"shape inference failed{f' for tensor {name!r}' if name else ''}: {what}{e}")
             self.failed = True
             return
         if len(new_types) != len(op.results):
             return
         operands_changed = any(v in self.changed for v in op.operands)
+        # in a region, results of an op reading a value left unranked there follow it (their old
+        # static types were derived from shapes that could not be right)
+        follow = in_region and any(v in self.unranked for v in op.operands)
         for r, t in zip(op.results, new_types):
             nt = _refine(r.type, t, operands_changed)
+            if follow and isinstance(t, ShapedType) and not t.has_rank and isinstance(r.type, ShapedType):
+                nt = UnrankedTensorType(r.type.element_type)
+                self.unranked.add(r)
             if nt is not r.type:
                 r.type = nt
                 self.changed.add(r)
+                self.num_updated += 1
+
+    def _unrank(self, op: Operation) -> None:
+        """Give ``op``'s tensor results unranked types (their shapes are known only at run time)."""
+        for r in op.results:
+            if isinstance(r.type, ShapedType) and r.type.has_rank:
+                r.type = UnrankedTensorType(r.type.element_type)
+                self.changed.add(r)
+                self.unranked.add(r)
                 self.num_updated += 1
 
 
