@@ -31,6 +31,7 @@ import numpy as np
 
 from lamina.ir.attributes import StringAttr
 from lamina.ir.core import Block, Operation, Region, Value
+from lamina.ir.diagnostics import diagnostic_location
 from lamina.ir.location import FileLineColLoc, FusedLoc, Location, NameLoc
 from lamina.ir.traits import ExecutableOpInterface
 
@@ -70,8 +71,11 @@ def result_names(op: Operation) -> list[str]:
     return [names[i] if i < len(names) else f"{base}_{i}" for i in range(n)]
 
 
-def _describe(loc: Location) -> str:
-    flc = loc.file_line_col()
+def _describe(op: Operation) -> str:
+    """Where ``op`` is: the line of the ``.mlir`` it was parsed from (else its location's file), and
+    the tensor names of its location."""
+    loc = op.location
+    flc = diagnostic_location(op).file_line_col()
     names = location_names(loc)
     where = f"{flc.filename}:{flc.line}:{flc.col}" if isinstance(flc, FileLineColLoc) else ""
     return ", ".join(x for x in (where, "/".join(f"'{n}'" for n in names)) if x)
@@ -165,7 +169,7 @@ class Interpreter:
                     vals = self._op_fn(op)([])
                 except Exception as e:
                     raise ExecutionError(
-                        f"'{op.name}' op at {_describe(op.location)} failed: {type(e).__name__}: {e}", op
+                        f"'{op.name}' op at {_describe(op)} failed: {type(e).__name__}: {e}", op
                     ) from e
                 for s, v in zip(outs, vals):
                     self._consts.append((s, v))
@@ -185,7 +189,7 @@ class Interpreter:
         for r, name in zip(op.results, result_names(op)):
             err = size_error(r.type, f"tensor '{name}'")
             if err is not None:
-                return f"'{op.name}' op at {_describe(op.location)} cannot run: {err}"
+                return f"'{op.name}' op at {_describe(op)} cannot run: {err}"
         return None
 
     def _op_fn(self, op: Operation) -> Callable[[list[Any]], Sequence[Any]]:
@@ -197,7 +201,7 @@ class Interpreter:
             return lambda ins, _exe=exe, _r=runners: _exe(ins, _r)
         iface = ExecutableOpInterface.get(op)
         if iface is None:
-            raise ExecutionError(f"'{op.name}' op at {_describe(op.location)} cannot be executed", op)
+            raise ExecutionError(f"'{op.name}' op at {_describe(op)} cannot be executed", op)
         make = getattr(op, "executor", None)
         return make() if make is not None else iface.execute
 
@@ -307,7 +311,7 @@ class Interpreter:
             raise
         except Exception as e:  # report which op failed, where
             op = self._find_failed(plan, env, i)
-            where = f" at {_describe(op.location)}" if op is not None else ""
+            where = f" at {_describe(op)}" if op is not None else ""
             name = op.name if op is not None else "?"
             raise ExecutionError(f"'{name}' op{where} failed: {type(e).__name__}: {e}", op) from e
 

@@ -163,6 +163,7 @@ def run_top_module(
 def parse_mlir_file(path: str) -> tuple[Any, Any]:
     """Parse and verify a ``.mlir`` file; diagnostics become one ToolError."""
     import lamina.dialects  # noqa: F401
+    from lamina.dialects.top.transforms.shape_infer import check_result_types
     from lamina.ir.context import Context
     from lamina.ir.parser import parse_module
     from lamina.ir.verifier import verify
@@ -185,6 +186,8 @@ def parse_mlir_file(path: str) -> tuple[Any, Any]:
             raise ToolError(f"cannot parse model '{path}':\n" + "\n".join(diags or ["(no diagnostic)"]))
         if not verify(module, ctx):
             raise ToolError(f"model '{path}' does not verify:\n" + "\n".join(diags))
+        if not check_result_types(module):
+            raise ToolError(f"model '{path}' is inconsistent:\n" + "\n".join(diags))
     return module, ctx
 
 

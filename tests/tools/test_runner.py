@@ -135,3 +135,35 @@ def test_runner_errors(
     assert not Path(out).exists()
     assert main(["--input", x_npz]) == 2  # usage
     assert "Traceback" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        # the declared result no longer matches what the op computes
+        ("pads = array<i64: 1, 1, 1, 1>", "pads = array<i64: 2, 2, 2, 2>", "result #0 is declared"),
+        # an attribute the operands cannot take (a raw numpy AxisError at run time before)
+        ('"top.Relu"(%3) :', '"top.Softmax"(%3) <{axis = 7 : i64}> :', "axis 7 is out of range"),
+    ],
+    ids=["result-type", "axis"],
+)
+def test_hand_edited_mlir_is_reported_at_its_line(
+    tmp_path: Path,
+    conv_mlir: str,
+    x_npz: str,
+    capsys: pytest.CaptureFixture[str],
+    old: str,
+    new: str,
+    message: str,
+) -> None:
+    """An op edited by hand is checked against what its operands give before anything runs, and the
+    error points at the line of the .mlir the user edited (not at the ONNX node it came from)."""
+    text = Path(conv_mlir).read_text()
+    assert old in text
+    edited = Path(conv_mlir).with_name("edited.mlir")
+    edited.write_text(text.replace(old, new))
+    line = next(i for i, s in enumerate(edited.read_text().splitlines(), 1) if new in s)
+    assert main(["--model", str(edited), "--input", x_npz, "--output", str(tmp_path / "o.npz")]) == 1
+    err = capsys.readouterr().err
+    assert f"edited.mlir:{line}:" in err and message in err, err
+    assert not (tmp_path / "o.npz").exists()

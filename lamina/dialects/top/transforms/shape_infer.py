@@ -166,6 +166,51 @@ def infer_shapes(op: Operation, input_shapes: list[tuple[int, ...]] | None = Non
     return inf
 
 
+def _shapes_conflict(declared: Type, inferred: Type) -> bool:
+    """Whether two tensor types cannot describe one tensor: ranks or static dims differ."""
+    if not (isinstance(declared, ShapedType) and isinstance(inferred, ShapedType)):
+        return False
+    if not (declared.has_rank and inferred.has_rank):
+        return False
+    if declared.rank != inferred.rank:
+        return True
+    return any(a != b for a, b in zip(declared.shape, inferred.shape) if a != DYNAMIC and b != DYNAMIC)
+
+
+def check_result_types(module: Operation) -> bool:
+    """Check that every ``top`` op outside regions declares result shapes its operands give (an
+    op edited by hand in a ``.mlir``: a wrong axis, a wrong result type), as MLIR's verifier does
+    for ops with inferred return types. Emits one located error per op; returns whether all agree.
+    Ops inside regions are left alone: an untaken ``If`` branch may not fit the input shapes."""
+    ok = True
+    for op in module.walk_ops():
+        infer = getattr(op, "infer_shapes", None)
+        if infer is None or not op.results or not op.name.startswith("top.") or _in_region_op(op):
+            continue
+        try:
+            inferred = list(infer())
+        except Exception as e:
+            op.emit_error(f"its operands do not fit it: {e}")
+            ok = False
+            continue
+        for i, (r, t) in enumerate(zip(op.results, inferred)):
+            if _shapes_conflict(r.type, t):
+                op.emit_error(f"result #{i} is declared {r.type} but its operands give {t}")
+                ok = False
+                break
+    return ok
+
+
+def _in_region_op(op: Operation) -> bool:
+    """Whether ``op`` is nested in a region of an op other than a function or module."""
+    p = op.parent_op()
+    while p is not None and p.name not in ("func.func", "builtin.module"):
+        if p.name.startswith("top."):
+            return True
+        p = p.parent_op()
+    return False
+
+
 @register_pass
 class TopShapeInfer(Pass):
     name = "top-shape-infer"
