@@ -227,6 +227,13 @@ def run(argv: Sequence[str] | None = None) -> int:
     if unknown:
         print(f"lamina-opt: error: {unknown}", file=sys.stderr)
         return 2
+    if args.external_weights and args.split_input_file:
+        print(
+            "lamina-opt: error: --external-weights cannot be combined with --split-input-file "
+            "(every chunk would write the same weight file)",
+            file=sys.stderr,
+        )
+        return 2
     args.external_weights = _external_weights_path(args)
     try:
         check_outputs(

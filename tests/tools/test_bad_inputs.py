@@ -104,6 +104,7 @@ CASES: list[tuple[str, Tool, list[str], int, list[str]]] = [
     ("opt-weights-is-output", OPT, ["m.mlir", "-o", "out.mlir", "--external-weights", "out.mlir"], 1, ["two outputs"]),
     ("opt-o-is-input-weights", OPT, ["m.mlir", "-o", "m_top_weights.npz"], 1, ["weight file of the input"]),
     ("opt-o-is-input", OPT, ["m.mlir", "-o", "./m.mlir"], 1, ["refusing to overwrite"]),
+    ("opt-weights-split", OPT, ["m.mlir", "--split-input-file", "--external-weights", "w.npz"], 2, ["--split-input-file"]),
     ("deploy-false-pass", D, [*F32, "--test_input", "m_in_f32.npz", "--test_reference", "o_tpu_outputs.npz", "--model", "o"], 1, ["--test_reference 'o_tpu_outputs.npz'"]),
     ("deploy-outputs-is-test-input", D, [*F32, "--test_input", "o_tpu_outputs.npz", "--model", "o.bmodel"], 1, ["--test_input"]),
     ("deploy-model-is-mlir", D, [*F32, "--model", "m.mlir"], 1, ["--model 'm.mlir'", "--mlir"]),
