@@ -134,6 +134,9 @@ def onnx_type(tp: Any) -> Type | None:
     if not tt.HasField("shape"):
         return UnrankedTensorType(elem)
     dims = [d.dim_value if d.HasField("dim_value") else DYNAMIC for d in tt.shape.dim]
+    if any(d.HasField("dim_value") and d.dim_value < 0 for d in tt.shape.dim):
+        # ONNX's own inference gives a window larger than its input a negative size
+        raise Unsupported(f"negative dimension in shape {dims}")
     return RankedTensorType(dims, elem)
 
 
