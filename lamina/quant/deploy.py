@@ -95,6 +95,12 @@ def deploy_module(
     mode = mode.upper()
     if mode not in MODES:
         raise ToolError(f"mode must be one of {', '.join(MODES)}, got '{mode}'")
+    from lamina.quant.calibration import CalibrationError, check_top_module
+
+    try:
+        check_top_module(module, None, "deploy_module")
+    except CalibrationError as e:
+        raise ToolError(str(e)) from None
     tmpdir = tempfile.mkdtemp(prefix="lamina-deploy-")
     try:
         table_path = _materialize_table(calibration_table, tmpdir)

@@ -107,7 +107,7 @@ def calibrate_file(
     """``run_calibration`` as a function: returns the :class:`CalibrationResult` and writes the table
     when ``calibration_table`` is given. Problems raise :class:`ToolError`."""
     from lamina.frontends.model_io import ToolError, parse_mlir_file
-    from lamina.quant.calibration import CalibrationError, calibrate
+    from lamina.quant.calibration import CalibrationError, calibrate, check_top_module
     from lamina.quant.dataset import DatasetError, SampleLoader, list_samples
 
     if dataset is not None and data_list is not None:
@@ -130,6 +130,10 @@ def calibrate_file(
     if input_num and len(entries) < input_num and log is not None:
         log(f"{TOOL}: note: --input_num {input_num} but only {len(entries)} sample(s) found; using them all")
     module, _ctx = parse_mlir_file(mlir_file)
+    try:
+        check_top_module(module, mlir_file, TOOL)
+    except CalibrationError as e:
+        raise ToolError(str(e)) from None
     loader = SampleLoader.for_module(module)
     if tune_num > len(entries):
         tune_num = len(entries)
@@ -150,6 +154,9 @@ def calibrate_file(
         )
     except (DatasetError, CalibrationError) as e:
         raise ToolError(str(e)) from None
+    for w in result.warnings:
+        if log is not None:
+            log(f"{TOOL}: warning: {w}")
     if calibration_table is not None:
         try:
             result.table.write(calibration_table)
