@@ -23,12 +23,12 @@ Steps:
    ``quantize_static`` leaves them in float as well); the cosine of the worst final output of each
    sample, averaged over the samples, against the float ``top`` interpreter. (In pure INT8 the head
    ``Concat`` keeps the scores anyway: the lowering gives it a per-axis type, see ``docs/tpu.md``.)
-3. **Sensitivity ranking**, on the first :data:`RANK_SAMPLES` samples (the result is confirmed on
-   all of them at the end). A model of at most :data:`RANK_TOP` layers (or any model with a stand-in
-   ``evaluate``): float one layer at a time and measure the cosine gained (``gain = cos(layer in
+3. **Sensitivity ranking**. A model of at most :data:`EXHAUSTIVE_LAYERS` layers (or any model with a
+   stand-in ``evaluate``): float one layer at a time and measure the cosine gained (``gain = cos(layer in
    float) - cos(baseline)``). A larger model: each tensor's *own* INT8 error, ``1 - cos(x,
    fake_quant(x))`` with its calibrated threshold, from one float run of :data:`QERR_SAMPLES`
-   samples, with no lowering at all. One layer at a time costs one lowering and run per layer
+   samples, with no lowering at all; its selection, pruning and refinement then measure on the first
+   :data:`RANK_SAMPLES` samples and the result is confirmed on all of them. One layer at a time costs one lowering and run per layer
    (642 of them for a PP-OCR-sized detector: hours), and it misses what such networks suffer from:
    a channel far larger than the others crushes every tensor along the chain carrying it, and
    floating any one of them alone gains nothing. The ranking is printed, most sensitive first.
@@ -83,7 +83,9 @@ __all__ = [
 FLOAT_MODES = ("F32", "F16", "BF16")
 #: samples the ranking, greedy and pruning measure on (the result is confirmed on all)
 RANK_SAMPLES = 4
-#: with more layers than this, only the layers adding the most error are measured one by one
+#: models with at most this many layers get the measured one-layer-at-a-time ranking
+EXHAUSTIVE_LAYERS = 200
+#: at most this many floated layers are tried for pruning with the error ranking
 RANK_TOP = 16
 #: samples whose float run gives each tensor's own quantization error
 QERR_SAMPLES = 2
@@ -403,6 +405,7 @@ def search_qtable(
     evaluate: Callable[..., float] | None = None,
     rank_samples: int = RANK_SAMPLES,
     rank_top: int = RANK_TOP,
+    exhaustive_layers: int = EXHAUSTIVE_LAYERS,
     max_evaluations: int | None = MAX_EVALUATIONS,
     progress_interval: float = 5.0,
 ) -> SearchResult:
@@ -416,11 +419,11 @@ def search_qtable(
     where the ranking and the progress lines go (None: silent; progress at most every
     ``progress_interval`` seconds, with the phase, candidates done/total, elapsed time and ETA).
 
-    Speed: the ranking, greedy, pruning and refinement measure on the first ``rank_samples`` samples
-    and the result is confirmed on all of them (greedy continues on all when the confirmation falls
-    short); with more than ``rank_top`` layers, only the ``rank_top`` layers that add the most error
-    in one dumped INT8 run (:func:`local_sensitivity`) are measured one by one, the others follow in
-    that order; at most ``max_evaluations`` lowerings are measured (None: no bound).
+    Speed: a model of more than ``exhaustive_layers`` layers is ranked by each tensor's own INT8
+    error (no lowering), the number of layers to float is found by bisection and at most ``rank_top``
+    of them are tried for pruning, all measured on the first ``rank_samples`` samples, and the
+    result is confirmed on all of them (greedy continues on all when the confirmation falls short);
+    smaller models are searched as before, on all samples. At most ``max_evaluations`` lowerings are measured (None: no bound).
 
     ``evaluate(qtable, table) -> cosine`` replaces the real lowering (tests; every layer is then
     measured). Returns a :class:`SearchResult`; raises :class:`SearchError` when the search cannot run."""
@@ -443,9 +446,6 @@ def search_qtable(
             raise SearchError("the search needs at least one sample")
         real = TpuEvaluator(module, samples, asymmetric, ctx)
         evaluate = real
-    n_all = len(real.samples) if real is not None else 1
-    n_rank = max(1, min(rank_samples, n_all)) if rank_samples > 0 else n_all
-    subset = n_rank < n_all
     all_layers = layers(module)
     shape_ops, fragile = auto_float_ops(module, table)
     shape_set = set(shape_ops)
@@ -454,6 +454,11 @@ def search_qtable(
     if not candidates:
         raise SearchError("the model has no layer to quantize")
     n_layers = len(candidates)
+    # a large model: ranked by each tensor's own INT8 error, measured on fewer samples, bisection
+    fast = real is not None and n_layers > exhaustive_layers
+    n_all = len(real.samples) if real is not None else 1
+    n_rank = max(1, min(rank_samples, n_all)) if fast and rank_samples > 0 else n_all
+    subset = n_rank < n_all
     limit = max(1, math.floor(0.10 * n_layers)) if max_float_layers is None else int(max_float_layers)
     if limit < 0:
         raise SearchError(f"max_float_layers must be >= 0, got {limit}")
@@ -505,7 +510,8 @@ def search_qtable(
         current = baseline
         phase = "sensitivity"
         try:
-            if real is not None and n_layers > rank_top:
+            if fast:
+                assert real is not None
                 # Many layers: order them by their own quantization error (one float run per rank
                 # sample), then bisect on how many of the first ones to float.
                 phase = "quantization errors"
@@ -616,8 +622,9 @@ def search_qtable(
             got = cos_of(floated, new_table)
             if got < final:  # better on the rank samples only: keep the calibrated thresholds
                 say("search_qtable: the refined thresholds do not help on all samples; not kept")
-                new_table, got, refined = table, final, {}
-        table, final = new_table, got
+                refined = {}
+        if refined:
+            table, final = new_table, got
     qtable = qtable_of(floated)
     result = SearchResult(
         qtable,

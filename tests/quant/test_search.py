@@ -242,7 +242,7 @@ def test_progress_and_evaluation_budget_on_a_small_detector(tmp_path: Path) -> N
         m.module, table, samples, expected_cos=0.9999, max_float_layers=0, ctx=m.ctx, log=None
     )
     target = base.baseline_cos + 0.25 * (1 - base.baseline_cos)
-    res = search_qtable(m.module, table, samples, expected_cos=target, max_float_layers=75, max_evaluations=4,
+    res = search_qtable(m.module, table, samples, expected_cos=target, max_float_layers=75, max_evaluations=4, exhaustive_layers=0,
                         ctx=m.ctx, log=lines.append, progress_interval=0)  # fmt: skip
     assert res.evaluations <= 4
     assert res.final_cos >= res.baseline_cos  # never worse than all-INT8
@@ -256,6 +256,6 @@ def test_progress_and_evaluation_budget_on_a_small_detector(tmp_path: Path) -> N
     assert all(" s elapsed, ETA " in ln and ln.endswith(" s for this phase") for ln in progress)
     assert "layers by their own INT8 error" in text
     # with room to work, the search reaches the target and confirms it on all the samples
-    res = search_qtable(m.module, table, samples, expected_cos=target, max_float_layers=75, ctx=m.ctx, log=None,
+    res = search_qtable(m.module, table, samples, expected_cos=target, max_float_layers=75, ctx=m.ctx, log=None, exhaustive_layers=0,
                         refine_top=0)  # fmt: skip
     assert res.reached and 0 < len(res.float_layers) <= 75, res.summary()
