@@ -40,7 +40,14 @@ from lamina.quant.histogram import TensorObserver
 from lamina.quant.methods import METHODS, MIN_THRESHOLD, compute_threshold
 from lamina.quant.table import CalibrationTable, TensorStats
 
-__all__ = ["CalibrationError", "CalibrationResult", "ModelRunner", "calibrate", "collect_statistics"]
+__all__ = [
+    "CalibrationError",
+    "CalibrationResult",
+    "ModelRunner",
+    "calibrate",
+    "check_top_module",
+    "collect_statistics",
+]
 
 
 #: per-channel thresholds where the largest channel max is this many times the median one
@@ -51,6 +58,23 @@ ASYM_TAIL = 0.05
 
 class CalibrationError(Exception):
     """Calibration cannot proceed (an op failed on a sample, no samples, ...)."""
+
+
+def check_top_module(module: Any, source: str | None, tool: str = "run_calibration") -> None:
+    """Raise :class:`CalibrationError` unless ``module`` is a ``top`` model that calibration (and the
+    INT8 lowering) can take: one with ``tpu`` ops is already deployed, one without ``top`` ops is not a
+    model_transform output. ``source`` names the file in the message (None: "the module")."""
+    where = f"'{source}'" if source else "the module"
+    dialects = {op.dialect_name for op in module.walk_ops()}
+    if "tpu" in dialects:
+        raise CalibrationError(
+            f"{tool} expects a top-level .mlir from model_transform; {where} holds tpu ops (already deployed)"
+        )
+    if "top" not in dialects:
+        raise CalibrationError(
+            f"{tool} expects a top-level .mlir from model_transform; {where} has no top ops "
+            f"(it holds {', '.join(sorted(d for d in dialects if d != 'builtin')) or 'nothing'})"
+        )
 
 
 class ModelRunner:
@@ -106,6 +130,8 @@ class CalibrationResult:
     initial_thresholds: dict[str, float]
     tuned: dict[str, float] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
+    #: problems that did not stop calibration (tensors holding some NaN/inf values)
+    warnings: list[str] = field(default_factory=list)
 
 
 def collect_statistics(
@@ -249,6 +275,7 @@ def _calibrate(
             bar.close()
     if n == 0:
         raise CalibrationError("no calibration samples")
+    warnings = _check_finite(observers, n)
     timings["statistics"] = time.perf_counter() - t0
     t1 = time.perf_counter()
     thresholds = {name: compute_threshold(method, o, bin_num) for name, o in observers.items()}
@@ -278,7 +305,27 @@ def _calibrate(
             lo, hi = -MIN_THRESHOLD, MIN_THRESHOLD
         table.thresholds[name] = TensorStats(float(th), float(lo), float(hi))
     timings["total"] = time.perf_counter() - t0
-    return CalibrationResult(table, observers, thresholds, tuned, timings)
+    return CalibrationResult(table, observers, thresholds, tuned, timings, warnings)
+
+
+def _check_finite(observers: Mapping[str, TensorObserver], n: int) -> list[str]:
+    """A tensor NaN/inf in every sample is an error (no threshold can be chosen for it); one holding
+    NaN/inf in part is one warning line for all such tensors (the statistics ignore those values)."""
+    dead = [k for k, o in observers.items() if o.count == 0 and o.nonfinite > 0]
+    if dead:
+        more = f" (and {len(dead) - 1} more: {', '.join(repr(d) for d in dead[1:4])}{' ...' if len(dead) > 4 else ''})"
+        raise CalibrationError(
+            f"tensor '{dead[0]}' is NaN/inf everywhere in all {n} sample(s)"
+            f"{more if len(dead) > 1 else ''}: no threshold can be chosen; check the samples and the model"
+        )
+    partial = [(k, o) for k, o in observers.items() if o.nonfinite > 0]
+    if not partial:
+        return []
+    shown = ", ".join(f"'{k}' ({o.nonfinite} of {o.nonfinite + o.count} values)" for k, o in partial[:3])
+    return [
+        f"{len(partial)} tensor(s) hold NaN/inf in the calibration samples: {shown}"
+        f"{f' and {len(partial) - 3} more' if len(partial) > 3 else ''}; their statistics ignore those values"
+    ]
 
 
 def _bar(progress: bool, total: int | None, desc: str) -> Any:

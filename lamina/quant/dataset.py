@@ -166,7 +166,14 @@ class SampleLoader:
                     raise DatasetError(
                         f"{source}: input '{name}' has shape {list(a.shape)} but the model expects {list(shape)}"
                     )
-            out[name] = a.astype(dt, copy=False)
+            a = a.astype(dt, copy=False)
+            if a.size and a.dtype.kind == "f" and not np.isfinite(a).any():
+                kinds = "NaN" if np.isnan(a).all() else "inf" if np.isinf(a).all() else "NaN/inf"
+                raise DatasetError(
+                    f"{source}: input '{name}' is {kinds} everywhere ({a.size} values): a calibration sample "
+                    "must hold real data (its statistics would give meaningless 1e-5 thresholds)"
+                )
+            out[name] = a
         return out
 
     def iterate(self, entries: Sequence[str]) -> Iterator[dict[str, np.ndarray]]:

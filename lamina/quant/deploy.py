@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Mapping
+import warnings
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -72,13 +73,17 @@ def deploy_module(
     qtable: Any = None,
     ctx: Any = None,
     clone: bool = True,
+    warn: Callable[[str], None] | None = None,
 ) -> Any:
     """Lower a ``top`` module to ``tpu`` in ``mode`` (F32/F16/BF16/INT8) and return the ``tpu`` module.
 
     ``calibration_table`` is a path or a :class:`~lamina.quant.table.CalibrationTable`; ``qtable`` a
     path or a mapping ``op name -> mode``. The input module is left untouched unless ``clone=False``.
-    Failures (a missing threshold, an op that cannot be lowered) raise :class:`ToolError` with the
-    pass diagnostics."""
+    Both are checked against the model first: a table naming none of its tensors, a ``#channel_th``
+    that does not fit its tensor, an unknown qtable mode are errors, and the names the model does not
+    have are one warning each, passed to ``warn`` (default: :func:`warnings.warn`; ``lambda m: None``
+    silences them). Failures (a missing threshold, an op that cannot be lowered) raise
+    :class:`ToolError` with the pass diagnostics."""
     import lamina.dialects
     from lamina.ir.context import Context
     from lamina.passes import PassManager
@@ -90,26 +95,57 @@ def deploy_module(
     mode = mode.upper()
     if mode not in MODES:
         raise ToolError(f"mode must be one of {', '.join(MODES)}, got '{mode}'")
+    from lamina.quant.calibration import CalibrationError, check_top_module
+
+    try:
+        check_top_module(module, None, "deploy_module")
+    except CalibrationError as e:
+        raise ToolError(str(e)) from None
     tmpdir = tempfile.mkdtemp(prefix="lamina-deploy-")
     try:
         table_path = _materialize_table(calibration_table, tmpdir)
         qtable_path = _materialize_qtable(qtable, tmpdir)
         work = module.clone() if clone else module
         ctx = ctx or getattr(module, "context", None) or Context()
-        diags: list[str] = []
+        diags: list[Any] = []
         pipeline = deploy_pipeline(mode, asymmetric, table_path, qtable_path)
-        with ctx.diagnostics.handler(lambda d: diags.append(str(d))), ctx:
+        with ctx.diagnostics.handler(diags.append), ctx:
             try:
                 pm = PassManager.parse(pipeline, ctx)
             except Exception as e:
                 raise ToolError(f"cannot build the lowering pipeline '{pipeline}': {e}") from None
             if not pm.run(work):
-                raise ToolError(f"lowering to tpu ({mode}) failed:\n" + "\n".join(diags))
+                table_errors = _file_errors(diags, (table_path, qtable_path))
+                if table_errors:
+                    raise ToolError("\n".join(table_errors))
+                raise ToolError(f"lowering to tpu ({mode}) failed:\n" + "\n".join(str(d) for d in diags))
+        for d in diags:
+            if d.severity == "warning":
+                if warn is None:
+                    warnings.warn(str(d), stacklevel=2)
+                else:
+                    warn(str(d))
         return work
     finally:
         import shutil
 
         shutil.rmtree(tmpdir, ignore_errors=True)
+
+
+def _file_errors(diags: list[Any], paths: tuple[str | None, ...]) -> list[str]:
+    """The errors about the calibration table or qtable themselves (``file:line: error: ...``, or
+    ``file: error: ...`` for the whole file): bad input, not a failure of the lowering."""
+    out = []
+    for d in diags:
+        if d.severity != "error":
+            continue
+        flc = d.location.file_line_col()
+        for p in paths:
+            if p and flc is not None and flc.filename == p:
+                out.append(str(d))
+            elif p and d.message.startswith(p + ": "):
+                out.append(f"{p}: error: {d.message[len(p) + 2 :]}")
+    return out
 
 
 _PLUMBING = frozenset({"tpu.Cast", "tpu.Requant", "tpu.Weight", "top.Weight", "top.None", "top.Input"})

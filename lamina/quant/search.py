@@ -23,17 +23,34 @@ Steps:
    ``quantize_static`` leaves them in float as well); the cosine of the worst final output of each
    sample, averaged over the samples, against the float ``top`` interpreter. (In pure INT8 the head
    ``Concat`` keeps the scores anyway: the lowering gives it a per-axis type, see ``docs/tpu.md``.)
-3. **Sensitivity ranking**: float one layer at a time from the baseline and measure the cosine gained
-   (``gain = cos(layer in float) - cos(baseline)``). The ranking is printed, most sensitive first.
-4. **Greedy selection**: layers in ranking order (a fragile-pattern layer before an equally sensitive
-   one) are floated one at a time, each kept only when the re-measured whole model improves, until
-   ``expected_cos`` is reached or ``max_float_layers`` are float (default: 10% of the layers, at
-   least 1).
-5. **Pruning**: each floated layer, least useful first, is put back to INT8 when the target still
-   holds without it, so the qtable ends with the fewest layers found.
+3. **Sensitivity ranking**. A model of at most :data:`EXHAUSTIVE_LAYERS` layers (or any model with a
+   stand-in ``evaluate``): float one layer at a time and measure the cosine gained (``gain = cos(layer in
+   float) - cos(baseline)``). A larger model: each tensor's *own* INT8 error, ``1 - cos(x,
+   fake_quant(x))`` with its calibrated threshold, from one float run of :data:`QERR_SAMPLES`
+   samples, with no lowering at all; its selection, pruning and refinement then measure on the first
+   :data:`RANK_SAMPLES` samples and the result is confirmed on all of them. One layer at a time costs one lowering and run per layer
+   (642 of them for a PP-OCR-sized detector: hours), and it misses what such networks suffer from:
+   a channel far larger than the others crushes every tensor along the chain carrying it, and
+   floating any one of them alone gains nothing. The ranking is printed, most sensitive first.
+4. **Selection**: with a measured ranking, greedy: layers in ranking order (a fragile-pattern layer
+   before an equally sensitive one) are floated one at a time, each kept only when the re-measured
+   model improves. With the error ranking, bisection: the fewest first layers of the ranking that
+   reach the target (the cosine grows with the prefix, nearly): about log2(limit) evaluations.
+   Both stop at ``expected_cos`` or ``max_float_layers`` float layers (default: 10% of the layers,
+   at least 1).
+5. **Pruning**: each floated layer, least useful first (at most :data:`RANK_TOP` of them with the
+   error ranking), is put back to INT8 when the target still holds without it. Then the
+   confirmation on all samples; when it falls short, greedy continues on all samples. The result is
+   never worse than all-INT8.
 6. **Refinement** (``refine_top``, default 4): the thresholds of the most sensitive layers that stay
    INT8 are re-chosen among ``threshold * {0.6, 0.75, 0.9, 1.0}`` and ``max(|min|, |max|)`` by the
-   final-output cosine; the refined table is written to ``refined_table`` when given.
+   final-output cosine; kept only when they also help on all samples; the refined table is written
+   to ``refined_table`` when given.
+
+Every phase reports progress through ``log`` (phase, candidates done/total, elapsed time, ETA), and
+``max_evaluations`` (default :data:`MAX_EVALUATIONS`) bounds the lowerings measured: when it is spent
+the search keeps the best found so far. Figures: ``benchmarks/search_speed.py`` and
+``benchmarks/RESULTS.md``.
 
 The measure is the real thing: every candidate is lowered with ``convert-top-to-tpu`` (through
 :func:`lamina.quant.deploy.deploy_module`) and run on the bit-exact ``tpu`` interpreter. Tests and
@@ -43,6 +60,7 @@ other searches may pass their own ``evaluate(qtable, table) -> cosine`` instead.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -63,6 +81,16 @@ __all__ = [
 ]
 
 FLOAT_MODES = ("F32", "F16", "BF16")
+#: samples the ranking, greedy and pruning measure on (the result is confirmed on all)
+RANK_SAMPLES = 4
+#: models with at most this many layers get the measured one-layer-at-a-time ranking
+EXHAUSTIVE_LAYERS = 200
+#: at most this many floated layers are tried for pruning with the error ranking
+RANK_TOP = 16
+#: samples whose float run gives each tensor's own quantization error
+QERR_SAMPLES = 2
+#: the default bound on the lowerings measured
+MAX_EVALUATIONS = 200
 #: ``top`` op types whose INT8 lowering is known to lose accuracy in transformers.
 FRAGILE_OP_TYPES = frozenset(
     {"top.Softmax", "top.Attention", "top.LayerNorm", "top.RMSNorm", "top.GELU", "top.Erf", "top.GroupNorm"}
@@ -97,7 +125,9 @@ class SearchError(Exception):
 
 @dataclass
 class LayerSensitivity:
-    """One layer of the ranking: the final-output cosine with only this layer in float."""
+    """One layer of the ranking: the final-output cosine with only this layer in float and its gain
+    over all-INT8; for a model ranked by each tensor's own INT8 error, ``cos`` is NaN and ``gain`` is
+    that error (``1 - cos`` of the tensor fake-quantized with its threshold)."""
 
     name: str
     op_type: str
@@ -138,10 +168,13 @@ class SearchResult:
     def ranking_text(self, top: int | None = None) -> str:
         rows = self.ranking if top is None else self.ranking[:top]
         w = min(60, max([len(r.name) for r in rows] + [5]))
-        out = [f"{'rank':>4}  {'layer':<{w}}  {'type':<14} {'cos if float':>12} {'gain':>10}"]
+        own = bool(rows) and math.isnan(rows[0].cos)  # ranked by their own INT8 error
+        head = f"{'INT8 error':>12}" if own else f"{'cos if float':>12} {'gain':>10}"
+        out = [f"{'rank':>4}  {'layer':<{w}}  {'type':<14} {head}"]
         for i, r in enumerate(rows, 1):
             mark = " *" if r.name in self.float_layers else ""
-            out.append(f"{i:>4}  {r.name:<{w}}  {r.op_type[4:]:<14} {r.cos:>12.6f} {r.gain:>10.6f}{mark}")
+            vals = f"{r.gain:>12.6f}" if own else f"{r.cos:>12.6f} {r.gain:>10.6f}"
+            out.append(f"{i:>4}  {r.name:<{w}}  {r.op_type[4:]:<14} {vals}{mark}")
         return "\n".join(out)
 
 
@@ -255,23 +288,101 @@ def output_cosine(
     return float(np.mean(vals)) if vals else 0.0
 
 
-def _tpu_evaluator(
-    module: Any, samples: Sequence[Mapping[str, np.ndarray]], asymmetric: bool, ctx: Any
-) -> Callable[[dict[str, str], Any], float]:
-    from lamina.frontends.model_io import module_signature, run_top_module
-    from lamina.quant.deploy import deploy_module, run_tpu_module
+class TpuEvaluator:
+    """The real measure: lower with ``convert-top-to-tpu`` and run the ``tpu`` interpreter on the
+    first ``n`` samples (all by default) against the float ``top`` outputs, computed once.
+    :meth:`local_errors` gives the cheap sensitivity estimate the search ranks layers with first."""
 
-    outs = module_signature(module).output_names
-    ref = [run_top_module(module, dict(s)) for s in samples]
+    def __init__(self, module: Any, samples: Sequence[Mapping[str, np.ndarray]], asymmetric: bool, ctx: Any):
+        from lamina.frontends.model_io import module_signature, run_top_module
 
-    def evaluate(qtable: dict[str, str], table: Any) -> float:
-        tpu = deploy_module(
-            module, "INT8", asymmetric=asymmetric, calibration_table=table, qtable=qtable or None, ctx=ctx
+        self.module, self.samples, self.asymmetric, self.ctx = module, list(samples), asymmetric, ctx
+        self.outs = module_signature(module).output_names
+        self.ref = [run_top_module(module, dict(s)) for s in self.samples]
+
+    def deploy(self, qtable: dict[str, str], table: Any) -> Any:
+        from lamina.quant.deploy import deploy_module
+
+        return deploy_module(
+            self.module, "INT8", asymmetric=self.asymmetric, calibration_table=table, qtable=qtable or None,
+            ctx=self.ctx, warn=lambda m: None,
+        )  # fmt: skip
+
+    def __call__(self, qtable: dict[str, str], table: Any, n: int | None = None) -> float:
+        from lamina.quant.deploy import run_tpu_module
+
+        tpu = self.deploy(qtable, table)
+        k = len(self.samples) if n is None else min(n, len(self.samples))
+        got = [run_tpu_module(tpu, dict(s)) for s in self.samples[:k]]
+        return output_cosine(self.ref[:k], got, self.outs)
+
+    def quant_errors(self, table: Any, n: int) -> dict[str, float]:
+        """Each tensor's own INT8 error, ``1 - cos(x, fake_quant(x))`` with its calibrated threshold
+        (per channel when the table has ``#channel_th`` for it), averaged over the first ``n``
+        samples of one dumped float run each: the tensors whose quantization loses the most
+        (an outlier channel crushing the others, a clipped tail) come first, and so does every
+        tensor along a chain that carries such a channel, which floating one layer at a time misses."""
+        from lamina.frontends.model_io import run_top_module
+
+        err: dict[str, float] = {}
+        k = max(1, min(n, len(self.samples)))
+        for s in self.samples[:k]:
+            for name, x in run_top_module(self.module, dict(s), dump_all=True).items():
+                st = table.get(name)
+                if st is None or x.dtype.kind != "f" or not x.size:
+                    continue
+                err[name] = (
+                    err.get(name, 0.0)
+                    + (1.0 - _cos(x, _fake_quant(x, st, table.channel_thresholds.get(name)))) / k
+                )
+        return err
+
+
+def _fake_quant(x: np.ndarray, st: Any, channels: tuple[int, list[float]] | None) -> np.ndarray:
+    """``x`` quantized to int8 and back as the lowering does: symmetric, unsigned when never negative."""
+    th: Any = float(st.threshold)
+    if channels is not None:
+        axis, ths = channels
+        if 0 <= axis < x.ndim and x.shape[axis] == len(ths):
+            shape = [1] * x.ndim
+            shape[axis] = len(ths)
+            th = np.maximum(np.asarray(ths, np.float64), 1e-12).reshape(shape)
+    x = np.asarray(x, np.float32)
+    lo, levels = (0, 255) if st.min >= 0 and channels is None else (-128, 127)
+    scale = np.asarray(th / levels, np.float32)
+    q = np.round(x / scale)
+    np.clip(q, lo, levels, out=q)
+    q *= scale
+    return q
+
+
+class _Progress:
+    """Progress lines with an estimate: ``phase: done/total candidates, elapsed, ETA``, through ``say``
+    at most every ``interval`` seconds (and at the end of each phase)."""
+
+    def __init__(self, say: Callable[[str], None], interval: float) -> None:
+        self.say, self.interval = say, interval
+        self.t0 = time.perf_counter()
+        self.phase, self.total, self.start, self.last = "", 0, self.t0, -math.inf
+
+    def begin(self, phase: str, total: int) -> None:
+        self.phase, self.total, self.start, self.last = phase, total, time.perf_counter(), -math.inf
+
+    def step(self, done: int) -> None:
+        now = time.perf_counter()
+        if done < self.total and now - self.last < self.interval:
+            return
+        self.last = now
+        took = now - self.start
+        eta = took / done * (self.total - done) if done else 0.0
+        self.say(
+            f"search_qtable: {self.phase}: {done}/{self.total} candidates, {now - self.t0:.0f} s elapsed, "
+            f"ETA {eta:.0f} s for this phase"
         )
-        got = [run_tpu_module(tpu, dict(s)) for s in samples]
-        return output_cosine(ref, got, outs)
 
-    return evaluate
+
+class _OutOfBudget(Exception):
+    pass
 
 
 # ---- the search --------------------------------------------------------------------------------------------
@@ -291,18 +402,31 @@ def search_qtable(
     refine_top: int = 4,
     ctx: Any = None,
     log: Callable[[str], None] | None = print,
-    evaluate: Callable[[dict[str, str], Any], float] | None = None,
+    evaluate: Callable[..., float] | None = None,
+    rank_samples: int = RANK_SAMPLES,
+    rank_top: int = RANK_TOP,
+    exhaustive_layers: int = EXHAUSTIVE_LAYERS,
+    max_evaluations: int | None = MAX_EVALUATIONS,
+    progress_interval: float = 5.0,
 ) -> SearchResult:
     """Find the fewest layers to run in ``float_mode`` so that INT8 reaches ``expected_cos``.
 
     ``module``: the ``top`` module (not modified); ``calibration_table``: a path or a
-    :class:`~lamina.quant.table.CalibrationTable`; ``samples``: inputs by name (a few are enough;
-    every evaluation runs all of them); ``max_float_layers``: the most layers in float (default 10% of
-    the layers, at least 1; shape ops are not counted); ``asymmetric``: INT8 asymmetric activations;
-    ``quantize_table`` / ``refined_table``: where to write the qtable and the refined calibration
-    table (atomically; nothing is written when None); ``log``: where the ranking and progress go
-    (None: silent); ``evaluate(qtable, table) -> cosine`` replaces the real lowering (tests).
-    Returns a :class:`SearchResult`; raises :class:`SearchError` when the search cannot run."""
+    :class:`~lamina.quant.table.CalibrationTable`; ``samples``: inputs by name; ``max_float_layers``:
+    the most layers in float (default 10% of the layers, at least 1; shape ops are not counted);
+    ``asymmetric``: INT8 asymmetric activations; ``quantize_table`` / ``refined_table``: where to write
+    the qtable and the refined calibration table (atomically; nothing is written when None); ``log``:
+    where the ranking and the progress lines go (None: silent; progress at most every
+    ``progress_interval`` seconds, with the phase, candidates done/total, elapsed time and ETA).
+
+    Speed: a model of more than ``exhaustive_layers`` layers is ranked by each tensor's own INT8
+    error (no lowering), the number of layers to float is found by bisection and at most ``rank_top``
+    of them are tried for pruning, all measured on the first ``rank_samples`` samples, and the
+    result is confirmed on all of them (greedy continues on all when the confirmation falls short);
+    smaller models are searched as before, on all samples. At most ``max_evaluations`` lowerings are measured (None: no bound).
+
+    ``evaluate(qtable, table) -> cosine`` replaces the real lowering (tests; every layer is then
+    measured). Returns a :class:`SearchResult`; raises :class:`SearchError` when the search cannot run."""
     from lamina.quant.table import CalibrationTable, read_calibration_table, write_qtable
 
     say = log or (lambda s: None)
@@ -311,13 +435,17 @@ def search_qtable(
     float_mode = float_mode.upper()
     if not 0.0 < expected_cos <= 1.0:
         raise SearchError(f"expected_cos must be in (0, 1], got {expected_cos}")
+    if max_evaluations is not None and max_evaluations < 1:
+        raise SearchError(f"max_evaluations must be >= 1, got {max_evaluations}")
     table: CalibrationTable = (
         read_calibration_table(calibration_table) if isinstance(calibration_table, str) else calibration_table
     )
+    real: TpuEvaluator | None = None
     if evaluate is None:
         if not samples:
             raise SearchError("the search needs at least one sample")
-        evaluate = _tpu_evaluator(module, samples, asymmetric, ctx)
+        real = TpuEvaluator(module, samples, asymmetric, ctx)
+        evaluate = real
     all_layers = layers(module)
     shape_ops, fragile = auto_float_ops(module, table)
     shape_set = set(shape_ops)
@@ -326,9 +454,15 @@ def search_qtable(
     if not candidates:
         raise SearchError("the model has no layer to quantize")
     n_layers = len(candidates)
+    # a large model: ranked by each tensor's own INT8 error, measured on fewer samples, bisection
+    fast = real is not None and n_layers > exhaustive_layers
+    n_all = len(real.samples) if real is not None else 1
+    n_rank = max(1, min(rank_samples, n_all)) if fast and rank_samples > 0 else n_all
+    subset = n_rank < n_all
     limit = max(1, math.floor(0.10 * n_layers)) if max_float_layers is None else int(max_float_layers)
     if limit < 0:
         raise SearchError(f"max_float_layers must be >= 0, got {limit}")
+    budget = math.inf if max_evaluations is None else max_evaluations
     # A detection head's coordinate decoding (the elementwise tail from the box branch to the output
     # Concat) is floated up front: int8 coordinates step by range/127 (5 px at 640x640), which the
     # output cosine barely shows but box IoU does, and these ops cost nothing next to the
@@ -338,16 +472,29 @@ def search_qtable(
     base_q = dict.fromkeys(shape_ops, "F32")
     base_q.update(dict.fromkeys(heads, float_mode))
     count = [0]
+    prog = _Progress(say, progress_interval)
 
-    def cos_of(floated: Sequence[str], tbl: Any = None) -> float:
-        count[0] += 1
+    def qtable_of(floated: Sequence[str]) -> dict[str, str]:
         q = dict(base_q)
         q.update(dict.fromkeys(floated, float_mode))
-        c = evaluate(q, tbl if tbl is not None else table)
+        return q
+
+    def cos_of(floated: Sequence[str], tbl: Any = None, n: int | None = None, reserve: int = 0) -> float:
+        """The cosine with ``floated`` in float on the first ``n`` samples (None: all), keeping
+        ``reserve`` evaluations of the budget for the confirmation on all samples."""
+        if count[0] + 1 + reserve > budget:
+            raise _OutOfBudget
+        count[0] += 1
+        t = tbl if tbl is not None else table
+        c = real(qtable_of(floated), t, n) if real is not None else evaluate(qtable_of(floated), t)
         return c if math.isfinite(c) else 0.0
 
+    def on_rank(floated: Sequence[str], tbl: Any = None) -> float:
+        return cos_of(floated, tbl, n_rank, reserve=1 if subset else 0)
+
     say(f"search_qtable: {n_layers} layers, {len(shape_ops)} shape op(s) kept in F32, "
-        f"{len(fragile)} fragile-pattern layer(s), at most {limit} in {float_mode}")  # fmt: skip
+        f"{len(fragile)} fragile-pattern layer(s), at most {limit} in {float_mode}"
+        f"{f', at most {max_evaluations} evaluations' if max_evaluations is not None else ''}")  # fmt: skip
     for n, why in fragile.items():
         say(f"  fragile: {n}: {why}")
     baseline = cos_of([])
@@ -358,45 +505,127 @@ def search_qtable(
     ranking: list[LayerSensitivity] = []
     floated: list[str] = list(heads)
     final = baseline
+    order: list[str] = []  # the layers in the order they are worth floating
     if baseline < expected_cos and limit > 0:
-        for i, n in enumerate(candidates):
-            c = cos_of([n])
-            ranking.append(LayerSensitivity(n, types[n], c, c - baseline))
-            if (i + 1) % 20 == 0:
-                say(f"  sensitivity: {i + 1}/{n_layers} layers")
-        ranking.sort(key=lambda r: (-r.gain, r.name))
-        gain = {r.name: r.gain for r in ranking}
-        # most sensitive first; a fragile-pattern layer goes before an equally sensitive one
-        order = [
-            r.name for r in sorted(ranking, key=lambda r: (-r.gain, r.name not in fragile)) if r.gain > 0
-        ]
-        for n in order:
-            if final >= expected_cos or len(floated) >= limit:
-                break
-            if n in floated:
-                continue
-            trial = cos_of([*floated, n])
-            if trial > final:
-                floated.append(n)
-                final = trial
-        for n in sorted((m for m in floated if m not in heads), key=lambda n: gain.get(n, 0.0)):  # prune
-            if final < expected_cos:
-                break
-            rest = [m for m in floated if m != n]
-            c = cos_of(rest)
-            if c >= expected_cos:
-                floated, final = rest, c
-        say("search_qtable: sensitivity ranking (cosine with only that layer in float; * = floated):")
+        current = baseline
+        phase = "sensitivity"
+        try:
+            if fast:
+                assert real is not None
+                # Many layers: order them by their own quantization error (one float run per rank
+                # sample), then bisect on how many of the first ones to float.
+                phase = "quantization errors"
+                n_err = min(n_rank, QERR_SAMPLES)
+                prog.begin(f"quantization errors on {n_err} sample(s)", 1)
+                qerr = real.quant_errors(table, n_err)
+                prog.step(1)
+                order = sorted(
+                    (n for n in candidates if qerr.get(n, 0.0) > 0 and n not in floated),
+                    key=lambda n: (-qerr[n], n not in fragile),
+                )
+                ranking = [LayerSensitivity(n, types[n], math.nan, qerr[n]) for n in order]
+                phase = "bisection"
+                floated, current = _bisect(
+                    floated,
+                    order,
+                    limit - len(floated),
+                    expected_cos,
+                    on_rank,
+                    prog,
+                    f"on {n_rank} sample(s)",
+                )
+                phase = "pruning"
+                prunable = [m for m in reversed(floated) if m not in heads][:rank_top]
+                prog.begin(f"pruning on {n_rank} sample(s)", len(prunable))
+                for i, n in enumerate(prunable):
+                    if current < expected_cos:
+                        break
+                    rest_f = [m for m in floated if m != n]
+                    c = on_rank(rest_f)
+                    if c >= expected_cos:
+                        floated, current = rest_f, c
+                    prog.step(i + 1)
+            else:
+                current = on_rank([]) if subset else baseline
+                prog.begin(f"sensitivity on {n_rank} sample(s)", len(candidates))
+                for i, n in enumerate(candidates):
+                    c = on_rank([n])
+                    ranking.append(LayerSensitivity(n, types[n], c, c - current))
+                    prog.step(i + 1)
+                ranking.sort(key=lambda r: (-r.gain, r.name))
+                gain = {r.name: r.gain for r in ranking}
+                # most sensitive first; a fragile-pattern layer goes before an equally sensitive one
+                order = [
+                    r.name
+                    for r in sorted(ranking, key=lambda r: (-r.gain, r.name not in fragile))
+                    if r.gain > 0
+                ]
+                phase = "greedy"
+                floated, current = _greedy(
+                    floated, order, limit, expected_cos, current, on_rank, prog, f"on {n_rank} sample(s)"
+                )
+                phase = "pruning"
+                prunable = sorted((m for m in floated if m not in heads), key=lambda n: gain.get(n, 0.0))
+                prog.begin(f"pruning on {n_rank} sample(s)", len(prunable))
+                for i, n in enumerate(prunable):
+                    if current < expected_cos:
+                        break
+                    rest_f = [m for m in floated if m != n]
+                    c = on_rank(rest_f)
+                    if c >= expected_cos:
+                        floated, current = rest_f, c
+                    prog.step(i + 1)
+        except _OutOfBudget:
+            say(f"search_qtable: the evaluation budget ({max_evaluations}) is spent during {phase}; "
+                "keeping the best found so far")  # fmt: skip
+        if not subset:
+            final = current
+        elif floated != heads:
+            final = cos_of(floated)  # the confirmation on all samples (kept in reserve)
+        if subset and final < expected_cos <= current:
+            # the rank samples were too optimistic: continue on all samples (the next layers in order)
+            try:
+                todo = [n for n in order if n not in floated][:rank_top]
+                floated, final = _greedy(
+                    floated, todo, limit, expected_cos, final, cos_of, prog, f"on all {n_all} samples"
+                )
+            except _OutOfBudget:
+                say(f"search_qtable: the evaluation budget ({max_evaluations}) is spent")
+        if final < baseline:  # never worse than where the search started
+            floated, final = list(heads), baseline
+        if ranking and math.isnan(ranking[0].cos):
+            say(
+                "search_qtable: layers by their own INT8 error (1 - cos of the tensor fake-quantized; * = floated):"
+            )
+        else:
+            say("search_qtable: sensitivity ranking (cosine with only that layer in float; * = floated):")
         res_tmp = SearchResult(
             {}, floated, shape_ops, fragile, ranking, baseline, final, expected_cos, n_layers, limit
         )
         say(res_tmp.ranking_text(top=min(len(ranking), max(20, len(floated)))))
     refined: dict[str, float] = {}
-    if refine_top > 0 and ranking:
-        table, final, refined = _refine(table, [r.name for r in ranking if r.name not in floated][:refine_top],
-                                        lambda t: cos_of(floated, t), final, say)  # fmt: skip
-    qtable = dict(base_q)
-    qtable.update(dict.fromkeys(floated, float_mode))
+    if refine_top > 0 and ranking and count[0] + (2 if subset else 1) <= budget:
+        names = [r.name for r in ranking if r.name not in floated][:refine_top]
+        # with the error ranking (a large model), the candidate thresholds are compared on fewer samples
+        n_ref = min(n_rank, QERR_SAMPLES) if math.isnan(ranking[0].cos) else n_rank
+
+        def on_ref(tbl: Any) -> float:
+            return cos_of(floated, tbl, n_ref, reserve=1 if n_ref < n_all else 0)
+
+        before = on_ref(table) if n_ref < n_all else final
+        try:
+            prog.begin(f"refinement on {n_ref} sample(s)", len(names))
+            new_table, got, refined = _refine(table, names, on_ref, before, say, prog.step)
+        except _OutOfBudget:
+            new_table, got, refined = table, before, {}
+        if refined and n_ref < n_all:
+            got = cos_of(floated, new_table)
+            if got < final:  # better on the rank samples only: keep the calibrated thresholds
+                say("search_qtable: the refined thresholds do not help on all samples; not kept")
+                refined = {}
+        if refined:
+            table, final = new_table, got
+    qtable = qtable_of(floated)
     result = SearchResult(
         qtable,
         floated,
@@ -421,17 +650,82 @@ def search_qtable(
     return result
 
 
+def _greedy(
+    floated: list[str],
+    order: Sequence[str],
+    limit: int,
+    expected_cos: float,
+    current: float,
+    cos_of: Callable[[Sequence[str]], float],
+    prog: _Progress,
+    where: str,
+) -> tuple[list[str], float]:
+    """Float the layers of ``order`` one at a time, each kept only when the cosine improves, until
+    ``expected_cos`` or ``limit`` float layers."""
+    floated = list(floated)
+    todo = [n for n in order if n not in floated]
+    prog.begin(f"greedy {where}", len(todo))
+    for i, n in enumerate(todo):
+        if current >= expected_cos or len(floated) >= limit:
+            break
+        trial = cos_of([*floated, n])
+        if trial > current:
+            floated.append(n)
+            current = trial
+        prog.step(i + 1)
+    return floated, current
+
+
+def _bisect(
+    floated: list[str],
+    order: Sequence[str],
+    room: int,
+    expected_cos: float,
+    cos_of: Callable[[Sequence[str]], float],
+    prog: _Progress,
+    where: str,
+) -> tuple[list[str], float]:
+    """The fewest first layers of ``order`` (at most ``room``) to float with ``floated`` so that the
+    cosine reaches ``expected_cos``, by bisection (the cosine grows with the prefix, nearly); when
+    even ``room`` layers fall short, those ``room`` layers."""
+    order = [n for n in order if n not in floated][: max(0, room)]
+    if not order:
+        return list(floated), cos_of(floated)
+    steps = max(1, math.ceil(math.log2(len(order) + 1))) + 1
+    prog.begin(f"bisection {where}", steps)
+    best_k, best_c = len(order), cos_of([*floated, *order])
+    done = 1
+    prog.step(done)
+    if best_c < expected_cos:
+        prog.step(steps)
+        return [*floated, *order], best_c
+    lo, hi = 0, len(order)  # cos(prefix lo) < expected <= cos(prefix hi)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        c = cos_of([*floated, *order[:mid]])
+        done += 1
+        prog.step(min(done, steps - 1))
+        if c >= expected_cos:
+            hi, best_k, best_c = mid, mid, c
+        else:
+            lo = mid
+    prog.step(steps)
+    return [*floated, *order[:best_k]], best_c
+
+
 def _refine(
     table: Any,
     names: Sequence[str],
     cos_with: Callable[[Any], float],
     current: float,
     say: Callable[[str], None],
+    step: Callable[[int], None] = lambda done: None,
 ) -> tuple[Any, float, dict[str, float]]:
     """Re-choose the thresholds of ``names`` one at a time by the final-output cosine."""
     refined: dict[str, float] = {}
     thresholds = dict(table.thresholds)
-    for n in names:
+    for i, n in enumerate(names):
+        step(i)
         s = thresholds.get(n)
         if s is None or s.threshold <= 0:
             continue
@@ -451,4 +745,5 @@ def _refine(
                 f"  refined threshold of {n}: {s.threshold:.6g} -> {best_t:.6g} (cos {current:.6f} -> {best_c:.6f})"
             )
             current = best_c
+    step(len(names))
     return replace(table, thresholds=thresholds), current, refined

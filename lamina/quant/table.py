@@ -56,9 +56,13 @@ from lamina.support.fileio import atomic_write
 
 __all__ = [
     "QTABLE_MODES",
+    "QTable",
     "CalibrationTable",
     "CalibrationTableError",
+    "TableWarning",
     "TensorStats",
+    "check_qtable",
+    "check_table",
     "format_qtable",
     "read_calibration_table",
     "read_qtable",
@@ -156,6 +160,10 @@ class CalibrationTable:
     generated_time: str | None = None
     #: extra ``#`` comment lines written before ``###`` (e.g. the calibration method)
     comments: list[str] = field(default_factory=list)
+    #: where each entry was read (name → line; ``#channel_th`` entries in ``channel_lines``), for
+    #: located errors when the table is checked against a model; empty for a table built in memory
+    lines: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
+    channel_lines: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
 
     # -- access ---------------------------------------------------------------------------------
     def __contains__(self, name: object) -> bool:
@@ -240,6 +248,13 @@ def _stats_line(toks: list[str], path: str, lineno: int) -> tuple[str, TensorSta
     hi = _float(toks[3], path, lineno, "max")
     if th < 0:
         raise CalibrationTableError(path, lineno, f"threshold of '{name}' is negative ({toks[1]})")
+    if th == 0 or math.isinf(th):
+        raise CalibrationTableError(
+            path, lineno, f"threshold of '{name}' must be a finite number > 0, got {toks[1]}"
+        )
+    for what, v, tok in (("min", lo, toks[2]), ("max", hi, toks[3])):
+        if math.isinf(v):
+            raise CalibrationTableError(path, lineno, f"{what} of '{name}' must be finite, got {tok}")
     if lo > hi:
         raise CalibrationTableError(path, lineno, f"min {toks[2]} of '{name}' is greater than max {toks[3]}")
     return name, TensorStats(th, lo, hi)
@@ -258,6 +273,7 @@ def _parse_table(text: str, path: str) -> CalibrationTable:
             if name in t.channel_thresholds:
                 raise CalibrationTableError(path, lineno, f"duplicate #channel_th entry for '{name}'")
             t.channel_thresholds[name] = (axis, ths)
+            t.channel_lines[name] = lineno
             continue
         if line.startswith("#"):
             nb = _block_of(line)
@@ -289,6 +305,8 @@ def _parse_table(text: str, path: str) -> CalibrationTable:
             if name in target:
                 raise CalibrationTableError(path, lineno, f"duplicate entry for '{name}'")
             target[name] = stats
+            if block == "int8":
+                t.lines[name] = lineno
         elif block == "weight_scale":
             if len(toks) < 2:
                 raise CalibrationTableError(path, lineno, "expected 'name count scale...' in #weight_scale")
@@ -329,12 +347,129 @@ def read_calibration_table(path: str) -> CalibrationTable:
 
 
 # ---------------------------------------------------------------------------------------------
+# checking a table against the model it is used with
+# ---------------------------------------------------------------------------------------------
+
+#: how many unknown names a warning lists
+SHOWN_NAMES = 3
+
+
+def model_tensors(module: object) -> dict[str, object]:
+    """Tensor name → IR type of every named result of the model's ``top`` ops (first one wins)."""
+    from lamina.execution.interpreter import result_names
+
+    out: dict[str, object] = {}
+    for op in module.walk_ops():  # type: ignore[attr-defined]
+        if op.dialect_name != "top" or op.name in ("top.Weight", "top.None"):
+            continue
+        for name, r in zip(result_names(op), op.results):
+            out.setdefault(name, r.type)
+    return out
+
+
+def _some(names: list[str]) -> str:
+    shown = ", ".join(f"'{n}'" for n in names[:SHOWN_NAMES])
+    return shown + (f" and {len(names) - SHOWN_NAMES} more" if len(names) > SHOWN_NAMES else "")
+
+
+@dataclass
+class TableWarning:
+    """A problem that does not stop the deployment; ``str(w)`` is ``file:line: warning: message``."""
+
+    path: str
+    line: int
+    message: str
+
+    def __str__(self) -> str:
+        return (
+            f"{self.path}:{self.line}: warning: {self.message}"
+            if self.line
+            else f"{self.path}: warning: {self.message}"
+        )
+
+
+def _unknown_names(path: str, what: str, unknown: list[str], total: int, line: int) -> TableWarning:
+    """``N of the <what with M> are not in the model: 'a', 'b', 'c' and K more (ignored)``, at the first."""
+    return TableWarning(
+        path, line, f"{len(unknown)} of the {what.format(total)} are not in the model: {_some(unknown)} "
+        "(ignored; names are the tensor names of model_transform's dumps)",
+    )  # fmt: skip
+
+
+def check_table(table: CalibrationTable, module: object, path: str = "<table>") -> list[TableWarning]:
+    """Check a calibration table against the ``top`` model it is deployed with, before lowering.
+
+    Errors raise :class:`CalibrationTableError` (located at the table's line when it was read from a
+    file): a table naming none of the model's tensors (an INT8 deployment would leave every op in
+    F32), ``#channel_th`` entries whose axis is out of range for the tensor or whose number of
+    thresholds is not the tensor's channel count. Returns the warnings: the tensors the model does
+    not have (TPU-MLIR ignores them silently)."""
+    from lamina.ir.types import RankedTensorType
+
+    tensors = model_tensors(module)
+    if not table.thresholds:
+        raise CalibrationTableError(
+            path, 0, "the calibration table has no thresholds: an INT8 deployment would leave every op in F32 "
+            "(run run_calibration on this model)"
+        )  # fmt: skip
+    unknown = [n for n in table.thresholds if n not in tensors]
+    if len(unknown) == len(table.thresholds):
+        raise CalibrationTableError(
+            path, 0, f"the calibration table names none of the model's {len(tensors)} tensors (it has "
+            f"{_some(unknown)}; the model has {_some(list(tensors))}): an INT8 deployment would leave every op "
+            "in F32; was it made for another model?"
+        )  # fmt: skip
+    for name, (axis, ths) in table.channel_thresholds.items():
+        t = tensors.get(name)
+        if not isinstance(t, RankedTensorType) or not t.has_static_shape:
+            continue
+        line = table.channel_lines.get(name, 0)
+        rank = len(t.shape)
+        if axis >= rank:
+            raise CalibrationTableError(
+                path, line, f"#channel_th axis {axis} is out of range for '{name}' of type {t} "
+                f"(expected an axis in 0..{rank - 1})"
+            )  # fmt: skip
+        if len(ths) != t.shape[axis]:
+            raise CalibrationTableError(
+                path, line, f"#channel_th '{name}' has {len(ths)} threshold(s) but the tensor has "
+                f"{t.shape[axis]} channel(s) along axis {axis} (type {t})"
+            )  # fmt: skip
+    unknown += [n for n in table.channel_thresholds if n not in tensors and n not in table.thresholds]
+    if not unknown:
+        return []
+    line = table.lines.get(unknown[0]) or table.channel_lines.get(unknown[0], 0)
+    return [_unknown_names(path, "table's {} tensors", unknown, len(table.thresholds), line)]
+
+
+def check_qtable(
+    qtable: Mapping[str, str], module: object, path: str = "<qtable>", lines: Mapping[str, int] | None = None
+) -> list[TableWarning]:
+    """The warnings of a qtable against the model: the layer names the model does not have (their
+    modes are ignored). Unknown modes are errors when the qtable is read. ``lines``: name → line."""
+    tensors = model_tensors(module)
+    unknown = [n for n in qtable if n not in tensors]
+    if not unknown:
+        return []
+    lines = lines if lines is not None else getattr(qtable, "lines", {})
+    return [_unknown_names(path, "qtable's {} layers", unknown, len(qtable), lines.get(unknown[0], 0))]
+
+
+# ---------------------------------------------------------------------------------------------
 # qtables
 # ---------------------------------------------------------------------------------------------
 
 
-def parse_qtable(text: str, path: str = "<qtable>") -> dict[str, str]:
-    res: dict[str, str] = {}
+class QTable(dict):
+    """A qtable read from a file: ``op_name -> mode`` in file order, with ``lines`` (name → line)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lines: dict[str, int] = {}
+
+
+def parse_qtable(text: str, path: str = "<qtable>") -> QTable:
+    res = QTable()
     for lineno, raw in enumerate(text.splitlines(), 1):
         line = raw.strip()
         if not line or line.startswith("#"):
@@ -352,10 +487,11 @@ def parse_qtable(text: str, path: str = "<qtable>") -> dict[str, str]:
         if name in res and res[name] != mode:
             raise CalibrationTableError(path, lineno, f"'{name}' is given two modes ({res[name]} and {mode})")
         res[name] = mode
+        res.lines.setdefault(name, lineno)
     return res
 
 
-def read_qtable(path: str) -> dict[str, str]:
+def read_qtable(path: str) -> QTable:
     """Read a TPU-MLIR qtable: op_name -> mode (INT8, F16, BF16, F32, ...), in file order."""
     return parse_qtable(_read_text(path), path)
 

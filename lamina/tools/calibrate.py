@@ -108,7 +108,7 @@ def calibrate_file(
     """``run_calibration`` as a function: returns the :class:`CalibrationResult` and writes the table
     when ``calibration_table`` is given. Problems raise :class:`ToolError`."""
     from lamina.frontends.model_io import ToolError, module_signature, parse_mlir_file
-    from lamina.quant.calibration import CalibrationError, calibrate
+    from lamina.quant.calibration import CalibrationError, calibrate, check_top_module
     from lamina.quant.dataset import DatasetError, SampleLoader, list_samples
     from lamina.support.paths import check_outputs
 
@@ -132,6 +132,10 @@ def calibrate_file(
         log(f"{TOOL}: note: --input_num {input_num} but only {len(entries)} sample(s) found; using them all")
     module, _ctx = parse_mlir_file(mlir_file)
     module_signature(module, f"model '{mlir_file}'")  # a module without a function is named here
+    try:
+        check_top_module(module, mlir_file, TOOL)
+    except CalibrationError as e:
+        raise ToolError(str(e)) from None
     loader = SampleLoader.for_module(module)
     if tune_num > len(entries):
         tune_num = len(entries)
@@ -152,6 +156,9 @@ def calibrate_file(
         )
     except (DatasetError, CalibrationError) as e:
         raise ToolError(str(e)) from None
+    for w in result.warnings:
+        if log is not None:
+            log(f"{TOOL}: warning: {w}")
     if calibration_table is not None:
         try:
             result.table.write(calibration_table)

@@ -315,6 +315,7 @@ def deploy(o: DeployOptions, log: Callable[[str], None] | None = None) -> Deploy
         qtable=o.quantize_table,
         ctx=ctx,
         clone=False,
+        warn=lambda m: print(m, file=sys.stderr),
     )
     mlir_out = o.prefix + "_tpu.mlir"
     weights = write_mlir(tpu, mlir_out, o.prefix + "_tpu_weights.npz")

@@ -347,3 +347,87 @@ def test_outlier_channels_and_one_sided_tensors_are_marked() -> None:
     mark_outlier_channels(t2, obs, 0)
     mark_one_sided(t2, obs, 0)
     assert not t2.channel_thresholds and not t2.asym_ops
+
+
+# ---- samples and modules calibration cannot take -----------------------------------------------
+
+
+def test_non_finite_samples(tmp_path: Path) -> None:
+    module = _module(_tiny_model(tmp_path))
+    nan = {"x": np.full((1, 3, 8, 8), np.nan, np.float32)}
+    with pytest.raises(CalibrationError, match=r"tensor 'x' is NaN/inf everywhere in all 2 sample\(s\)"):
+        calibrate(module, [nan, {"x": np.full((1, 3, 8, 8), np.inf, np.float32)}], "kl")
+    rng = np.random.default_rng(3)
+    part = rng.standard_normal((1, 3, 8, 8)).astype(np.float32)
+    part[0, 0, 0, :3] = np.nan
+    res = calibrate(module, [{"x": part}, {"x": rng.standard_normal((1, 3, 8, 8)).astype(np.float32)}], "max")
+    assert len(res.warnings) == 1 and "4 tensor(s) hold NaN/inf in the calibration samples" in res.warnings[0]
+    assert "'x' (3 of 384 values)" in res.warnings[0] and "ignore those values" in res.warnings[0]
+    assert res.table["x"].threshold == pytest.approx(float(np.nanmax(np.abs(part))), rel=0.5)
+
+
+def test_tensor_nan_everywhere_is_named(tmp_path: Path) -> None:
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper, numpy_helper
+
+    import lamina.api as lm
+
+    one = numpy_helper.from_array(np.ones(1, np.float32), "one")
+    nodes = [
+        helper.make_node("Abs", ["x"], ["a"], name="abs"),
+        helper.make_node("Add", ["a", "one"], ["b"], name="add"),
+        helper.make_node("Neg", ["b"], ["n"], name="neg"),
+        helper.make_node("Sqrt", ["n"], ["s"], name="sqrt"),  # sqrt of a negative: NaN everywhere
+        helper.make_node("Add", ["x", "s"], ["y"], name="out"),
+    ]
+    g = helper.make_graph(
+        nodes, "nan", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])], initializer=[one],
+    )  # fmt: skip
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.save(m, str(tmp_path / "nan.onnx"))
+    mlir = lm.transform(str(tmp_path / "nan.onnx"), mlir=str(tmp_path / "nan.mlir")).mlir
+    with pytest.raises(CalibrationError, match=r"tensor 's' is NaN/inf everywhere .*\(and 1 more: 'y'\)"):
+        calibrate(_module(str(mlir)), [{"x": np.ones((1, 4), np.float32)}], "kl")
+
+
+def test_run_calibration_rejects_nan_samples_and_deployed_modules(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from lamina.frontends.model_io import parse_mlir_file
+    from lamina.quant.deploy import deploy_module
+    from lamina.tools.calibrate import main
+    from lamina.tools.transform import write_mlir
+
+    mlir = _tiny_model(tmp_path)
+    data = tmp_path / "data"
+    data.mkdir()
+    rng = np.random.default_rng(4)
+    np.save(data / "a.npy", rng.standard_normal((1, 3, 8, 8)).astype(np.float32))
+    np.save(data / "b.npy", np.full((1, 3, 8, 8), np.nan, np.float32))
+    out = tmp_path / "table"
+    assert main([mlir, "--dataset", str(data), "-q", "-o", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert f"{data / 'b.npy'}: input 'x' is NaN everywhere (192 values)" in err and not out.exists()
+    # a deployed (tpu) module, and a module with no top ops
+    module, ctx = parse_mlir_file(mlir)
+    calib = calibrate(module, [{"x": rng.standard_normal((1, 3, 8, 8)).astype(np.float32)}], "max").table
+    tpu = tmp_path / "tiny_tpu.mlir"
+    write_mlir(
+        deploy_module(module, "INT8", calibration_table=calib, ctx=ctx), str(tpu), str(tmp_path / "w.npz")
+    )
+    (data / "b.npy").unlink()
+    assert main([str(tpu), "--dataset", str(data), "-q", "-o", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert (
+        f"run_calibration: error: run_calibration expects a top-level .mlir from model_transform; '{tpu}' holds "
+        "tpu ops (already deployed)" in err
+    )
+    plain = tmp_path / "plain.mlir"
+    plain.write_text(
+        "func.func @main(%x: tensor<1x3x8x8xf32>) -> tensor<1x3x8x8xf32> {\n  return %x : tensor<1x3x8x8xf32>\n}\n"
+    )
+    assert main([str(plain), "--dataset", str(data), "-q", "-o", str(out)]) == 1
+    assert f"'{plain}' has no top ops (it holds func)" in capsys.readouterr().err
+    assert not out.exists()

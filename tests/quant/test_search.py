@@ -214,3 +214,48 @@ def test_real_search_reaches_target(tmp_path: Path) -> None:
                         ctx=m.ctx, log=None)  # fmt: skip
     assert res.final_cos >= res.baseline_cos
     assert set(read_qtable(str(q))) == set(res.float_layers)
+
+
+def _small_detector(tmp_path: Path):
+    """The reduced DB-style text detector of benchmarks/search_speed.py (150 ONNX nodes, 64x128)."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    try:
+        import search_speed
+    finally:
+        sys.path.pop(0)
+    pytest.importorskip("onnxruntime")
+    m = _load(search_speed.build_detector(str(tmp_path / "db_small.onnx"), small=True))
+    rng = np.random.default_rng(0)
+    return m, [{"x": search_speed._sample(rng, (64, 128))[None]} for _ in range(6)]
+
+
+@pytest.mark.skipif(not _lowering_available(), reason="convert-top-to-tpu is not registered yet")
+def test_progress_and_evaluation_budget_on_a_small_detector(tmp_path: Path) -> None:
+    from lamina.quant.calibration import calibrate
+
+    m, samples = _small_detector(tmp_path)
+    table = calibrate(m.module, samples, "kl").table
+    lines: list[str] = []
+    base = search_qtable(
+        m.module, table, samples, expected_cos=0.9999, max_float_layers=0, ctx=m.ctx, log=None
+    )
+    target = base.baseline_cos + 0.25 * (1 - base.baseline_cos)
+    res = search_qtable(m.module, table, samples, expected_cos=target, max_float_layers=75, max_evaluations=4, exhaustive_layers=0,
+                        ctx=m.ctx, log=lines.append, progress_interval=0)  # fmt: skip
+    assert res.evaluations <= 4
+    assert res.final_cos >= res.baseline_cos  # never worse than all-INT8
+    text = "\n".join(lines)
+    assert "at most 4 evaluations" in text and "the evaluation budget (4) is spent during bisection" in text
+    progress = [ln for ln in lines if "candidates," in ln]
+    assert any(
+        ln.startswith("search_qtable: quantization errors on 2 sample(s): 1/1 candidates") for ln in progress
+    )
+    assert any(ln.startswith("search_qtable: bisection on 4 sample(s): ") for ln in progress)
+    assert all(" s elapsed, ETA " in ln and ln.endswith(" s for this phase") for ln in progress)
+    assert "layers by their own INT8 error" in text
+    # with room to work, the search reaches the target and confirms it on all the samples
+    res = search_qtable(m.module, table, samples, expected_cos=target, max_float_layers=75, ctx=m.ctx, log=None, exhaustive_layers=0,
+                        refine_top=0)  # fmt: skip
+    assert res.reached and 0 < len(res.float_layers) <= 75, res.summary()

@@ -144,7 +144,7 @@ class ImportCalibrationTable(Pass):
     num_annotated = Statistic("num-annotated", "Number of tensors given calibrated types")
 
     def run_on_operation(self, op: Operation) -> Any:
-        from lamina.quant.table import CalibrationTableError, read_calibration_table
+        from lamina.quant.table import CalibrationTableError, check_table, read_calibration_table
 
         if not self.file:
             op.emit_error("import-calibration-table needs file=<calibration table>")
@@ -152,10 +152,28 @@ class ImportCalibrationTable(Pass):
             return
         try:
             table = read_calibration_table(self.file)
+            warnings = check_table(table, op, self.file)
         except (OSError, CalibrationTableError) as e:
-            op.emit_error(
-                str(e) if isinstance(e, CalibrationTableError) else f"cannot read '{self.file}': {e}"
-            )
+            if isinstance(e, CalibrationTableError):
+                emit_table_diagnostic(op, e, "error")
+            else:
+                op.emit_error(f"cannot read '{self.file}': {e}")
             self.signal_failure()
             return
+        for w in warnings:
+            emit_table_diagnostic(op, w, "warning")
         self.num_annotated += import_calibration(op, table, self.asymmetric)
+
+
+def emit_table_diagnostic(op: Operation, problem: Any, severity: str) -> None:
+    """Report a table's problem (a :class:`~lamina.quant.table.CalibrationTableError` or
+    :class:`~lamina.quant.table.TableWarning`) at its ``file:line``, or on ``op`` naming the file when
+    it concerns the whole table."""
+    from lamina.ir import diagnostics
+    from lamina.ir.location import FileLineColLoc
+
+    emit = diagnostics.emit_error if severity == "error" else diagnostics.emit_warning
+    if problem.line:
+        emit(FileLineColLoc(problem.path, problem.line, 1), problem.message)
+    else:
+        emit(op.location, f"{problem.path}: {problem.message}")

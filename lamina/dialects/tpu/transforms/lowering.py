@@ -833,16 +833,20 @@ class ConvertTopToTpu(Pass):
     def run_on_operation(self, op: Operation) -> Any:
         table: dict[str, str] = {}
         if self.qtable:
-            from lamina.quant.table import CalibrationTableError, read_qtable
+            from lamina.dialects.tpu.transforms.import_calibration import emit_table_diagnostic
+            from lamina.quant.table import CalibrationTableError, check_qtable, read_qtable
 
             try:
                 table = read_qtable(self.qtable)
             except (OSError, CalibrationTableError) as e:
-                op.emit_error(
-                    str(e) if isinstance(e, CalibrationTableError) else f"cannot read '{self.qtable}': {e}"
-                )
+                if isinstance(e, CalibrationTableError):
+                    emit_table_diagnostic(op, e, "error")
+                else:
+                    op.emit_error(f"cannot read '{self.qtable}': {e}")
                 self.signal_failure()
                 return
+            for w in check_qtable(table, op, self.qtable):
+                emit_table_diagnostic(op, w, "warning")
         mgr = self.context.resources if self.context is not None else None
         ok, stats = convert_top_to_tpu(op, self.mode, self.asymmetric, table, mgr)
         if not ok:
