@@ -10,36 +10,19 @@ import pytest
 import lamina.api as lm
 
 onnx = pytest.importorskip("onnx")
-from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+from mlp_model import save_mlp, sigmoid_mm  # noqa: E402
 
 
 @pytest.fixture
 def model_path(tmp_path: Path) -> str:
-    w = np.arange(12, dtype=np.float32).reshape(4, 3) / 10
-    nodes = [
-        helper.make_node("MatMul", ["x", "W"], ["mm"], name="matmul"),
-        helper.make_node("Sigmoid", ["mm"], ["y"], name="sigmoid"),
-    ]
-    g = helper.make_graph(
-        nodes,
-        "mlp",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
-        initializer=[numpy_helper.from_array(w, "W")],
-    )
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
-    m.ir_version = 8
-    p = tmp_path / "mlp.onnx"
-    onnx.save(m, str(p))
-    return str(p)
+    return save_mlp(tmp_path / "mlp.onnx")
 
 
 def test_load_onnx_and_run(model_path: str) -> None:
     model = lm.load(model_path, input_shapes=[[2, 4]])
     assert model.input_names == ["x"] and model.output_names == ["y"] and model.input_shapes == [(2, 4)]
     x = np.ones((2, 4), np.float32)
-    w = np.arange(12, dtype=np.float32).reshape(4, 3) / 10
-    want = 1 / (1 + np.exp(-(x @ w)))
+    want = sigmoid_mm(x)
     np.testing.assert_allclose(model.run({"x": x})["y"], want, rtol=1e-6)
     np.testing.assert_allclose(model.run(x)["y"], want, rtol=1e-6)
     every = lm.run(model, {"x": x}, dump_all=True)

@@ -14,27 +14,14 @@ import pytest
 import lamina.api as lm
 
 onnx = pytest.importorskip("onnx")
-from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+from mlp_model import save_mlp  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     """An MLP (x[batch,4] @ W[4,3] -> Sigmoid -> y) as .onnx, as .mlir (x: 2x4) and an input .npz."""
     d = tmp_path_factory.mktemp("api_bad_args")
-    w = np.arange(12, dtype=np.float32).reshape(4, 3) / 10
-    g = helper.make_graph(
-        [
-            helper.make_node("MatMul", ["x", "W"], ["mm"], name="matmul"),
-            helper.make_node("Sigmoid", ["mm"], ["y"], name="sigmoid"),
-        ],
-        "mlp",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
-        initializer=[numpy_helper.from_array(w, "W")],
-    )
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
-    m.ir_version = 8
-    onnx.save(m, str(d / "mlp.onnx"))
+    save_mlp(d / "mlp.onnx")
     lm.load(str(d / "mlp.onnx"), input_shapes=[[2, 4]]).save(str(d / "mlp.mlir"))
     np.savez(d / "in.npz", x=np.ones((2, 4), np.float32))
     return {"onnx": str(d / "mlp.onnx"), "mlir": str(d / "mlp.mlir"), "npz": str(d / "in.npz"), "dir": str(d)}

@@ -12,31 +12,13 @@ import pytest
 import lamina.api as lm
 
 onnx = pytest.importorskip("onnx")
+from mlp_model import save_mlp, sigmoid_mm  # noqa: E402
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
-
-W = np.arange(12, dtype=np.float32).reshape(4, 3) / 10
-
-
-def _sigmoid_mm(x: np.ndarray) -> np.ndarray:
-    return 1 / (1 + np.exp(-(x @ W)))
 
 
 @pytest.fixture
 def onnx_path(tmp_path: Path) -> Path:
-    g = helper.make_graph(
-        [
-            helper.make_node("MatMul", ["x", "W"], ["mm"], name="matmul"),
-            helper.make_node("Sigmoid", ["mm"], ["y"], name="sigmoid"),
-        ],
-        "mlp",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
-        initializer=[numpy_helper.from_array(W, "W")],
-    )
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
-    m.ir_version = 8
-    onnx.save(m, str(tmp_path / "mlp.onnx"))
-    return tmp_path / "mlp.onnx"
+    return Path(save_mlp(tmp_path / "mlp.onnx"))
 
 
 def test_pathlib_and_bytes_paths(tmp_path: Path, onnx_path: Path) -> None:
@@ -49,7 +31,7 @@ def test_pathlib_and_bytes_paths(tmp_path: Path, onnx_path: Path) -> None:
     model = lm.load(tmp_path / "mlp.mlir")
     assert lm.load(bytes(tmp_path / "mlp.mlir")).input_shapes == [(2, 4)]
     out = lm.run(tmp_path / "mlp.mlir", tmp_path / "in.npz", output=tmp_path / "out.npz")
-    np.testing.assert_allclose(out["y"], _sigmoid_mm(x), rtol=1e-6)
+    np.testing.assert_allclose(out["y"], sigmoid_mm(x), rtol=1e-6)
     np.testing.assert_array_equal(model.run(tmp_path / "in.npz")["y"], out["y"])
     rep = lm.compare(tmp_path / "out.npz", Path(res.ref_npz), html=tmp_path / "r.html")
     assert rep.passed and (tmp_path / "r.html").is_file()
@@ -64,7 +46,7 @@ def test_string_forms_as_the_commands_take_them(tmp_path: Path, onnx_path: Path)
     x = np.ones((2, 4), np.float32)
     # Model.run with an .npz path loads it (it never iterates the string)
     np.savez(tmp_path / "in.npz", x=x)
-    np.testing.assert_allclose(model.run(str(tmp_path / "in.npz"))["y"], _sigmoid_mm(x), rtol=1e-6)
+    np.testing.assert_allclose(model.run(str(tmp_path / "in.npz"))["y"], sigmoid_mm(x), rtol=1e-6)
     a = {"t": np.arange(6.0), "u": np.ones(3)}
     b = {"t": np.arange(6.0) + 0.5, "u": np.ones(3)}
     assert lm.compare(a, b, tolerance="0.99,0.9").passed == lm.compare(a, b, tolerance=(0.99, 0.9)).passed
@@ -90,7 +72,7 @@ def test_mlir_input_shapes_are_applied(tmp_path: Path, onnx_path: Path) -> None:
     for shapes in ([[5, 4]], {"x": [5, 4]}, "[[5,4]]"):
         model = lm.load(tmp_path / "mlp.mlir", input_shapes=shapes)
         assert model.input_shapes == [(5, 4)] and "tensor<5x3xf32>" in model.text()
-        np.testing.assert_allclose(model.run(x)["y"], _sigmoid_mm(x), rtol=1e-6)
+        np.testing.assert_allclose(model.run(x)["y"], sigmoid_mm(x), rtol=1e-6)
 
 
 def test_int4_inputs_run(tmp_path: Path) -> None:
