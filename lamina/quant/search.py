@@ -536,15 +536,9 @@ def search_qtable(
                 )
                 phase = "pruning"
                 prunable = [m for m in reversed(floated) if m not in heads][:rank_top]
-                prog.begin(f"pruning on {n_rank} sample(s)", len(prunable))
-                for i, n in enumerate(prunable):
-                    if current < expected_cos:
-                        break
-                    rest_f = [m for m in floated if m != n]
-                    c = on_rank(rest_f)
-                    if c >= expected_cos:
-                        floated, current = rest_f, c
-                    prog.step(i + 1)
+                floated, current = _prune(
+                    floated, prunable, expected_cos, current, on_rank, prog, f"on {n_rank} sample(s)"
+                )
             else:
                 current = on_rank([]) if subset else baseline
                 prog.begin(f"sensitivity on {n_rank} sample(s)", len(candidates))
@@ -566,15 +560,9 @@ def search_qtable(
                 )
                 phase = "pruning"
                 prunable = sorted((m for m in floated if m not in heads), key=lambda n: gain.get(n, 0.0))
-                prog.begin(f"pruning on {n_rank} sample(s)", len(prunable))
-                for i, n in enumerate(prunable):
-                    if current < expected_cos:
-                        break
-                    rest_f = [m for m in floated if m != n]
-                    c = on_rank(rest_f)
-                    if c >= expected_cos:
-                        floated, current = rest_f, c
-                    prog.step(i + 1)
+                floated, current = _prune(
+                    floated, prunable, expected_cos, current, on_rank, prog, f"on {n_rank} sample(s)"
+                )
         except _OutOfBudget:
             say(f"search_qtable: the evaluation budget ({max_evaluations}) is spent during {phase}; "
                 "keeping the best found so far")  # fmt: skip
@@ -672,6 +660,29 @@ def _greedy(
         if trial > current:
             floated.append(n)
             current = trial
+        prog.step(i + 1)
+    return floated, current
+
+
+def _prune(
+    floated: list[str],
+    prunable: Sequence[str],
+    expected_cos: float,
+    current: float,
+    cos_of: Callable[[Sequence[str]], float],
+    prog: _Progress,
+    where: str,
+) -> tuple[list[str], float]:
+    """Put the layers of ``prunable`` back to INT8 one at a time, in order, each time the target
+    still holds without it."""
+    prog.begin(f"pruning {where}", len(prunable))
+    for i, n in enumerate(prunable):
+        if current < expected_cos:
+            break
+        rest = [m for m in floated if m != n]
+        c = cos_of(rest)
+        if c >= expected_cos:
+            floated, current = rest, c
         prog.step(i + 1)
     return floated, current
 
