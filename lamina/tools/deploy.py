@@ -253,10 +253,8 @@ def validate_with_module(o: DeployOptions, module: Any) -> dict[str, str]:
                 f"--calibration_table is not used by --quantize {o.quantize} (no op is INT8); drop it "
                 "or use --quantize INT8"
             )
-    if any(op.name.startswith("tpu.") for op in module.walk_ops()):
-        raise UsageError(
-            f"--mlir '{o.mlir}' is already lowered to tpu; give the top .mlir of model_transform"
-        )
+    if any(op.name.startswith("tpu.") for op in module.walk_ops()):  # a wrong file, not a wrong flag
+        raise ToolError(f"--mlir '{o.mlir}' is already lowered to tpu; give the top .mlir of model_transform")
     return qtable
 
 

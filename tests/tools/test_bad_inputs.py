@@ -48,6 +48,7 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
             calibrate.main(["m.mlir", "--dataset", "ds", "-o", "m_cali_table", "-q", "--tune_num", "0"]) == 0
         )
         shutil.copy("m_top_outputs.npz", "o_tpu_outputs.npz")
+        assert deploy.main([*F32, "--model", "m"]) == 0  # m_tpu.mlir: an already deployed module
         Path("empty").write_bytes(b"")
         Path("garbage.bin").write_bytes(bytes(range(256)) * 4)
         Path("garbage.jpg").write_bytes(bytes(range(256)))
@@ -108,6 +109,7 @@ CASES: list[tuple[str, Tool, list[str], int, list[str]]] = [
     ("deploy-false-pass", D, [*F32, "--test_input", "m_in_f32.npz", "--test_reference", "o_tpu_outputs.npz", "--model", "o"], 1, ["--test_reference 'o_tpu_outputs.npz'"]),
     ("deploy-outputs-is-test-input", D, [*F32, "--test_input", "o_tpu_outputs.npz", "--model", "o.bmodel"], 1, ["--test_input"]),
     ("deploy-model-is-mlir", D, [*F32, "--model", "m.mlir"], 1, ["--model 'm.mlir'", "--mlir"]),
+    ("deploy-tpu-mlir", D, ["--mlir", "m_tpu.mlir", "--quantize", "F32", "--model", "o2"], 1, ["already lowered to tpu"]),
     ("deploy-model-is-weights", D, [*F32, "--model", "m_top_weights.npz"], 1, ["weight file of --mlir"]),
     ("deploy-model-is-table", D, ["--mlir", "m.mlir", "--quantize", "INT8", "--calibration_table", "m_cali_table", "--model", "m_cali_table"], 1, ["--calibration_table"]),
     # ---- validate first: nothing is written when an input is bad
