@@ -42,12 +42,12 @@ What made the difference (before, on this machine the same day: lamina-opt on an
 0.80-1.05 s against 0.25 s for `import numpy`, and the 20k round trip 2.6-2.8 s, about 7x mlir-opt-22):
 dialects load on first use by name and pass modules only for a pipeline (an empty module imported
 top, tpu and scipy before); numpy and ml_dtypes are imported only when the module holds dense data
-or floats (importing them was 0.16 s of a 0.29 s start-up: 3.9-4.4x became 2.8x on the 20k round
+or floats (importing them was 0.16 s of a 0.29 s start-up: 3.9-4.4x became 2.8-3.3x on the 20k round
 trip); as a command lamina-opt freezes the parsed IR out of the cyclic GC's sight and exits without
 tearing it down (clang's -disable-free); the parser counts lines incrementally and builds op
 locations, location aliases and strings without the generic uniquing constructor. This 2-core VM is
-shared with other jobs (load 3-6 while measuring): read the per-round
-median ratio, and rerun on an idle machine before trusting the second digit."""
+shared with other jobs (the table above was measured at load ~1; at load 3-6 the same code measured
+2.8x-3.1x): read the per-round median ratio."""
 
 
 def make_inputs(tmp: str, n_ops: int) -> dict[str, str]:
