@@ -204,16 +204,7 @@ def run_test(name: str, timeout: float = 30.0, via_api: bool = False) -> Result:
             interp = Interpreter(module)
             with np.errstate(all="ignore"):
                 outs = interp.run(inputs)
-            got = [outs[n] for n in interp.output_names]
-            if len(got) != len(expected):
-                res.category, res.message = "outputs", f"{len(got)} outputs, expected {len(expected)}"
-                return res
-            for i, (e, g) in enumerate(zip(expected, got)):
-                bad = _compare(e, g)
-                if bad is not None:
-                    res.category, res.message = bad[0], f"output {interp.output_names[i]}: {bad[1]}"
-                    return res
-            res.status = "passed"
+            _check_outputs(res, interp.output_names, [outs[n] for n in interp.output_names], expected)
     except _Timeout as e:
         res.category, res.message = "timeout", str(e)
     except ExecutionError as e:
@@ -255,14 +246,18 @@ def _run_via_api(res: Result, d: str) -> Result:
     except lm.LaminaError as e:
         res.category, res.message = "execute", str(e)
         return res
-    got = [outs.get(n) for n in model.output_names]
+    return _check_outputs(res, model.output_names, [outs.get(n) for n in model.output_names], expected)
+
+
+def _check_outputs(res: Result, names: list[str], got: list[Any], expected: list[Any]) -> Result:
+    """``res`` passed when every output matches, else failed naming the first that does not."""
     if len(got) != len(expected):
         res.category, res.message = "outputs", f"{len(got)} outputs, expected {len(expected)}"
         return res
-    for i, (e, g) in enumerate(zip(expected, got)):
+    for name, e, g in zip(names, expected, got):
         bad = _compare(e, g)
         if bad is not None:
-            res.category, res.message = bad[0], f"output {model.output_names[i]}: {bad[1]}"
+            res.category, res.message = bad[0], f"output {name}: {bad[1]}"
             return res
     res.status = "passed"
     return res
