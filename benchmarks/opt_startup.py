@@ -35,6 +35,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import ir_parse_print  # noqa: E402  (the benchmarks folder is on sys.path)
+
 HEADING = "## lamina-opt whole-process speed"
 
 NOTES = """
@@ -82,18 +84,6 @@ def timed(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
     return dt, _children_cpu() - c0
 
 
-def machine() -> str:
-    cpu = "unknown CPU"
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-        m = re.search(r"^Model name:\s*(.+)$", out, re.M)
-        if m:
-            cpu = m.group(1).strip()
-    except OSError:
-        pass
-    return f"{cpu}, {os.cpu_count()} CPUs (nproc), Python {sys.version.split()[0]}"
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ops", type=int, default=20000)
@@ -128,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
                 [mlir, *gen, "--mlir-print-debuginfo", p["debuginfo"], "-o", out],
                 args.runs,
             )
-        if xdsl:
+        if xdsl and args.xdsl_runs > 0:  # --xdsl-runs 0 leaves it out
             cmds["xdsl-opt 20k"] = (
                 [xdsl, "--allow-unregistered-dialect", "--print-op-generic", p["plain"], "-o", out],
                 args.xdsl_runs,
@@ -188,7 +178,7 @@ def write_results(table: str, command: str) -> None:
     path = os.path.join(ROOT, "benchmarks", "RESULTS.md")
     command = command.replace(" --write-results", "")
     section = (
-        f"{HEADING}\n\nCommand: `{command}`  \nMachine: {machine()}  \n"
+        f"{HEADING}\n\nCommand: `{command}`  \nMachine: {ir_parse_print.machine()}  \n"
         f"Date: {datetime.date.today().isoformat()}\n\n{table}\n"
     )
     with open(path) as f:
