@@ -84,6 +84,12 @@ class ReturnLike(Trait):
     """A terminator that returns control to the parent op (``func.return``)."""
 
 
+class NotALayer(Trait):
+    """Model plumbing, not a layer: the op produces no tensor of its own that per-layer comparison,
+    calibration, quantization or the mixed-precision search should look at (a model input's
+    wrapper, a weight, the absent operand, a region terminator)."""
+
+
 class NoTerminator(Trait):
     """The op's single-block regions need no terminator (``builtin.module``)."""
 

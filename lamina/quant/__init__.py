@@ -1,15 +1,13 @@
 """Quantization support.
 
-- :mod:`lamina.quant.table`: calibration tables and qtables in TPU-MLIR's formats.
+- :mod:`lamina.dialects.tpu.tables`: calibration tables and qtables in TPU-MLIR's formats.
 - :mod:`lamina.quant.calibration`: :func:`calibrate` (statistics over samples with the ``top``
   interpreter, a threshold method, tuning) -> :class:`CalibrationResult` with its ``table``.
 - :mod:`lamina.quant.histogram`, :mod:`lamina.quant.methods`, :mod:`lamina.quant.tune`,
   :mod:`lamina.quant.dataset`: the pieces (streaming statistics, threshold methods, tuning, samples).
 """
 
-from lamina.quant.calibration import CalibrationError, CalibrationResult, calibrate
-from lamina.quant.methods import METHODS
-from lamina.quant.table import (
+from lamina.dialects.tpu.tables import (
     CalibrationTable,
     CalibrationTableError,
     TensorStats,
@@ -17,6 +15,8 @@ from lamina.quant.table import (
     read_qtable,
     write_qtable,
 )
+from lamina.quant.calibration import CalibrationError, CalibrationResult, calibrate
+from lamina.quant.methods import METHODS
 
 __all__ = [
     "METHODS",

@@ -36,9 +36,9 @@ from typing import Any
 
 import numpy as np
 
+from lamina.dialects.tpu.tables import CalibrationTable, TensorStats
 from lamina.quant.histogram import TensorObserver
 from lamina.quant.methods import METHODS, MIN_THRESHOLD, compute_threshold
-from lamina.quant.table import CalibrationTable, TensorStats
 
 __all__ = [
     "CalibrationError",

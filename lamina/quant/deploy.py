@@ -77,7 +77,7 @@ def deploy_module(
 ) -> Any:
     """Lower a ``top`` module to ``tpu`` in ``mode`` (F32/F16/BF16/INT8) and return the ``tpu`` module.
 
-    ``calibration_table`` is a path or a :class:`~lamina.quant.table.CalibrationTable`; ``qtable`` a
+    ``calibration_table`` is a path or a :class:`~lamina.dialects.tpu.tables.CalibrationTable`; ``qtable`` a
     path or a mapping ``op name -> mode``. The input module is left untouched unless ``clone=False``.
     Both are checked against the model first: a table naming none of its tensors, a ``#channel_th``
     that does not fit its tensor, an unknown qtable mode are errors, and the names the model does not
@@ -204,7 +204,7 @@ def _materialize_qtable(qtable: Any, tmpdir: str) -> str | None:
         return None if qtable is None else os.fspath(qtable)
     if not qtable:
         return None
-    from lamina.quant.table import write_qtable
+    from lamina.dialects.tpu.tables import write_qtable
 
     path = os.path.join(tmpdir, "qtable")
     write_qtable(path, dict(qtable))

@@ -206,7 +206,7 @@ def layers(module: Any) -> list[tuple[str, Any]]:
 
 def auto_float_ops(module: Any, table: Any = None) -> tuple[list[str], dict[str, str]]:
     """(shape ops, fragile layers with the reason) of a ``top`` module; ``table`` (a
-    :class:`~lamina.quant.table.CalibrationTable`) enables the detection-head rule."""
+    :class:`~lamina.dialects.tpu.tables.CalibrationTable`) enables the detection-head rule."""
     shape_ops: list[str] = []
     fragile: dict[str, str] = {}
     all_layers = layers(module)
@@ -412,7 +412,7 @@ def search_qtable(
     """Find the fewest layers to run in ``float_mode`` so that INT8 reaches ``expected_cos``.
 
     ``module``: the ``top`` module (not modified); ``calibration_table``: a path or a
-    :class:`~lamina.quant.table.CalibrationTable`; ``samples``: inputs by name; ``max_float_layers``:
+    :class:`~lamina.dialects.tpu.tables.CalibrationTable`; ``samples``: inputs by name; ``max_float_layers``:
     the most layers in float (default 10% of the layers, at least 1; shape ops are not counted);
     ``asymmetric``: INT8 asymmetric activations; ``quantize_table`` / ``refined_table``: where to write
     the qtable and the refined calibration table (atomically; nothing is written when None); ``log``:
@@ -427,7 +427,7 @@ def search_qtable(
 
     ``evaluate(qtable, table) -> cosine`` replaces the real lowering (tests; every layer is then
     measured). Returns a :class:`SearchResult`; raises :class:`SearchError` when the search cannot run."""
-    from lamina.quant.table import CalibrationTable, read_calibration_table, write_qtable
+    from lamina.dialects.tpu.tables import CalibrationTable, read_calibration_table, write_qtable
 
     say = log or (lambda s: None)
     if float_mode.upper() not in FLOAT_MODES:

@@ -139,7 +139,7 @@ def layer_names(module: Any) -> list[str]:
 
 def read_qtable_checked(path: str, module: Any | None) -> dict[str, str]:
     """Read a qtable; unknown op names and modes that cannot be lowered are a located UsageError."""
-    from lamina.quant.table import CalibrationTableError, read_qtable
+    from lamina.dialects.tpu.tables import CalibrationTableError, read_qtable
 
     try:
         qtable = read_qtable(path)
@@ -235,7 +235,7 @@ def validate_with_module(o: DeployOptions, module: Any) -> dict[str, str]:
     qtable = read_qtable_checked(o.quantize_table, module) if o.quantize_table else {}
     if o.calibration_table:
         # Read it now: a malformed table is its own located error, not a failure of the lowering.
-        from lamina.quant.table import CalibrationTableError, read_calibration_table
+        from lamina.dialects.tpu.tables import CalibrationTableError, read_calibration_table
 
         try:
             read_calibration_table(o.calibration_table)
@@ -420,7 +420,7 @@ def options_from_args(a: argparse.Namespace) -> DeployOptions:
 
 
 def _run(a: argparse.Namespace, tool: str) -> int:
-    from lamina.quant.table import CalibrationTableError
+    from lamina.dialects.tpu.tables import CalibrationTableError
     from lamina.tools.npz_tool import print_report
 
     try:

@@ -313,9 +313,9 @@ def test_tune_moves_a_bad_threshold_toward_lower_error(tmp_path: Path) -> None:
 
 
 def test_outlier_channels_and_one_sided_tensors_are_marked() -> None:
+    from lamina.dialects.tpu.tables import CalibrationTable, TensorStats
     from lamina.quant.calibration import mark_one_sided, mark_outlier_channels
     from lamina.quant.histogram import TensorObserver
-    from lamina.quant.table import CalibrationTable, TensorStats
 
     rng = np.random.default_rng(0)
     obs = {n: TensorObserver() for n in ("resid", "even", "conv", "gelu", "sym")}

@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from lamina.dialects.tpu.tables import CalibrationTable, TensorStats, read_calibration_table, read_qtable
 from lamina.quant.search import SearchError, auto_float_ops, layers, search_qtable
-from lamina.quant.table import CalibrationTable, TensorStats, read_calibration_table, read_qtable
 
 onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lamina.quant.table import read_calibration_table
+from lamina.dialects.tpu.tables import read_calibration_table
 from lamina.tools.calibrate import calibrate_main, main
 
 
@@ -196,7 +196,7 @@ def test_multi_input_npz_and_list(tmp_path: Path) -> None:
 def test_search_qtable(tiny_mlir: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """--search search_qtable: calibrates, then writes a qtable (TPU-MLIR format) and the refined
     table; an unreachable target fails with exit 1, flags without --search are rejected (exit 2)."""
-    from lamina.quant.table import read_calibration_table, read_qtable
+    from lamina.dialects.tpu.tables import read_calibration_table, read_qtable
 
     ds = _npz_dataset(tmp_path / "ds", 6)
     table, qtable = tmp_path / "t", tmp_path / "q"

@@ -9,7 +9,7 @@ import numpy as np
 
 from lamina.ir.diagnostics import VerifyError
 from lamina.ir.opdef import operand, prop, result_def, var_operand
-from lamina.ir.traits import ConstantLike, IsTerminator, Pure, ReturnLike
+from lamina.ir.traits import ConstantLike, IsTerminator, NotALayer, Pure, ReturnLike
 from lamina.ir.types import NoneType, RankedTensorType, ShapedType, Type, none
 
 from .base import (
@@ -33,6 +33,7 @@ class InputOp(TopOp):
     identity: preprocessing is applied by the tools before the interpreter runs."""
 
     name = "top.Input"
+    traits = (Pure(), NotALayer())
     input = operand(AnyTensor)
     output = result_def(AnyTensor)
     mean = prop(F64ArrayAttr, optional=True)
@@ -73,7 +74,7 @@ class WeightOp(TopOp):
     in the resource section or kept in an external weight file) or a small ``dense`` literal."""
 
     name = "top.Weight"
-    traits = (Pure(), ConstantLike())
+    traits = (Pure(), ConstantLike(), NotALayer())
     output = result_def(AnyTensor)
     value = prop(ElementsAttrC)
 
@@ -98,6 +99,7 @@ class NoneOp(TopOp):
     """The absent optional operand (``none`` typed)."""
 
     name = "top.None"
+    traits = (Pure(), NotALayer())
     output = result_def(NoneType)
 
     def infer_shapes(self) -> list[Type]:
@@ -113,7 +115,7 @@ class YieldOp(TopOp):
     """Terminates the regions of ``top.If`` / ``top.Loop`` / ``top.Scan``: the region's results."""
 
     name = "top.Yield"
-    traits = (Pure(), IsTerminator(), ReturnLike())
+    traits = (Pure(), IsTerminator(), ReturnLike(), NotALayer())
     operands_ = var_operand()
 
     def infer_shapes(self) -> list[Type]:

@@ -36,7 +36,7 @@ from lamina.ir.attributes import DenseElementsAttr, element_type_to_dtype
 from lamina.ir.constraints import AnyOf
 from lamina.ir.diagnostics import VerifyError
 from lamina.ir.opdef import operand, prop, result_def
-from lamina.ir.traits import ConstantLike, Pure
+from lamina.ir.traits import ConstantLike, NotALayer, Pure
 from lamina.ir.types import FloatType, IntegerType, RankedTensorType, ShapedType, Type
 
 from .quantize import (
@@ -652,7 +652,7 @@ class WeightOp(_OwnOp):
     storage integer type, same shape as the result)."""
 
     name = "tpu.Weight"
-    traits = (Pure(), ConstantLike())
+    traits = (Pure(), ConstantLike(), NotALayer())
     output = result_def(AnyTensor)
     value = prop(ElementsAttrC)
 

@@ -15,10 +15,10 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "models")
 import zoo
 
 import lamina.api as api
+from lamina.dialects.tpu.tables import CalibrationTable, TensorStats
 from lamina.dialects.tpu.transforms import convert_top_to_tpu, import_calibration
 from lamina.execution.interpreter import Interpreter
 from lamina.ir.verifier import verify
-from lamina.quant.table import CalibrationTable, TensorStats
 
 
 def _cos(a: np.ndarray, b: np.ndarray) -> float:

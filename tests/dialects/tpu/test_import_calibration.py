@@ -7,10 +7,10 @@ from pathlib import Path
 import lamina.dialects
 import lamina.dialects.tpu  # noqa: F401
 from lamina.dialects.quant import CalibratedQuantizedType
+from lamina.dialects.tpu.tables import read_calibration_table
 from lamina.dialects.tpu.transforms import import_calibration
 from lamina.ir.context import Context
 from lamina.ir.parser import parse_module
-from lamina.quant.table import read_calibration_table
 
 TABLE = """# genetated time: 2024-05-01 10:00:00.000000
 # histogram number: 2048
@@ -66,7 +66,7 @@ func.func @main(%x: tensor<1x4xf32>) -> tensor<1x4xf32> {
 def test_asym_op_is_read_as_tpu_mlir_reads_it() -> None:
     """``#asym_op``: a GELU/SiLU (any non-Conv/MatMul op) named there gets an asymmetric result; a
     MatMul named there gets an asymmetric *input* (TPU-MLIR's input_asym), not result."""
-    from lamina.quant.table import CalibrationTable
+    from lamina.dialects.tpu.tables import CalibrationTable
 
     text = (
         "###\nx 2.0 -2.0 2.0\ngelu 4.0 -0.17 4.0\nfc 3.0 -0.1 3.0\nsilu 3.0 -0.28 3.0\n#asym_op\nfc\nsilu\n"

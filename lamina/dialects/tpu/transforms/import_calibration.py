@@ -83,7 +83,7 @@ def asym_values(root: Operation, names: Any) -> set[Value]:
 
 
 def import_calibration(func_or_module: Operation, table: Any, asymmetric: bool = False) -> int:
-    """Annotate the values named in ``table`` (a :class:`lamina.quant.table.CalibrationTable`);
+    """Annotate the values named in ``table`` (a :class:`lamina.dialects.tpu.tables.CalibrationTable`);
     returns how many values were annotated."""
     count = 0
     asym = asym_values(func_or_module, table.asym_ops)
@@ -144,7 +144,7 @@ class ImportCalibrationTable(Pass):
     num_annotated = Statistic("num-annotated", "Number of tensors given calibrated types")
 
     def run_on_operation(self, op: Operation) -> Any:
-        from lamina.quant.table import CalibrationTableError, check_table, read_calibration_table
+        from lamina.dialects.tpu.tables import CalibrationTableError, check_table, read_calibration_table
 
         if not self.file:
             op.emit_error("import-calibration-table needs file=<calibration table>")
@@ -166,8 +166,8 @@ class ImportCalibrationTable(Pass):
 
 
 def emit_table_diagnostic(op: Operation, problem: Any, severity: str) -> None:
-    """Report a table's problem (a :class:`~lamina.quant.table.CalibrationTableError` or
-    :class:`~lamina.quant.table.TableWarning`) at its ``file:line``, or on ``op`` naming the file when
+    """Report a table's problem (a :class:`~lamina.dialects.tpu.tables.CalibrationTableError` or
+    :class:`~lamina.dialects.tpu.tables.TableWarning`) at its ``file:line``, or on ``op`` naming the file when
     it concerns the whole table."""
     from lamina.ir import diagnostics
     from lamina.ir.location import FileLineColLoc

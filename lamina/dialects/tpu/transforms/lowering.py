@@ -833,8 +833,8 @@ class ConvertTopToTpu(Pass):
     def run_on_operation(self, op: Operation) -> Any:
         table: dict[str, str] = {}
         if self.qtable:
+            from lamina.dialects.tpu.tables import CalibrationTableError, check_qtable, read_qtable
             from lamina.dialects.tpu.transforms.import_calibration import emit_table_diagnostic
-            from lamina.quant.table import CalibrationTableError, check_qtable, read_qtable
 
             try:
                 table = read_qtable(self.qtable)

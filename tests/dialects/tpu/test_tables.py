@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from lamina.quant.table import (
+from lamina.dialects.tpu.tables import (
     CalibrationTable,
     CalibrationTableError,
     TensorStats,
