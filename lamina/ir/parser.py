@@ -2566,8 +2566,10 @@ def _npz_member_header(npz: Any, key: str) -> tuple[np.dtype, tuple[int, ...]]:
 def _blob_mismatch(dtype: np.dtype, shape: tuple[int, ...], t: ShapedType) -> str:
     """Why an array of ``dtype``/``shape`` cannot hold a ``t`` (empty when it can).
 
-    A blob may also be raw bytes (uint8, as written for byte blobs) or an opaque ``V<n>`` dtype of
-    the right item size (how numpy stores bf16/f8 arrays) holding exactly the type's bytes."""
+    A blob may also be raw bytes (uint8, as written for byte blobs), an opaque ``V<n>`` dtype of the
+    right item size (how numpy stores bf16/f8 arrays) or the unsigned integer of the element's width
+    (how ``model_deploy`` writes f16/bf16 weights: their bit patterns) holding exactly the type's
+    bytes."""
     want = element_type_to_dtype(t.element_type)
     n = 1
     for d in shape:
@@ -2576,7 +2578,7 @@ def _blob_mismatch(dtype: np.dtype, shape: tuple[int, ...], t: ShapedType) -> st
         if n != t.num_elements:
             return f"has shape {tuple(shape)} ({n} elements), expected {t.num_elements} elements for '{t}'"
         return ""
-    raw = dtype == np.uint8 or (dtype.kind == "V" and dtype.itemsize == want.itemsize)
+    raw = dtype == np.uint8 or (dtype.kind in "Vu" and dtype.itemsize == want.itemsize)
     if raw and n * dtype.itemsize == t.num_elements * want.itemsize:
         return ""
     return f"has dtype {dtype} and shape {tuple(shape)}, expected dtype {want} ({t.num_elements} elements) for '{t}'"
