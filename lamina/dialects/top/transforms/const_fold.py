@@ -18,12 +18,14 @@ import numpy as np
 
 from lamina.dialects.top.base import static_nbytes
 from lamina.ir.attributes import element_type_to_dtype
+from lamina.ir.constants import constant_array
 from lamina.ir.core import Block, Operation
+from lamina.ir.naming import location_name
 from lamina.ir.types import DYNAMIC, NoneType, ShapedType
 from lamina.passes import Option, Pass, Statistic, register_pass
 from lamina.rewrite.pattern import PatternRewriter, RewritePattern
 
-from .utils import FactoryCache, WeightFactory, create_weight, loc_name, static_shape, weight_of
+from .utils import FactoryCache, WeightFactory, create_weight, static_shape
 
 #: Ops never folded: boundaries, constants, and ops whose value is not a function of their operands.
 NOT_FOLDABLE = frozenset(
@@ -52,7 +54,7 @@ def _gather_of_shape(op: Operation) -> np.ndarray | None:
     t = sh.operands[0].type
     if not (isinstance(t, ShapedType) and t.has_rank):
         return None
-    ind = weight_of(idx)
+    ind = constant_array(idx)
     if ind is None or ind.dtype.kind not in "iu":
         return None
     a, b = sh._range(len(t.shape))  # type: ignore[attr-defined]
@@ -86,7 +88,7 @@ def evaluate(op: Operation, max_bytes: int = DEFAULT_MAX_BYTES) -> list[np.ndarr
         if isinstance(v.type, NoneType):
             ins.append(None)
             continue
-        a = weight_of(v)
+        a = constant_array(v)
         if a is None:
             return None
         ins.append(a)
@@ -137,7 +139,7 @@ def fold_op(
         return False
     ip = rewriter.save_insertion_point()
     rewriter.set_insertion_point(op)
-    base = loc_name(op.location) or op.name.removeprefix("top.").lower()
+    base = location_name(op.location) or op.name.removeprefix("top.").lower()
     new = []
     for i, (r, a) in enumerate(zip(op.results, vals)):
         if a is None or not r.uses:

@@ -31,7 +31,9 @@ from typing import Any
 import numpy as np
 
 from lamina.ir.attributes import element_type_to_dtype
+from lamina.ir.constants import constant_array
 from lamina.ir.core import IRMapping, Operation, Value
+from lamina.ir.naming import location_name
 from lamina.ir.types import RankedTensorType, i1, none
 from lamina.rewrite.pattern import PatternRewriter, RewritePattern
 
@@ -43,11 +45,9 @@ from .utils import (
     derived_loc,
     is_none_value,
     is_scalar,
-    loc_name,
     scalar_of,
     single_use,
     static_shape,
-    weight_of,
 )
 
 # ---- helpers ----------------------------------------------------------------------------------
@@ -134,12 +134,12 @@ class FuseBatchNormIntoConv(TopPattern):
         conv = def_op(bn.operands[0], "top.Conv")
         if conv is None or not single_use(conv.results[0]) or _prop(conv, "do_relu"):
             return False
-        w = weight_of(conv.operands[1])
+        w = constant_array(conv.operands[1])
         b_val = conv.operands[2]
-        bias = None if is_none_value(b_val) else weight_of(b_val)
+        bias = None if is_none_value(b_val) else constant_array(b_val)
         if w is None or w.dtype.kind != "f" or (bias is None and not is_none_value(b_val)):
             return False
-        params = [weight_of(v) for v in bn.operands[1:]]
+        params = [constant_array(v) for v in bn.operands[1:]]
         m = w.shape[0]
         if any(p is None or p.size != m for p in params):
             return False
@@ -150,7 +150,7 @@ class FuseBatchNormIntoConv(TopPattern):
         new_b = ((b0 - mean) * scale + beta).astype(w.dtype)
         rewriter.set_insertion_point(conv)
         f = self.factories.for_op(bn)
-        base = loc_name(bn.location) or "bn"
+        base = location_name(bn.location) or "bn"
         wv = create_weight(rewriter, f, new_w, base + "_filter", conv.operands[1].defining_op().location)
         bv = create_weight(rewriter, f, new_b, base + "_bias", bn.location)
         new = _clone_with(rewriter, conv, {1: wv, 2: bv}, bn.location)
@@ -260,15 +260,15 @@ class GemmToMatMul(TopPattern):
         if _prop(gemm, "transA"):
             return False
         alpha, beta, trans_b = _prop(gemm, "alpha"), _prop(gemm, "beta"), bool(_prop(gemm, "transB"))
-        bw = weight_of(b)
+        bw = constant_array(b)
         if (trans_b or alpha != 1.0) and (bw is None or bw.dtype.kind != "f"):
             return False
-        cw = None if is_none_value(c) else weight_of(c)
+        cw = None if is_none_value(c) else constant_array(c)
         if beta != 1.0 and not is_none_value(c) and (cw is None or cw.dtype.kind != "f"):
             return False
         rewriter.set_insertion_point(gemm)
         f = self.factories.for_op(gemm)
-        base = loc_name(gemm.location) or "gemm"
+        base = location_name(gemm.location) or "gemm"
         right = b
         if trans_b or alpha != 1.0:
             arr = bw.T if trans_b else bw  # type: ignore[union-attr]
@@ -306,7 +306,7 @@ class FuseBiasIntoMatMul(TopPattern):
                 continue
             if not _same_type_result(add, mm_v):
                 continue
-            b = weight_of(b_v)
+            b = constant_array(b_v)
             out = static_shape(mm_v)
             if b is None or b.dtype.kind != "f" or out is None or not out:
                 continue
@@ -316,13 +316,13 @@ class FuseBiasIntoMatMul(TopPattern):
             bias = b.reshape(n).astype(np.float32)
             old = mm.operands[2]
             if not is_none_value(old):
-                ob = weight_of(old)
+                ob = constant_array(old)
                 if ob is None or ob.size != n:
                     continue
                 bias = bias + ob.reshape(n).astype(np.float32)
             rewriter.set_insertion_point(mm)
             f = self.factories.for_op(mm)
-            name = loc_name(add.location) or "matmul"
+            name = location_name(add.location) or "matmul"
             bv = create_weight(rewriter, f, bias, name + "_bias", b_v.defining_op().location)
 
             def update(mm: Operation = mm, bv: Value = bv, loc: Any = add.location) -> None:
@@ -379,7 +379,7 @@ class RemoveInferenceDropout(RewritePattern):
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> bool:
         x, _ratio, training = op.operands
         if not is_none_value(training):
-            t = weight_of(training)
+            t = constant_array(training)
             if t is None or bool(np.any(t)):
                 return False
         if len(op.results) > 1 and op.results[1].uses:
@@ -419,7 +419,7 @@ class MergeReshapes(TopPattern):
         rewriter.set_insertion_point(op)
         shape_v = None
         if op.name == "top.Reshape":
-            cur = weight_of(op.operands[1])
+            cur = constant_array(op.operands[1])
             if cur is not None and tuple(int(d) for d in cur.reshape(-1)) == shape:
                 shape_v = op.operands[1]
         if shape_v is None:
@@ -428,7 +428,7 @@ class MergeReshapes(TopPattern):
                 rewriter,
                 f,
                 np.asarray(shape, dtype=np.int64),
-                (loc_name(op.location) or "reshape") + "_shape",
+                (location_name(op.location) or "reshape") + "_shape",
                 op.location,
             )
         if x.type is op.results[0].type:
@@ -448,7 +448,7 @@ class ReshapeConstantShape(TopPattern):
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> bool:
         sv = op.operands[1]
-        if weight_of(sv) is not None:
+        if constant_array(sv) is not None:
             return False
         shape = static_shape(op.results[0])
         if shape is None:
@@ -459,7 +459,7 @@ class ReshapeConstantShape(TopPattern):
             rewriter,
             f,
             np.asarray(shape, dtype=np.int64),
-            (loc_name(op.location) or "reshape") + "_shape",
+            (location_name(op.location) or "reshape") + "_shape",
             op.location,
         )
         old = sv.defining_op()
@@ -664,7 +664,7 @@ def _reduce_mean_axes(v: Value) -> tuple[Operation, Value, tuple[int, ...]] | No
     if not isinstance(x.type, RankedTensorType):
         return None
     rank = len(x.type.shape)
-    ax = weight_of(r.operands[1]) if not is_none_value(r.operands[1]) else None
+    ax = constant_array(r.operands[1]) if not is_none_value(r.operands[1]) else None
     if ax is None:
         return None
     axes = tuple(sorted(int(a) + rank if a < 0 else int(a) for a in ax.reshape(-1)))
@@ -698,7 +698,7 @@ def _layernorm_core(v: Value) -> dict[str, Any] | None:
     var = None
     for a, b in _ordered(ve):
         e = scalar_of(b)
-        if e is not None and weight_of(b) is not None and weight_of(b).size == 1:  # type: ignore[union-attr]
+        if e is not None and constant_array(b) is not None and constant_array(b).size == 1:  # type: ignore[union-attr]
             eps, var = e, a
             break
     if var is None or eps is None:
@@ -738,7 +738,7 @@ def _layernorm_match(op: Operation) -> dict[str, Any] | None:
     extra: list[Operation] = []
     if cur.name == "top.Add":
         for a, b in _ordered(cur):
-            if weight_of(b) is not None and a.defining_op() is not None and single_use(a):
+            if constant_array(b) is not None and a.defining_op() is not None and single_use(a):
                 beta, nxt = b, a.defining_op()
                 break
         else:
@@ -747,7 +747,7 @@ def _layernorm_match(op: Operation) -> dict[str, Any] | None:
         cur = nxt  # type: ignore[assignment]
     if cur.name == "top.Mul":
         for a, b in _ordered(cur):
-            if weight_of(b) is not None and single_use(a):
+            if constant_array(b) is not None and single_use(a):
                 core = _layernorm_core(a)
                 if core is not None:
                     gamma = b
@@ -803,7 +803,11 @@ class FuseLayerNorm(TopPattern):
                 return False
             f = self.factories.for_op(op)
             gamma = create_weight(
-                rewriter, f, np.ones(ns, dtype=dt), (loc_name(op.location) or "ln") + "_weight", op.location
+                rewriter,
+                f,
+                np.ones(ns, dtype=dt),
+                (location_name(op.location) or "ln") + "_weight",
+                op.location,
             )
         beta = m["beta"] if m["beta"] is not None else _none(rewriter, op.location)
         new = rewriter.create(
@@ -954,7 +958,7 @@ class FuseAttention(TopPattern):
                 rewriter,
                 f,
                 np.zeros((), dtype=element_type_to_dtype(et)),
-                (loc_name(out.location) or "attention") + "_mask_zero",
+                (location_name(out.location) or "attention") + "_mask_zero",
                 out.location,
                 et,
             )

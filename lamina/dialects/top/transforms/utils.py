@@ -1,5 +1,6 @@
-"""Helpers shared by the ``top`` passes and patterns: reading constant operands, creating new
-``top.Weight`` ops backed by ``dense_resource`` blobs, and small matching utilities."""
+"""Helpers shared by the ``top`` passes and patterns: scalar constants, creating new ``top.Weight``
+ops backed by ``dense_resource`` blobs, and small matching utilities. (A Value's constant array and
+a location's tensor name are IR-level: :mod:`lamina.ir.constants`, :mod:`lamina.ir.naming`.)"""
 
 from __future__ import annotations
 
@@ -9,45 +10,24 @@ from typing import Any
 import numpy as np
 
 from lamina.ir.attributes import (
-    DenseElementsAttr,
     DenseResourceElementsAttr,
     ResourceBlob,
     ResourceHandle,
     ResourceManager,
     dtype_to_element_type,
 )
+from lamina.ir.constants import constant_array
 from lamina.ir.core import Operation, Value
-from lamina.ir.location import FusedLoc, Location, NameLoc
+from lamina.ir.location import Location, NameLoc
+from lamina.ir.naming import location_name
 from lamina.ir.types import NoneType, RankedTensorType, ShapedType, Type
-
-WEIGHT = "top.Weight"
-
 
 # ---- reading values ---------------------------------------------------------------------------
 
 
-def weight_of(v: Value) -> np.ndarray | None:
-    """The array of ``v`` if it is produced by a ``top.Weight``, else None."""
-    op = v.defining_op()
-    if op is None or op.name != WEIGHT:
-        return None
-    a = op.properties.get("value")
-    if isinstance(a, (DenseElementsAttr, DenseResourceElementsAttr)):
-        try:
-            return a.to_numpy()
-        except ValueError:  # a resource without data
-            return None
-    return None
-
-
-def is_weight(v: Value) -> bool:
-    op = v.defining_op()
-    return op is not None and op.name == WEIGHT
-
-
 def scalar_of(v: Value) -> float | None:
     """The value of a constant whose elements are all equal (a splat or a one-element tensor)."""
-    a = weight_of(v)
+    a = constant_array(v)
     if a is None or a.size == 0 or a.dtype.kind not in "fiub":
         return None
     first = a.reshape(-1)[0]
@@ -106,22 +86,12 @@ def binary_other(op: Operation, v: Value) -> Value | None:
 # ---- locations --------------------------------------------------------------------------------
 
 
-def loc_name(loc: Location | None) -> str | None:
-    if isinstance(loc, NameLoc):
-        return loc.name
-    if isinstance(loc, FusedLoc):
-        for sub in loc.locations:
-            if isinstance(sub, NameLoc):
-                return sub.name
-    return None
-
-
 def derived_loc(loc: Location, suffix: str) -> Location:
     """A location for a *new* tensor made from the one at ``loc``: ``name`` becomes ``name_suffix``.
 
     Tensors are compared with the framework by location name, so an op that computes something else
     than the tensor named at ``loc`` must not reuse that name."""
-    name = loc_name(loc)
+    name = location_name(loc)
     child = loc.child if isinstance(loc, NameLoc) else None
     return NameLoc(f"{name or 'tensor'}_{suffix}", child)
 
