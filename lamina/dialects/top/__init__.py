@@ -46,7 +46,7 @@ ALL_OPS: list[type[TopOp]] = [
 
 TOP = register_dialect(Dialect("top", ALL_OPS, description="Hardware-independent tensor ops (TPU-MLIR Top)."))
 
-# The top passes (top-shape-infer, top-const-fold, top-canonicalize, top-dce) load on first lookup.
+# The top passes (top-shape-infer, top-const-fold, top-canonicalize) load on first lookup.
 register_pass_module("lamina.dialects.top.transforms")
 
 __all__ = [

@@ -322,6 +322,9 @@ class TopOp(Op, ExecutableOpInterface, InferShapeInterface, FlopsInterface):
     shape_operands: ClassVar[tuple[str, ...]] = ()
     #: The single result has exactly the type of the ``input`` operand (normalizations, activations).
     result_like_input: ClassVar[bool] = False
+    #: The results are a function of the operands and properties, so constant folding may evaluate
+    #: the op (False for a random op, as training-mode Dropout).
+    deterministic: ClassVar[bool] = True
 
     # ---- properties as Python values -------------------------------------------------------
 
@@ -418,7 +421,7 @@ class TopOp(Op, ExecutableOpInterface, InferShapeInterface, FlopsInterface):
         """The patterns of :mod:`lamina.dialects.top.transforms.patterns` rooted at this op."""
         from .transforms.patterns import canonicalization_patterns
 
-        return canonicalization_patterns(cls.name)
+        return canonicalization_patterns(cls)
 
 
 def result_dtype(op: TopOp, i: int = 0) -> np.dtype:

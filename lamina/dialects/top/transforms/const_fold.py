@@ -21,16 +21,26 @@ from lamina.ir.attributes import element_type_to_dtype
 from lamina.ir.constants import constant_array
 from lamina.ir.core import Block, Operation
 from lamina.ir.naming import location_name
+from lamina.ir.traits import NotALayer
 from lamina.ir.types import DYNAMIC, NoneType, ShapedType
 from lamina.passes import Option, Pass, Statistic, register_pass
+from lamina.rewrite.greedy import is_trivially_dead
 from lamina.rewrite.pattern import PatternRewriter, RewritePattern
 
 from .utils import FactoryCache, WeightFactory, create_weight, static_shape
 
-#: Ops never folded: boundaries, constants, and ops whose value is not a function of their operands.
-NOT_FOLDABLE = frozenset(
-    {"top.Input", "top.Weight", "top.None", "top.Yield", "top.Dropout", "top.If", "top.Loop", "top.Scan"}
-)
+
+def foldable(op_class: type[Operation]) -> bool:
+    """Whether ops of this class may be constant-folded: not model plumbing (inputs, weights, the
+    absent operand, terminators: :class:`NotALayer`), without regions (``If``/``Loop``/``Scan``),
+    and with results that are a function of their operands (not a random op)."""
+    op_def = getattr(op_class, "op_def", None)
+    return (
+        NotALayer not in op_class.traits
+        and not (op_def is not None and op_def.regions)
+        and getattr(op_class, "deterministic", True)
+    )
+
 
 DEFAULT_MAX_BYTES = 16 << 20
 
@@ -71,7 +81,7 @@ def _gather_of_shape(op: Operation) -> np.ndarray | None:
 def evaluate(op: Operation, max_bytes: int = DEFAULT_MAX_BYTES) -> list[np.ndarray | None] | None:
     """The values of ``op``'s results if they are compile-time constants, else None."""
     name = op.name
-    if name in NOT_FOLDABLE or op.regions or not op.results or not name.startswith("top."):
+    if not name.startswith("top.") or not foldable(type(op)) or op.regions or not op.results:
         return None
     if name in ("top.Shape", "top.Size"):
         c = _shape_constant(op)
@@ -176,15 +186,14 @@ class ConstantFoldPattern(RewritePattern):
         self.factories = FactoryCache()
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> bool:
-        if op.name in NOT_FOLDABLE:
-            return False
         return fold_op(op, rewriter, self.factories.for_op(op), self.max_bytes)
 
 
 def _erase_dead_weights(block: Block, rewriter: PatternRewriter) -> int:
+    """Erase the unused weights and ``none`` values of ``block`` (plumbing with no effects)."""
     n = 0
     for op in list(block.reversed()):
-        if op.name in ("top.Weight", "top.None") and not any(r.uses for r in op.results):
+        if NotALayer in op.traits and is_trivially_dead(op):
             rewriter.erase_op(op)
             n += 1
     return n

@@ -25,7 +25,7 @@ per-layer comparison by tensor name keeps working.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -35,9 +35,10 @@ from lamina.ir.constants import constant_array
 from lamina.ir.core import IRMapping, Operation, Value
 from lamina.ir.naming import location_name
 from lamina.ir.types import RankedTensorType, i1, none
+from lamina.rewrite.greedy import is_trivially_dead
 from lamina.rewrite.pattern import PatternRewriter, RewritePattern
 
-from .const_fold import NOT_FOLDABLE, ConstantFoldPattern
+from .const_fold import ConstantFoldPattern, foldable
 from .utils import (
     FactoryCache,
     create_weight,
@@ -58,18 +59,15 @@ def _prop(op: Operation, name: str) -> Any:
 
 
 def erase_dead(rewriter: PatternRewriter, ops: Iterable[Operation | None]) -> None:
-    """Erase ``ops`` (in order) and, transitively, the ``top`` producers they leave unused."""
+    """Erase ``ops`` (in order) and, transitively, the ``top`` producers they leave unused (those
+    without effects: a model input stays)."""
     work = [o for o in ops if o is not None]
     seen: set[int] = set()
     while work:
         op = work.pop(0)
         if id(op) in seen or op.parent is None:
             continue
-        if (
-            any(r.uses for r in op.results)
-            or op.name in ("top.Input", "top.Yield")
-            or not op.name.startswith("top.")
-        ):
+        if op.dialect_name != "top" or not is_trivially_dead(op):
             continue
         seen.add(id(op))
         producers = [v.defining_op() for v in op.operands]
@@ -1036,20 +1034,21 @@ def _build() -> dict[str, list[type[RewritePattern] | Any]]:
 _REGISTRY: dict[str, list[Any]] | None = None
 
 
-def canonicalization_patterns(op_name: str, *, fold: bool = True) -> list[RewritePattern]:
-    """Fresh instances of the patterns rooted at ``op_name`` (constant folding included when
-    ``fold``)."""
+def canonicalization_patterns(op_class: type[Operation], *, fold: bool = True) -> list[RewritePattern]:
+    """Fresh instances of the patterns rooted at ``op_class`` (constant folding included when
+    ``fold`` and the op is :func:`~.const_fold.foldable`)."""
     global _REGISTRY
     if _REGISTRY is None:
         _REGISTRY = _build()
-    out: list[RewritePattern] = [f() for f in _REGISTRY.get(op_name, ())]
-    if fold and op_name not in NOT_FOLDABLE:
-        out.append(ConstantFoldPattern(op_name))
+    name = op_class.name
+    out: list[RewritePattern] = [f() for f in _REGISTRY.get(name, ())]
+    if fold and foldable(op_class):
+        out.append(ConstantFoldPattern(name))
     return out
 
 
-def all_patterns(op_names: Sequence[str], *, fold: bool = True) -> list[RewritePattern]:
+def all_patterns(op_classes: Iterable[type[Operation]], *, fold: bool = True) -> list[RewritePattern]:
     out: list[RewritePattern] = []
-    for n in op_names:
-        out.extend(canonicalization_patterns(n, fold=fold))
+    for c in op_classes:
+        out.extend(canonicalization_patterns(c, fold=fold))
     return out
