@@ -418,10 +418,19 @@ class TopOp(Op, ExecutableOpInterface, InferShapeInterface, FlopsInterface):
 
     @classmethod
     def get_canonicalization_patterns(cls) -> Sequence[Any]:
-        """The patterns of :mod:`lamina.dialects.top.transforms.patterns` rooted at this op."""
-        from .transforms.patterns import canonicalization_patterns
+        """The patterns rooted at this op, from the source the dialect installs with
+        :func:`set_canonicalization_source` (the pattern registry of ``top``'s transforms, a floor
+        above the ops, so the ops do not import it); none before."""
+        return _canonicalization_source(cls) if _canonicalization_source is not None else ()
 
-        return canonicalization_patterns(cls)
+
+_canonicalization_source: Callable[[type[TopOp]], Sequence[Any]] | None = None
+
+
+def set_canonicalization_source(source: Callable[[type[TopOp]], Sequence[Any]]) -> None:
+    """Where :meth:`TopOp.get_canonicalization_patterns` gets the patterns rooted at an op class."""
+    global _canonicalization_source
+    _canonicalization_source = source
 
 
 def result_dtype(op: TopOp, i: int = 0) -> np.dtype:

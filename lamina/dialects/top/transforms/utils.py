@@ -4,8 +4,7 @@ a location's tensor name are IR-level: :mod:`lamina.ir.constants`, :mod:`lamina.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -21,6 +20,8 @@ from lamina.ir.core import Operation, Value
 from lamina.ir.location import Location, NameLoc
 from lamina.ir.naming import location_name
 from lamina.ir.types import NoneType, RankedTensorType, ShapedType, Type
+
+OpT = TypeVar("OpT", bound=Operation)
 
 # ---- reading values ---------------------------------------------------------------------------
 
@@ -43,43 +44,25 @@ def is_scalar(v: Value, value: float, rtol: float = 1e-6) -> bool:
     return s is not None and abs(s - value) <= rtol * max(1.0, abs(value))
 
 
-def def_op(v: Value, name: str) -> Operation | None:
-    """``v``'s defining op if it is named ``name``."""
+def producer(v: Value, op_class: type[OpT]) -> OpT | None:
+    """``v``'s defining op if it is an ``op_class`` op, typed so that its named accessors
+    (``conv.filter``) can be used. Compared by name: a ``tpu`` op is never a ``top`` one."""
     op = v.defining_op()
-    return op if op is not None and op.name == name else None
+    return op if op is not None and op.name == op_class.name else None  # type: ignore[return-value]
 
 
 def single_use(v: Value) -> bool:
     return len(v.uses) == 1
 
 
-def users(v: Value) -> list[Operation]:
-    return [u.owner for u in v.uses]
-
-
 def is_none_value(v: Value) -> bool:
     return isinstance(v.type, NoneType)
-
-
-def ranked(v: Value | Type) -> RankedTensorType | None:
-    t = v if isinstance(v, Type) else v.type
-    return t if isinstance(t, RankedTensorType) else None
 
 
 def static_shape(v: Value | Type) -> tuple[int, ...] | None:
     t = v if isinstance(v, Type) else v.type
     if isinstance(t, ShapedType) and t.has_rank and t.has_static_shape:
         return tuple(t.shape)
-    return None
-
-
-def binary_other(op: Operation, v: Value) -> Value | None:
-    """For a two-operand op with ``v`` as one operand, the other operand."""
-    a, b = op.operands[0], op.operands[1]
-    if a is v:
-        return b
-    if b is v:
-        return a
     return None
 
 
@@ -188,12 +171,3 @@ def create_weight(
     attr = factory.attr(array, hint, element_type)
     op = rewriter.create(WeightOp, output=attr.type, value=attr, loc=loc)
     return op.results[0]
-
-
-def all_same(items: Iterable[Any]) -> bool:
-    it = iter(items)
-    try:
-        first = next(it)
-    except StopIteration:
-        return True
-    return all(x == first for x in it)
