@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from lamina.dialects.top.base import static_nbytes
+from lamina.dialects.top.tensor import GatherOp, ShapeOp, SizeOp
 from lamina.ir.attributes import element_type_to_dtype
 from lamina.ir.constants import constant_array
 from lamina.ir.core import Block, Operation
@@ -27,7 +28,7 @@ from lamina.passes import Option, Pass, Statistic, register_pass
 from lamina.rewrite.greedy import is_trivially_dead
 from lamina.rewrite.pattern import PatternRewriter, RewritePattern
 
-from .utils import FactoryCache, WeightFactory, create_weight, static_shape
+from .utils import FactoryCache, WeightFactory, create_weight, producer, static_shape
 
 
 def foldable(op_class: type[Operation]) -> bool:
@@ -47,27 +48,27 @@ DEFAULT_MAX_BYTES = 16 << 20
 
 def _shape_constant(op: Operation) -> np.ndarray | None:
     """``top.Shape`` / ``top.Size`` of a statically shaped value."""
-    s = static_shape(op.operands[0])
+    s = static_shape(op.input)  # type: ignore[attr-defined]
     if s is None:
         return None
     return op.execute([np.empty(s, dtype=np.bool_)])[0]  # type: ignore[attr-defined]
 
 
-def _gather_of_shape(op: Operation) -> np.ndarray | None:
+def _gather_of_shape(op: GatherOp) -> np.ndarray | None:
     """``Gather(Shape(x), idx)`` (axis 0) where the gathered dims of ``x`` are static."""
-    data, idx = op.operands[0], op.operands[1]
-    sh = data.defining_op()
-    if sh is None or sh.name != "top.Shape":
+    sh = producer(op.input, ShapeOp)
+    if sh is None:
         return None
-    if (op.attr("axis") or 0) not in (0, -1):  # type: ignore[attr-defined]
+    if (op.attr("axis") or 0) not in (0, -1):
         return None
-    t = sh.operands[0].type
+    idx = op.indices
+    t = sh.input.type
     if not (isinstance(t, ShapedType) and t.has_rank):
         return None
     ind = constant_array(idx)
     if ind is None or ind.dtype.kind not in "iu":
         return None
-    a, b = sh._range(len(t.shape))  # type: ignore[attr-defined]
+    a, b = sh._range(len(t.shape))
     dims = np.asarray(t.shape[a:b], dtype=np.int64)
     n = len(dims)
     if n == 0 or np.any(ind < -n) or np.any(ind >= n):
@@ -83,10 +84,10 @@ def evaluate(op: Operation, max_bytes: int = DEFAULT_MAX_BYTES) -> list[np.ndarr
     name = op.name
     if not name.startswith("top.") or not foldable(type(op)) or op.regions or not op.results:
         return None
-    if name in ("top.Shape", "top.Size"):
+    if name in (ShapeOp.name, SizeOp.name):
         c = _shape_constant(op)
         return None if c is None else [c]
-    if name == "top.Gather":
+    if isinstance(op, GatherOp) and name == GatherOp.name:
         c = _gather_of_shape(op)
         if c is not None:
             return [c]
