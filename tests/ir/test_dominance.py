@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import lamina.dialects.cf
+import lamina.dialects.func  # noqa: F401
 from lamina.ir.context import Context
 from lamina.ir.dominance import DominanceInfo
 from lamina.ir.parser import parse_module
