@@ -15,7 +15,8 @@ from .patterns import all_patterns
 
 def top_op_classes() -> list[type[Operation]]:
     """The ops of the ``top`` dialect, in its order (from the dialect registry)."""
-    return list(lookup_dialect("top").ops.values())
+    top = lookup_dialect("top")  # registered when any top op module is imported, as here
+    return list(top.ops.values()) if top is not None else []
 
 
 def canonicalize_top(
