@@ -32,7 +32,8 @@ import numpy as np
 from lamina.ir.attributes import StringAttr
 from lamina.ir.core import Block, Operation, Region, Value
 from lamina.ir.diagnostics import diagnostic_location
-from lamina.ir.location import FileLineColLoc, FusedLoc, Location, NameLoc
+from lamina.ir.location import FileLineColLoc
+from lamina.ir.naming import location_names, result_names
 from lamina.ir.traits import ExecutableOpInterface
 
 NAME_KEY = "onnx.name"
@@ -44,31 +45,6 @@ class ExecutionError(Exception):
     def __init__(self, message: str, op: Operation | None = None) -> None:
         super().__init__(message)
         self.op = op
-
-
-def location_names(loc: Location) -> list[str]:
-    """The tensor names a location gives, in result order."""
-    if isinstance(loc, NameLoc):
-        return [loc.name]
-    if isinstance(loc, FusedLoc):
-        out: list[str] = []
-        for sub in loc.locations:
-            if isinstance(sub, NameLoc):
-                out.append(sub.name)
-        return out
-    return []
-
-
-def result_names(op: Operation) -> list[str]:
-    """A name for every result of ``op`` (from its location; suffixed ``_<i>`` where missing)."""
-    names = location_names(op.location)
-    n = len(op.results)
-    if len(names) == n:
-        return names
-    base = names[0] if names else f"{op.name}_{id(op):x}"
-    if n == 1:
-        return [base]
-    return [names[i] if i < len(names) else f"{base}_{i}" for i in range(n)]
 
 
 def _describe(op: Operation) -> str:

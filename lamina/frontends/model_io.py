@@ -133,7 +133,7 @@ def input_ops(module: Any) -> list[Any]:
 
 def weight_names(module: Any) -> set[str]:
     """Location names of ``top.Weight``/``top.None`` results (left out of tensor dumps)."""
-    from lamina.execution.interpreter import result_names
+    from lamina.ir.naming import result_names
 
     out: set[str] = set()
     for op in module.walk_ops():

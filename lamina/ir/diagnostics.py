@@ -27,11 +27,10 @@ from typing import TYPE_CHECKING
 from lamina.ir.location import (
     CallSiteLoc,
     FileLineColLoc,
-    FusedLoc,
     Location,
-    NameLoc,
     UnknownLoc,
 )
+from lamina.ir.naming import location_name, location_names
 
 if TYPE_CHECKING:
     from lamina.ir.core import Operation
@@ -79,12 +78,9 @@ def format_location(loc: Location) -> str:
     flc = loc.file_line_col()
     if flc is not None:
         return f"{flc.filename}:{flc.line}:{flc.col}"
-    if isinstance(loc, NameLoc):
-        return f'"{loc.name}"'
-    if isinstance(loc, FusedLoc):
-        for sub in loc.locations:
-            if isinstance(sub, NameLoc):
-                return f'"{sub.name}"'
+    name = location_name(loc)
+    if name is not None:
+        return f'"{name}"'
     if isinstance(loc, CallSiteLoc):
         return format_location(loc.callee)
     if isinstance(loc, FileLineColLoc):  # pragma: no cover - handled above
@@ -257,9 +253,7 @@ def diagnostic_location(op: Operation) -> Location:
 
 def _origin(loc: Location) -> str:
     """The note naming where an op comes from (its own location, e.g. an ONNX node)."""
-    names = [
-        x.name for x in (loc.locations if isinstance(loc, FusedLoc) else (loc,)) if isinstance(x, NameLoc)
-    ]
+    names = location_names(loc)
     if names:
         return "the op comes from " + ", ".join(f"'{n}'" for n in names)
     return "the op comes from here"

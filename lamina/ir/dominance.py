@@ -17,7 +17,7 @@ from lamina.ir.core import Block, BlockArgument, Operation, OpResult, Region, Va
 class DominanceInfo:
     """Dominator tree of the blocks of one region."""
 
-    __slots__ = ("_tin", "_tout", "idom", "reachable", "region")
+    __slots__ = ("_children", "_tin", "_tout", "idom", "reachable", "region")
 
     def __init__(self, region: Region) -> None:
         self.region = region
@@ -26,6 +26,7 @@ class DominanceInfo:
         self._tin: dict[Block, int] = {}
         self._tout: dict[Block, int] = {}
         self.reachable: set[Block] = set()
+        self._children: dict[Block, list[Block]] = {}
         if not blocks:
             return
         entry = blocks[0]
@@ -78,9 +79,10 @@ class DominanceInfo:
         self.idom = idom
         # Number the dominator tree for O(1) queries.
         children: dict[Block, list[Block]] = {b: [] for b in rpo}
-        for b, d in idom.items():
+        for b, d in idom.items():  # (in reverse post-order: the order blocks got their idom)
             if b is not d:
                 children[d].append(b)
+        self._children = children
         t = 0
         tin, tout = self._tin, self._tout
         st: list[tuple[Block, int]] = [(entry, 0)]
@@ -116,6 +118,10 @@ class DominanceInfo:
 
     def properly_dominates(self, a: Block, b: Block) -> bool:
         return a is not b and self.dominates(a, b)
+
+    def children(self, b: Block) -> list[Block]:
+        """The blocks ``b`` immediately dominates, in reverse post-order (none if unreachable)."""
+        return self._children.get(b, [])
 
     def immediate_dominator(self, b: Block) -> Block | None:
         d = self.idom.get(b)

@@ -199,7 +199,7 @@ def calibrate(
 def _asym_input_names(module: Any) -> set[str]:
     """Result names of the ops whose ``#asym_op`` entry TPU-MLIR reads as "asymmetric input"."""
     from lamina.dialects.tpu.transforms.import_calibration import ASYM_INPUT_OPS
-    from lamina.execution.interpreter import result_names
+    from lamina.ir.naming import result_names
 
     return {n for op in module.walk_ops() if op.name in ASYM_INPUT_OPS for n in result_names(op)}
 

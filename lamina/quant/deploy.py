@@ -216,7 +216,7 @@ def _materialize_qtable(qtable: Any, tmpdir: str) -> str | None:
 
 def value_types(module: Any) -> dict[str, Any]:
     """Tensor name -> IR type of every named result (for dequantizing dumps)."""
-    from lamina.execution.interpreter import result_names
+    from lamina.ir.naming import result_names
 
     out: dict[str, Any] = {}
     for op in module.walk_ops():
@@ -274,7 +274,7 @@ def run_tpu_module(
 
 
 def _weight_names(module: Any) -> set[str]:
-    from lamina.execution.interpreter import result_names
+    from lamina.ir.naming import result_names
 
     out: set[str] = set()
     for op in module.walk_ops():
@@ -286,7 +286,8 @@ def _weight_names(module: Any) -> set[str]:
 def _fixed_output_sources(module: Any) -> dict[str, str]:
     """Output name -> name of the quantized tensor a final dequantizing ``tpu.Cast`` reads."""
     from lamina.dialects.quant import UniformQuantizedPerAxisType, UniformQuantizedType
-    from lamina.execution.interpreter import find_main, result_names
+    from lamina.execution.interpreter import find_main
+    from lamina.ir.naming import result_names
 
     func = find_main(module)
     ret = func.regions[0].blocks[0].last_op

@@ -182,7 +182,7 @@ class SearchResult:
 
 
 def _names(op: Any) -> list[str]:
-    from lamina.execution.interpreter import result_names
+    from lamina.ir.naming import result_names
 
     return result_names(op)
 

@@ -1,5 +1,6 @@
 """Pattern rewriting: patterns, the rewriter, the greedy driver and dialect conversion."""
 
+from lamina.ir.constants import constant_value
 from lamina.rewrite.conversion import (
     ConversionPattern,
     ConversionPatternRewriter,
@@ -13,7 +14,6 @@ from lamina.rewrite.greedy import (
     OperationFolder,
     apply_op_patterns,
     apply_patterns_greedily,
-    constant_value,
     erase_unreachable_blocks,
     is_trivially_dead,
     would_be_trivially_dead,

@@ -22,13 +22,13 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from lamina.ir.attributes import Attribute
+from lamina.ir.constants import constant_value
 from lamina.ir.core import Block, Operation, Region, Value
 from lamina.ir.diagnostics import emit
 from lamina.ir.location import UnknownLoc
 from lamina.ir.traits import (
     Commutative,
     ConstantLike,
-    ConstantValueInterface,
     IsolatedFromAbove,
     IsTerminator,
     NoMemoryEffect,
@@ -41,24 +41,6 @@ _UNKNOWN = UnknownLoc()
 # --------------------------------------------------------------------------------------------
 # helpers
 # --------------------------------------------------------------------------------------------
-
-
-def constant_value(op: Operation | None) -> Attribute | None:
-    """The attribute a ConstantLike op produces (its ``value``), else None."""
-    if op is None or ConstantLike not in op.traits:
-        return None
-    iface = ConstantValueInterface.get(op)
-    if iface is not None:
-        try:
-            return iface.constant_value()
-        except NotImplementedError:
-            pass
-    return op.get_attr("value")
-
-
-def value_constant(v: Value) -> Attribute | None:
-    """The constant value of ``v`` if it is the result of a ConstantLike op."""
-    return constant_value(v.defining_op())
 
 
 def would_be_trivially_dead(op: Operation) -> bool:

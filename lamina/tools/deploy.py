@@ -123,7 +123,7 @@ class DeployResult:
 def layer_names(module: Any) -> list[str]:
     """The location names of the ops a qtable may name (every op with a tensor result except inputs,
     weights and ``top.None``), in network order."""
-    from lamina.execution.interpreter import result_names
+    from lamina.ir.naming import result_names
 
     out: list[str] = []
     seen: set[str] = set()

@@ -3,14 +3,15 @@
 Only ops without memory effects, regions or successors, that are not terminators, are
 candidates. Two ops are equivalent when they have the same name, operands, result types,
 properties and discardable attributes. Known ops are kept in scoped hash tables that follow
-dominance: an op in a block is visible in the blocks it dominates and in the regions nested below
-it, except across an op that is IsolatedFromAbove (which starts a fresh table). Trivially dead ops
-met on the way are erased too.
+dominance (the dominator tree of :mod:`lamina.ir.dominance`, the verifier's): an op in a block is
+visible in the blocks it dominates and in the regions nested below it, except across an op that is
+IsolatedFromAbove (which starts a fresh table). Trivially dead ops met on the way are erased too.
 """
 
 from __future__ import annotations
 
 from lamina.ir.core import Block, Operation, Region
+from lamina.ir.dominance import DominanceInfo
 from lamina.ir.location import UnknownLoc
 from lamina.ir.traits import IsolatedFromAbove, IsTerminator, NoMemoryEffect
 from lamina.passes import Pass, Statistic, register_pass
@@ -42,62 +43,6 @@ class ScopedTable:
         self.scopes[-1][key] = op
 
 
-def dominator_tree(region: Region) -> dict[Block, list[Block]]:
-    """Children of each block in the dominator tree of ``region``'s CFG (Cooper-Harvey-Kennedy);
-    unreachable blocks are not in the tree."""
-    blocks = region.blocks
-    entry = blocks[0]
-    # Reverse post-order of the reachable blocks.
-    order: list[Block] = []
-    seen: set[Block] = set()
-    stack: list[tuple[Block, int]] = [(entry, 0)]
-    seen.add(entry)
-    while stack:
-        b, i = stack.pop()
-        succ = b.successors
-        if i < len(succ):
-            stack.append((b, i + 1))
-            s = succ[i]
-            if s not in seen:
-                seen.add(s)
-                stack.append((s, 0))
-        else:
-            order.append(b)
-    order.reverse()
-    index = {b: i for i, b in enumerate(order)}
-    preds: dict[Block, list[Block]] = {b: [] for b in order}
-    for b in order:
-        for s in b.successors:
-            if s in preds:
-                preds[s].append(b)
-    idom: dict[Block, Block] = {entry: entry}
-
-    def intersect(a: Block, b: Block) -> Block:
-        while a is not b:
-            while index[a] > index[b]:
-                a = idom[a]
-            while index[b] > index[a]:
-                b = idom[b]
-        return a
-
-    changed = True
-    while changed:
-        changed = False
-        for b in order[1:]:
-            new = None
-            for p in preds[b]:
-                if p in idom:
-                    new = p if new is None else intersect(p, new)
-            if new is not None and idom.get(b) is not new:
-                idom[b] = new
-                changed = True
-    children: dict[Block, list[Block]] = {b: [] for b in order}
-    for b in order[1:]:
-        if b in idom:
-            children[idom[b]].append(b)
-    return children
-
-
 def _cse_key(op: Operation) -> tuple | None:
     try:
         key = (
@@ -127,7 +72,7 @@ class _CSE:
             self.simplify_block(table, region.blocks[0])
             table.pop()
             return
-        children = dominator_tree(region)
+        dom = DominanceInfo(region)
         # Depth-first walk of the dominator tree with one scope per block.
         stack: list[tuple[Block, bool]] = [(region.blocks[0], False)]
         while stack:
@@ -138,7 +83,7 @@ class _CSE:
             table.push()
             self.simplify_block(table, b)
             stack.append((b, True))
-            for c in reversed(children.get(b, ())):
+            for c in reversed(dom.children(b)):
                 stack.append((c, False))
 
     def simplify_block(self, table: ScopedTable, block: Block) -> None:

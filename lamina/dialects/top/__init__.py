@@ -10,10 +10,12 @@ quantization ...), :mod:`.detection` (NonMaxSuppression, GridSample, RoiAlign), 
 
 from __future__ import annotations
 
+from typing import Any
+
 from lamina.ir.context import Dialect, register_dialect
 from lamina.passes.registry import register_pass_module
 
-from .base import TopOp
+from .base import TopOp, set_canonicalization_source
 from .control import CONTROL_OPS
 from .detection import DETECTION_OPS
 from .elementwise import ELEMENTWISE_OPS
@@ -46,8 +48,19 @@ ALL_OPS: list[type[TopOp]] = [
 
 TOP = register_dialect(Dialect("top", ALL_OPS, description="Hardware-independent tensor ops (TPU-MLIR Top)."))
 
-# The top passes (top-shape-infer, top-const-fold, top-canonicalize, top-dce) load on first lookup.
+# The top passes (top-shape-infer, top-const-fold, top-canonicalize) load on first lookup.
 register_pass_module("lamina.dialects.top.transforms")
+
+
+def _canonicalization_patterns(op_class: type[TopOp]) -> list[Any]:
+    """The patterns rooted at ``op_class`` (the registry of the dialect's transforms, loaded on
+    first use like its passes): what ``TopOp.get_canonicalization_patterns`` returns."""
+    from .transforms.patterns import canonicalization_patterns
+
+    return list(canonicalization_patterns(op_class))
+
+
+set_canonicalization_source(_canonicalization_patterns)
 
 __all__ = [
     "ALL_OPS",

@@ -36,11 +36,12 @@ from lamina.ir.attributes import (
     dtype_to_element_type,
     element_type_to_dtype,
 )
+from lamina.ir.constants import constant_array
 from lamina.ir.constraints import IsInstance, Predicate
 from lamina.ir.core import Value
 from lamina.ir.diagnostics import VerifyError
 from lamina.ir.opdef import Op
-from lamina.ir.traits import ExecutableOpInterface, Pure
+from lamina.ir.traits import ExecutableOpInterface, NotALayer, Pure
 from lamina.ir.types import (
     DYNAMIC,
     FloatType,
@@ -166,13 +167,14 @@ _FOLD_MAX_DEPTH = 48
 
 
 def const_value(v: Value, _depth: int = 0) -> np.ndarray | None:
-    """The value of ``v`` if it is known at compile time: produced by a ``top.Weight``, the
+    """The value of ``v`` if it is known at compile time: a constant (:func:`constant_array`), the
     ``top.Shape`` of a statically shaped value, or a small computation on such values, else None."""
     op = v.defining_op()
     if op is None:
         return None
-    if op.name == "top.Weight":
-        return op.properties["value"].to_numpy()
+    c = constant_array(v)
+    if c is not None:
+        return c
     if op.name == "top.Shape":  # the shape of a statically shaped value is a constant
         s = shape_of(op.operands[0])
         if s is not None and DYNAMIC not in s:
@@ -183,7 +185,7 @@ def const_value(v: Value, _depth: int = 0) -> np.ndarray | None:
         or not isinstance(op, TopOp)
         or not op.operands  # no inputs: None, or a random source
         or op.regions
-        or op.name == "top.Input"
+        or NotALayer in op.traits  # model plumbing: an input's value is not known here
     ):
         return None
     ins: list[Any] = []
@@ -320,6 +322,9 @@ class TopOp(Op, ExecutableOpInterface, InferShapeInterface, FlopsInterface):
     shape_operands: ClassVar[tuple[str, ...]] = ()
     #: The single result has exactly the type of the ``input`` operand (normalizations, activations).
     result_like_input: ClassVar[bool] = False
+    #: The results are a function of the operands and properties, so constant folding may evaluate
+    #: the op (False for a random op, as training-mode Dropout).
+    deterministic: ClassVar[bool] = True
 
     # ---- properties as Python values -------------------------------------------------------
 
@@ -413,10 +418,19 @@ class TopOp(Op, ExecutableOpInterface, InferShapeInterface, FlopsInterface):
 
     @classmethod
     def get_canonicalization_patterns(cls) -> Sequence[Any]:
-        """The patterns of :mod:`lamina.dialects.top.transforms.patterns` rooted at this op."""
-        from .transforms.patterns import canonicalization_patterns
+        """The patterns rooted at this op, from the source the dialect installs with
+        :func:`set_canonicalization_source` (the pattern registry of ``top``'s transforms, a floor
+        above the ops, so the ops do not import it); none before."""
+        return _canonicalization_source(cls) if _canonicalization_source is not None else ()
 
-        return canonicalization_patterns(cls.name)
+
+_canonicalization_source: Callable[[type[TopOp]], Sequence[Any]] | None = None
+
+
+def set_canonicalization_source(source: Callable[[type[TopOp]], Sequence[Any]]) -> None:
+    """Where :meth:`TopOp.get_canonicalization_patterns` gets the patterns rooted at an op class."""
+    global _canonicalization_source
+    _canonicalization_source = source
 
 
 def result_dtype(op: TopOp, i: int = 0) -> np.dtype:

@@ -398,6 +398,7 @@ class DropoutOp(TopOp):
     output = result_def(AnyTensor)
     mask = result_def(AnyTensorOrNone)
     seed = prop(I64Attr, optional=True)
+    deterministic = False  # training mode draws a random mask: never constant-folded
 
     def infer_shapes(self) -> list[Type]:
         mt = self.mask.type

@@ -7,9 +7,17 @@ from typing import Any
 
 import numpy as np
 
+from lamina.ir.core import Value
 from lamina.ir.diagnostics import VerifyError
 from lamina.ir.opdef import operand, prop, result_def, var_operand
-from lamina.ir.traits import ConstantLike, IsTerminator, NotALayer, Pure, ReturnLike
+from lamina.ir.traits import (
+    ConstantLike,
+    IsTerminator,
+    MemoryEffectOpInterface,
+    NotALayer,
+    Pure,
+    ReturnLike,
+)
 from lamina.ir.types import NoneType, RankedTensorType, ShapedType, Type, none
 
 from .base import (
@@ -27,13 +35,20 @@ from .base import (
 )
 
 
-class InputOp(TopOp):
+class InputOp(TopOp, MemoryEffectOpInterface):
     """A model input (the function argument it wraps), with TPU-MLIR's preprocessing description:
     ``x' = (pixel - mean) * scale`` per channel after resizing to ``resize_dims``. Execution is the
-    identity: preprocessing is applied by the tools before the interpreter runs."""
+    identity: preprocessing is applied by the tools before the interpreter runs.
+
+    Not ``Pure``: it reads the model's input, an effect, so dead-code elimination, ``canonicalize``
+    and CSE keep it even when nothing uses the input (a model keeps its signature)."""
 
     name = "top.Input"
-    traits = (Pure(), NotALayer())
+    traits = (NotALayer(),)
+
+    def memory_effects(self) -> Sequence[tuple[str, Value | None]]:
+        return [("read", self.input)]
+
     input = operand(AnyTensor)
     output = result_def(AnyTensor)
     mean = prop(F64ArrayAttr, optional=True)

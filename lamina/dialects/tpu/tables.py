@@ -356,7 +356,7 @@ SHOWN_NAMES = 3
 
 def model_tensors(module: object) -> dict[str, object]:
     """Tensor name → IR type of every named result of the model's ``top`` ops (first one wins)."""
-    from lamina.execution.interpreter import result_names
+    from lamina.ir.naming import result_names
 
     out: dict[str, object] = {}
     for op in module.walk_ops():  # type: ignore[attr-defined]

@@ -218,7 +218,7 @@ def test_const_fold_uses_context_resources_and_unique_keys() -> None:
     np.testing.assert_array_equal(_run(m2, [])[0], [1.0, 2.0])
 
 
-def test_top_dce_and_shape_infer_pass() -> None:
+def test_dce_and_shape_infer_pass() -> None:
     text = """
     func.func @main(%a: tensor<2x3xf32>) -> tensor<*xf32> {
       %x = "top.Input"(%a) : (tensor<2x3xf32>) -> tensor<2x3xf32>
@@ -229,7 +229,7 @@ def test_top_dce_and_shape_infer_pass() -> None:
     }
     """
     ctx, m = _module(text)
-    assert PassManager.parse("builtin.module(top-dce,func.func(top-shape-infer))", ctx).run(m)
+    assert PassManager.parse("builtin.module(dce,func.func(top-shape-infer))", ctx).run(m)
     assert "top.Exp" not in _ops(m)
     add = next(o for o in m.walk_ops() if o.name == "top.Add")
     assert str(add.results[0].type) == "tensor<2x3xf32>"

@@ -1,6 +1,8 @@
-// RUN: lamina-opt %s --pass-pipeline='builtin.module(top-dce)' --mlir-print-op-generic | FileCheck %s
+// RUN: lamina-opt %s --pass-pipeline='builtin.module(dce)' --mlir-print-op-generic | FileCheck %s
+// RUN: lamina-opt %s --pass-pipeline='builtin.module(func.func(canonicalize,cse))' --mlir-print-op-generic | FileCheck %s
 
-// Unused top ops and the weights only they used are erased; inputs stay.
+// The generic dce (and canonicalize, CSE) erase unused top ops and the weights only they used;
+// inputs stay, used or not (top.Input reads the model's input: an effect). top-dce is gone.
 // CHECK-LABEL: sym_name = "dce"
 // CHECK: "top.Input"
 // CHECK: "top.Input"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from lamina.ir.context import lookup_dialect
 from lamina.ir.core import Operation
 from lamina.passes import Option, Pass, Statistic, register_pass
 from lamina.rewrite.greedy import apply_patterns_greedily
@@ -12,10 +13,10 @@ from lamina.rewrite.greedy import apply_patterns_greedily
 from .patterns import all_patterns
 
 
-def top_op_names() -> list[str]:
-    from lamina.dialects.top import ALL_OPS
-
-    return [cls.name for cls in ALL_OPS]
+def top_op_classes() -> list[type[Operation]]:
+    """The ops of the ``top`` dialect, in its order (from the dialect registry)."""
+    top = lookup_dialect("top")  # registered when any top op module is imported, as here
+    return list(top.ops.values()) if top is not None else []
 
 
 def canonicalize_top(
@@ -23,7 +24,11 @@ def canonicalize_top(
 ) -> bool:
     """Apply every ``top`` pattern greedily to the ops nested in ``op``; True if it converged."""
     return apply_patterns_greedily(
-        op, all_patterns(top_op_names(), fold=fold), max_iterations=max_iterations, top_down=True, stats=stats
+        op,
+        all_patterns(top_op_classes(), fold=fold),
+        max_iterations=max_iterations,
+        top_down=True,
+        stats=stats,
     )
 
 

@@ -17,45 +17,58 @@ from typing import Any
 import numpy as np
 
 from lamina.dialects.top.base import static_nbytes
+from lamina.dialects.top.tensor import GatherOp, ShapeOp, SizeOp
 from lamina.ir.attributes import element_type_to_dtype
+from lamina.ir.constants import constant_array
 from lamina.ir.core import Block, Operation
+from lamina.ir.naming import location_name
+from lamina.ir.traits import NotALayer
 from lamina.ir.types import DYNAMIC, NoneType, ShapedType
 from lamina.passes import Option, Pass, Statistic, register_pass
+from lamina.rewrite.greedy import is_trivially_dead
 from lamina.rewrite.pattern import PatternRewriter, RewritePattern
 
-from .utils import FactoryCache, WeightFactory, create_weight, loc_name, static_shape, weight_of
+from .utils import FactoryCache, WeightFactory, create_weight, producer, static_shape
 
-#: Ops never folded: boundaries, constants, and ops whose value is not a function of their operands.
-NOT_FOLDABLE = frozenset(
-    {"top.Input", "top.Weight", "top.None", "top.Yield", "top.Dropout", "top.If", "top.Loop", "top.Scan"}
-)
+
+def foldable(op_class: type[Operation]) -> bool:
+    """Whether ops of this class may be constant-folded: not model plumbing (inputs, weights, the
+    absent operand, terminators: :class:`NotALayer`), without regions (``If``/``Loop``/``Scan``),
+    and with results that are a function of their operands (not a random op)."""
+    op_def = getattr(op_class, "op_def", None)
+    return (
+        NotALayer not in op_class.traits
+        and not (op_def is not None and op_def.regions)
+        and getattr(op_class, "deterministic", True)
+    )
+
 
 DEFAULT_MAX_BYTES = 16 << 20
 
 
 def _shape_constant(op: Operation) -> np.ndarray | None:
     """``top.Shape`` / ``top.Size`` of a statically shaped value."""
-    s = static_shape(op.operands[0])
+    s = static_shape(op.input)  # type: ignore[attr-defined]
     if s is None:
         return None
     return op.execute([np.empty(s, dtype=np.bool_)])[0]  # type: ignore[attr-defined]
 
 
-def _gather_of_shape(op: Operation) -> np.ndarray | None:
+def _gather_of_shape(op: GatherOp) -> np.ndarray | None:
     """``Gather(Shape(x), idx)`` (axis 0) where the gathered dims of ``x`` are static."""
-    data, idx = op.operands[0], op.operands[1]
-    sh = data.defining_op()
-    if sh is None or sh.name != "top.Shape":
+    sh = producer(op.input, ShapeOp)
+    if sh is None:
         return None
-    if (op.attr("axis") or 0) not in (0, -1):  # type: ignore[attr-defined]
+    if (op.attr("axis") or 0) not in (0, -1):
         return None
-    t = sh.operands[0].type
+    idx = op.indices
+    t = sh.input.type
     if not (isinstance(t, ShapedType) and t.has_rank):
         return None
-    ind = weight_of(idx)
+    ind = constant_array(idx)
     if ind is None or ind.dtype.kind not in "iu":
         return None
-    a, b = sh._range(len(t.shape))  # type: ignore[attr-defined]
+    a, b = sh._range(len(t.shape))
     dims = np.asarray(t.shape[a:b], dtype=np.int64)
     n = len(dims)
     if n == 0 or np.any(ind < -n) or np.any(ind >= n):
@@ -69,12 +82,12 @@ def _gather_of_shape(op: Operation) -> np.ndarray | None:
 def evaluate(op: Operation, max_bytes: int = DEFAULT_MAX_BYTES) -> list[np.ndarray | None] | None:
     """The values of ``op``'s results if they are compile-time constants, else None."""
     name = op.name
-    if name in NOT_FOLDABLE or op.regions or not op.results or not name.startswith("top."):
+    if not name.startswith("top.") or not foldable(type(op)) or op.regions or not op.results:
         return None
-    if name in ("top.Shape", "top.Size"):
+    if name in (ShapeOp.name, SizeOp.name):
         c = _shape_constant(op)
         return None if c is None else [c]
-    if name == "top.Gather":
+    if isinstance(op, GatherOp) and name == GatherOp.name:
         c = _gather_of_shape(op)
         if c is not None:
             return [c]
@@ -86,7 +99,7 @@ def evaluate(op: Operation, max_bytes: int = DEFAULT_MAX_BYTES) -> list[np.ndarr
         if isinstance(v.type, NoneType):
             ins.append(None)
             continue
-        a = weight_of(v)
+        a = constant_array(v)
         if a is None:
             return None
         ins.append(a)
@@ -137,7 +150,7 @@ def fold_op(
         return False
     ip = rewriter.save_insertion_point()
     rewriter.set_insertion_point(op)
-    base = loc_name(op.location) or op.name.removeprefix("top.").lower()
+    base = location_name(op.location) or op.name.removeprefix("top.").lower()
     new = []
     for i, (r, a) in enumerate(zip(op.results, vals)):
         if a is None or not r.uses:
@@ -174,15 +187,14 @@ class ConstantFoldPattern(RewritePattern):
         self.factories = FactoryCache()
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> bool:
-        if op.name in NOT_FOLDABLE:
-            return False
         return fold_op(op, rewriter, self.factories.for_op(op), self.max_bytes)
 
 
 def _erase_dead_weights(block: Block, rewriter: PatternRewriter) -> int:
+    """Erase the unused weights and ``none`` values of ``block`` (plumbing with no effects)."""
     n = 0
     for op in list(block.reversed()):
-        if op.name in ("top.Weight", "top.None") and not any(r.uses for r in op.results):
+        if NotALayer in op.traits and is_trivially_dead(op):
             rewriter.erase_op(op)
             n += 1
     return n

@@ -16,10 +16,9 @@ from typing import Any
 
 from lamina.ir.core import Block, Operation, Value
 from lamina.ir.diagnostics import VerifyError
+from lamina.ir.naming import location_name
 from lamina.ir.types import DYNAMIC, FunctionType, RankedTensorType, ShapedType, Type, UnrankedTensorType
 from lamina.passes import Option, Pass, Statistic, register_pass
-
-from .utils import loc_name
 
 
 def _parse_shape(text: str) -> tuple[int, ...]:
@@ -75,7 +74,7 @@ class ShapeInference:
                 if isinstance(e, (VerifyError, ValueError, IndexError, TypeError))
                 else f"{type(e).__name__}: "
             )
-            name = loc_name(op.location)
+            name = location_name(op.location)
             op.emit_error(f"shape inference failed{f' for tensor {name!r}' if name else ''}: {what}{e}")
             self.failed = True
             return

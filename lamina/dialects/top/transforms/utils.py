@@ -1,53 +1,34 @@
-"""Helpers shared by the ``top`` passes and patterns: reading constant operands, creating new
-``top.Weight`` ops backed by ``dense_resource`` blobs, and small matching utilities."""
+"""Helpers shared by the ``top`` passes and patterns: scalar constants, creating new ``top.Weight``
+ops backed by ``dense_resource`` blobs, and small matching utilities. (A Value's constant array and
+a location's tensor name are IR-level: :mod:`lamina.ir.constants`, :mod:`lamina.ir.naming`.)"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
 from lamina.ir.attributes import (
-    DenseElementsAttr,
     DenseResourceElementsAttr,
     ResourceBlob,
     ResourceHandle,
     ResourceManager,
     dtype_to_element_type,
 )
+from lamina.ir.constants import constant_array
 from lamina.ir.core import Operation, Value
-from lamina.ir.location import FusedLoc, Location, NameLoc
+from lamina.ir.location import Location, NameLoc
+from lamina.ir.naming import location_name
 from lamina.ir.types import NoneType, RankedTensorType, ShapedType, Type
 
-WEIGHT = "top.Weight"
-
+OpT = TypeVar("OpT", bound=Operation)
 
 # ---- reading values ---------------------------------------------------------------------------
 
 
-def weight_of(v: Value) -> np.ndarray | None:
-    """The array of ``v`` if it is produced by a ``top.Weight``, else None."""
-    op = v.defining_op()
-    if op is None or op.name != WEIGHT:
-        return None
-    a = op.properties.get("value")
-    if isinstance(a, (DenseElementsAttr, DenseResourceElementsAttr)):
-        try:
-            return a.to_numpy()
-        except ValueError:  # a resource without data
-            return None
-    return None
-
-
-def is_weight(v: Value) -> bool:
-    op = v.defining_op()
-    return op is not None and op.name == WEIGHT
-
-
 def scalar_of(v: Value) -> float | None:
     """The value of a constant whose elements are all equal (a splat or a one-element tensor)."""
-    a = weight_of(v)
+    a = constant_array(v)
     if a is None or a.size == 0 or a.dtype.kind not in "fiub":
         return None
     first = a.reshape(-1)[0]
@@ -63,27 +44,19 @@ def is_scalar(v: Value, value: float, rtol: float = 1e-6) -> bool:
     return s is not None and abs(s - value) <= rtol * max(1.0, abs(value))
 
 
-def def_op(v: Value, name: str) -> Operation | None:
-    """``v``'s defining op if it is named ``name``."""
+def producer(v: Value, op_class: type[OpT]) -> OpT | None:
+    """``v``'s defining op if it is an ``op_class`` op, typed so that its named accessors
+    (``conv.filter``) can be used. Compared by name: a ``tpu`` op is never a ``top`` one."""
     op = v.defining_op()
-    return op if op is not None and op.name == name else None
+    return op if op is not None and op.name == op_class.name else None  # type: ignore[return-value]
 
 
 def single_use(v: Value) -> bool:
     return len(v.uses) == 1
 
 
-def users(v: Value) -> list[Operation]:
-    return [u.owner for u in v.uses]
-
-
 def is_none_value(v: Value) -> bool:
     return isinstance(v.type, NoneType)
-
-
-def ranked(v: Value | Type) -> RankedTensorType | None:
-    t = v if isinstance(v, Type) else v.type
-    return t if isinstance(t, RankedTensorType) else None
 
 
 def static_shape(v: Value | Type) -> tuple[int, ...] | None:
@@ -93,27 +66,7 @@ def static_shape(v: Value | Type) -> tuple[int, ...] | None:
     return None
 
 
-def binary_other(op: Operation, v: Value) -> Value | None:
-    """For a two-operand op with ``v`` as one operand, the other operand."""
-    a, b = op.operands[0], op.operands[1]
-    if a is v:
-        return b
-    if b is v:
-        return a
-    return None
-
-
 # ---- locations --------------------------------------------------------------------------------
-
-
-def loc_name(loc: Location | None) -> str | None:
-    if isinstance(loc, NameLoc):
-        return loc.name
-    if isinstance(loc, FusedLoc):
-        for sub in loc.locations:
-            if isinstance(sub, NameLoc):
-                return sub.name
-    return None
 
 
 def derived_loc(loc: Location, suffix: str) -> Location:
@@ -121,7 +74,7 @@ def derived_loc(loc: Location, suffix: str) -> Location:
 
     Tensors are compared with the framework by location name, so an op that computes something else
     than the tensor named at ``loc`` must not reuse that name."""
-    name = loc_name(loc)
+    name = location_name(loc)
     child = loc.child if isinstance(loc, NameLoc) else None
     return NameLoc(f"{name or 'tensor'}_{suffix}", child)
 
@@ -218,12 +171,3 @@ def create_weight(
     attr = factory.attr(array, hint, element_type)
     op = rewriter.create(WeightOp, output=attr.type, value=attr, loc=loc)
     return op.results[0]
-
-
-def all_same(items: Iterable[Any]) -> bool:
-    it = iter(items)
-    try:
-        first = next(it)
-    except StopIteration:
-        return True
-    return all(x == first for x in it)

@@ -19,8 +19,8 @@ from __future__ import annotations
 from typing import Any
 
 from lamina.dialects.quant import CalibratedQuantizedType
-from lamina.execution.interpreter import result_names
 from lamina.ir.core import Operation, Value
+from lamina.ir.naming import result_names
 from lamina.ir.types import FloatType, FunctionType, RankedTensorType, ShapedType
 from lamina.passes import Option, Pass, Statistic, register_pass
 

@@ -42,11 +42,12 @@ from lamina.dialects.quant import (
     UniformQuantizedType,
 )
 from lamina.dialects.top import elementwise as top_ew
-from lamina.dialects.top.transforms.utils import WeightFactory, derived_loc, loc_name, root_op
-from lamina.execution.interpreter import result_names
+from lamina.dialects.top.transforms.utils import WeightFactory, derived_loc, root_op
 from lamina.ir.attributes import DenseArrayAttr, FloatAttr, StringAttr, TypeAttr
 from lamina.ir.core import Operation, Value
 from lamina.ir.location import Location
+from lamina.ir.naming import location_name as loc_name
+from lamina.ir.naming import result_names
 from lamina.ir.types import (
     FloatType,
     FunctionType,
