@@ -228,8 +228,9 @@ class Operation(metaclass=_OpMeta):
     )
 
     name: ClassVar[str] = ""
-    #: Trait classes this op has (filled by the op definition machinery).
-    traits: ClassVar[frozenset[type[Trait]]] = frozenset()
+    #: Trait classes this op has. An op class declares a tuple of trait instances; the op
+    #: definition machinery replaces it with the frozenset of their classes (and implied ones).
+    traits: ClassVar[frozenset[type[Trait]] | tuple[Trait, ...]] = frozenset()
     #: The op definition (operand/result/property/region specs); None for unregistered ops.
     op_def: ClassVar[Any] = None
     #: Optional custom assembly (set by ops that declare a format or parse/print hooks).
@@ -240,8 +241,12 @@ class Operation(metaclass=_OpMeta):
     properties: dict[str, Attribute]
     attributes: dict[str, Attribute]
     regions: list[Region]
+    _successors: list[BlockOperand]
     location: Location
     parent: Block | None
+    prev_op: Operation | None
+    next_op: Operation | None
+    _order: int
 
     # ---- creation ----------------------------------------------------------------------
 
@@ -258,9 +263,12 @@ class Operation(metaclass=_OpMeta):
         name: str | None = None,
     ) -> OpT:
         """Generic constructor (what the parser uses). ``regions`` may be a count of empty regions."""
+        od = cls.op_def
+        if od is not None and properties and od.upgrades:
+            properties = od.upgrade(properties)
         op = object.__new__(cls)
-        if name is not None and cls.op_def is None:
-            op.name = name  # type: ignore[misc]  (UnregisteredOp has a 'name' slot)
+        if name is not None and od is None:
+            op.name = name  # type: ignore[misc]  # UnregisteredOp has a 'name' slot
         op._operands = [OpOperand(op, i, v) for i, v in enumerate(operands)] if operands else []
         op.results = tuple([OpResult(t, op, i) for i, t in enumerate(result_types)]) if result_types else ()
         op.properties = properties if properties is not None else {}

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from lamina.ir.attributes import element_type_to_dtype
+from lamina.ir.attributes import BoolAttr, element_type_to_dtype
 from lamina.ir.core import IRMapping, Operation, Value
 from lamina.ir.types import RankedTensorType, i1, none
 from lamina.rewrite.pattern import PatternRewriter, RewritePattern
@@ -181,7 +181,6 @@ class FuseReluIntoProducer(RewritePattern):
     benefit = 4
 
     def match_and_rewrite(self, relu: Operation, rewriter: PatternRewriter) -> bool:
-        from lamina.dialects.top.base import I
 
         x = relu.operands[0]
         p = x.defining_op()
@@ -198,7 +197,7 @@ class FuseReluIntoProducer(RewritePattern):
         loc = relu.location
 
         def update() -> None:
-            p.properties["do_relu"] = I(1)
+            p.properties["do_relu"] = BoolAttr(True)
             p.location = loc
 
         rewriter.modify_op_in_place(p, update)
@@ -214,7 +213,7 @@ class FuseClipIntoProducer(RewritePattern):
     benefit = 4
 
     def match_and_rewrite(self, clip: Operation, rewriter: PatternRewriter) -> bool:
-        from lamina.dialects.top.base import F, I
+        from lamina.dialects.top.base import F
 
         x, lo, hi = clip.operands
         if is_none_value(lo) or not is_scalar(lo, 0.0):
@@ -236,7 +235,7 @@ class FuseClipIntoProducer(RewritePattern):
         loc = clip.location
 
         def update() -> None:
-            p.properties["do_relu"] = I(1)
+            p.properties["do_relu"] = BoolAttr(True)
             if limit > 0:
                 p.properties["relu_limit"] = F(limit)
             p.location = loc
