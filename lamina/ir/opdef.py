@@ -286,7 +286,9 @@ class OpDef:
 
     # segment computation ------------------------------------------------------------------
 
-    def _range(self, fields: list, n: int, index: int, segmented: bool, segs: Any) -> tuple[int, int]:
+    def _range(
+        self, fields: Sequence[_Field], n: int, index: int, segmented: bool, segs: Sequence[int] | None
+    ) -> tuple[int, int]:
         if segmented:
             if segs is None:  # missing segment sizes: all groups empty (as MLIR's default)
                 return 0, 0
@@ -320,7 +322,7 @@ class OpDef:
         )
 
 
-def _replace(lst: list, field: Any) -> None:
+def _replace(lst: list, field: _Field | PropDef | RegionDef | SuccessorDef) -> None:
     for i, f in enumerate(lst):
         if f.name == field.name:
             lst[i] = field
