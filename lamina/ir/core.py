@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias, TypeVar
 
 from lamina.ir.attributes import Attribute
 from lamina.ir.diagnostics import Diagnostic, emit_at_op, op_error_message
@@ -199,6 +199,12 @@ class WalkResult(enum.Enum):
 # --------------------------------------------------------------------------------------------
 
 
+#: An op class's ``traits``: declared as a tuple of trait instances, closed by the op definition
+#: machinery into the frozenset of their classes. A base class that declares traits for its
+#: subclasses annotates ``traits: ClassVar[OpTraits]`` so that subclasses may declare others.
+OpTraits: TypeAlias = "frozenset[type[Trait]] | tuple[Trait, ...]"
+
+
 class _OpMeta(type):
     """Gives every op class ``__slots__ = ()`` unless it declares its own, so ops stay light."""
 
@@ -230,7 +236,7 @@ class Operation(metaclass=_OpMeta):
     name: ClassVar[str] = ""
     #: Trait classes this op has. An op class declares a tuple of trait instances; the op
     #: definition machinery replaces it with the frozenset of their classes (and implied ones).
-    traits: ClassVar[frozenset[type[Trait]] | tuple[Trait, ...]] = frozenset()
+    traits: ClassVar[OpTraits] = frozenset()
     #: The op definition (operand/result/property/region specs); None for unregistered ops.
     op_def: ClassVar[Any] = None
     #: Optional custom assembly (set by ops that declare a format or parse/print hooks).

@@ -50,7 +50,7 @@ from lamina.ir.constraints import (  # noqa: F401 - re-exported for the op modul
     StrEnum,
     TypeAttrC,
 )
-from lamina.ir.core import Value
+from lamina.ir.core import OpTraits, Value
 from lamina.ir.diagnostics import VerifyError
 from lamina.ir.opdef import Op
 from lamina.ir.traits import ExecutableOpInterface, Pure
@@ -303,7 +303,7 @@ _ABSTRACT_EVAL_LIMIT = 1 << 20
 class TopOp(Op, ExecutableOpInterface, InferShapeInterface, FlopsInterface):
     """Base of ``top`` ops: pure, executable, shape-inferable, FLOP-countable."""
 
-    traits = (Pure(),)
+    traits: ClassVar[OpTraits] = (Pure(),)
     #: Result shapes depend on operand *values* that are not constants (NonZero, Range, ...).
     data_dependent: ClassVar[bool] = False
     #: FLOPs per output element (used by the default :meth:`flops`).
