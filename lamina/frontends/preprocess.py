@@ -173,7 +173,7 @@ class PreprocessConfig:
 
     def apply_to_input_op(self, op: Any) -> None:
         """Record this preprocessing on a ``top.Input`` op (as TPU-MLIR does)."""
-        from lamina.dialects.top.base import Floats, I, Ints, S
+        from lamina.dialects.top.base import BoolAttr, Floats, I, Ints, S
 
         p = op.properties
         if self.mean is not None:
@@ -185,7 +185,7 @@ class PreprocessConfig:
         if self.resize_dims is not None:
             p["resize_dims"] = Ints(self.resize_dims)
         if self.keep_aspect_ratio:
-            p["keep_aspect_ratio"] = I(1)
+            p["keep_aspect_ratio"] = BoolAttr(True)
         if self.pad_value:
             p["pad_value"] = I(self.pad_value)
         if self.pad_type != "center":

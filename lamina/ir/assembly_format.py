@@ -73,7 +73,7 @@ class Format:
         self.operands = {f.name: f for f in od.operands}
         self.results = {f.name: f for f in od.results}
         self.props = {p.name: p for p in od.props}
-        self.prop_fields = {}
+        self.prop_fields: dict[str, Any] = {}
         for klass in cls.__mro__:
             for k, v in vars(klass).items():
                 if type(v).__name__ == "PropDef":
@@ -443,9 +443,9 @@ class Format:
 
         od = self.od
         known = None
-        for ts in list(st.operand_types.values()) + list(st.result_types.values()):
-            if ts:
-                known = ts[0]
+        for given in list(st.operand_types.values()) + list(st.result_types.values()):
+            if given:
+                known = given[0]
                 break
         same = SameOperandsAndResultType in getattr(cls, "traits", ())
         operands = []

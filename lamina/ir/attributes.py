@@ -151,13 +151,13 @@ class StringAttr(Attribute):
 
     __slots__ = ("value", "type")
     value: str
-    type: Any
+    type: Type | None
 
     @classmethod
-    def _key(cls, value: str, type: Any = None) -> tuple:
+    def _key(cls, value: str, type: Type | None = None) -> tuple:
         return (value, type)
 
-    def _init(self, value: str, type: Any) -> None:
+    def _init(self, value: str, type: Type | None) -> None:
         self._set(value=value, type=type)
 
     def _params(self) -> tuple:
@@ -200,13 +200,12 @@ class DenseArrayAttr(Attribute):
     @classmethod
     def _key(cls, element_type: Type, values: Iterable[Any] = ()) -> tuple:
         if isinstance(element_type, IntegerType):
-            if element_type.width == 1:
-                vals = tuple(bool(v) for v in values)
-            else:
-                vals = tuple(int(v) for v in values)
+            vals: tuple = (
+                tuple(bool(v) for v in values) if element_type.width == 1 else tuple(int(v) for v in values)
+            )
         elif isinstance(element_type, FloatType):
-            vals = tuple(_round_to(float(v), element_type) for v in values)
-            return (element_type, tuple(v.hex() for v in vals))
+            floats = tuple(_round_to(float(v), element_type) for v in values)
+            return (element_type, tuple(v.hex() for v in floats))
         else:
             raise ValueError(f"dense array element type must be integer or float, got {element_type}")
         return (element_type, vals)
@@ -254,6 +253,7 @@ class DictionaryAttr(Attribute):
 
     __slots__ = ("items_", "_dict")
     items_: tuple[tuple[str, Attribute], ...]
+    _dict: dict[str, Attribute]
 
     @classmethod
     def _key(cls, entries: Mapping[str, Attribute] | Iterable[tuple[str, Attribute]] = ()) -> tuple:
@@ -399,6 +399,8 @@ class DenseElementsAttr(ElementsAttr):
     _uniqued = False
     type: ShapedType
     is_splat: bool
+    _data: np.ndarray
+    _hash: int | None
 
     def __init__(self, type: ShapedType, data: Any) -> None:
         dt = element_type_to_dtype(type.element_type)
@@ -509,7 +511,7 @@ class ResourceBlob:
         if isinstance(d, np.ndarray):
             # A uint8 view works for every dtype, incl. ml_dtypes ones (bf16, f8) that the buffer
             # protocol cannot export.
-            return memoryview(np.ascontiguousarray(d).reshape(-1).view(np.uint8))
+            return memoryview(np.ascontiguousarray(d).reshape(-1).view(np.uint8))  # type: ignore[arg-type]
         return memoryview(d).cast("B")
 
 

@@ -11,7 +11,7 @@ Large, data-carrying attributes (dense elements backed by numpy) opt out of uniq
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 
 class UniquedMeta(type):
@@ -24,7 +24,7 @@ class UniquedMeta(type):
         cache = cls._instances  # type: ignore[attr-defined]
         inst = cache.get(key)
         if inst is None:
-            inst = cls.__new__(cls)
+            inst = cls.__new__(cls)  # type: ignore[call-overload]  # a metaclass method: cls is the class
             inst._init(*key)
             cache[key] = inst
         return inst
@@ -41,6 +41,11 @@ class Uniqued(metaclass=UniquedMeta):
     __slots__ = ("_str",)
     _uniqued: ClassVar[bool] = True
     _instances: ClassVar[dict]
+
+    if TYPE_CHECKING:
+        # Instances are made by ``UniquedMeta.__call__`` from ``_key``'s arguments; this tells the
+        # type checker that constructors take arguments (each class's ``_key`` says which).
+        def __init__(self, *args: Any, **kwargs: Any) -> None: ...
 
     def __init_subclass__(cls, **kw: Any) -> None:
         super().__init_subclass__(**kw)

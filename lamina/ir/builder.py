@@ -18,7 +18,7 @@ import contextlib
 from collections.abc import Iterator, Sequence
 from typing import Any, TypeVar
 
-from lamina.ir.core import Block, IRError, Operation, Region
+from lamina.ir.core import Block, IRError, IRMapping, Operation, Region
 from lamina.ir.location import Location, UnknownLoc
 from lamina.ir.types import Type
 
@@ -176,7 +176,7 @@ class Builder:
             self.ip = InsertionPoint.at_end(block)
         return block
 
-    def clone(self, op: OpT, mapping: Any = None) -> OpT:
+    def clone(self, op: OpT, mapping: IRMapping | None = None) -> OpT:
         return self.insert(op.clone(mapping))
 
     def __repr__(self) -> str:

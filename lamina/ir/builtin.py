@@ -49,10 +49,10 @@ class ModuleOp(Op, SymbolOpInterface):
 
     def print(self, printer: Any) -> None:
         name = self.properties.get("sym_name")
-        if name is not None:
+        if isinstance(name, StringAttr):
             printer.write(" ")
             printer.print_symbol_name(name.value)
-        merged = {k: v for k, v in self.properties.items() if k != "sym_name"}
+        merged = {k: v for k, v in self.properties.items() if k != "sym_name" or v is not name}
         merged.update(self.attributes)
         printer.print_optional_attr_dict_with_keyword(merged)
         printer.write(" ")

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias, TypeVar
 
 from lamina.ir.attributes import Attribute
 from lamina.ir.diagnostics import Diagnostic, emit_at_op, op_error_message
@@ -199,6 +199,12 @@ class WalkResult(enum.Enum):
 # --------------------------------------------------------------------------------------------
 
 
+#: An op class's ``traits``: declared as a tuple of trait instances, closed by the op definition
+#: machinery into the frozenset of their classes. A base class that declares traits for its
+#: subclasses annotates ``traits: ClassVar[OpTraits]`` so that subclasses may declare others.
+OpTraits: TypeAlias = "frozenset[type[Trait]] | tuple[Trait, ...]"
+
+
 class _OpMeta(type):
     """Gives every op class ``__slots__ = ()`` unless it declares its own, so ops stay light."""
 
@@ -228,8 +234,9 @@ class Operation(metaclass=_OpMeta):
     )
 
     name: ClassVar[str] = ""
-    #: Trait classes this op has (filled by the op definition machinery).
-    traits: ClassVar[frozenset[type[Trait]]] = frozenset()
+    #: Trait classes this op has. An op class declares a tuple of trait instances; the op
+    #: definition machinery replaces it with the frozenset of their classes (and implied ones).
+    traits: ClassVar[OpTraits] = frozenset()
     #: The op definition (operand/result/property/region specs); None for unregistered ops.
     op_def: ClassVar[Any] = None
     #: Optional custom assembly (set by ops that declare a format or parse/print hooks).
@@ -240,8 +247,12 @@ class Operation(metaclass=_OpMeta):
     properties: dict[str, Attribute]
     attributes: dict[str, Attribute]
     regions: list[Region]
+    _successors: list[BlockOperand]
     location: Location
     parent: Block | None
+    prev_op: Operation | None
+    next_op: Operation | None
+    _order: int
 
     # ---- creation ----------------------------------------------------------------------
 
@@ -258,9 +269,12 @@ class Operation(metaclass=_OpMeta):
         name: str | None = None,
     ) -> OpT:
         """Generic constructor (what the parser uses). ``regions`` may be a count of empty regions."""
+        od = cls.op_def
+        if od is not None and properties and od.upgrades:
+            properties = od.upgrade(properties)
         op = object.__new__(cls)
-        if name is not None and cls.op_def is None:
-            op.name = name  # type: ignore[misc]  (UnregisteredOp has a 'name' slot)
+        if name is not None and od is None:
+            op.name = name  # type: ignore[misc]  # UnregisteredOp has a 'name' slot
         op._operands = [OpOperand(op, i, v) for i, v in enumerate(operands)] if operands else []
         op.results = tuple([OpResult(t, op, i) for i, t in enumerate(result_types)]) if result_types else ()
         op.properties = properties if properties is not None else {}

@@ -22,7 +22,7 @@ import re
 import sys
 from bisect import bisect_right
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeAlias
 
 from lamina.ir.location import (
     CallSiteLoc,
@@ -172,7 +172,7 @@ def using_engine(engine: DiagnosticEngine) -> Iterator[DiagnosticEngine]:
         _active_engine.reset(token)
 
 
-Notes = "list[tuple[str, Location | None]] | None"
+Notes: TypeAlias = "list[tuple[str, Location | None]] | None"
 
 
 def emit(severity: str, location: Location | None, message: str, notes: Notes = None) -> Diagnostic:

@@ -13,8 +13,10 @@ An op is declared once, in one class::
         def verify_(self):  # anything the declaration cannot say
             ...
 
-That gives, for free: typed accessors (``op.lhs`` is a Value, ``op.overflow`` an Attribute or its
-default), a keyword builder (``AddIOp.build(lhs=a, rhs=b, result=t)``), and verification of operand
+That gives, for free: typed accessors (``op.lhs`` is a Value; a property reads as its constraint's
+Python value — ``op.group`` an ``int`` under ``I64Attr``, a ``bool`` under ``BoolProp``, a tuple
+under ``I64ArrayAttr``, the attribute itself under a plain attribute class — or its default;
+``op.properties[name]`` is always the attribute), a keyword builder (``AddIOp.build(lhs=a, rhs=b, result=t)``), and verification of operand
 and result counts, segment sizes, type and attribute constraints, required properties, region and
 successor counts, and every trait — before the op's own ``verify_`` runs.
 
@@ -31,7 +33,6 @@ from typing import Any, ClassVar
 from lamina.ir.attributes import (
     Attribute,
     DenseArrayAttr,
-    attr_from_python,
 )
 from lamina.ir.constraints import Constraint, to_constraint
 from lamina.ir.core import Block, IRError, Operation, Region, Value
@@ -93,7 +94,10 @@ class ResultDef(_Field):
 
 
 class PropDef:
-    """An inherent attribute, stored in ``op.properties``."""
+    """An inherent attribute, stored in ``op.properties``.
+
+    Reading ``op.<prop>`` gives ``constraint.to_python(attribute)`` (or of the default; None when
+    absent without one); assigning stores ``constraint.from_python(value)``, None removes it."""
 
     __slots__ = ("name", "constraint", "default", "optional")
 
@@ -112,13 +116,14 @@ class PropDef:
     def __get__(self, op: Operation | None, cls: type | None = None) -> Any:
         if op is None:
             return self
-        return op.properties.get(self.name, self.default)
+        a = op.properties.get(self.name, self.default)
+        return None if a is None else self.constraint.to_python(a)
 
     def __set__(self, op: Operation, value: Any) -> None:
         if value is None:
             op.properties.pop(self.name, None)
         else:
-            op.properties[self.name] = attr_from_python(value)
+            op.properties[self.name] = self.constraint.from_python(value)
 
 
 class RegionDef:
@@ -226,6 +231,7 @@ class OpDef:
         "successors",
         "operand_segmented",
         "result_segmented",
+        "upgrades",
     )
 
     def __init__(self, cls: type) -> None:
@@ -248,23 +254,41 @@ class OpDef:
                     _replace(self.successors, v)
         for i, f in enumerate(self.operands):
             f.index, f.owner = i, self
-        for i, f in enumerate(self.results):
-            f.index, f.owner = i, self
+        for i, rf in enumerate(self.results):
+            rf.index, rf.owner = i, self
         for i, r in enumerate(self.regions):
             r.index = i
         for i, s in enumerate(self.successors):
             s.index = i
         self.operand_segmented = sum(f.kind != SINGLE for f in self.operands) > 1
         self.result_segmented = sum(f.kind != SINGLE for f in self.results) > 1
+        #: Properties whose constraint reads what earlier Lamina versions wrote (0/1 booleans).
+        self.upgrades = tuple(p for p in self.props if type(p.constraint).upgrade is not Constraint.upgrade)
         self.prop_names = (
             frozenset(p.name for p in self.props)
             | ({OPERAND_SEGMENTS} if self.operand_segmented else set())
             | ({RESULT_SEGMENTS} if self.result_segmented else set())
         )
 
+    def upgrade(self, properties: dict[str, Attribute]) -> dict[str, Attribute]:
+        """``properties`` with what earlier Lamina versions wrote read as today's attributes (a
+        ``1 : i64`` boolean becomes ``true``); the same dict when nothing changes."""
+        out = properties
+        for p in self.upgrades:
+            a = properties.get(p.name)
+            if a is not None:
+                b = p.constraint.upgrade(a)
+                if b is not a:
+                    if out is properties:
+                        out = dict(properties)
+                    out[p.name] = b
+        return out
+
     # segment computation ------------------------------------------------------------------
 
-    def _range(self, fields: list, n: int, index: int, segmented: bool, segs: Any) -> tuple[int, int]:
+    def _range(
+        self, fields: Sequence[_Field], n: int, index: int, segmented: bool, segs: Sequence[int] | None
+    ) -> tuple[int, int]:
         if segmented:
             if segs is None:  # missing segment sizes: all groups empty (as MLIR's default)
                 return 0, 0
@@ -284,7 +308,7 @@ class OpDef:
             len(op._operands),
             index,
             self.operand_segmented,
-            segs.values if segs is not None else None,
+            segs.values if isinstance(segs, DenseArrayAttr) else None,
         )
 
     def result_range(self, op: Operation, index: int) -> tuple[int, int]:
@@ -294,11 +318,11 @@ class OpDef:
             len(op.results),
             index,
             self.result_segmented,
-            segs.values if segs is not None else None,
+            segs.values if isinstance(segs, DenseArrayAttr) else None,
         )
 
 
-def _replace(lst: list, field: Any) -> None:
+def _replace(lst: list, field: _Field | PropDef | RegionDef | SuccessorDef) -> None:
     for i, f in enumerate(lst):
         if f.name == field.name:
             lst[i] = field
@@ -378,11 +402,11 @@ class Op(Operation):
                 oseg.append(len(vals))
         rtypes: list[Type] = []
         rseg: list[int] = []
-        for f in od.results:
-            t = kwargs.pop(f.name, None)
-            if f.kind == SINGLE:
+        for rf in od.results:
+            t = kwargs.pop(rf.name, None)
+            if rf.kind == SINGLE:
                 if t is None:
-                    raise IRError(f"{cls.name}: missing result type '{f.name}'")
+                    raise IRError(f"{cls.name}: missing result type '{rf.name}'")
                 rtypes.append(t)
                 rseg.append(1)
             else:
@@ -393,7 +417,7 @@ class Op(Operation):
         for p in od.props:
             v = kwargs.pop(p.name, None)
             if v is not None:
-                props[p.name] = attr_from_python(v) if not isinstance(v, Attribute) else v
+                props[p.name] = p.constraint.from_python(v)
         if od.operand_segmented:
             props[OPERAND_SEGMENTS] = DenseArrayAttr(_i32, oseg)
         if od.result_segmented:
@@ -485,12 +509,12 @@ def verify_op_def(op: Operation) -> None:
         msg = _count_msg("result", od.results, len(op.results))
         if msg:
             raise VerifyError(msg)
-    for f in od.results:
-        lo, hi = od.result_range(op, f.index)
+    for rf in od.results:
+        lo, hi = od.result_range(op, rf.index)
         for i in range(lo, hi):
             t = op.results[i].type
-            if not f.constraint.check(t):
-                raise VerifyError(f"result #{i} must be {f.constraint.description}, but got '{t}'")
+            if not rf.constraint.check(t):
+                raise VerifyError(f"result #{i} must be {rf.constraint.description}, but got '{t}'")
     # properties
     for p in od.props:
         a = op.properties.get(p.name)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from lamina.ir.base import Uniqued
 
@@ -188,7 +188,7 @@ class RankedTensorType(ShapedType):
     def _key(cls, shape: Iterable[int], element_type: Type, encoding: Attribute | None = None) -> tuple:
         return (_checked_shape(shape, element_type, "tensor"), element_type, encoding)
 
-    def _init(self, shape: tuple, element_type: Type, encoding: Any) -> None:
+    def _init(self, shape: tuple, element_type: Type, encoding: Attribute | None) -> None:
         self._set(shape_=shape, element_type=element_type, encoding=encoding)
 
     def _params(self) -> tuple:
@@ -229,6 +229,7 @@ class VectorType(ShapedType):
     """``vector<4xf32>`` (scalable dims are not modelled)."""
 
     __slots__ = ("shape_", "element_type")
+    shape_: tuple[int, ...]
 
     @classmethod
     def _key(cls, shape: Iterable[int], element_type: Type) -> tuple:
@@ -253,14 +254,23 @@ class MemRefType(ShapedType):
     """``memref<4x?xf32>`` with optional layout and memory space attributes."""
 
     __slots__ = ("shape_", "element_type", "layout", "memory_space")
+    shape_: tuple[int, ...]
+    layout: Attribute | None
+    memory_space: Attribute | None
 
     @classmethod
     def _key(
-        cls, shape: Iterable[int], element_type: Type, layout: Any = None, memory_space: Any = None
+        cls,
+        shape: Iterable[int],
+        element_type: Type,
+        layout: Attribute | None = None,
+        memory_space: Attribute | None = None,
     ) -> tuple:
         return (_checked_shape(shape, element_type, "memref"), element_type, layout, memory_space)
 
-    def _init(self, shape: tuple, element_type: Type, layout: Any, memory_space: Any) -> None:
+    def _init(
+        self, shape: tuple, element_type: Type, layout: Attribute | None, memory_space: Attribute | None
+    ) -> None:
         self._set(shape_=shape, element_type=element_type, layout=layout, memory_space=memory_space)
 
     def _params(self) -> tuple:
@@ -367,7 +377,7 @@ f8E4M3FN = FloatType("f8E4M3FN")
 f8E5M2 = FloatType("f8E5M2")
 
 
-def tensor(shape: Sequence[int], element_type: Type, encoding: Any = None) -> RankedTensorType:
+def tensor(shape: Sequence[int], element_type: Type, encoding: Attribute | None = None) -> RankedTensorType:
     """Shorthand for :class:`RankedTensorType`."""
     return RankedTensorType(shape, element_type, encoding)
 
@@ -380,7 +390,7 @@ def is_compatible_type(a: Type, b: Type) -> bool:
         return True
     tensors = (RankedTensorType, UnrankedTensorType)
     same_kind = type(a) is type(b) or (isinstance(a, tensors) and isinstance(b, tensors))
-    if not (same_kind and isinstance(a, ShapedType)):
+    if not (same_kind and isinstance(a, ShapedType) and isinstance(b, ShapedType)):
         return False
     if a.element_type is not b.element_type:
         return False

@@ -25,7 +25,7 @@ op definition's counts and constraints) are computed once per op class.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lamina.ir.attributes import SymbolRefAttr
 from lamina.ir.constraints import AnyAttr, AnyType, Constraint
@@ -41,6 +41,7 @@ from lamina.ir.diagnostics import (
     using_engine,
 )
 from lamina.ir.dominance import DominanceCache
+from lamina.ir.location import Location
 from lamina.ir.opdef import SINGLE, VARIADIC, verify_op_def
 from lamina.ir.symbol_table import SymbolTableCollection, verify_symbol
 from lamina.ir.traits import (
@@ -60,6 +61,9 @@ from lamina.ir.traits import (
 )
 from lamina.ir.types import is_compatible_type, shaped_type_error
 
+if TYPE_CHECKING:
+    from lamina.ir.context import Context
+
 __all__ = ["verify", "Verifier"]
 
 _UNREGISTERED_DIALECT_MSG = (
@@ -71,7 +75,7 @@ _GRAPH_REGION_OPS = frozenset({"builtin.module"})
 _TYPE_ONLY_TRAITS = frozenset({SameOperandsAndResultType, SameOperandsAndResultShape, SameTypeOperands})
 
 
-def verify(op: Operation, ctx: Any = None) -> bool:
+def verify(op: Operation, ctx: Context | None = None) -> bool:
     """Verify ``op`` and all nested ops; report each problem as a located diagnostic.
 
     Diagnostics go to ``ctx.diagnostics`` when a context is given, else to the active engine (with
@@ -198,7 +202,8 @@ class _ClassInfo:
         """True when ``op`` certainly satisfies its op definition and its type-only traits (whose
         checks then need not run again)."""
         operands = op._operands
-        sig = (len(operands), *[o.value.type for o in operands], *[r.type for r in op.results])
+        types = [o.value.type for o in operands] + [r.type for r in op.results]
+        sig = (len(operands), *types)
         ok = self.sig_ok.get(sig)
         if ok is None:
             ok = self._check_values(operands, self.n_operands, self.operand_checks, self.var_operand, True)
@@ -211,7 +216,7 @@ class _ClassInfo:
                         check(op)
                 except VerifyError:
                     ok = False
-            ok = ok and not any(shaped_type_error(t) for t in sig[1:])
+            ok = ok and not any(shaped_type_error(t) for t in types)
             if len(self.sig_ok) < 4096:
                 self.sig_ok[sig] = ok
         if not ok:
@@ -284,13 +289,13 @@ def _implements(cls: type, iface: type) -> bool:
     if issubclass(cls, iface):
         return True
     ext = getattr(iface, "_external", None)
-    return bool(ext) and any(c in ext for c in cls.__mro__)
+    return ext is not None and any(c in ext for c in cls.__mro__)
 
 
 class Verifier:
     """One verification run (use :func:`verify`)."""
 
-    def __init__(self, ctx: Any = None) -> None:
+    def __init__(self, ctx: Context | None = None) -> None:
         self.ctx = ctx
         self.num_errors = 0
         self.diagnostics: list[Diagnostic] = []
@@ -307,7 +312,7 @@ class Verifier:
         message: str,
         notes: list[tuple[str, Any]] | None = None,
         prefix: bool = True,
-        loc: Any = None,
+        loc: Location | None = None,
     ) -> None:
         """Report an error at ``op`` (``'name' op message``), or at ``loc`` without a prefix."""
         self.num_errors += 1
@@ -558,7 +563,7 @@ class Verifier:
             def_op = None
             def_block = v.block  # type: ignore[attr-defined]
         def_region = def_block.parent if def_block is not None else None
-        if def_region is None:
+        if def_region is None or def_block is None:
             self.error(user, "operation's operand is unlinked", prefix=False)
             return
         # Walk up from the user to its ancestor in the defining region.
@@ -614,7 +619,7 @@ class Verifier:
                 where = " (op in a child region)"
             else:
                 where = " (op is neither in a parent nor in a child region)"
-            note = ("operand defined here" + where, diagnostic_location(v.op))
+            note: tuple[str, Location | None] = ("operand defined here" + where, diagnostic_location(v.op))
         else:
             assert isinstance(v, BlockArgument)
             block2 = v.block

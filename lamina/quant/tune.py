@@ -117,12 +117,7 @@ def _channel_subset(op: Any, ins: tuple[int, ...], env: list[Any]) -> tuple[Any,
     """For a ``group == 1`` ``top.Conv`` with many output channels: the filter and bias restricted to
     every k-th output channel, and k (the op's output is linear per channel, so this scores the same
     quantity on a uniform subsample at a fraction of the cost)."""
-    if op.name != "top.Conv" or len(ins) < 2:
-        return None
-    try:
-        if int(op.attr("group") or 1) != 1:
-            return None
-    except Exception:
+    if op.name != "top.Conv" or len(ins) < 2 or op.group != 1:  # op.group: an int (default 1)
         return None
     w = env[ins[1]]
     if not isinstance(w, np.ndarray) or w.ndim < 3 or w.shape[0] < 2 * CONV_SCORE_CHANNELS:

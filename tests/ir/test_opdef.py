@@ -3,10 +3,34 @@ constraint errors, traits."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
-from lamina.ir.attributes import DenseArrayAttr, IntegerAttr, StringAttr, UnitAttr
-from lamina.ir.constraints import AnyFloat, SignlessIntegerLike
+from lamina.ir.attributes import (
+    ArrayAttr,
+    BoolAttr,
+    DenseArrayAttr,
+    FloatAttr,
+    IntegerAttr,
+    StringAttr,
+    TypeAttr,
+    UnitAttr,
+)
+from lamina.ir.constraints import (
+    AnyFloat,
+    AnyOf,
+    BoolProp,
+    ElementsAttrC,
+    F64ArrayAttr,
+    F64Attr,
+    I64ArrayAttr,
+    I64Attr,
+    SignlessIntegerLike,
+    StrArrayAttr,
+    StrAttr,
+    StrEnum,
+    TypeAttrC,
+)
 from lamina.ir.core import Block, IRError, Region
 from lamina.ir.diagnostics import VerifyError
 from lamina.ir.opdef import (
@@ -26,7 +50,7 @@ from lamina.ir.opdef import (
     verify_traits,
 )
 from lamina.ir.traits import HasParent, IsTerminator, NoMemoryEffect, Pure, SameOperandsAndResultType
-from lamina.ir.types import f32, i32, i64
+from lamina.ir.types import f32, f64, i32, i64
 
 
 class SimpleOp(Op):
@@ -253,3 +277,95 @@ def test_declared_ops_and_custom_assembly_flag() -> None:
         assembly_format = "attr-dict"
 
     assert Fmt.has_custom_assembly
+
+
+# ---- typed accessors: a property reads as its constraint's Python value --------------------------
+
+
+class KindsOp(Op):
+    name = "tst.kinds"
+    group = prop(I64Attr, default=IntegerAttr(1, i64))
+    alpha = prop(F64Attr, optional=True)
+    mode = prop(StrEnum("a", "b"), default=StringAttr("a"))
+    label = prop(StrAttr, optional=True)
+    pads = prop(I64ArrayAttr, optional=True)
+    scales = prop(F64ArrayAttr, optional=True)
+    flag = prop(BoolProp, default=BoolAttr(False))
+    names = prop(StrArrayAttr, optional=True)
+    value = prop(ElementsAttrC, optional=True)
+    ty = prop(TypeAttrC, optional=True)
+    either = prop(AnyOf(I64Attr, I64ArrayAttr), optional=True)
+
+
+def test_typed_accessors_read_python_values() -> None:
+    op = KindsOp.build()
+    assert op.group == 1 and type(op.group) is int  # the declared default
+    assert op.mode == "a" and op.flag is False
+    assert op.alpha is None and op.pads is None and op.value is None  # absent, no default
+    op.group, op.alpha, op.mode, op.label = 3, 2, "b", "x"
+    op.pads, op.scales, op.flag, op.names = [1, 2], (0.5,), True, ["u", "v"]
+    op.value, op.ty, op.either = np.arange(3, dtype=np.int64), f32, [4, 5]
+    p = op.properties
+    assert p["group"] is IntegerAttr(3, i64) and p["alpha"] is FloatAttr(2.0, f64)
+    assert p["mode"] is StringAttr("b") and p["flag"] is BoolAttr(True)
+    assert p["pads"] is DenseArrayAttr(i64, [1, 2]) and p["scales"] is DenseArrayAttr(f64, [0.5])
+    assert p["names"] is ArrayAttr([StringAttr("u"), StringAttr("v")]) and p["ty"] is TypeAttr(f32)
+    assert (op.group, op.alpha, op.mode, op.label) == (3, 2.0, "b", "x") and type(op.alpha) is float
+    assert (op.pads, op.scales, op.flag, op.names) == ((1, 2), (0.5,), True, ("u", "v"))
+    assert op.value.tolist() == [0, 1, 2] and op.ty is f32
+    op.either = IntegerAttr(7, i64)  # an attribute is stored as it is
+    assert op.either == 7
+    op.either = None
+    assert "either" not in p
+    verify_op_def(op)
+
+
+def test_builder_converts_python_values_per_kind() -> None:
+    op = KindsOp.build(group=2, alpha=1, flag=1, pads=(3,), mode="b")
+    assert op.properties["alpha"] is FloatAttr(1.0, f64)  # an int given for an f64 property
+    assert op.properties["flag"] is BoolAttr(True)  # 1 given for a bool property
+    assert (op.group, op.alpha, op.flag, op.pads, op.mode) == (2, 1.0, True, (3,), "b")
+    verify_op_def(op)
+
+
+def test_bool_props_read_files_of_earlier_versions() -> None:
+    props = {"flag": IntegerAttr(1, i64), "group": IntegerAttr(1, i64)}
+    op = KindsOp.create(properties=props)
+    assert op.properties["flag"] is BoolAttr(True) and op.flag is True
+    assert props["flag"] is IntegerAttr(1, i64)  # the caller's dict is left alone
+    assert KindsOp.create(properties={"flag": IntegerAttr(0, i64)}).flag is False
+    bad = KindsOp.create(properties={"flag": IntegerAttr(2, i64)})  # not a boolean: left to the verifier
+    with pytest.raises(VerifyError, match=r"attribute 'flag' failed to satisfy constraint: bool attribute"):
+        verify_op_def(bad)
+    assert KindsOp.op_def.upgrades == (KindsOp.flag,)
+
+
+def test_bool_props_print_and_parse_as_true_false() -> None:
+    import lamina.dialects.func
+    import lamina.dialects.top  # noqa: F401 - registers the dialects the text uses
+    from lamina.ir.context import Context
+    from lamina.ir.parser import parse_module
+
+    text = """
+    func.func @f(%x: tensor<1x2x4x4xf32>) -> tensor<1x2x2x2xf32> {
+      %p = "top.AvgPool"(%x) <{ceil_mode = 1 : i64, count_include_pad = false, kernel_shape = array<i64: 2, 2>}> : (tensor<1x2x4x4xf32>) -> tensor<1x2x2x2xf32>
+      return %p : tensor<1x2x2x2xf32>
+    }"""
+    m = parse_module(text, Context())
+    found: list = []
+    m.walk(lambda op: found.append(op) if op.name == "top.AvgPool" else None)
+    pool = found[0]
+    assert pool.ceil_mode is True and pool.count_include_pad is False
+    assert "ceil_mode = true, count_include_pad = false" in str(m)
+
+
+def test_top_attr_agrees_with_the_typed_accessor() -> None:
+    """``op.attr("name")`` (the top ops' reader) and ``op.name`` give the same value for every
+    declared property, set or defaulted: one convention, so call sites may use either."""
+    import lamina.dialects.top as top
+
+    for cls in top.ALL_OPS:
+        op = cls.create()
+        for p in cls.op_def.props:
+            a, b = op.attr(p.name), getattr(op, p.name)
+            assert type(a) is type(b) and a == b, (cls.name, p.name, a, b)

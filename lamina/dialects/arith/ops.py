@@ -47,7 +47,7 @@ from lamina.ir.constraints import (
     SignlessIntegerLike,
     SignlessIntegerOrFloatLike,
 )
-from lamina.ir.core import Value
+from lamina.ir.core import OpTraits, Value
 from lamina.ir.diagnostics import VerifyError
 from lamina.ir.location import Location
 from lamina.ir.opdef import Op, opt_prop, prop, result_def
@@ -273,7 +273,7 @@ def _same_type_build(cls: type, kwargs: dict[str, Any], src: str = "lhs") -> Non
 
 
 class _BinaryOp(ArithOp):
-    traits = (Pure(), SameOperandsAndResultType(), Elementwise())
+    traits: ClassVar[OpTraits] = (Pure(), SameOperandsAndResultType(), Elementwise())
     lhs = operand_def(SignlessIntegerLike)
     rhs = operand_def(SignlessIntegerLike)
     result = result_def(SignlessIntegerLike)

@@ -105,6 +105,7 @@ class QuantizedType(DialectType):
     signed: bool
     storage_min: int
     storage_max: int
+    expressed_type: Type
 
     @property
     def storage_type(self) -> IntegerType:
@@ -155,6 +156,8 @@ class UniformQuantizedType(QuantizedType):
         "zero_point",
     )
     mnemonic = "uniform"
+    scale: float
+    zero_point: int
 
     @classmethod
     def _key(
@@ -281,6 +284,9 @@ class UniformQuantizedPerAxisType(QuantizedType):
         "zero_points",
     )
     mnemonic = "uniform"
+    axis: int
+    scales: tuple[float, ...]
+    zero_points: tuple[int, ...]
 
     @classmethod
     def _key(
@@ -373,6 +379,8 @@ class CalibratedQuantizedType(QuantizedType):
     """``!quant.calibrated<f32<min:max>>``."""
 
     __slots__ = ("expressed_type", "max", "min")
+    min: float
+    max: float
     mnemonic = "calibrated"
 
     @classmethod

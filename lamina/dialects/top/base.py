@@ -23,9 +23,10 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from lamina.ir.attributes import (
+from lamina.ir.attributes import (  # noqa: F401 - BoolAttr re-exported for the op modules
     ArrayAttr,
     Attribute,
+    BoolAttr,
     DenseArrayAttr,
     DenseElementsAttr,
     DenseResourceElementsAttr,
@@ -37,8 +38,20 @@ from lamina.ir.attributes import (
     element_type_to_dtype,
 )
 from lamina.ir.constants import constant_array
-from lamina.ir.constraints import IsInstance, Predicate
-from lamina.ir.core import Value
+from lamina.ir.constraints import (  # noqa: F401 - re-exported for the op modules
+    BoolProp,
+    ElementsAttrC,
+    F64ArrayAttr,
+    F64Attr,
+    I64ArrayAttr,
+    I64Attr,
+    IsInstance,
+    StrArrayAttr,
+    StrAttr,
+    StrEnum,
+    TypeAttrC,
+)
+from lamina.ir.core import OpTraits, Value
 from lamina.ir.diagnostics import VerifyError
 from lamina.ir.opdef import Op
 from lamina.ir.traits import ExecutableOpInterface, NotALayer, Pure
@@ -52,6 +65,7 @@ from lamina.ir.types import (
     UnrankedTensorType,
     f32,
     f64,
+    i1,
     i64,
     none,
 )
@@ -64,30 +78,9 @@ AnyTensor = IsInstance(RankedTensorType, UnrankedTensorType, description="tensor
 AnyTensorOrNone = IsInstance(
     RankedTensorType, UnrankedTensorType, NoneType, description="tensor of any type values or none type"
 )
-I64Attr = Predicate(
-    lambda a: isinstance(a, IntegerAttr) and a.type is i64, "64-bit signless integer attribute"
-)
-F64Attr = Predicate(lambda a: isinstance(a, FloatAttr) and a.type is f64, "64-bit float attribute")
-StrAttr = IsInstance(StringAttr, description="string attribute")
-I64ArrayAttr = Predicate(
-    lambda a: isinstance(a, DenseArrayAttr) and a.element_type is i64, "i64 dense array attribute"
-)
-F64ArrayAttr = Predicate(
-    lambda a: isinstance(a, DenseArrayAttr) and a.element_type is f64, "f64 dense array attribute"
-)
-TypeAttrC = IsInstance(TypeAttr, description="type attribute")
-ElementsAttrC = IsInstance(DenseResourceElementsAttr, DenseElementsAttr, description="elements attribute")
-StrArrayAttr = Predicate(
-    lambda a: isinstance(a, ArrayAttr) and all(isinstance(x, StringAttr) for x in a), "array of strings"
-)
-
-
-def StrEnum(*values: str) -> Predicate:  # noqa: N802 - reads like an ODS constraint
-    allowed = frozenset(values)
-    return Predicate(
-        lambda a: isinstance(a, StringAttr) and a.value in allowed,
-        "string attribute whose value is one of " + ", ".join(repr(v) for v in values),
-    )
+# The attribute kinds (I64Attr, F64Attr, BoolProp, StrAttr, StrEnum, I64ArrayAttr, F64ArrayAttr,
+# StrArrayAttr, TypeAttrC, ElementsAttrC) live in lamina.ir.constraints, imported above: each says
+# how its property reads in Python (``op.group`` is an int, ``op.do_relu`` a bool).
 
 
 # ---- attribute constructors ------------------------------------------------------------------
@@ -118,7 +111,7 @@ def to_python(a: Attribute | None) -> Any:
     if a is None:
         return None
     if isinstance(a, IntegerAttr):
-        return a.value
+        return bool(a.value) if a.type is i1 else a.value
     if isinstance(a, FloatAttr):
         return a.value
     if isinstance(a, StringAttr):
@@ -312,7 +305,7 @@ _ABSTRACT_EVAL_LIMIT = 1 << 20
 class TopOp(Op, ExecutableOpInterface, InferShapeInterface, FlopsInterface):
     """Base of ``top`` ops: pure, executable, shape-inferable, FLOP-countable."""
 
-    traits = (Pure(),)
+    traits: ClassVar[OpTraits] = (Pure(),)
     #: Result shapes depend on operand *values* that are not constants (NonZero, Range, ...).
     data_dependent: ClassVar[bool] = False
     #: FLOPs per output element (used by the default :meth:`flops`).

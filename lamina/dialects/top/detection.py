@@ -22,6 +22,8 @@ from lamina.ir.types import Type, i64
 from .base import (
     AnyTensor,
     AnyTensorOrNone,
+    BoolAttr,
+    BoolProp,
     F,
     F64Attr,
     I,
@@ -172,7 +174,7 @@ class GridSampleOp(TopOp):
     output = result_def(AnyTensor)
     mode = prop(StrEnum("linear", "nearest", "cubic"), default=S("linear"))
     padding_mode = prop(StrEnum("zeros", "border", "reflection"), default=S("zeros"))
-    align_corners = prop(I64Attr, default=I(0))
+    align_corners = prop(BoolProp, default=BoolAttr(False))
 
     def infer_shapes(self) -> list[Type]:
         xs, gs = shape_of(self.input), shape_of(self.grid)

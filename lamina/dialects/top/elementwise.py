@@ -22,6 +22,8 @@ from lamina.ir.types import IntegerType, Type, i1
 from .base import (
     AnyTensor,
     AnyTensorOrNone,
+    BoolAttr,
+    BoolProp,
     F,
     F64Attr,
     I,
@@ -588,7 +590,7 @@ class ModOp(BinaryOp):
     """Remainder: with ``fmod = 0`` the sign of the divisor (integers), else C ``fmod``."""
 
     name = "top.Mod"
-    fmod = prop(I64Attr, default=I(0))
+    fmod = prop(BoolProp, default=BoolAttr(False))
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         a, b = inputs
@@ -715,7 +717,7 @@ class CastOp(TopOp):
     traits = (Pure(), Elementwise())
     input = operand(AnyTensor)
     output = result_def(AnyTensor)
-    saturate = prop(I64Attr, default=I(1))
+    saturate = prop(BoolProp, default=BoolAttr(True))
 
     def infer_shapes(self) -> list[Type]:
         return [tensor_of(shape_of(self.input), elem_of(self.output))]

@@ -15,6 +15,8 @@ from lamina.ir.types import NoneType, Type
 from .base import (
     AnyTensor,
     AnyTensorOrNone,
+    BoolAttr,
+    BoolProp,
     F,
     F64ArrayAttr,
     F64Attr,
@@ -144,7 +146,7 @@ class InterpOp(TopOp):
         StrEnum("round_prefer_floor", "round_prefer_ceil", "floor", "ceil"), default=S("round_prefer_floor")
     )
     cubic_coeff_a = prop(F64Attr, default=F(-0.75))
-    exclude_outside = prop(I64Attr, default=I(0))
+    exclude_outside = prop(BoolProp, default=BoolAttr(False))
     extrapolation_value = prop(F64Attr, default=F(0.0))
     axes = prop(I64ArrayAttr, optional=True)
     keep_aspect_ratio_policy = prop(StrEnum("stretch", "not_larger", "not_smaller"), default=S("stretch"))
@@ -232,7 +234,7 @@ class AttentionOp(TopOp):
     present_key = result_def(AnyTensorOrNone)
     present_value = result_def(AnyTensorOrNone)
     qk_matmul_output = result_def(AnyTensorOrNone)
-    is_causal = prop(I64Attr, default=I(0))
+    is_causal = prop(BoolProp, default=BoolAttr(False))
     q_num_heads = prop(I64Attr, optional=True)
     kv_num_heads = prop(I64Attr, optional=True)
     qk_matmul_output_mode = prop(I64Attr, default=I(0))
@@ -321,7 +323,7 @@ class RotaryEmbeddingOp(TopOp):
     sin_cache = operand(AnyTensor)
     position_ids = operand(AnyTensorOrNone)
     output = result_def(AnyTensor)
-    interleaved = prop(I64Attr, default=I(0))
+    interleaved = prop(BoolProp, default=BoolAttr(False))
     rotary_embedding_dim = prop(I64Attr, default=I(0))
     num_heads = prop(I64Attr, default=I(0))
 
@@ -391,7 +393,7 @@ class QuantizeLinearOp(TopOp):
     output = result_def(AnyTensor)
     axis = prop(I64Attr, default=I(1))
     block_size = prop(I64Attr, default=I(0))
-    saturate = prop(I64Attr, default=I(1))
+    saturate = prop(BoolProp, default=BoolAttr(True))
     #: integer range of the result when narrower than its storage type (i4: -8..7, ui4: 0..15)
     qmin = prop(I64Attr, optional=True)
     qmax = prop(I64Attr, optional=True)
@@ -639,7 +641,7 @@ class LSTMOp(_RNNBase):
     Y = result_def(AnyTensorOrNone)
     Y_h = result_def(AnyTensorOrNone)
     Y_c = result_def(AnyTensorOrNone)
-    input_forget = prop(I64Attr, default=I(0))
+    input_forget = prop(BoolProp, default=BoolAttr(False))
     n_gates = 4
     default_acts = ("Sigmoid", "Tanh", "Tanh")
 
@@ -678,7 +680,7 @@ class GRUOp(_RNNBase):
     initial_h = operand(AnyTensorOrNone)
     Y = result_def(AnyTensorOrNone)
     Y_h = result_def(AnyTensorOrNone)
-    linear_before_reset = prop(I64Attr, default=I(0))
+    linear_before_reset = prop(BoolProp, default=BoolAttr(False))
     n_gates = 3
     default_acts = ("Sigmoid", "Tanh")
 

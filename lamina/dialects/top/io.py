@@ -22,6 +22,8 @@ from lamina.ir.types import NoneType, RankedTensorType, ShapedType, Type, none
 
 from .base import (
     AnyTensor,
+    BoolAttr,
+    BoolProp,
     ElementsAttrC,
     F,
     F64ArrayAttr,
@@ -56,7 +58,7 @@ class InputOp(TopOp, MemoryEffectOpInterface):
     pixel_format = prop(StrEnum("rgb", "bgr", "gray", "rgba", "gbrg", "grbg", "bggr", "rggb"), optional=True)
     channel_format = prop(StrEnum("nchw", "nhwc", "none"), optional=True)
     resize_dims = prop(I64ArrayAttr, optional=True)
-    keep_aspect_ratio = prop(I64Attr, default=I(0))
+    keep_aspect_ratio = prop(BoolProp, default=BoolAttr(False))
     keep_ratio_mode = prop(StrEnum("letterbox", "short_side_scale"), default=S("letterbox"))
     pad_value = prop(I64Attr, default=I(0))
     pad_type = prop(StrEnum("center", "normal"), default=S("center"))

@@ -16,7 +16,8 @@ from lamina.ir.types import Type
 from .base import (
     AnyTensor,
     AnyTensorOrNone,
-    I,
+    BoolAttr,
+    BoolProp,
     I64ArrayAttr,
     I64Attr,
     TopOp,
@@ -43,7 +44,7 @@ class UniqueOp(TopOp):
     inverse_indices = result_def(AnyTensorOrNone)
     counts = result_def(AnyTensorOrNone)
     axis = prop(I64Attr, optional=True)
-    sorted = prop(I64Attr, default=I(1))
+    sorted = prop(BoolProp, default=BoolAttr(True))
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         x = inputs[0]
@@ -148,7 +149,7 @@ class AffineGridOp(TopOp):
     theta = operand(AnyTensor)
     size = operand(AnyTensor)
     output = result_def(AnyTensor)
-    align_corners = prop(I64Attr, default=I(0))
+    align_corners = prop(BoolProp, default=BoolAttr(False))
     shape_operands = ("size",)
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:

@@ -22,6 +22,8 @@ from lamina.ir.types import DYNAMIC, NoneType, Type, i64
 from .base import (
     AnyTensor,
     AnyTensorOrNone,
+    BoolAttr,
+    BoolProp,
     F,
     F64Attr,
     I,
@@ -54,7 +56,7 @@ class MatMulOp(TopOp):
     right = operand(AnyTensor)
     bias = operand(AnyTensorOrNone)
     output = result_def(AnyTensor)
-    do_relu = prop(I64Attr, default=I(0))
+    do_relu = prop(BoolProp, default=BoolAttr(False))
     #: with ``do_relu``: clamp to ``relu_limit`` as well when it is positive (ReLU6 and Clip(0, n))
     relu_limit = prop(F64Attr, default=F(-1.0))
 
@@ -107,8 +109,8 @@ class GemmOp(TopOp):
     output = result_def(AnyTensor)
     alpha = prop(F64Attr, default=F(1.0))
     beta = prop(F64Attr, default=F(1.0))
-    transA = prop(I64Attr, default=I(0))  # noqa: N815 - ONNX attribute names
-    transB = prop(I64Attr, default=I(0))  # noqa: N815
+    transA = prop(BoolProp, default=BoolAttr(False))  # noqa: N815 - ONNX attribute names
+    transB = prop(BoolProp, default=BoolAttr(False))  # noqa: N815
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         a, b, c = inputs
@@ -378,7 +380,7 @@ class ConvOp(TopOp):
     dilations = prop(I64ArrayAttr, optional=True)
     group = prop(I64Attr, default=I(1))
     auto_pad = prop(_AUTO_PAD, default=S("NOTSET"))
-    do_relu = prop(I64Attr, default=I(0))
+    do_relu = prop(BoolProp, default=BoolAttr(False))
     #: with ``do_relu``: clamp to ``relu_limit`` as well when it is positive (ReLU6 and Clip(0, n))
     relu_limit = prop(F64Attr, default=F(-1.0))
 
@@ -614,7 +616,7 @@ class _PoolBase(TopOp):
     strides = prop(I64ArrayAttr, optional=True)
     pads = prop(I64ArrayAttr, optional=True)
     dilations = prop(I64ArrayAttr, optional=True)
-    ceil_mode = prop(I64Attr, default=I(0))
+    ceil_mode = prop(BoolProp, default=BoolAttr(False))
     auto_pad = prop(_AUTO_PAD, default=S("NOTSET"))
 
     def _geometry(
@@ -751,7 +753,7 @@ class MaxPoolOp(_PoolBase):
 class AvgPoolOp(_PoolBase):
     name = "top.AvgPool"
     fresh_results = True
-    count_include_pad = prop(I64Attr, default=I(0))
+    count_include_pad = prop(BoolProp, default=BoolAttr(False))
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         x = inputs[0]
@@ -1023,7 +1025,7 @@ class SoftmaxOp(TopOp):
     input = operand(AnyTensor)
     output = result_def(AnyTensor)
     axis = prop(I64Attr, default=I(-1))
-    log = prop(I64Attr, default=I(0))
+    log = prop(BoolProp, default=BoolAttr(False))
 
     result_like_input = True
 

@@ -14,6 +14,8 @@ from lamina.ir.types import Type, i64
 from .base import (
     AnyTensor,
     AnyTensorOrNone,
+    BoolAttr,
+    BoolProp,
     I,
     I64Attr,
     StrEnum,
@@ -96,8 +98,8 @@ class ReduceOp(TopOp):
     axes = operand(AnyTensorOrNone)
     output = result_def(AnyTensor)
     mode = prop(StrEnum(*_MODES))
-    keepdims = prop(I64Attr, default=I(1))
-    noop_with_empty_axes = prop(I64Attr, default=I(0))
+    keepdims = prop(BoolProp, default=BoolAttr(True))
+    noop_with_empty_axes = prop(BoolProp, default=BoolAttr(False))
 
     def _axes(self, rank: int, axes: Any) -> tuple[int, ...] | None:
         if axes is None or np.asarray(axes).size == 0:
@@ -141,8 +143,8 @@ class ArgOp(TopOp):
     output = result_def(AnyTensor)
     mode = prop(StrEnum("ArgMax", "ArgMin"))
     axis = prop(I64Attr, default=I(0))
-    keepdims = prop(I64Attr, default=I(1))
-    select_last_index = prop(I64Attr, default=I(0))
+    keepdims = prop(BoolProp, default=BoolAttr(True))
+    select_last_index = prop(BoolProp, default=BoolAttr(False))
 
     def infer_shapes(self) -> list[Type]:
         s = shape_of(self.input)
@@ -175,8 +177,8 @@ class CumSumOp(TopOp):
     input = operand(AnyTensor)
     axis = operand(AnyTensor)
     output = result_def(AnyTensor)
-    exclusive = prop(I64Attr, default=I(0))
-    reverse = prop(I64Attr, default=I(0))
+    exclusive = prop(BoolProp, default=BoolAttr(False))
+    reverse = prop(BoolProp, default=BoolAttr(False))
     fn = staticmethod(np.cumsum)
     identity = 0
 

@@ -13,7 +13,19 @@ import numpy as np
 
 from lamina.ir.opdef import operand, prop, result_def
 
-from .base import AnyTensor, AnyTensorOrNone, I, I64Attr, S, StrEnum, TopOp, norm_axis, result_dtype
+from .base import (
+    AnyTensor,
+    AnyTensorOrNone,
+    BoolAttr,
+    BoolProp,
+    I,
+    I64Attr,
+    S,
+    StrEnum,
+    TopOp,
+    norm_axis,
+    result_dtype,
+)
 
 
 def _to_complex(x: np.ndarray) -> np.ndarray:
@@ -43,8 +55,8 @@ class DFTOp(TopOp):
     axis_value = operand(AnyTensorOrNone)  # opset 20: the axis as a (possibly runtime) tensor
     output = result_def(AnyTensor)
     axis = prop(I64Attr, default=I(1))
-    inverse = prop(I64Attr, default=I(0))
-    onesided = prop(I64Attr, default=I(0))
+    inverse = prop(BoolProp, default=BoolAttr(False))
+    onesided = prop(BoolProp, default=BoolAttr(False))
     shape_operands = ("dft_length", "axis_value")
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
@@ -81,7 +93,7 @@ class STFTOp(TopOp):
     window = operand(AnyTensorOrNone)
     frame_length = operand(AnyTensorOrNone)
     output = result_def(AnyTensor)
-    onesided = prop(I64Attr, default=I(1))
+    onesided = prop(BoolProp, default=BoolAttr(True))
     shape_operands = ("frame_step", "frame_length")
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
@@ -109,7 +121,7 @@ class WindowOp(TopOp):
     size = operand(AnyTensor)
     output = result_def(AnyTensor)
     mode = prop(StrEnum("hann", "hamming", "blackman"))
-    periodic = prop(I64Attr, default=I(1))
+    periodic = prop(BoolProp, default=BoolAttr(True))
     shape_operands = ("size",)
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:

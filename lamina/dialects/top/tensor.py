@@ -20,6 +20,8 @@ from lamina.ir.types import DYNAMIC, Type, i64
 from .base import (
     AnyTensor,
     AnyTensorOrNone,
+    BoolAttr,
+    BoolProp,
     ElementsAttrC,
     I,
     I64ArrayAttr,
@@ -57,7 +59,7 @@ class ReshapeOp(TopOp):
     input = operand(AnyTensor)
     shape = operand(AnyTensor)
     output = result_def(AnyTensor)
-    allowzero = prop(I64Attr, default=I(0))
+    allowzero = prop(BoolProp, default=BoolAttr(False))
 
     def infer_shapes(self) -> list[Type]:
         s, c = shape_of(self.input), const_value(self.shape)
@@ -570,7 +572,7 @@ class TriluOp(TopOp):
     input = operand(AnyTensor)
     k = operand(AnyTensorOrNone)
     output = result_def(AnyTensor)
-    upper = prop(I64Attr, default=I(1))
+    upper = prop(BoolProp, default=BoolAttr(True))
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         x, k = inputs
@@ -624,8 +626,8 @@ class TopKOp(TopOp):
     values = result_def(AnyTensor)
     indices = result_def(AnyTensorOrNone)
     axis = prop(I64Attr, default=I(-1))
-    largest = prop(I64Attr, default=I(1))
-    sorted = prop(I64Attr, default=I(1))
+    largest = prop(BoolProp, default=BoolAttr(True))
+    sorted = prop(BoolProp, default=BoolAttr(True))
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         x, k = inputs

@@ -30,7 +30,15 @@ from lamina.dialects.top import elementwise as top_ew
 from lamina.dialects.top import nn as top_nn
 from lamina.dialects.top import reduce as top_reduce
 from lamina.dialects.top import tensor as top_tensor
-from lamina.dialects.top.base import AnyTensor, ElementsAttrC, I64ArrayAttr, I64Attr, StrAttr, elem_of
+from lamina.dialects.top.base import (
+    AnyTensor,
+    BoolProp,
+    ElementsAttrC,
+    I64ArrayAttr,
+    I64Attr,
+    StrAttr,
+    elem_of,
+)
 from lamina.dialects.top.elementwise import CastOp as TopCastOp
 from lamina.ir.attributes import DenseElementsAttr, element_type_to_dtype
 from lamina.ir.constraints import AnyOf
@@ -538,7 +546,7 @@ class CastOp(_OwnOp):
     name = "tpu.Cast"
     input = operand(AnyTensor)
     output = result_def(AnyTensor)
-    saturate = prop(I64Attr, optional=True)
+    saturate = prop(BoolProp, optional=True)
 
     def verify_(self) -> None:
         a, b = self.input.type, self.output.type

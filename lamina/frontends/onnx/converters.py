@@ -46,6 +46,8 @@ def to_prop(cls: type, name: str, value: Any) -> Attribute | None:
         return B.Floats(value)
     if c is B.I64Attr:
         return B.I(value)
+    if c is B.BoolProp:  # an ONNX int flag (0/1) read as a boolean
+        return B.BoolAttr(bool(value))
     if c is B.F64Attr:
         return B.F(value)
     if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
@@ -483,7 +485,12 @@ def _softmax_like(cv: GraphConverter, node: Node, cls: type, **fixed: Any) -> Va
     ).results[0]
     fixed = {k: v for k, v in fixed.items()}
     sm = cv.emit(
-        cls, [fl], None, {"axis": B.I(1), **{k: B.I(v) for k, v in fixed.items()}}, [fl.type], [tmp + "_sm"]
+        cls,
+        [fl],
+        None,
+        {"axis": B.I(1), **{k: to_prop(cls, k, v) for k, v in fixed.items()}},
+        [fl.type],
+        [tmp + "_sm"],
     ).results[0]
     shp = cv.emit(
         T.ShapeOp,

@@ -3,7 +3,7 @@
 
 // Relu after Conv becomes do_relu; the Conv takes the Relu's location (it now produces its tensor).
 // CHECK-LABEL: sym_name = "relu_conv"
-// CHECK: %[[C:.*]] = "top.Conv"({{.*}}) <{do_relu = 1 : i64}> : {{.*}} loc(#[[RL:loc[0-9]*]])
+// CHECK: %[[C:.*]] = "top.Conv"({{.*}}) <{do_relu = true}> : {{.*}} loc(#[[RL:loc[0-9]*]])
 // CHECK-NOT: "top.Relu"
 // CHECK: "func.return"(%[[C]])
 func.func @relu_conv(%x: tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32> {
@@ -17,7 +17,7 @@ func.func @relu_conv(%x: tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32> {
 
 // Relu after MatMul, and a second Relu (idempotent), disappear.
 // CHECK-LABEL: sym_name = "relu_matmul"
-// CHECK: %[[M:.*]] = "top.MatMul"({{.*}}) <{do_relu = 1 : i64}>
+// CHECK: %[[M:.*]] = "top.MatMul"({{.*}}) <{do_relu = true}>
 // CHECK-NOT: "top.Relu"
 // CHECK: "func.return"(%[[M]])
 func.func @relu_matmul(%x: tensor<3x4xf32>) -> tensor<3x5xf32> {
@@ -32,7 +32,7 @@ func.func @relu_matmul(%x: tensor<3x4xf32>) -> tensor<3x5xf32> {
 
 // Clip(0, 6) (ReLU6) becomes do_relu with relu_limit.
 // CHECK-LABEL: sym_name = "relu6_conv"
-// CHECK: %[[C:.*]] = "top.Conv"({{.*}}) <{do_relu = 1 : i64, relu_limit = 6.000000e+00 : f64}>
+// CHECK: %[[C:.*]] = "top.Conv"({{.*}}) <{do_relu = true, relu_limit = 6.000000e+00 : f64}>
 // CHECK-NOT: "top.Clip"
 // CHECK: "func.return"(%[[C]])
 func.func @relu6_conv(%x: tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32> {
@@ -64,7 +64,7 @@ func.func @clip_not_relu(%x: tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32> {
 // CHECK-LABEL: sym_name = "gemm_relu"
 // CHECK-DAG: %[[W:.*]] = "top.Weight"() <{value = dense_resource<{{.*}}> : tensor<4x5xf32>}>
 // CHECK-DAG: %[[B:.*]] = "top.Weight"() <{value = dense_resource<{{.*}}> : tensor<5xf32>}>
-// CHECK: %[[M:.*]] = "top.MatMul"(%{{.*}}, %[[W]], %[[B]]) <{do_relu = 1 : i64}>
+// CHECK: %[[M:.*]] = "top.MatMul"(%{{.*}}, %[[W]], %[[B]]) <{do_relu = true}>
 // CHECK-NOT: "top.Gemm"
 // CHECK-NOT: "top.Relu"
 // CHECK: "func.return"(%[[M]])

@@ -7,7 +7,7 @@
 // CHECK: "tpu.Cast"(%{{.*}}) : (tensor<1x2x4x4xf32>) -> tensor<1x2x4x4x!quant.uniform<i8:f32, 0.0157{{[0-9]*}}>>
 // CHECK-DAG: "tpu.Weight"() <{value = dense_resource<{{.*}}> : tensor<2x2x1x1xi8>}> : () -> tensor<2x2x1x1x!quant.uniform<i8<-127:127>:f32:0, {0.0039{{[0-9]*}},0.0078{{[0-9]*}}}>>
 // CHECK-DAG: "top.Weight"() <{value = dense_resource<{{.*}}> : tensor<2xi32>}>
-// CHECK: "tpu.Conv"({{.*}}) <{do_relu = 1 : i64, multiplier = array<i64: {{.*}}>, rshift = array<i64: {{.*}}>}> : {{.*}} -> tensor<1x2x4x4x!quant.uniform<u8:f32, 0.0117{{[0-9]*}}>>
+// CHECK: "tpu.Conv"({{.*}}) <{do_relu = true, multiplier = array<i64: {{.*}}>, rshift = array<i64: {{.*}}>}> : {{.*}} -> tensor<1x2x4x4x!quant.uniform<u8:f32, 0.0117{{[0-9]*}}>>
 // CHECK: "tpu.Lut"({{.*}}) <{fn = "Sigmoid", table = dense<{{.*}}> : tensor<256xui8>}> : {{.*}} -> tensor<1x2x4x4x!quant.uniform<u8:f32, 0.0039{{[0-9]*}}>>
 // CHECK: "tpu.Cast"({{.*}}) : (tensor<1x2x4x4x!quant.uniform<u8:f32, 0.0039{{[0-9]*}}>>) -> tensor<1x2x4x4xf32>
 // CHECK-NOT: "top.Conv"

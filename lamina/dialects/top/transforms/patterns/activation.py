@@ -3,9 +3,10 @@
 
 from __future__ import annotations
 
-from lamina.dialects.top.base import F, I
+from lamina.dialects.top.base import F
 from lamina.dialects.top.elementwise import ClipOp, ReluOp
 from lamina.dialects.top.nn import ConvOp, MatMulOp
+from lamina.ir.attributes import BoolAttr
 from lamina.ir.core import Operation, Value
 from lamina.rewrite.pattern import PatternRewriter
 
@@ -48,7 +49,7 @@ class FuseReluIntoProducer(TopPattern):
         loc = relu.location
 
         def update() -> None:
-            p.properties["do_relu"] = I(1)
+            p.properties["do_relu"] = BoolAttr(True)
             p.location = loc
 
         rewriter.modify_op_in_place(p, update)
@@ -84,7 +85,7 @@ class FuseClipIntoProducer(TopPattern):
         loc = clip.location
 
         def update() -> None:
-            p.properties["do_relu"] = I(1)
+            p.properties["do_relu"] = BoolAttr(True)
             if limit > 0:
                 p.properties["relu_limit"] = F(limit)
             p.location = loc
