@@ -96,17 +96,16 @@ class TargetCapabilities:
 
 
 def _reference() -> TargetCapabilities:
-    from .families.activation import LUT_CLASSES
-    from .families.movement import MOVE_CLASSES
+    from .families.activation import LutLowering
+    from .ops import FAMILY_LOWERINGS
 
-    native = ["top.Conv", "top.MatMul", "top.Add", "top.Sub", "top.Mul", "top.MaxPool", "top.AvgPool"]
-    native += ["top.Reduce", "top.Concat", *(c.name for c in MOVE_CLASSES)]
+    native = frozenset(r.name for fam in FAMILY_LOWERINGS if fam is not LutLowering for r in fam.roots)
     int8 = ("i8", "u8")
     return TargetCapabilities(
         "tpu",
         [
-            Capability(frozenset(native), "INT8", int8, "native", 1.0),
-            Capability(frozenset(c.name for c in LUT_CLASSES), "INT8", int8, "lut", 1.0),
+            Capability(native, "INT8", int8, "native", 1.0),
+            Capability(frozenset(r.name for r in LutLowering.roots), "INT8", int8, "lut", 1.0),
             Capability(ANY_OP, "F32", ("f32",), "native", 4.0),
             Capability(ANY_OP, "F16", ("f16",), "native", 2.0),
             Capability(ANY_OP, "BF16", ("bf16",), "native", 2.0),
@@ -114,7 +113,7 @@ def _reference() -> TargetCapabilities:
     )
 
 
-#: The reference ``tpu`` target: INT8 for Conv, MatMul, Add, Sub, Mul, MaxPool, AvgPool, Reduce,
+#: The reference ``tpu`` target: every integer form the dialect's families have — INT8 for Conv, MatMul, Add, Sub, Mul, MaxPool, AvgPool, Reduce,
 #: Concat and the data-movement ops (integer forms; each family may still decline an op whose
 #: attributes its form does not cover, e.g. AvgPool with ``ceil_mode``), INT8 by LUT for the
 #: elementwise activations, and every op in F32, F16 and BF16.

@@ -23,6 +23,7 @@ these forms a target runs natively is its :mod:`.capabilities`.
 from __future__ import annotations
 
 from lamina.dialects.top import ALL_OPS
+from lamina.dialects.top import elementwise as top_ew
 from lamina.ir.traits import NotALayer
 
 from .families.activation import LutLowering, LutOp, lut_table_attr
@@ -49,7 +50,7 @@ for _cls in ALL_OPS:
     DERIVED[_cls.name] = _FAMILY_OPS.get(_cls.name) or declare_float(_cls)
 
 # top.Cast lowers to the own tpu.Cast (which carries its semantics), not to a declared class.
-DERIVED["top.Cast"] = CastOp
+DERIVED[top_ew.CastOp.name] = CastOp
 
 OWN_OPS: list[type[TpuOp]] = [CastOp, RequantOp, LutOp, WeightOp]
 ALL_TPU_OPS: list[type[TpuOp]] = [*OWN_OPS, *(c for c in DERIVED.values() if c not in OWN_OPS)]

@@ -1,5 +1,5 @@
 """The activation family: elementwise ops of one input and one float result (every ``top`` unary
-op, plus SiLU, GELU, HardSigmoid, HardSwish), whose INT8 form is ``tpu.Lut`` — a 256-entry table
+op: SiLU, GELU, HardSigmoid, HardSwish included), whose INT8 form is ``tpu.Lut`` — a 256-entry table
 ``quantize(fn(dequantize(v)))`` computed at lowering from the ``top`` op's own semantics."""
 
 from __future__ import annotations
@@ -25,9 +25,6 @@ from ..lowering.policy import elem, is_floatish
 from ..quantize import build_lut, lut_index
 from .common import store
 from .plumbing import PlumbingOp
-
-#: ops given a LUT besides the unary ones (a name absent from the dialect is ignored)
-LUT_EXTRA = frozenset({"top.SiLU", "top.GELU", "top.HardSigmoid", "top.HardSwish", "top.Swish"})
 
 
 class LutOp(PlumbingOp):
@@ -70,17 +67,16 @@ def lut_table_attr(table: np.ndarray) -> DenseElementsAttr:
     return DenseElementsAttr.from_numpy(np.ascontiguousarray(table))
 
 
-#: the top classes of the family
-LUT_CLASSES: tuple[type[TopOp], ...] = tuple(
-    c for c in ALL_OPS if issubclass(c, top_ew.UnaryOp) or c.name in LUT_EXTRA
-)
+#: the top classes of the family: the unary elementwise ops (SiLU, GELU, HardSigmoid and
+#: HardSwish included)
+LUT_CLASSES: tuple[type[TopOp], ...] = tuple(c for c in ALL_OPS if issubclass(c, top_ew.UnaryOp))
 
 
 def lutable(op: Operation) -> bool:
     """Whether ``op`` can be a LUT: an op of the family with one operand and one float result."""
     if len(op.operands) != 1 or len(op.results) != 1:
         return False
-    if not (isinstance(op, top_ew.UnaryOp) or op.name in LUT_EXTRA):
+    if not isinstance(op, top_ew.UnaryOp):
         return False
     return is_floatish(op.results[0].type)
 

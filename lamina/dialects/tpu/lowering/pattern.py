@@ -20,6 +20,7 @@ from lamina.ir.types import RankedTensorType, ShapedType, Type
 from lamina.rewrite.conversion import ConversionPattern, ConversionPatternRewriter, TypeConverter
 
 from ..families.common import is_quant
+from ..families.plumbing import CastOp
 from .policy import FLOAT_TYPES, elem, is_floatish, is_per_axis, plain, scales, symmetric_i8, with_elem
 
 if TYPE_CHECKING:
@@ -101,7 +102,7 @@ class FamilyLowering(ConversionPattern):
         orig = rw.original(orig)
         if is_quant(v.type) and per_axis and orig in self.s.per_axis and not is_per_axis(v.type):
             d = v.defining_op()  # a cast the conversion materialized: quantize its float source
-            if d is not None and d.name == "tpu.Cast" and is_floatish(d.operands[0].type):
+            if isinstance(d, CastOp) and is_floatish(d.operands[0].type):
                 return self.s.cast(rw, d.operands[0], self.s.per_axis[orig])
         if is_quant(v.type):
             if is_per_axis(v.type) and not per_axis:
