@@ -22,7 +22,7 @@ these forms a target runs natively is its :mod:`.capabilities`.
 
 from __future__ import annotations
 
-from lamina.dialects.top import ALL_OPS
+from lamina.dialects.top import ALL_OPS, TopOp
 from lamina.dialects.top import elementwise as top_ew
 from lamina.ir.traits import NotALayer
 
@@ -35,6 +35,7 @@ from .families.movement import MOVE_OPS, MOVE_TPU_OPS, ConcatOp, MoveLowering
 from .families.plumbing import CastOp, PlumbingOp, QuantCast, RequantOp, WeightOp, make_requant, storage_of
 from .families.pool import AvgPoolOp, MaxPoolOp, PoolLowering
 from .families.reduce import ReduceLowering, ReduceOp
+from .lowering.pattern import FamilyLowering
 
 _FAMILY_OPS: dict[str, type[ModeOp]] = {
     c.top_class.name: c  # type: ignore[union-attr]
@@ -71,14 +72,14 @@ def tpu_class(top_name: str) -> type[TpuOp] | None:
     return DERIVED.get(top_name)
 
 
-def lowering_roots() -> list[tuple[type[FloatLowering], type, type[TpuOp]]]:
+def lowering_roots() -> list[tuple[type[FamilyLowering], type[TopOp], type[TpuOp]]]:
     """``(pattern class, top op class, tpu op class)`` for every top op with a tpu counterpart:
     its family's pattern, else :class:`FloatLowering`."""
-    claimed: dict[str, type] = {}
+    claimed: dict[str, type[FamilyLowering]] = {}
     for fam in FAMILY_LOWERINGS:
         for root in fam.roots:
             claimed.setdefault(root.name, fam)
-    out = []
+    out: list[tuple[type[FamilyLowering], type[TopOp], type[TpuOp]]] = []
     for c in ALL_OPS:
         t = DERIVED.get(c.name)
         if t is not None:
