@@ -80,6 +80,9 @@ __all__ = [
     "search_qtable",
 ]
 
+#: The float modes a layer may be kept in on the reference ``tpu`` target (its
+#: :attr:`~lamina.dialects.tpu.capabilities.TargetCapabilities.float_modes`); another target's come
+#: from the ``capabilities`` given to :func:`search_qtable`.
 FLOAT_MODES = ("F32", "F16", "BF16")
 #: samples the ranking, greedy and pruning measure on (the result is confirmed on all)
 RANK_SAMPLES = 4
@@ -116,7 +119,6 @@ _DECODE_OP_TYPES = frozenset(
     {"top.Add", "top.Sub", "top.Mul", "top.Div", "top.Concat", "top.Reshape", "top.Permute", "top.Slice",
      "top.Split", "top.Squeeze", "top.Unsqueeze", "top.Flatten", "top.Softmax", "top.Expand"}
 )  # fmt: skip
-_NON_LAYER = frozenset({"top.Input", "top.Weight", "top.None", "func.return", "func.func", "builtin.module"})
 
 
 class SearchError(Exception):
@@ -196,9 +198,11 @@ def _is_integer(t: Any) -> bool:
 
 def layers(module: Any) -> list[tuple[str, Any]]:
     """``(name, op)`` of every op a qtable may name (first result's name), in network order."""
+    from lamina.ir.traits import NotALayer
+
     out: list[tuple[str, Any]] = []
     for op in module.walk_ops():
-        if op.name in _NON_LAYER or not op.results or not op.name.startswith("top."):
+        if op.dialect_name != "top" or op.has_trait(NotALayer) or not op.results:
             continue
         out.append((_names(op)[0], op))
     return out
@@ -408,6 +412,7 @@ def search_qtable(
     exhaustive_layers: int = EXHAUSTIVE_LAYERS,
     max_evaluations: int | None = MAX_EVALUATIONS,
     progress_interval: float = 5.0,
+    capabilities: Any = None,
 ) -> SearchResult:
     """Find the fewest layers to run in ``float_mode`` so that INT8 reaches ``expected_cos``.
 
@@ -426,12 +431,17 @@ def search_qtable(
     smaller models are searched as before, on all samples. At most ``max_evaluations`` lowerings are measured (None: no bound).
 
     ``evaluate(qtable, table) -> cosine`` replaces the real lowering (tests; every layer is then
-    measured). Returns a :class:`SearchResult`; raises :class:`SearchError` when the search cannot run."""
+    measured). ``capabilities``: the target's
+    :class:`~lamina.dialects.tpu.capabilities.TargetCapabilities` (default: the reference ``tpu``
+    target), whose float modes ``float_mode`` must be one of. Returns a :class:`SearchResult`;
+    raises :class:`SearchError` when the search cannot run."""
+    from lamina.dialects.tpu.capabilities import REFERENCE
     from lamina.dialects.tpu.tables import CalibrationTable, read_calibration_table, write_qtable
 
     say = log or (lambda s: None)
-    if float_mode.upper() not in FLOAT_MODES:
-        raise SearchError(f"float_mode must be one of {', '.join(FLOAT_MODES)}, got '{float_mode}'")
+    modes = (capabilities or REFERENCE).float_modes
+    if float_mode.upper() not in modes:
+        raise SearchError(f"float_mode must be one of {', '.join(modes)}, got '{float_mode}'")
     float_mode = float_mode.upper()
     if not 0.0 < expected_cos <= 1.0:
         raise SearchError(f"expected_cos must be in (0, 1], got {expected_cos}")

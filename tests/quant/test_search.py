@@ -193,6 +193,21 @@ def test_bad_arguments(tmp_path: Path) -> None:
         search_qtable(m.module, t, [], log=None)
 
 
+def test_float_modes_come_from_the_target(tmp_path: Path) -> None:
+    """The search keeps layers only in a float mode the target runs every op in."""
+    from lamina.dialects.tpu.capabilities import REFERENCE, Capability, TargetCapabilities
+
+    m = _load(cnn_model(tmp_path, n=1))
+    t = CalibrationTable()
+    f32_only = TargetCapabilities("f32-only", [Capability(None, "F32", ("f32",))])
+    with pytest.raises(SearchError, match="float_mode must be one of F32, got 'F16'"):
+        search_qtable(
+            m.module, t, [], float_mode="F16", capabilities=f32_only, evaluate=lambda q, t: 1.0, log=None
+        )
+    with pytest.raises(SearchError, match="at least one sample"):  # F16 is fine on the reference target
+        search_qtable(m.module, t, [], float_mode="F16", capabilities=REFERENCE, log=None)
+
+
 def _lowering_available() -> bool:
     try:
         import lamina.dialects.tpu  # noqa: F401

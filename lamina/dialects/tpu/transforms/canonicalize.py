@@ -1,45 +1,31 @@
-"""``tpu-canonicalize``: fold cast pairs and merge requantizations (also what the generic
-``canonicalize`` runs on ``tpu`` ops).
+"""``tpu-canonicalize``: fold cast pairs and merge requantizations (run by this pass only:
+the generic ``canonicalize`` leaves ``tpu`` ops alone).
 
 * ``Cast(Cast(x : A -> B) -> A)`` → ``x`` when ``B`` is f32 and ``A`` is f16, bf16 or an 8-bit
   quantized type (the round trip is exact);
 * ``Cast(Cast(x : Q1 -> float) -> Q2)`` with quantized ``Q1 != Q2`` → ``Requant(x -> Q2)``;
 * ``Requant(Requant(x : Q1 -> Q2) -> Q3)`` → ``Requant(x : Q1 -> Q3)`` (one rounding instead of two),
   or ``x`` when ``Q3`` is ``Q1``.
+
+``make_requant`` (the one way to build a requantization) lives with ``tpu.Requant`` in
+:mod:`..families.plumbing` and is re-exported here.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
-from lamina.ir.attributes import DenseArrayAttr, IntegerAttr
 from lamina.ir.core import Operation
-from lamina.ir.types import FloatType, ShapedType, f32, i64
+from lamina.ir.types import FloatType, ShapedType, f32
 from lamina.passes import Pass, Statistic, register_pass
 from lamina.rewrite.greedy import apply_patterns_greedily
 from lamina.rewrite.pattern import PatternRewriter, RewritePattern
 
-from ..ops import RequantOp, is_quant
-from ..quantize import requant_factors
+from ..families.plumbing import CastOp, RequantOp, is_quant, make_requant
 
 
 def _elem(t: Any) -> Any:
     return t.element_type if isinstance(t, ShapedType) else t
-
-
-def make_requant(rewriter: Any, x: Any, out_t: Any, loc: Any) -> Any:
-    """A ``tpu.Requant`` of ``x`` to ``out_t`` (per-tensor or per-channel factors), or None when the
-    two types cannot be rescaled into each other (per-axis types of different axes)."""
-    try:
-        ms, ss, axis = requant_factors(x.type, out_t)
-    except ValueError:
-        return None
-    if axis is None:
-        mult, sh = IntegerAttr(ms[0], i64), IntegerAttr(ss[0], i64)
-    else:
-        mult, sh = DenseArrayAttr(i64, ms), DenseArrayAttr(i64, ss)
-    return rewriter.create(RequantOp, input=x, output=out_t, multiplier=mult, rshift=sh, loc=loc).results[0]
 
 
 def _exact_roundtrip(a: Any, b: Any) -> bool:
@@ -52,12 +38,12 @@ def _exact_roundtrip(a: Any, b: Any) -> bool:
 
 
 class FoldCastPair(RewritePattern):
-    root = "tpu.Cast"
+    root = CastOp
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> bool:
         src = op.operands[0]
         d = src.defining_op()
-        if d is None or d.name != "tpu.Cast":
+        if not isinstance(d, CastOp):
             return False
         x = d.operands[0]
         out_t = op.results[0].type
@@ -79,11 +65,11 @@ class FoldCastPair(RewritePattern):
 
 
 class MergeRequants(RewritePattern):
-    root = "tpu.Requant"
+    root = RequantOp
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> bool:
         d = op.operands[0].defining_op()
-        if d is None or d.name != "tpu.Requant":
+        if not isinstance(d, RequantOp):
             return False
         x = d.operands[0]
         out_t = op.results[0].type
@@ -95,16 +81,6 @@ class MergeRequants(RewritePattern):
             return False
         rewriter.replace_op(op, [new])
         return True
-
-
-_PATTERNS: dict[str, list[type[RewritePattern]]] = {
-    "tpu.Cast": [FoldCastPair],
-    "tpu.Requant": [MergeRequants],
-}
-
-
-def tpu_patterns_for(name: str) -> Sequence[Any]:
-    return [p() for p in _PATTERNS.get(name, [])]
 
 
 def canonicalize_tpu(op: Operation, stats: dict[str, int] | None = None) -> bool:
@@ -124,3 +100,6 @@ class TpuCanonicalize(Pass):
         stats: dict[str, int] = {}
         canonicalize_tpu(op, stats)
         self.num_rewrites += stats.get("rewrites", 0)
+
+
+__all__ = ["FoldCastPair", "MergeRequants", "TpuCanonicalize", "canonicalize_tpu", "make_requant"]

@@ -1,0 +1,120 @@
+"""Target capabilities: which (op, mode, dtype) combinations a target runs natively, and at what
+relative cost.
+
+A target declares its capabilities as a :class:`TargetCapabilities` of :class:`Capability`
+entries. ``convert-top-to-tpu`` consults it: an op whose mode is INT8 is lowered to its family's
+integer form only where the target supports the op in INT8 (otherwise in F32 with casts around
+it); an op in a float mode the target does not run natively falls back to F32. The mixed-precision
+search (:mod:`lamina.quant.search`) takes its float modes from it. :data:`REFERENCE` is the
+reference ``tpu`` target — the bit-exact interpreter — and supports exactly what the lowering
+produced before targets existed.
+
+Costs are hints, relative, per output element (lower is cheaper); the reference target's are the
+ratio of bytes an element occupies (INT8 1, F16/BF16 2, F32 4), not measurements.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+#: every op (for :attr:`Capability.ops`)
+ANY_OP = None
+
+
+@dataclass(frozen=True)
+class Capability:
+    """One supported combination.
+
+    * ``ops``: the ``top`` op names it covers (``None``: every op);
+    * ``mode``: ``F32``, ``F16``, ``BF16`` or ``INT8``;
+    * ``dtypes``: the element types the op's quantized / float operands are stored in
+      (``("i8", "u8")`` for INT8; the mode's float type otherwise);
+    * ``form``: how it runs — ``"native"`` (the family's own form) or ``"lut"`` (a 256-entry table,
+      for elementwise activations);
+    * ``cost``: relative cost per output element.
+    """
+
+    ops: frozenset[str] | None
+    mode: str
+    dtypes: tuple[str, ...]
+    form: str = "native"
+    cost: float = 1.0
+
+    def covers(self, op_name: str, mode: str, dtype: str | None) -> bool:
+        return (
+            self.mode == mode
+            and (self.ops is None or op_name in self.ops)
+            and (dtype is None or dtype in self.dtypes)
+        )
+
+
+class TargetCapabilities:
+    """What a target runs natively: a list of :class:`Capability` entries, the first that covers a
+    query answering it."""
+
+    def __init__(self, name: str, entries: Iterable[Capability]) -> None:
+        self.name = name
+        self.entries = tuple(entries)
+
+    def _find(self, op_name: str, mode: str, dtype: str | None = None) -> Capability | None:
+        for c in self.entries:
+            if c.covers(op_name, mode.upper(), dtype):
+                return c
+        return None
+
+    def supports(self, op_name: str, mode: str, dtype: str | None = None) -> bool:
+        """Whether the target runs ``op_name`` (a ``top`` op name) natively in ``mode`` (with
+        operands of element type ``dtype``, any when None)."""
+        return self._find(op_name, mode, dtype) is not None
+
+    def form(self, op_name: str, mode: str) -> str | None:
+        """How the target runs ``op_name`` in ``mode`` (``"native"``, ``"lut"``), None if it does not."""
+        c = self._find(op_name, mode)
+        return None if c is None else c.form
+
+    def cost(self, op_name: str, mode: str, dtype: str | None = None) -> float | None:
+        """The cost hint of ``op_name`` in ``mode`` (None where unsupported)."""
+        c = self._find(op_name, mode, dtype)
+        return None if c is None else c.cost
+
+    def ops(self, mode: str, form: str | None = None) -> frozenset[str]:
+        """The op names listed for ``mode`` (and ``form``); entries for every op are not listed."""
+        out: set[str] = set()
+        for c in self.entries:
+            if c.mode == mode.upper() and c.ops is not None and (form is None or c.form == form):
+                out |= c.ops
+        return frozenset(out)
+
+    @property
+    def float_modes(self) -> tuple[str, ...]:
+        """The float modes in which the target runs every op, in declaration order."""
+        return tuple(dict.fromkeys(c.mode for c in self.entries if c.ops is None and c.mode != "INT8"))
+
+    def __repr__(self) -> str:
+        return f"TargetCapabilities({self.name!r}, {len(self.entries)} entries)"
+
+
+def _reference() -> TargetCapabilities:
+    from .families.activation import LutLowering
+    from .ops import FAMILY_LOWERINGS
+
+    native = frozenset(r.name for fam in FAMILY_LOWERINGS if fam is not LutLowering for r in fam.roots)
+    int8 = ("i8", "u8")
+    return TargetCapabilities(
+        "tpu",
+        [
+            Capability(native, "INT8", int8, "native", 1.0),
+            Capability(frozenset(r.name for r in LutLowering.roots), "INT8", int8, "lut", 1.0),
+            Capability(ANY_OP, "F32", ("f32",), "native", 4.0),
+            Capability(ANY_OP, "F16", ("f16",), "native", 2.0),
+            Capability(ANY_OP, "BF16", ("bf16",), "native", 2.0),
+        ],
+    )
+
+
+#: The reference ``tpu`` target: every integer form the dialect's families have — INT8 for Conv, MatMul, Add, Sub, Mul, MaxPool, AvgPool, Reduce,
+#: Concat and the data-movement ops (integer forms; each family may still decline an op whose
+#: attributes its form does not cover, e.g. AvgPool with ``ceil_mode``), INT8 by LUT for the
+#: elementwise activations, and every op in F32, F16 and BF16.
+REFERENCE = _reference()

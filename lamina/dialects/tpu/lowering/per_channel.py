@@ -1,0 +1,91 @@
+"""Per-channel planning: which activations get per-axis quantized types.
+
+A value whose producer carries ``lamina.channel_th`` (outlier channels, from the table's
+``#channel_th``) gets ``!quant.uniform<i8:f32:axis, {th_c / 127, ...}>`` when its producer and
+every user can carry per-channel scales: a MatMul with a constant weight (output channels = the
+weight's columns; an input with per-channel scales along K is folded into the weight,
+``W'[k, n] = W[k, n] * s_x[k]``, then quantized per column), Add/Sub (one multiplier per input and
+channel), float ops and function results (casts). A Concat whose inputs' scales differ gets a
+per-axis result of its own at lowering (:mod:`..families.concat`), not planned here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from lamina.dialects.quant import CalibratedQuantizedType, UniformQuantizedPerAxisType
+from lamina.dialects.top import elementwise as top_ew
+from lamina.dialects.top import nn as top_nn
+from lamina.ir.core import Operation, Value
+from lamina.ir.types import RankedTensorType, Type
+
+from .policy import elem
+
+_ADD_SUB = (top_ew.AddOp, top_ew.SubOp)
+
+
+def plan_per_axis(
+    root: Operation,
+    int8_op: Callable[[Operation], bool],
+    float_op: Callable[[Operation], bool],
+    const_matrix: Callable[[Value], bool],
+) -> dict[Value, Type]:
+    """The values that get per-channel quantized types: those with ``lamina.channel_th`` whose
+    producer can produce and whose every user can consume per-channel scales along the axis
+    (Add/Sub users only when their own result is per-channel), to a fixed point. ``int8_op``: the op
+    lowers in INT8 mode; ``float_op``: it surely runs in float; ``const_matrix``: the value is a
+    constant 2-d float matrix."""
+    # the pass package imports this module: read its attribute names once it is loaded
+    from ..transforms.import_calibration import CHANNEL_AXIS_ATTR, CHANNEL_TH_ATTR
+
+    cand: dict[Value, tuple[int, RankedTensorType]] = {}
+    for op in root.walk_ops():
+        th = op.attributes.get(CHANNEL_TH_ATTR)
+        ax = op.attributes.get(CHANNEL_AXIS_ATTR)
+        if th is None or ax is None or not op.results or op.dialect_name != "top":
+            continue
+        v = op.results[0]
+        e, t = elem(v.type), v.type
+        if not (isinstance(e, CalibratedQuantizedType) and isinstance(t, RankedTensorType)):
+            continue
+        axis = int(ax.value)
+        nd = len(t.shape)
+        arr = np.asarray(th.to_numpy(), np.float64).reshape(-1)
+        if not (0 <= axis < nd) or t.shape[axis] != arr.size:
+            continue
+        if isinstance(op, top_nn.MatMulOp):
+            ok = int8_op(op) and const_matrix(op.operands[1]) and axis == nd - 1 and not op.attr("do_relu")
+        elif isinstance(op, _ADD_SUB):
+            ok = int8_op(op) and len(op.operands) <= 2
+        else:
+            ok = float_op(op)
+        if not ok:
+            continue
+        scales = np.where(arr > 0, arr, 1e-6) / 127.0
+        qt = UniformQuantizedPerAxisType(
+            8, True, e.expressed_type, [float(x) for x in scales], [0] * arr.size, axis, -128, 127
+        )
+        cand[v] = (axis, RankedTensorType(t.shape, qt))
+
+    def user_ok(u: Operation, idx: int, v: Value, axis: int) -> bool:
+        nd = len(v.type.shape)  # type: ignore[attr-defined]
+        if isinstance(u, top_nn.MatMulOp):
+            if idx == 0 and int8_op(u) and const_matrix(u.operands[1]) and axis == nd - 1:
+                return True
+        elif isinstance(u, _ADD_SUB) and int8_op(u):
+            r = u.results[0]
+            if r in cand and cand[r][0] == axis + len(r.type.shape) - nd:  # type: ignore[attr-defined]
+                return True
+        return float_op(u)
+
+    changed = True
+    while changed:
+        changed = False
+        for v in list(cand):
+            axis = cand[v][0]
+            if not all(user_ok(u.owner, u.index, v, axis) for u in v.uses):
+                del cand[v]
+                changed = True
+    return {v: t for v, (_, t) in cand.items()}

@@ -1,0 +1,179 @@
+"""One run of the lowering: the mode of each op (the qtable over the pass's mode, within what the
+target supports), the per-channel plan, the weight factory and the casts made so far (one per
+value and type)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from lamina.dialects.quant import CalibratedQuantizedType
+from lamina.dialects.top.io import WeightOp as TopWeight
+from lamina.dialects.top.transforms.utils import WeightFactory, derived_loc, root_op
+from lamina.ir.attributes import element_type_to_dtype
+from lamina.ir.core import Operation, Value
+from lamina.ir.location import Location, NameLoc
+from lamina.ir.naming import location_name as loc_name
+from lamina.ir.naming import result_names
+from lamina.ir.traits import NotALayer, ReturnLike
+from lamina.ir.types import FloatType, RankedTensorType, Type, f32
+from lamina.rewrite.conversion import ConversionPatternRewriter
+
+from ..capabilities import TargetCapabilities
+from ..families.activation import lutable
+from ..families.common import is_quant
+from ..families.plumbing import CastOp, WeightOp, make_requant
+from ..quantize import quantize
+from .per_channel import plan_per_axis
+from .policy import FLOAT_TYPES, elem, plain, quant_type_for, with_elem
+
+
+def value_loc(v: Value) -> Location:
+    """The location naming ``v``: its producer's (the result's own name for a multi-result op),
+    or a block argument's."""
+    d = v.defining_op()
+    if d is not None:
+        names = result_names(d)
+        idx = getattr(v, "index", 0)
+        if len(names) > 1 and idx < len(names):
+            return NameLoc(names[idx])
+        return d.location
+    return v.location  # type: ignore[attr-defined]
+
+
+def float_weight(v: Value) -> np.ndarray | None:
+    """The value of a float ``top.Weight``, else None."""
+    d = v.defining_op()
+    if not isinstance(d, TopWeight):
+        return None
+    a = np.asarray(d.properties["value"].to_numpy())
+    return a if a.dtype.kind == "f" else None
+
+
+class Lowering:
+    """Per-run state: modes, weight factory and the casts made so far (one per value and type)."""
+
+    def __init__(
+        self,
+        root: Operation,
+        mode: str,
+        asymmetric: bool,
+        qtable: dict[str, str],
+        capabilities: TargetCapabilities,
+        resources: Any = None,
+    ) -> None:
+        self.mode = mode
+        self.asymmetric = asymmetric
+        self.qtable = qtable
+        self.capabilities = capabilities
+        self.factory = WeightFactory(root_op(root), resources)
+        self.casts: dict[tuple[Value, Type], Value] = {}
+        self.stats = {"int8": 0, "float": 0, "casts": 0, "per_channel": 0}
+        self.per_axis: dict[Value, Type] = (
+            plan_per_axis(root, self._int8_op, self._float_op, self._const_matrix) if mode == "INT8" else {}
+        )
+
+    # -- per-channel activations --
+    def _int8_op(self, op: Operation) -> bool:
+        return op.dialect_name == "top" and self.mode_of(op) == "INT8"
+
+    def _float_op(self, op: Operation) -> bool:
+        """Ops that surely run in float (their users see a float tensor, cast to any type)."""
+        if op.has_trait(ReturnLike) or op.has_trait(NotALayer) or not self._int8_op(op):
+            return True
+        caps = self.capabilities
+        if not caps.supports(op.name, "INT8"):
+            return True
+        return caps.form(op.name, "INT8") == "lut" and not lutable(op)
+
+    def _const_matrix(self, v: Value) -> bool:
+        w = self.weight_array(v)
+        return w is not None and w.ndim == 2
+
+    # -- modes --
+    def mode_of(self, op: Operation) -> str:
+        """The op's entry in the qtable (by location name), else the pass's mode."""
+        name = loc_name(op.location) or ""
+        m = self.qtable.get(name)
+        if m is None:
+            return self.mode
+        m = m.upper()
+        if m in ("INT8", "UINT8", "INT4"):
+            return "INT8" if self.mode == "INT8" else self.mode
+        return m if m in FLOAT_TYPES else self.mode
+
+    # -- value conversion --
+    def qtype(self, v: Value, per_axis: bool = True) -> Type | None:
+        """The INT8 tensor type of an original value (from its calibrated type; its per-channel
+        type when planned and ``per_axis``), or None."""
+        if per_axis:
+            pt = self.per_axis.get(v)
+            if pt is not None:
+                return pt
+        e = elem(v.type)
+        if isinstance(e, CalibratedQuantizedType) and isinstance(v.type, RankedTensorType):
+            return RankedTensorType(v.type.shape, quant_type_for(e, self.asymmetric))
+        if is_quant(v.type):
+            return v.type
+        return None
+
+    def cast(self, rw: ConversionPatternRewriter, v: Value, t: Type, loc: Location | None = None) -> Value:
+        """``v`` as type ``t`` (a cached tpu.Cast / tpu.Requant, or a converted constant)."""
+        if v.type is t or plain(v.type) is t:
+            return v
+        key = (v, t)
+        c = self.casts.get(key)
+        if c is not None and c.defining_op() is not None and c.defining_op().parent is not None:
+            return c
+        w = self._const(rw, v, t)
+        if w is not None:
+            self.casts[key] = w
+            return w
+        e = elem(t)
+        suffix = (
+            ("u8" if not e.signed else "i8") if is_quant(t) else str(elem(plain(t)))  # type: ignore[attr-defined]
+        )
+        src_loc = value_loc(v) if v.defining_op() is not None or loc is None else loc
+        nloc = derived_loc(src_loc, suffix)
+        res = make_requant(rw, v, t, nloc) if is_quant(v.type) and is_quant(t) else None
+        if res is None and is_quant(v.type) and is_quant(t):
+            # per-axis types of different axes: through float (dequantize, then quantize)
+            v = rw.create(CastOp, input=v, output=with_elem(v.type, f32), loc=nloc).results[0]
+        if res is None:
+            res = rw.create(CastOp, input=v, output=t, loc=nloc).results[0]
+        self.stats["casts"] += 1
+        self.casts[key] = res
+        return res
+
+    def _const(self, rw: ConversionPatternRewriter, v: Value, t: Type) -> Value | None:
+        d = v.defining_op()
+        if not isinstance(d, TopWeight):
+            return None
+        arr = np.asarray(d.properties["value"].to_numpy())
+        if arr.dtype.kind != "f":
+            return None
+        hint = (loc_name(d.location) or "weight") + "_" + str(elem(t)).replace("!", "").split("<")[0]
+        if is_quant(t):
+            q = quantize(arr.astype(np.float32), t)
+            attr = self.factory.attr(q, hint)
+            return rw.create(WeightOp, output=t, value=attr, loc=d.location).results[0]
+        e = elem(t)
+        if isinstance(e, FloatType):
+            with np.errstate(over="ignore"):
+                a = arr.astype(np.float32).astype(element_type_to_dtype(e))
+            # bfloat16 arrays cannot be exported as buffers: store the bits, typed bf16
+            attr = self.factory.attr(a.view(np.uint16) if a.dtype.itemsize == 2 else a, hint, e)
+            return rw.create(TopWeight, output=attr.type, value=attr, loc=d.location).results[0]
+        return None
+
+    def weight_array(self, v: Value) -> np.ndarray | None:
+        return float_weight(v)
+
+    def new_weight(
+        self, rw: ConversionPatternRewriter, arr: np.ndarray, t: Type, hint: str, loc: Location
+    ) -> Value:
+        attr = self.factory.attr(arr, hint)
+        if is_quant(t):
+            return rw.create(WeightOp, output=t, value=attr, loc=loc).results[0]
+        return rw.create(TopWeight, output=attr.type, value=attr, loc=loc).results[0]
