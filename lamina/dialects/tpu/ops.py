@@ -32,6 +32,8 @@ from lamina.dialects.top import reduce as top_reduce
 from lamina.dialects.top import tensor as top_tensor
 from lamina.dialects.top.base import AnyTensor, ElementsAttrC, I64ArrayAttr, I64Attr, StrAttr, elem_of
 from lamina.dialects.top.elementwise import CastOp as TopCastOp
+from lamina.execution.kernels.conv import ConvPlan
+from lamina.execution.kernels.geometry import conv_pads
 from lamina.ir.attributes import DenseElementsAttr, element_type_to_dtype
 from lamina.ir.constraints import AnyOf
 from lamina.ir.diagnostics import VerifyError
@@ -242,9 +244,9 @@ def _conv_int(self: Any) -> Callable[[Sequence[Any]], Sequence[Any]]:
             k = list(ks or wf.shape[2:])
             sv = list(st or [1] * nd)
             d = list(dl or [1] * nd)
-            p = top_nn._pads(auto, xf.shape[2:], k, sv, d, pads)
-            plan = cache[key] = top_nn._ConvPlan((k, sv, d, p), xf, wf, g)
-        acc = _acc_int32(plan.run(xf, wf, None, False, self))
+            p = conv_pads(auto, xf.shape[2:], k, sv, d, pads)
+            plan = cache[key] = ConvPlan((k, sv, d, p), xf, wf, g)
+        acc = _acc_int32(plan.run(xf, wf, None, False))
         if b is not None:
             acc = wrap_int32(
                 acc.astype(np.int64) + np.asarray(b, np.int64).reshape((1, -1) + (1,) * (acc.ndim - 2))
