@@ -20,9 +20,10 @@ from lamina.execution.kernels.geometry import Geometry, conv_output_size, pool_o
 from lamina.execution.kernels.norm import layer_norm_kernel, softmax_inplace_kernel
 from lamina.execution.kernels.pool import max_pool_kernel
 from lamina.execution.kernels.windows import windows
+from lamina.ir.attributes import dtype_to_element_type, element_type_to_dtype
 from lamina.ir.diagnostics import VerifyError
 from lamina.ir.opdef import operand, prop, result_def
-from lamina.ir.types import DYNAMIC, NoneType, Type, i64
+from lamina.ir.types import DYNAMIC, NoneType, Type, f32, i64
 
 from .base import (
     AnyTensor,
@@ -36,8 +37,10 @@ from .base import (
     StrAttr,
     StrEnum,
     TopOp,
+    broadcast_shapes,
     check_axis,
     elem_of,
+    is_none,
     norm_axis,
     num_elements,
     shape_of,
@@ -115,6 +118,15 @@ class GemmOp(TopOp):
     transA = prop(I64Attr, default=I(0))  # noqa: N815 - ONNX attribute names
     transB = prop(I64Attr, default=I(0))  # noqa: N815
 
+    def infer_shapes(self) -> list[Type]:
+        a, b = shape_of(self.input), shape_of(self.right)
+        if a is None or b is None or len(a) != 2 or len(b) != 2:
+            return self.unranked_results()
+        (m, ka), (kb, n) = a[::-1] if self.attr("transA") else a, b[::-1] if self.attr("transB") else b
+        if ka != kb and DYNAMIC not in (ka, kb):
+            raise VerifyError(f"contracting dimensions differ: {list(a)} x {list(b)}")
+        return [tensor_of([m, n], elem_of(self.input))]
+
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         a, b, c = inputs
         if self.attr("transA"):
@@ -142,6 +154,32 @@ class EinsumOp(TopOp):
     inputs = _vo(AnyTensor)
     output = result_def(AnyTensor)
     equation = prop(StrAttr)
+
+    def infer_shapes(self) -> list[Type]:
+        shapes = [shape_of(v) for v in self.inputs]
+        if any(s is None for s in shapes):
+            return self.unranked_results()
+        eq = self.attr("equation").replace(" ", "")
+        lhs, arrow, rhs = eq.partition("->")
+        dims: dict[str, int] = {}
+        ell: tuple[int, ...] = ()
+        for term, s in zip(lhs.split(","), shapes):
+            pre, dots, post = term.partition("...")
+            n_ell = len(s) - len(pre) - len(post) if dots else 0
+            if dots:
+                ell = broadcast_shapes(ell, tuple(s[len(pre) : len(pre) + n_ell])) or ()
+            for letter, d in zip(pre + post, [*s[: len(pre)], *s[len(pre) + n_ell :]]):
+                if dims.get(letter, 1) in (1, DYNAMIC):
+                    dims[letter] = d
+        if not arrow:
+            letters = [c for c in lhs if c.isalpha()]
+            rhs = ("..." if "..." in lhs else "") + "".join(
+                sorted(c for c in set(letters) if letters.count(c) == 1)
+            )
+        pre, dots, post = rhs.partition("...")
+        out = [*(dims[c] for c in pre), *(ell if dots else ()), *(dims[c] for c in post)]
+        dt = np.result_type(*(element_type_to_dtype(elem_of(v)) for v in self.inputs))
+        return [tensor_of(out, dtype_to_element_type(dt))]
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         eq = self.attr("equation").replace(" ", "")
@@ -322,6 +360,29 @@ class DeconvOp(TopOp):
     output_shape = prop(I64ArrayAttr, optional=True)
     group = prop(I64Attr, default=I(1))
     auto_pad = prop(_AUTO_PAD, default=S("NOTSET"))
+
+    def infer_shapes(self) -> list[Type]:
+        xs, ws = shape_of(self.input), shape_of(self.filter)
+        if xs is None or ws is None or DYNAMIC in xs or DYNAMIC in ws:
+            return self.unranked_results()
+        nd = len(xs) - 2
+        k = list(self.attr("kernel_shape") or ws[2:])
+        s = list(self.attr("strides") or [1] * nd)
+        d = list(self.attr("dilations") or [1] * nd)
+        op_ = list(self.attr("output_padding") or [0] * nd)
+        full = [s[i] * (xs[2 + i] - 1) + op_[i] + (k[i] - 1) * d[i] + 1 for i in range(nd)]
+        out_shape = self.attr("output_shape")
+        if out_shape is not None:
+            sp = list(out_shape)[-nd:]
+        elif self.attr("auto_pad") in ("SAME_UPPER", "SAME_LOWER"):
+            sp = [xs[2 + i] * s[i] for i in range(nd)]
+        else:
+            p = list(self.attr("pads") or [0] * (2 * nd))
+            sp = [full[i] - p[i] - p[i + nd] for i in range(nd)]
+        dts = [element_type_to_dtype(elem_of(v)) for v in self.operands if not is_none(v)]
+        return [
+            tensor_of([xs[0], ws[1] * self.attr("group"), *sp], dtype_to_element_type(np.result_type(*dts)))
+        ]
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         x, w, b = inputs
@@ -597,7 +658,12 @@ class LayerNormOp(TopOp):
 
     def infer_shapes(self) -> list[Type]:
         check_axis(self, self.input)
-        return super().infer_shapes()
+        xs = shape_of(self.input)
+        if xs is None:
+            return self.unranked_results()
+        ax = norm_axis(self.attr("axis"), len(xs))
+        stats = tensor_of([*xs[:ax], *[1] * (len(xs) - ax)], f32)
+        return [tensor_of(xs, elem_of(self.input)), stats, stats]
 
     def executor(self) -> Any:
         """With only the normalized output wanted, the float32 kernel
