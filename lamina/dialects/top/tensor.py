@@ -699,15 +699,20 @@ class RangeOp(TopOp):
     delta = operand(AnyTensor)
     output = result_def(AnyTensor)
 
+    @staticmethod
+    def _count(inputs: Sequence[Any]) -> tuple[Any, Any, int]:
+        """start, delta and the number of elements ceil((limit - start) / delta) (at least 0)."""
+        s, l_, d = (np.asarray(v).reshape(()) for v in inputs)
+        return s, d, max(int(np.ceil((l_ - s) / d)), 0)
+
     def infer_shapes(self) -> list[Type]:
         vals = [const_value(v) for v in self.operands]
         if all(v is not None for v in vals):
-            return [tensor_of(self.execute(vals)[0].shape, elem_of(self.start))]
+            return [tensor_of([self._count(vals)[2]], elem_of(self.start))]
         return [tensor_of([DYNAMIC], elem_of(self.start))]
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
-        s, l_, d = (np.asarray(v).reshape(()) for v in inputs)
-        n = max(int(np.ceil((l_ - s) / d)), 0)
+        s, d, n = self._count(inputs)
         return [(s + np.arange(n, dtype=s.dtype) * d).astype(s.dtype)]
 
 
