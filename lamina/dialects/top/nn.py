@@ -299,22 +299,11 @@ class ConvOp(TopOp):
         xp = np.pad(x, [(0, 0), (0, 0)] + [(p[i], p[i + nd]) for i in range(nd)])
         win = windows(xp, k, s, d)  # (N, C, *out, *k)
         cg, mg = x.shape[1] // g, m // g
-        taps = [1, *range(2 + nd, 2 + 2 * nd)]  # channel and kernel axes of the windows
-        y = np.concatenate(
-            [
-                np.moveaxis(
-                    np.tensordot(
-                        win[:, i * cg : (i + 1) * cg],
-                        w[i * mg : (i + 1) * mg],
-                        (taps, [1, *range(2, 2 + nd)]),
-                    ),
-                    -1,
-                    1,
-                )
-                for i in range(g)
-            ],
-            axis=1,
-        ).astype(np.result_type(x, w), copy=False)
+        taps = ([1, *range(2 + nd, 2 + 2 * nd)], [1, *range(2, 2 + nd)])  # (channel, kernel) axes
+        per_group = [  # each (N, *out, M/G)
+            np.tensordot(win[:, i * cg : (i + 1) * cg], w[i * mg : (i + 1) * mg], taps) for i in range(g)
+        ]
+        y = np.moveaxis(np.concatenate(per_group, axis=-1), -1, 1).astype(np.result_type(x, w), copy=False)
         if b is not None:
             y = y + b.reshape((1, m) + (1,) * nd).astype(y.dtype, copy=False)
         if self.attr("do_relu"):
