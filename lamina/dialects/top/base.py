@@ -67,7 +67,6 @@ from lamina.ir.types import (
     f64,
     i1,
     i64,
-    none,
 )
 
 from .interfaces import FlopsInterface, InferShapeInterface
@@ -202,6 +201,20 @@ def const_value(v: Value, _depth: int = 0) -> np.ndarray | None:
     return out if out.size <= _FOLD_MAX_ELEMENTS else None
 
 
+def known_values(*vs: Value) -> list[np.ndarray | None] | None:
+    """The compile-time values of ``vs`` (None for ``none`` operands), or None if one is unknown."""
+    out: list[np.ndarray | None] = []
+    for v in vs:
+        if isinstance(v.type, NoneType):
+            out.append(None)
+            continue
+        c = const_value(v)
+        if c is None:
+            return None
+        out.append(c)
+    return out
+
+
 def broadcast_shapes(*shapes: tuple[int, ...] | None) -> tuple[int, ...] | None:
     """Multidirectional (numpy) broadcasting with dynamic dims; None if any rank is unknown."""
     if any(s is None for s in shapes):
@@ -299,9 +312,6 @@ def norm_axis(axis: int, rank: int) -> int:
     return axis + rank if axis < 0 else axis
 
 
-_ABSTRACT_EVAL_LIMIT = 1 << 20
-
-
 class TopOp(Op, ExecutableOpInterface, InferShapeInterface, FlopsInterface):
     """Base of ``top`` ops: pure, executable, shape-inferable, FLOP-countable."""
 
@@ -310,8 +320,8 @@ class TopOp(Op, ExecutableOpInterface, InferShapeInterface, FlopsInterface):
     data_dependent: ClassVar[bool] = False
     #: FLOPs per output element (used by the default :meth:`flops`).
     flops_per_element: ClassVar[int] = 1
-    #: Operands whose *values* (not just shapes) determine the result shapes; the default
-    #: :meth:`infer_shapes` only evaluates abstractly when these are compile-time constants.
+    #: Operands whose *values* (not just shapes) determine the result shapes: the op's
+    #: :meth:`infer_shapes` gives ranked types only when they are compile-time constants.
     shape_operands: ClassVar[tuple[str, ...]] = ()
     #: The single result has exactly the type of the ``input`` operand (normalizations, activations).
     result_like_input: ClassVar[bool] = False
@@ -353,52 +363,20 @@ class TopOp(Op, ExecutableOpInterface, InferShapeInterface, FlopsInterface):
 
     # ---- shape inference -------------------------------------------------------------------
 
+    def unranked_results(self) -> list[Type]:
+        """Unranked types of the results' element types (``none`` results stay ``none``)."""
+        return [
+            r.type if isinstance(r.type, NoneType) else UnrankedTensorType(elem_of(r)) for r in self.results
+        ]
+
     def infer_shapes(self) -> list[Type]:
-        """Default: the type of ``input`` for ops declaring ``result_like_input``; otherwise abstract
-        evaluation — run :meth:`execute` on zero tensors of the operand shapes (constants as
-        themselves) and read the result types. Ops override this with a closed form."""
+        """Default: the type of ``input`` for ops declaring ``result_like_input``; otherwise unranked
+        results (data-dependent ops, ops with regions: their shapes are known at run time). Every
+        other op overrides this with a closed-form rule: shape inference never executes an op, so it
+        costs nothing and stays exact on tensors of any size."""
         if self.result_like_input:
             return [self.input.type]  # type: ignore[attr-defined]
-        elems = [elem_of(r) for r in self.results]
-        if self.data_dependent or self.regions:
-            return [
-                r.type if isinstance(r.type, NoneType) else UnrankedTensorType(e)
-                for r, e in zip(self.results, elems)
-            ]
-        ins: list[Any] = []
-        value_operands = {id(getattr(self, n)) for n in self.shape_operands}
-        for v in self.operands:
-            if isinstance(v.type, NoneType):
-                ins.append(None)
-                continue
-            c = const_value(v)
-            if c is not None:
-                ins.append(c)
-                continue
-            if id(v) in value_operands:  # zeros would give a wrong static shape: stay unranked
-                return [
-                    r.type if isinstance(r.type, NoneType) else UnrankedTensorType(e)
-                    for r, e in zip(self.results, elems)
-                ]
-            t = v.type
-            if (
-                not (isinstance(t, ShapedType) and t.has_static_shape)
-                or t.num_elements > _ABSTRACT_EVAL_LIMIT
-            ):
-                return [
-                    r.type if isinstance(r.type, NoneType) else UnrankedTensorType(e)
-                    for r, e in zip(self.results, elems)
-                ]
-            ins.append(np.zeros(t.shape, element_type_to_dtype(t.element_type)))
-        try:
-            with np.errstate(all="ignore"):
-                outs = self.execute(ins)
-        except MemoryError:  # a result too large to evaluate here: its shape is left to run time
-            return [
-                r.type if isinstance(r.type, NoneType) else UnrankedTensorType(e)
-                for r, e in zip(self.results, elems)
-            ]
-        return [none if o is None else type_of_array(np.asarray(o)) for o in outs]
+        return self.unranked_results()
 
     # ---- cost ------------------------------------------------------------------------------
 

@@ -9,10 +9,12 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
+from lamina.ir.attributes import dtype_to_element_type
 from lamina.ir.opdef import operand, prop, result_def
-from lamina.ir.types import NoneType, Type
+from lamina.ir.types import NoneType, Type, none
 
 from .base import (
+    DYNAMIC,
     AnyTensor,
     AnyTensorOrNone,
     BoolAttr,
@@ -27,9 +29,12 @@ from .base import (
     StrArrayAttr,
     StrEnum,
     TopOp,
+    elem_of,
+    known_values,
     norm_axis,
     result_dtype,
     shape_of,
+    tensor_of,
 )
 from .elementwise import cast_array
 
@@ -150,6 +155,31 @@ class InterpOp(TopOp):
     extrapolation_value = prop(F64Attr, default=F(0.0))
     axes = prop(I64ArrayAttr, optional=True)
     keep_aspect_ratio_policy = prop(StrEnum("stretch", "not_larger", "not_smaller"), default=S("stretch"))
+
+    def infer_shapes(self) -> list[Type]:
+        xs, vals = shape_of(self.input), known_values(self.scales, self.sizes)
+        if xs is None or vals is None or DYNAMIC in xs:
+            return self.unranked_results()
+        scales, sizes = vals
+        r = len(xs)
+        axes = [norm_axis(a, r) for a in (self.attr("axes") or range(r))]
+        in_sh = [xs[a] for a in axes]
+        if sizes is not None and sizes.size:
+            sz = [int(v) for v in sizes.reshape(-1)]
+            pol = self.attr("keep_aspect_ratio_policy")
+            if pol != "stretch":
+                ratios = [sz[i] / in_sh[i] for i in range(len(axes))]
+                s = min(ratios) if pol == "not_larger" else max(ratios)
+                sz = [int(np.floor(s * d + 0.5)) for d in in_sh]
+        elif scales is not None:
+            sc = [float(v) for v in scales.reshape(-1)]
+            sz = [int(np.floor(in_sh[i] * sc[i])) for i in range(len(axes))]
+        else:
+            return self.unranked_results()
+        out = list(xs)
+        for a, n in zip(axes, sz):
+            out[a] = n
+        return [tensor_of(out, elem_of(self.input))]
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         x, roi, scales, sizes = inputs
@@ -435,6 +465,10 @@ class DequantizeLinearOp(TopOp):
     axis = prop(I64Attr, default=I(1))
     block_size = prop(I64Attr, default=I(0))
 
+    def infer_shapes(self) -> list[Type]:
+        xs = shape_of(self.input)
+        return [tensor_of(xs, dtype_to_element_type(result_dtype(self)))]
+
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         x, sc, zp = inputs
         ax, bs = self.attr("axis"), self.attr("block_size")
@@ -480,6 +514,10 @@ class NLLLossOp(TopOp):
     reduction = prop(StrEnum("none", "sum", "mean"), default=S("mean"))
     ignore_index = prop(I64Attr, optional=True)
 
+    def infer_shapes(self) -> list[Type]:
+        t = shape_of(self.target) if self.attr("reduction") == "none" else ()
+        return [tensor_of(t, elem_of(self.input))]
+
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         x, t, w = inputs
         return [_nll(x, t, w, self.attr("reduction"), self.attr("ignore_index"))]
@@ -494,6 +532,15 @@ class SoftmaxCrossEntropyLossOp(TopOp):
     log_prob = result_def(AnyTensorOrNone)
     reduction = prop(StrEnum("none", "sum", "mean"), default=S("mean"))
     ignore_index = prop(I64Attr, optional=True)
+
+    def infer_shapes(self) -> list[Type]:
+        t = shape_of(self.labels) if self.attr("reduction") == "none" else ()
+        lp = (
+            none
+            if isinstance(self.results[1].type, NoneType)
+            else tensor_of(shape_of(self.scores), elem_of(self.scores))
+        )
+        return [tensor_of(t, elem_of(self.scores)), lp]
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         x, t, w = inputs
@@ -550,6 +597,23 @@ class _RNNBase(TopOp):
     activation_beta = prop(F64ArrayAttr, optional=True)
     n_gates = 1
     default_acts: tuple[str, ...] = ("Tanh",)
+
+    def infer_shapes(self) -> list[Type]:
+        xs = shape_of(self.input)  # type: ignore[attr-defined]
+        if xs is None or len(xs) != 3:
+            return self.unranked_results()
+        layout = self.attr("layout")
+        seq, batch = (xs[1], xs[0]) if layout else (xs[0], xs[1])
+        hs = self.attr("hidden_size")
+        dirs = 2 if self.attr("direction") == "bidirectional" else 1
+        y = [batch, seq, dirs, hs] if layout else [seq, dirs, batch, hs]
+        state = [batch, dirs, hs] if layout else [dirs, batch, hs]
+        elem = elem_of(self.input)  # type: ignore[attr-defined]
+        shapes = [y, state, state][: len(self.results)]
+        return [
+            r.type if isinstance(r.type, NoneType) else tensor_of(s, elem)
+            for r, s in zip(self.results, shapes)
+        ]
 
     def _acts(self, d: int) -> list[Any]:
         names = list(self.attr("activations") or self.default_acts * 2)

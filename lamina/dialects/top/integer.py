@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from lamina.execution.kernels.conv import conv_generic
+from lamina.execution.kernels.geometry import conv_output_size
 from lamina.ir.opdef import operand, prop, result_def
 from lamina.ir.types import IntegerType, Type, f32, i32
 
@@ -68,8 +70,8 @@ def _saturate(v: np.ndarray, dtype: np.dtype) -> np.ndarray:
 def _conv_i64(op: TopOp, x: np.ndarray, w: np.ndarray) -> np.ndarray:
     """Exact integer convolution of zero-point-corrected ``x`` and ``w`` (properties of ``op``
     as ``top.Conv`` names them)."""
-    geo = ConvOp._params(op, x.shape, w.shape)  # type: ignore[arg-type]
-    y = ConvOp._generic(op, x.astype(np.float64), w.astype(np.float64), None, geo, False)  # type: ignore[arg-type]
+    geo = ConvOp.geometry(op, x.shape, w.shape)  # type: ignore[arg-type]
+    y = conv_generic(x.astype(np.float64), w.astype(np.float64), None, geo, op.attr("group"), False)
     return np.rint(y).astype(np.int64)
 
 
@@ -85,9 +87,7 @@ class _ConvProps(TopOp):
         xs, ws = shape_of(x), shape_of(w)
         if xs is None or ws is None or min(xs[2:], default=0) < 0 or min(ws) < 0:
             return [tensor_of(None, elem)]
-        k, s, d, p = ConvOp._params(self, xs, ws)  # type: ignore[arg-type]
-        nd = len(k)
-        out = [(xs[2 + i] + p[i] + p[i + nd] - ((k[i] - 1) * d[i] + 1)) // s[i] + 1 for i in range(nd)]
+        out = conv_output_size(xs[2:], ConvOp.geometry(self, xs, ws))  # type: ignore[arg-type]
         return [tensor_of([xs[0], ws[0], *out], elem)]
 
     def flops(self) -> int:

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from lamina.ir.opdef import operand, prop, result_def
-from lamina.ir.types import Type
+from lamina.ir.types import DYNAMIC, Type
 
 from .base import (
     AnyTensor,
@@ -21,6 +21,9 @@ from .base import (
     I64ArrayAttr,
     I64Attr,
     TopOp,
+    const_value,
+    elem_of,
+    known_values,
     norm_axis,
     result_dtype,
     shape_of,
@@ -80,6 +83,15 @@ class CenterCropPadOp(TopOp):
     axes = prop(I64ArrayAttr, optional=True)
     shape_operands = ("shape",)
 
+    def infer_shapes(self) -> list[Type]:
+        xs, shp = shape_of(self.input), const_value(self.shape)
+        if xs is None or shp is None:
+            return self.unranked_results()
+        out = list(xs)
+        for a, t in zip((norm_axis(a, len(xs)) for a in (self.attr("axes") or range(len(xs)))), _ints(shp)):
+            out[a] = t
+        return [tensor_of(out, elem_of(self.input))]
+
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         x, shp = inputs
         target = _ints(shp)
@@ -113,6 +125,13 @@ class Col2ImOp(TopOp):
     pads = prop(I64ArrayAttr, optional=True)
     strides = prop(I64ArrayAttr, optional=True)
     shape_operands = ("image_shape", "block_shape")
+
+    def infer_shapes(self) -> list[Type]:
+        xs, vals = shape_of(self.input), known_values(self.image_shape, self.block_shape)
+        if xs is None or vals is None or DYNAMIC in xs[:2]:
+            return self.unranked_results()
+        img, blk = _ints(vals[0]), _ints(vals[1])
+        return [tensor_of([xs[0], xs[1] // math.prod(blk), *img], elem_of(self.input))]
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         x, img, blk = inputs
@@ -152,6 +171,13 @@ class AffineGridOp(TopOp):
     align_corners = prop(BoolProp, default=BoolAttr(False))
     shape_operands = ("size",)
 
+    def infer_shapes(self) -> list[Type]:
+        ts, size = shape_of(self.theta), const_value(self.size)
+        if ts is None or size is None:
+            return self.unranked_results()
+        sp = _ints(size)[2:]
+        return [tensor_of([ts[0], *sp, len(sp)], elem_of(self.theta))]
+
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         theta, size = inputs
         sp = _ints(size)[2:]
@@ -182,6 +208,19 @@ class MaxUnpoolOp(TopOp):
     pads = prop(I64ArrayAttr, optional=True)
     strides = prop(I64ArrayAttr, optional=True)
     shape_operands = ("output_shape",)
+
+    def infer_shapes(self) -> list[Type]:
+        xs, vals = shape_of(self.input), known_values(self.output_shape)
+        if xs is None or vals is None or DYNAMIC in xs:
+            return self.unranked_results()
+        if vals[0] is not None:
+            return [tensor_of(_ints(vals[0]), elem_of(self.input))]
+        nd = len(xs) - 2
+        k = list(self.attr("kernel_shape"))
+        s = list(self.attr("strides") or [1] * nd)
+        p = list(self.attr("pads") or [0] * (2 * nd))
+        sp = [(xs[2 + i] - 1) * s[i] - p[i] - p[i + nd] + k[i] for i in range(nd)]
+        return [tensor_of([*xs[:2], *sp], elem_of(self.input))]
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         x, idx, oshape = inputs

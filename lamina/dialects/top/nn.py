@@ -1,9 +1,10 @@
-"""Neural-network ``top`` ops: MatMul/Gemm, Conv/Deconv (im2col on strided views + BLAS), pools,
-normalizations (BatchNorm, InstanceNorm, LayerNorm, GroupNorm, RMSNorm, LRN, ...), Softmax, Einsum.
+"""Neural-network ``top`` ops: MatMul/Gemm, Conv/Deconv, pools, normalizations (BatchNorm,
+InstanceNorm, LayerNorm, GroupNorm, RMSNorm, LRN, ...), Softmax, Einsum.
 
-Convolution never copies the input per kernel position: the padded input is viewed as windows with
-``sliding_window_view`` and contracted with the filter by ``tensordot`` (one im2col-sized copy inside
-BLAS's reshape), and the bias is added in place into the result.
+Each op's ``execute`` is its contract: a short numpy statement of the semantics. The fast forms the
+interpreter runs (im2col convolution into reused buffers, the MaxPool tap loop, float32 LayerNorm,
+in-place Softmax) live in :mod:`lamina.execution.kernels` and are returned by ``executor()``;
+window geometry comes from :mod:`lamina.execution.kernels.geometry`.
 """
 
 from __future__ import annotations
@@ -13,11 +14,16 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from numpy.lib.stride_tricks import as_strided, sliding_window_view
 
+from lamina.execution.kernels.conv import conv_kernel
+from lamina.execution.kernels.geometry import Geometry, conv_output_size, pool_output_size, window_geometry
+from lamina.execution.kernels.norm import layer_norm_kernel, softmax_inplace_kernel
+from lamina.execution.kernels.pool import max_pool_kernel
+from lamina.execution.kernels.windows import windows
+from lamina.ir.attributes import dtype_to_element_type, element_type_to_dtype
 from lamina.ir.diagnostics import VerifyError
 from lamina.ir.opdef import operand, prop, result_def
-from lamina.ir.types import DYNAMIC, NoneType, Type, i64
+from lamina.ir.types import DYNAMIC, NoneType, Type, f32, i64
 
 from .base import (
     AnyTensor,
@@ -33,8 +39,10 @@ from .base import (
     StrAttr,
     StrEnum,
     TopOp,
+    broadcast_shapes,
     check_axis,
     elem_of,
+    is_none,
     norm_axis,
     num_elements,
     shape_of,
@@ -112,6 +120,15 @@ class GemmOp(TopOp):
     transA = prop(BoolProp, default=BoolAttr(False))  # noqa: N815 - ONNX attribute names
     transB = prop(BoolProp, default=BoolAttr(False))  # noqa: N815
 
+    def infer_shapes(self) -> list[Type]:
+        a, b = shape_of(self.input), shape_of(self.right)
+        if a is None or b is None or len(a) != 2 or len(b) != 2:
+            return self.unranked_results()
+        (m, ka), (kb, n) = a[::-1] if self.attr("transA") else a, b[::-1] if self.attr("transB") else b
+        if ka != kb and DYNAMIC not in (ka, kb):
+            raise VerifyError(f"contracting dimensions differ: {list(a)} x {list(b)}")
+        return [tensor_of([m, n], elem_of(self.input))]
+
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         a, b, c = inputs
         if self.attr("transA"):
@@ -140,36 +157,38 @@ class EinsumOp(TopOp):
     output = result_def(AnyTensor)
     equation = prop(StrAttr)
 
+    def infer_shapes(self) -> list[Type]:
+        shapes = [shape_of(v) for v in self.inputs]
+        if any(s is None for s in shapes):
+            return self.unranked_results()
+        eq = self.attr("equation").replace(" ", "")
+        lhs, arrow, rhs = eq.partition("->")
+        dims: dict[str, int] = {}
+        ell: tuple[int, ...] = ()
+        for term, s in zip(lhs.split(","), shapes):
+            pre, dots, post = term.partition("...")
+            n_ell = len(s) - len(pre) - len(post) if dots else 0
+            if dots:
+                ell = broadcast_shapes(ell, tuple(s[len(pre) : len(pre) + n_ell])) or ()
+            for letter, d in zip(pre + post, [*s[: len(pre)], *s[len(pre) + n_ell :]]):
+                if dims.get(letter, 1) in (1, DYNAMIC):
+                    dims[letter] = d
+        if not arrow:
+            letters = [c for c in lhs if c.isalpha()]
+            rhs = ("..." if "..." in lhs else "") + "".join(
+                sorted(c for c in set(letters) if letters.count(c) == 1)
+            )
+        pre, dots, post = rhs.partition("...")
+        out = [*(dims[c] for c in pre), *(ell if dots else ()), *(dims[c] for c in post)]
+        dt = np.result_type(*(element_type_to_dtype(elem_of(v)) for v in self.inputs))
+        return [tensor_of(out, dtype_to_element_type(dt))]
+
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         eq = self.attr("equation").replace(" ", "")
         return [np.asarray(np.einsum(eq, *inputs, optimize=len(inputs) > 2))]
 
 
 # ---- convolution ------------------------------------------------------------------------------
-
-
-def _pads(
-    auto_pad: str,
-    in_sp: Sequence[int],
-    k: Sequence[int],
-    s: Sequence[int],
-    d: Sequence[int],
-    pads: Sequence[int] | None,
-) -> list[int]:
-    nd = len(in_sp)
-    if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
-        begin, end = [], []
-        for i in range(nd):
-            ek = (k[i] - 1) * d[i] + 1
-            out = -(-in_sp[i] // s[i])
-            total = max((out - 1) * s[i] + ek - in_sp[i], 0)
-            lo = total // 2 if auto_pad == "SAME_UPPER" else total - total // 2
-            begin.append(lo)
-            end.append(total - lo)
-        return begin + end
-    if auto_pad == "VALID" or pads is None:
-        return [0] * (2 * nd)
-    return list(pads)
 
 
 def check_window(op: TopOp, nd: int, k: Sequence[int] | None) -> None:
@@ -212,160 +231,6 @@ def check_window_fits(op: TopOp, in_sp: Sequence[int], k: Sequence[int]) -> None
             )
 
 
-def _windows(x: np.ndarray, k: Sequence[int], s: Sequence[int], d: Sequence[int]) -> np.ndarray:
-    """View of ``x`` (N, C, *spatial) as (N, C, *out, *k) windows; no copy."""
-    nd = len(k)
-    ek = [(k[i] - 1) * d[i] + 1 for i in range(nd)]
-    w = sliding_window_view(x, ek, axis=tuple(range(2, 2 + nd)))
-    sl = (
-        slice(None),
-        slice(None),
-        *[slice(None, None, si) for si in s],
-        *[slice(None, None, di) for di in d],
-    )
-    return w[sl]
-
-
-class _DepthwisePlan:
-    """2-d depthwise convolution (channel multiplier 1) without im2col: the zero-padded input is
-    split into ``stride`` phase planes, so that every kernel tap reads one *contiguous* run of
-    each flattened plane. The output is accumulated over the planes' full width (a few wasted
-    columns per row) and cropped once at the end: two passes over the output per tap, all with
-    long inner loops."""
-
-    __slots__ = ("inner", "l", "ow", "padded", "phases", "pw", "taps", "yshape")
-
-    def __init__(self, geo: Any, x: np.ndarray) -> None:
-        k, s, d, p = geo
-        n, c, h, w = x.shape
-        ek = [(k[i] - 1) * d[i] + 1 for i in range(2)]
-        hp, wp = h + p[0] + p[2], w + p[1] + p[3]
-        oh = (hp - ek[0]) // s[0] + 1
-        self.ow = (wp - ek[1]) // s[1] + 1
-        ph, pw = -(-hp // s[0]) + 1, -(-wp // s[1])  # one spare row: the last taps run past the end
-        self.pw = pw
-        self.padded = np.zeros((n, c, ph * s[0], pw * s[1]), dtype=x.dtype)
-        self.inner = (slice(None), slice(None), slice(p[0], p[0] + h), slice(p[1], p[1] + w))
-        self.phases: dict[tuple[int, int], Any] = {}
-        self.taps: list[tuple[int, tuple[int, int], int]] = []
-        for t, (i, j) in enumerate(np.ndindex(k[0], k[1])):
-            r, q = i * d[0], j * d[1]
-            key = (r % s[0], q % s[1])
-            if key not in self.phases:
-                if s == [1, 1]:
-                    self.phases[key] = (None, self.padded.reshape(n, c, -1))
-                else:
-                    buf = np.empty((n, c, ph, pw), dtype=x.dtype)
-                    src = self.padded[:, :, key[0] :: s[0], key[1] :: s[1]]
-                    self.phases[key] = ((buf, src), buf.reshape(n, c, -1))
-            self.taps.append((t, key, (r // s[0]) * pw + q // s[1]))
-        self.l = oh * pw
-        self.yshape = (n, c, oh, pw)
-
-    def run(self, x: np.ndarray, w: np.ndarray, b: Any, relu: bool) -> np.ndarray:
-        self.padded[self.inner] = x
-        for copy, _ in self.phases.values():
-            if copy is not None:
-                np.copyto(copy[0], copy[1])
-        n, c = x.shape[:2]
-        wt = w.reshape(c, -1)
-        ln = self.l
-        y = np.empty((n, c, ln), dtype=x.dtype)
-        tmp = np.empty_like(y)
-        for idx, (t, key, off) in enumerate(self.taps):
-            src = self.phases[key][1][:, :, off : off + ln]
-            if idx == 0:
-                np.multiply(src, wt[:, t, None], out=y)
-            else:
-                np.multiply(src, wt[:, t, None], out=tmp)
-                y += tmp
-        if b is not None:
-            y += b.reshape(c, 1).astype(y.dtype, copy=False)
-        if relu:
-            np.maximum(y, 0, out=y)
-        return np.ascontiguousarray(y.reshape(self.yshape)[:, :, :, : self.ow])
-
-
-class _ConvPlan:
-    """Per-shape state of one convolution: geometry, fast-path choice and scratch buffers."""
-
-    __slots__ = (
-        "cols",
-        "dw",
-        "fast",
-        "geo",
-        "m",
-        "n",
-        "oshape",
-        "osp",
-        "padded",
-        "view_shape",
-        "view_strides",
-    )
-
-    def __init__(self, geo: Any, x: np.ndarray, w: np.ndarray, group: int) -> None:
-        self.geo = geo
-        k, s, d, p = geo
-        nd = len(k)
-        self.n, self.m = x.shape[0], w.shape[0]
-        simple = nd == 2 and x.dtype == w.dtype and x.dtype.kind == "f"
-        self.fast = simple and group == 1 and x.shape[1] == w.shape[1]
-        self.dw: _DepthwisePlan | None = None
-        self.padded: np.ndarray | None = None
-        self.cols: np.ndarray | None = None
-        if simple and group == x.shape[1] == self.m and w.shape[1] == 1:
-            self.dw = _DepthwisePlan(geo, x)
-        if not self.fast:
-            return
-        n, c, h, wd = x.shape
-        hp, wp = h + p[0] + p[2], wd + p[1] + p[3]
-        oh = (hp - ((k[0] - 1) * d[0] + 1)) // s[0] + 1
-        ow = (wp - ((k[1] - 1) * d[1] + 1)) // s[1] + 1
-        self.osp = (oh, ow)
-        self.oshape = (n, self.m, oh, ow)
-        if any(p):
-            self.padded = np.zeros((n, c, hp, wp), dtype=x.dtype)
-        if k != [1, 1] or s != [1, 1]:
-            self.cols = np.empty((n, c * k[0] * k[1], oh * ow), dtype=x.dtype)
-            it = x.dtype.itemsize
-            self.view_shape = (n, c, k[0], k[1], oh, ow)
-            self.view_strides = (
-                c * hp * wp * it,
-                hp * wp * it,
-                d[0] * wp * it,
-                d[1] * it,
-                s[0] * wp * it,
-                s[1] * it,
-            )
-
-    def run(self, x: np.ndarray, w: np.ndarray, b: Any, relu: bool, op: ConvOp) -> np.ndarray:
-        if self.dw is not None:
-            return self.dw.run(x, w, b, relu)
-        if not self.fast:
-            return op._generic(x, w, b, self.geo, relu)
-        p = self.geo[3]
-        n, m = self.n, self.m
-        if self.padded is not None:
-            xp = self.padded
-            xp[:, :, p[0] : p[0] + x.shape[2], p[1] : p[1] + x.shape[3]] = x
-        else:
-            xp = np.ascontiguousarray(x)
-        wm = w.reshape(m, -1)
-        if self.cols is None:  # 1x1, stride 1: the input is already the im2col matrix
-            cols = xp.reshape(n, xp.shape[1], -1)
-        else:
-            cols = self.cols
-            view = as_strided(xp, self.view_shape, self.view_strides, writeable=False)
-            np.copyto(cols.reshape(self.view_shape), view)
-        y = np.matmul(wm, cols[0]) if n == 1 else np.matmul(wm, cols)
-        y = y.reshape(self.oshape)
-        if b is not None:
-            y += b.reshape(1, m, 1, 1).astype(y.dtype, copy=False)
-        if relu:
-            np.maximum(y, 0, out=y)
-        return y
-
-
 class ConvOp(TopOp):
     """N-d convolution (NCHW), groups, dilations, explicit or automatic padding."""
 
@@ -402,15 +267,16 @@ class ConvOp(TopOp):
                 )
             check_window(self, len(ws) - 2, list(k) if k is not None else ws[2:])
 
-    def _params(
-        self, x_shape: Sequence[int], w_shape: Sequence[int]
-    ) -> tuple[list[int], list[int], list[int], list[int]]:
-        nd = len(w_shape) - 2
-        k = list(self.attr("kernel_shape") or w_shape[2:])
-        s = list(self.attr("strides") or [1] * nd)
-        d = list(self.attr("dilations") or [1] * nd)
-        p = _pads(self.attr("auto_pad"), x_shape[2:], k, s, d, self.attr("pads"))
-        return k, s, d, p
+    def geometry(self, x_shape: Sequence[int], w_shape: Sequence[int]) -> Geometry:
+        """Kernel, strides, dilations and explicit pads for these input and filter shapes."""
+        return window_geometry(
+            x_shape[2:],
+            self.attr("kernel_shape") or w_shape[2:],
+            self.attr("strides"),
+            self.attr("dilations"),
+            self.attr("pads"),
+            self.attr("auto_pad"),
+        )
 
     def infer_shapes(self) -> list[Type]:
         xs, ws = shape_of(self.input), shape_of(self.filter)
@@ -421,109 +287,45 @@ class ConvOp(TopOp):
                     elem_of(self.input),
                 )
             ]
-        k, s, d, p = self._params(xs, ws)
-        check_window_fits(self, xs[2:], k)
-        nd = len(k)
-        out = [(xs[2 + i] + p[i] + p[i + nd] - ((k[i] - 1) * d[i] + 1)) // s[i] + 1 for i in range(nd)]
-        return [tensor_of([xs[0], ws[0], *out], elem_of(self.input))]
+        geo = self.geometry(xs, ws)
+        check_window_fits(self, xs[2:], geo[0])
+        return [tensor_of([xs[0], ws[0], *conv_output_size(xs[2:], geo)], elem_of(self.input))]
 
     fresh_results = True
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
-        return self.executor()(inputs)
+        """Zero-pad, view the windows, contract each group's windows with its filters."""
+        x, w, b = inputs
+        k, s, d, p = self.geometry(x.shape, w.shape)
+        nd, g, m = len(k), self.attr("group"), w.shape[0]
+        xp = np.pad(x, [(0, 0), (0, 0)] + [(p[i], p[i + nd]) for i in range(nd)])
+        win = windows(xp, k, s, d)  # (N, C, *out, *k)
+        cg, mg = x.shape[1] // g, m // g
+        taps = ([1, *range(2 + nd, 2 + 2 * nd)], [1, *range(2, 2 + nd)])  # (channel, kernel) axes
+        per_group = [  # each (N, *out, M/G)
+            np.tensordot(win[:, i * cg : (i + 1) * cg], w[i * mg : (i + 1) * mg], taps) for i in range(g)
+        ]
+        y = np.moveaxis(np.concatenate(per_group, axis=-1), -1, 1).astype(np.result_type(x, w), copy=False)
+        if b is not None:
+            y = y + b.reshape((1, m) + (1,) * nd).astype(y.dtype, copy=False)
+        if self.attr("do_relu"):
+            y = np.maximum(y, 0)
+            if self.attr("relu_limit") > 0:
+                y = np.minimum(y, y.dtype.type(self.attr("relu_limit")))
+        return [np.ascontiguousarray(y)]
 
     def executor(self) -> Any:
-        """Convolution with properties read once and, per input shape, the geometry and scratch
-        buffers (zero-padded input, im2col matrix) kept between runs.
-
-        2-d, ``group == 1`` float convolutions take the fast path: 1x1 kernels are one GEMM on the
-        input itself; others copy the windows once (a single ``copyto`` from a strided view) into
-        the im2col buffer and do one GEMM; bias and ReLU are applied in place on the GEMM output.
-        Depthwise convolutions accumulate over kernel taps; anything else takes the generic path."""
-        attrs = (
+        """The fast kernel (:func:`lamina.execution.kernels.conv.conv_kernel`)."""
+        return conv_kernel(
             self.attr("kernel_shape"),
             self.attr("strides"),
             self.attr("dilations"),
             self.attr("pads"),
             self.attr("auto_pad"),
+            self.attr("group"),
+            bool(self.attr("do_relu")),
+            self.attr("relu_limit"),
         )
-        g = self.attr("group")
-        relu = bool(self.attr("do_relu"))
-        limit = self.attr("relu_limit") if relu else -1.0
-        cache: dict[tuple[Any, ...], Any] = {}
-
-        def geometry(xs: tuple[int, ...], ws: tuple[int, ...]) -> Any:
-            nd = len(ws) - 2
-            ks, st, dl, pads, auto = attrs
-            k = list(ks or ws[2:])
-            s = list(st or [1] * nd)
-            d = list(dl or [1] * nd)
-            p = _pads(auto, xs[2:], k, s, d, pads)
-            return k, s, d, p
-
-        def run(inputs: Sequence[Any]) -> list[Any]:
-            x, w, b = inputs
-            key = (x.shape, w.shape, x.dtype, w.dtype)
-            ent = cache.get(key)
-            if ent is None:
-                ent = cache[key] = _ConvPlan(geometry(x.shape, w.shape), x, w, g)
-            y = ent.run(x, w, b, relu, self)
-            if limit > 0:
-                np.minimum(y, y.dtype.type(limit), out=y)
-            return [y]
-
-        return run
-
-    def _generic(self, x: Any, w: Any, b: Any, geo: Any, relu: bool) -> Any:
-        k, s, d, p = geo
-        nd = len(k)
-        if any(p):
-            x = np.pad(x, [(0, 0), (0, 0)] + [(p[i], p[i + nd]) for i in range(nd)])
-        g = self.attr("group")
-        n, c = x.shape[:2]
-        m = w.shape[0]
-        dt = np.result_type(x, w)
-        if all(v == 1 for v in (*k, *s)):  # 1x1 convolution: a plain GEMM on the input, no im2col
-            osp = x.shape[2:]
-            cols = x.reshape(n, g, c // g, -1)
-        else:
-            win = _windows(x, k, s, d)  # (N, C, *O, *k) strided view, no copy
-            osp = win.shape[2 : 2 + nd]
-            if c == g and m == g:  # depthwise: accumulate over kernel taps, vectorized over channels
-                return ConvOp._depthwise(self, win, w, b, osp, dt, relu)
-            # im2col: (N, G, C/G * prod(k), prod(O)) in the order the filter is laid out
-            cols = np.empty((n, c, int(np.prod(k)), *osp), dtype=x.dtype)
-            for t, idx in enumerate(np.ndindex(*k)):
-                cols[:, :, t] = win[(slice(None), slice(None), *[slice(None)] * nd, *idx)]
-            cols = cols.reshape(n, g, (c // g) * int(np.prod(k)), -1)
-        wm = w.reshape(g, m // g, -1)  # (G, M/G, K)
-        y = np.matmul(wm, cols)  # (N, G, M/G, P): already NC(spatial) ordered
-        y = y.reshape(n, m, *osp)
-        if b is not None:
-            y += b.reshape((1, m) + (1,) * nd).astype(dt, copy=False)
-        if relu:
-            np.maximum(y, 0, out=y)
-        return y if y.dtype == dt else y.astype(dt)
-
-    def _depthwise(
-        self, win: np.ndarray, w: np.ndarray, b: Any, osp: Sequence[int], dt: Any, relu: bool
-    ) -> np.ndarray:
-        nd = len(osp)
-        n, m = win.shape[:2]
-        k = w.shape[2:]
-        wr = w.reshape(m, -1).astype(dt, copy=False)
-        y = np.zeros((n, m, *osp), dtype=dt)
-        tmp = np.empty_like(y)
-        bshape = (1, m) + (1,) * nd
-        for t, idx in enumerate(np.ndindex(*k)):
-            tap = win[(slice(None), slice(None), *[slice(None)] * nd, *idx)]
-            np.multiply(tap, wr[:, t].reshape(bshape), out=tmp)
-            y += tmp
-        if b is not None:
-            y += b.reshape(bshape).astype(dt, copy=False)
-        if relu:
-            np.maximum(y, 0, out=y)
-        return y
 
     def flops(self) -> int:
         ws = shape_of(self.filter)
@@ -549,6 +351,29 @@ class DeconvOp(TopOp):
     output_shape = prop(I64ArrayAttr, optional=True)
     group = prop(I64Attr, default=I(1))
     auto_pad = prop(_AUTO_PAD, default=S("NOTSET"))
+
+    def infer_shapes(self) -> list[Type]:
+        xs, ws = shape_of(self.input), shape_of(self.filter)
+        if xs is None or ws is None or DYNAMIC in xs or DYNAMIC in ws:
+            return self.unranked_results()
+        nd = len(xs) - 2
+        k = list(self.attr("kernel_shape") or ws[2:])
+        s = list(self.attr("strides") or [1] * nd)
+        d = list(self.attr("dilations") or [1] * nd)
+        op_ = list(self.attr("output_padding") or [0] * nd)
+        full = [s[i] * (xs[2 + i] - 1) + op_[i] + (k[i] - 1) * d[i] + 1 for i in range(nd)]
+        out_shape = self.attr("output_shape")
+        if out_shape is not None:
+            sp = list(out_shape)[-nd:]
+        elif self.attr("auto_pad") in ("SAME_UPPER", "SAME_LOWER"):
+            sp = [xs[2 + i] * s[i] for i in range(nd)]
+        else:
+            p = list(self.attr("pads") or [0] * (2 * nd))
+            sp = [full[i] - p[i] - p[i + nd] for i in range(nd)]
+        dts = [element_type_to_dtype(elem_of(v)) for v in self.operands if not is_none(v)]
+        return [
+            tensor_of([xs[0], ws[1] * self.attr("group"), *sp], dtype_to_element_type(np.result_type(*dts)))
+        ]
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         x, w, b = inputs
@@ -623,25 +448,16 @@ class _PoolBase(TopOp):
         self, x_shape: Sequence[int]
     ) -> tuple[list[int], list[int], list[int], list[int], list[int]]:
         """kernel, strides, dilations, pads (explicit), extra end padding for ceil mode, output sizes."""
-        k = list(self.attr("kernel_shape"))
-        nd = len(k)
-        s = list(self.attr("strides") or [1] * nd)
-        d = list(self.attr("dilations") or [1] * nd)
-        sp = x_shape[2:]
-        p = _pads(self.attr("auto_pad"), sp, k, s, d, self.attr("pads"))
-        extra, out = [], []
-        for i in range(nd):
-            ek = (k[i] - 1) * d[i] + 1
-            span = sp[i] + p[i] + p[i + nd] - ek
-            if self.attr("ceil_mode"):
-                o = -(-span // s[i]) + 1
-                if (o - 1) * s[i] >= sp[i] + p[i]:  # last window must start inside input or left pad
-                    o -= 1
-            else:
-                o = span // s[i] + 1
-            out.append(o)
-            extra.append(max((o - 1) * s[i] + ek - (sp[i] + p[i] + p[i + nd]), 0))
-        return k, s, d, p, extra + out
+        geo = window_geometry(
+            x_shape[2:],
+            self.attr("kernel_shape"),
+            self.attr("strides"),
+            self.attr("dilations"),
+            self.attr("pads"),
+            self.attr("auto_pad"),
+        )
+        out, extra = pool_output_size(x_shape[2:], geo, bool(self.attr("ceil_mode")))
+        return (*geo, extra + out)
 
     def verify_(self) -> None:
         k = list(self.attr("kernel_shape"))
@@ -671,53 +487,18 @@ class MaxPoolOp(_PoolBase):
     fresh_results = True
 
     def executor(self) -> Any:
-        """Without the indices result: a running ``np.maximum`` over the kernel taps (strided views of
-        the padded input kept in a per-shape buffer); with indices, :meth:`execute`."""
+        """Without the indices result, the fast kernel
+        (:func:`lamina.execution.kernels.pool.max_pool_kernel`); with indices, :meth:`execute`."""
         if not isinstance(self.results[1].type, NoneType):
             return self.execute
-        cache: dict[tuple[Any, ...], Any] = {}
-
-        def run(inputs: Sequence[Any]) -> list[Any]:
-            x = inputs[0]
-            key = (x.shape, x.dtype)
-            ent = cache.get(key)
-            if ent is None:
-                k, s, d, p, eo = self._geometry(x.shape)
-                nd = len(k)
-                lo = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
-                padded = None
-                if any(p) or any(eo[:nd]):
-                    padded = np.full(
-                        (*x.shape[:2], *(x.shape[2 + i] + p[i] + p[i + nd] + eo[i] for i in range(nd))),
-                        lo,
-                        dtype=x.dtype,
-                    )
-                inner = (slice(None), slice(None), *(slice(p[i], p[i] + x.shape[2 + i]) for i in range(nd)))
-                osz = eo[nd:]
-                taps = [
-                    (
-                        slice(None),
-                        slice(None),
-                        *(
-                            slice(idx[i] * d[i], idx[i] * d[i] + (osz[i] - 1) * s[i] + 1, s[i])
-                            for i in range(nd)
-                        ),
-                    )
-                    for idx in np.ndindex(*k)
-                ]
-                ent = cache[key] = (padded, inner, taps)
-            padded, inner, taps = ent
-            if padded is not None:
-                padded[inner] = x
-                xp = padded
-            else:
-                xp = x
-            y = xp[taps[0]].copy()
-            for t in taps[1:]:
-                np.maximum(y, xp[t], out=y)
-            return [y, None]
-
-        return run
+        return max_pool_kernel(
+            self.attr("kernel_shape"),
+            self.attr("strides"),
+            self.attr("dilations"),
+            self.attr("pads"),
+            self.attr("auto_pad"),
+            bool(self.attr("ceil_mode")),
+        )
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         x = inputs[0]
@@ -725,7 +506,7 @@ class MaxPoolOp(_PoolBase):
         nd = len(k)
         lo = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
         xp = np.pad(x, [(0, 0), (0, 0)] + [(p[i], p[i + nd] + eo[i]) for i in range(nd)], constant_values=lo)
-        win = _windows(xp, k, s, d)
+        win = windows(xp, k, s, d)
         osz = eo[nd:]
         win = win[(slice(None), slice(None), *[slice(0, o) for o in osz])]
         flat = win.reshape(*win.shape[: 2 + nd], -1)
@@ -762,7 +543,7 @@ class AvgPoolOp(_PoolBase):
         width = [(0, 0), (0, 0)] + [(p[i], p[i + nd] + eo[i]) for i in range(nd)]
         xp = np.pad(x, width)
         osz = eo[nd:]
-        win = _windows(xp, k, s, d)[(slice(None), slice(None), *[slice(0, o) for o in osz])]
+        win = windows(xp, k, s, d)[(slice(None), slice(None), *[slice(0, o) for o in osz])]
         axes = tuple(range(2 + nd, 2 + 2 * nd))
         tot = win.sum(axis=axes, dtype=np.float64 if x.dtype == np.float16 else x.dtype)
         # divisor: window elements that are real (or explicit padding when count_include_pad)
@@ -770,7 +551,7 @@ class AvgPoolOp(_PoolBase):
         mw = [(0, 0), (0, 0)] + [(p[i], p[i + nd]) for i in range(nd)]
         mask = np.pad(mask, mw, constant_values=1.0 if self.attr("count_include_pad") else 0.0)
         mask = np.pad(mask, [(0, 0), (0, 0)] + [(0, eo[i]) for i in range(nd)])
-        cnt = _windows(mask, k, s, d)[(slice(None), slice(None), *[slice(0, o) for o in osz])].sum(axis=axes)
+        cnt = windows(mask, k, s, d)[(slice(None), slice(None), *[slice(0, o) for o in osz])].sum(axis=axes)
         return [(tot / np.maximum(cnt, 1)).astype(x.dtype)]
 
 
@@ -784,7 +565,7 @@ class LpPoolOp(_PoolBase):
         nd = len(k)
         xp = np.pad(x, [(0, 0), (0, 0)] + [(pads[i], pads[i + nd] + eo[i]) for i in range(nd)])
         osz = eo[nd:]
-        win = _windows(xp, k, s, d)[(slice(None), slice(None), *[slice(0, o) for o in osz])]
+        win = windows(xp, k, s, d)[(slice(None), slice(None), *[slice(0, o) for o in osz])]
         pw = self.attr("p")
         r = np.sum(np.abs(win) ** pw, axis=tuple(range(2 + nd, 2 + 2 * nd))) ** (1.0 / pw)
         return [r.astype(x.dtype)]
@@ -868,32 +649,19 @@ class LayerNormOp(TopOp):
 
     def infer_shapes(self) -> list[Type]:
         check_axis(self, self.input)
-        return super().infer_shapes()
+        xs = shape_of(self.input)
+        if xs is None:
+            return self.unranked_results()
+        ax = norm_axis(self.attr("axis"), len(xs))
+        stats = tensor_of([*xs[:ax], *[1] * (len(xs) - ax)], f32)
+        return [tensor_of(xs, elem_of(self.input)), stats, stats]
 
     def executor(self) -> Any:
-        """float32 with only the normalized output wanted: one subtraction, one square, in-place
-        scale and shift (no float64 temporaries)."""
+        """With only the normalized output wanted, the float32 kernel
+        (:func:`lamina.execution.kernels.norm.layer_norm_kernel`)."""
         if not (isinstance(self.mean.type, NoneType) and isinstance(self.rstd.type, NoneType)):
             return self.execute
-        axis, eps = self.attr("axis"), self.attr("epsilon")
-
-        def run(inputs: Sequence[Any]) -> list[Any]:
-            x, w, b = inputs
-            if x.dtype != np.float32:
-                return self.execute(inputs)
-            axes = tuple(range(norm_axis(axis, x.ndim), x.ndim))
-            y = x - x.mean(axis=axes, keepdims=True)
-            sq = np.square(y)
-            var = sq.mean(axis=axes, keepdims=True)
-            var += np.float32(eps)
-            np.sqrt(var, out=var)
-            y /= var
-            y *= w
-            if b is not None:
-                y += b
-            return [y, None, None]
-
-        return run
+        return layer_norm_kernel(self.attr("axis"), self.attr("epsilon"), self.execute)
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         x, w, b = inputs
@@ -1046,24 +814,10 @@ class SoftmaxOp(TopOp):
         return [e]
 
     def inplace_executor(self, operand_index: int) -> Any:
+        """The in-place kernel (:func:`lamina.execution.kernels.norm.softmax_inplace_kernel`)."""
         if self.attr("log"):
             return None
-        axis = self.attr("axis")
-
-        def run(inputs: Sequence[Any]) -> list[Any]:
-            x = inputs[0]
-            if x.dtype.kind != "f":
-                return self.execute(inputs)
-            ax = norm_axis(axis, x.ndim)
-            m = np.max(x, axis=ax, keepdims=True)
-            if not np.isfinite(m).all():
-                return self.execute(inputs)
-            x -= m
-            np.exp(x, out=x)
-            x /= np.sum(x, axis=ax, keepdims=True)
-            return [x]
-
-        return run
+        return softmax_inplace_kernel(self.attr("axis"), self.execute)
 
     flops_per_element = 5
 

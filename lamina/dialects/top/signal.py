@@ -11,7 +11,9 @@ from typing import Any
 
 import numpy as np
 
+from lamina.ir.attributes import dtype_to_element_type
 from lamina.ir.opdef import operand, prop, result_def
+from lamina.ir.types import DYNAMIC, Type
 
 from .base import (
     AnyTensor,
@@ -23,8 +25,14 @@ from .base import (
     S,
     StrEnum,
     TopOp,
+    const_value,
+    elem_of,
+    is_none,
+    known_values,
     norm_axis,
     result_dtype,
+    shape_of,
+    tensor_of,
 )
 
 
@@ -58,6 +66,20 @@ class DFTOp(TopOp):
     inverse = prop(BoolProp, default=BoolAttr(False))
     onesided = prop(BoolProp, default=BoolAttr(False))
     shape_operands = ("dft_length", "axis_value")
+
+    def infer_shapes(self) -> list[Type]:
+        xs, vals = shape_of(self.input), known_values(self.dft_length, self.axis_value)
+        if xs is None or vals is None or DYNAMIC in xs:
+            return self.unranked_results()
+        n, axv = vals
+        ax = norm_axis(_scalar_int(axv, self.attr("axis")), len(xs))  # type: ignore[arg-type]
+        inverse, onesided = bool(self.attr("inverse")), bool(self.attr("onesided"))
+        length = _scalar_int(n)
+        if length is None:
+            length = 2 * (xs[ax] - 1) if inverse and onesided else xs[ax]
+        out = list(xs[:-1])
+        out[ax] = length // 2 + 1 if onesided and not inverse else length
+        return [tensor_of([*out, 1 if inverse and onesided else 2], elem_of(self.input))]
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         x, n, axv = inputs
@@ -96,6 +118,17 @@ class STFTOp(TopOp):
     onesided = prop(BoolProp, default=BoolAttr(True))
     shape_operands = ("frame_step", "frame_length")
 
+    def infer_shapes(self) -> list[Type]:
+        xs, vals = shape_of(self.signal), known_values(self.frame_step, self.frame_length)
+        ws = None if is_none(self.window) else shape_of(self.window)
+        if xs is None or vals is None or DYNAMIC in xs or (ws is None and not is_none(self.window)):
+            return self.unranked_results()
+        step = _scalar_int(vals[0])
+        length = _scalar_int(vals[1], ws[0] if ws is not None else xs[-2])
+        frames = 1 + (xs[1] - length) // step  # type: ignore[operator]
+        bins = length // 2 + 1 if self.attr("onesided") else length  # type: ignore[operator]
+        return [tensor_of([xs[0], frames, bins, 2], elem_of(self.signal))]
+
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         x, step, window, flen = inputs
         step = _scalar_int(step)
@@ -123,6 +156,12 @@ class WindowOp(TopOp):
     mode = prop(StrEnum("hann", "hamming", "blackman"))
     periodic = prop(BoolProp, default=BoolAttr(True))
     shape_operands = ("size",)
+
+    def infer_shapes(self) -> list[Type]:
+        n = const_value(self.size)
+        if n is None:
+            return self.unranked_results()
+        return [tensor_of([_scalar_int(n)], dtype_to_element_type(result_dtype(self)))]
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         n = _scalar_int(inputs[0])
@@ -153,6 +192,13 @@ class MelWeightMatrixOp(TopOp):
     upper_edge_hertz = operand(AnyTensor)
     output = result_def(AnyTensor)
     shape_operands = ("num_mel_bins", "dft_length")
+
+    def infer_shapes(self) -> list[Type]:
+        vals = known_values(self.num_mel_bins, self.dft_length)
+        if vals is None:
+            return self.unranked_results()
+        nmel, dft = (_scalar_int(v) for v in vals)
+        return [tensor_of([dft // 2 + 1, nmel], dtype_to_element_type(result_dtype(self)))]  # type: ignore[operator]
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         nmel, dft, rate = (_scalar_int(v) for v in inputs[:3])

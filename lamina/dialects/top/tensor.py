@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from lamina.ir.attributes import dtype_to_element_type
 from lamina.ir.diagnostics import VerifyError
 from lamina.ir.opdef import operand, prop, result_def, var_operand, var_result
 from lamina.ir.types import DYNAMIC, Type, i64
@@ -32,6 +33,7 @@ from .base import (
     check_axis,
     const_value,
     elem_of,
+    is_none,
     norm_axis,
     result_dtype,
     shape_of,
@@ -41,6 +43,43 @@ from .base import (
 
 def _ints(a: Any) -> list[int]:
     return [int(x) for x in np.asarray(a).reshape(-1)]
+
+
+def _dim_product(dims: Sequence[int]) -> int:
+    """The product of ``dims`` (dynamic if any is)."""
+    return DYNAMIC if DYNAMIC in dims else int(np.prod(dims, dtype=np.int64))
+
+
+def _dim_mul(d: int, n: int) -> int:
+    return DYNAMIC if d == DYNAMIC else d * n
+
+
+def _dim_div(d: int, n: int) -> int:
+    return DYNAMIC if d == DYNAMIC else d // n
+
+
+def _slices(
+    rank: int, shape: Sequence[int], starts: list[int], ends: list[int], axes: list[int], steps: list[int]
+) -> list[tuple[int, slice]]:
+    """ONNX Slice's (axis, slice) pairs with starts and ends clamped to each dim (dynamic dims
+    get ``slice(None)``)."""
+    out = []
+    for s, e, a, st in zip(starts, ends, axes, steps):
+        a = norm_axis(a, rank)
+        d = shape[a]
+        if d == DYNAMIC:
+            out.append((a, slice(None)))
+            continue
+        if st > 0:
+            s = max(0, min(d, s + d if s < 0 else s))
+            e = max(0, min(d, e + d if e < 0 else e))
+        else:
+            s = max(-1, min(d - 1, s + d if s < 0 else s))
+            e = max(-1, min(d - 1, e + d if e < 0 else e))
+            if e == -1:
+                e = None  # type: ignore[assignment]
+        out.append((a, slice(s, e, st)))
+    return out
 
 
 def reshape_target(in_shape: Sequence[int], shape: Sequence[int], allowzero: bool) -> list[int]:
@@ -166,7 +205,13 @@ class SplitOp(TopOp):
         split, xs = const_value(self.split), shape_of(self.input)
         if split is not None and xs is not None:
             _split_sizes(self, xs[norm_axis(self.attr("axis"), len(xs))], split)
-        return super().infer_shapes()
+        if xs is None or (split is None and not is_none(self.split)):
+            return self.unranked_results()
+        ax = norm_axis(self.attr("axis"), len(xs))
+        if xs[ax] == DYNAMIC:
+            return self.unranked_results()
+        sizes = _split_sizes(self, xs[ax], split)
+        return [tensor_of([*xs[:ax], n, *xs[ax + 1 :]], elem_of(self.input)) for n in sizes]
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         x, split = inputs
@@ -206,24 +251,32 @@ class SliceOp(TopOp):
     steps = operand(AnyTensorOrNone)
     output = result_def(AnyTensor)
 
+    def infer_shapes(self) -> list[Type]:
+        xs = shape_of(self.input)
+        vals = [None if is_none(v) else const_value(v) for v in self.operands[1:]]
+        if (
+            xs is None
+            or vals[0] is None
+            or vals[1] is None
+            or any(v is None and not is_none(o) for v, o in zip(vals, self.operands[1:]))
+        ):
+            return self.unranked_results()
+        starts, ends = _ints(vals[0]), _ints(vals[1])
+        axes = _ints(vals[2]) if vals[2] is not None else list(range(len(starts)))
+        steps = _ints(vals[3]) if vals[3] is not None else [1] * len(starts)
+        out = list(xs)
+        for a, sl in _slices(len(xs), xs, starts, ends, axes, steps):
+            out[a] = DYNAMIC if xs[a] == DYNAMIC else len(range(*sl.indices(xs[a])))
+        return [tensor_of(out, elem_of(self.input))]
+
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         x, starts, ends, axes, steps = inputs
         starts, ends = _ints(starts), _ints(ends)
         axes = _ints(axes) if axes is not None else list(range(len(starts)))
         steps = _ints(steps) if steps is not None else [1] * len(starts)
         sl = [slice(None)] * x.ndim
-        for s, e, a, st in zip(starts, ends, axes, steps):
-            a = norm_axis(a, x.ndim)
-            d = x.shape[a]
-            if st > 0:
-                s = max(0, min(d, s + d if s < 0 else s))
-                e = max(0, min(d, e + d if e < 0 else e))
-            else:
-                s = max(-1, min(d - 1, s + d if s < 0 else s))
-                e = max(-1, min(d - 1, e + d if e < 0 else e))
-                if e == -1:
-                    e = None  # type: ignore[assignment]
-            sl[a] = slice(s, e, st)
+        for a, one in _slices(x.ndim, x.shape, starts, ends, axes, steps):
+            sl[a] = one
         return [x[tuple(sl)]]
 
     flops_per_element = 0  # data movement: no arithmetic
@@ -235,6 +288,28 @@ class SqueezeOp(TopOp):
     input = operand(AnyTensor)
     axes = operand(AnyTensorOrNone)
     output = result_def(AnyTensor)
+
+    def infer_shapes(self) -> list[Type]:
+        xs = shape_of(self.input)
+        if xs is None:
+            return self.unranked_results()
+        if is_none(self.axes):
+            if DYNAMIC in xs:  # which dims are 1 is known at run time
+                return self.unranked_results()
+            return [tensor_of([d for d in xs if d != 1], elem_of(self.input))]
+        axes = const_value(self.axes)
+        if axes is None:
+            return self.unranked_results()
+        drop = set()
+        for a in _ints(axes):  # numpy's messages, as when shapes were found by execution
+            if not -len(xs) <= a < len(xs):
+                raise VerifyError(f"axis {a} is out of bounds for array of dimension {len(xs)}")
+            if norm_axis(a, len(xs)) in drop:
+                raise VerifyError("duplicate value in 'axis'")
+            drop.add(norm_axis(a, len(xs)))
+        if any(xs[a] not in (1, DYNAMIC) for a in drop):
+            raise VerifyError("cannot select an axis to squeeze out which has size not equal to one")
+        return [tensor_of([d for i, d in enumerate(xs) if i not in drop], elem_of(self.input))]
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         x, axes = inputs
@@ -252,6 +327,22 @@ class UnsqueezeOp(TopOp):
     axes = operand(AnyTensor)
     output = result_def(AnyTensor)
 
+    def infer_shapes(self) -> list[Type]:
+        xs, axes = shape_of(self.input), const_value(self.axes)
+        if xs is None or axes is None:
+            return self.unranked_results()
+        ax = _ints(axes)
+        r = len(xs) + len(ax)
+        out = list(xs)
+        for a in ax:
+            if not -r <= a < r:
+                raise VerifyError(f"axis {a} is out of bounds for array of dimension {r}")
+        if len({norm_axis(a, r) for a in ax}) != len(ax):
+            raise VerifyError("repeated axis")
+        for a in sorted(norm_axis(a, r) for a in ax):
+            out.insert(a, 1)
+        return [tensor_of(out, elem_of(self.input))]
+
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         x, axes = inputs
         ax = _ints(axes)
@@ -266,6 +357,13 @@ class FlattenOp(TopOp):
     input = operand(AnyTensor)
     output = result_def(AnyTensor)
     axis = prop(I64Attr, default=I(1))
+
+    def infer_shapes(self) -> list[Type]:
+        xs = shape_of(self.input)
+        if xs is None:
+            return self.unranked_results()
+        ax = norm_axis(self.attr("axis"), len(xs))
+        return [tensor_of([_dim_product(xs[:ax]), _dim_product(xs[ax:])], elem_of(self.input))]
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         x = inputs[0]
@@ -400,6 +498,16 @@ def _fix_indices(idx: np.ndarray, dim: int) -> np.ndarray:
     return np.where(idx < 0, idx + dim, idx)
 
 
+def _check_indices(indices: Any, d: int, axis: int) -> None:
+    """Raise IndexError (numpy's message) if constant ``indices`` fall outside a dim of size ``d``."""
+    idx = const_value(indices)
+    if idx is None or d == DYNAMIC or idx.size == 0:
+        return
+    bad = idx[(idx < -d) | (idx >= d)]
+    if bad.size:
+        raise IndexError(f"index {int(bad.reshape(-1)[0])} is out of bounds for axis {axis} with size {d}")
+
+
 class GatherOp(TopOp):
     name = "top.Gather"
     input = operand(AnyTensor)
@@ -409,7 +517,12 @@ class GatherOp(TopOp):
 
     def infer_shapes(self) -> list[Type]:
         check_axis(self, self.operands[0])
-        return super().infer_shapes()
+        xs, idx = shape_of(self.input), shape_of(self.indices)
+        if xs is None or idx is None:
+            return self.unranked_results()
+        ax = norm_axis(self.attr("axis"), len(xs))
+        _check_indices(self.indices, xs[ax], ax)
+        return [tensor_of([*xs[:ax], *idx, *xs[ax + 1 :]], elem_of(self.input))]
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         x, idx = inputs
@@ -426,6 +539,14 @@ class GatherElementsOp(TopOp):
     output = result_def(AnyTensor)
     axis = prop(I64Attr, default=I(0))
 
+    def infer_shapes(self) -> list[Type]:
+        check_axis(self, self.input)
+        xs = shape_of(self.input)
+        if xs is not None:
+            ax = norm_axis(self.attr("axis"), len(xs))
+            _check_indices(self.indices, xs[ax], ax)
+        return [tensor_of(shape_of(self.indices), elem_of(self.input))]
+
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         x, idx = inputs
         ax = norm_axis(self.attr("axis"), x.ndim)
@@ -440,6 +561,13 @@ class GatherNDOp(TopOp):
     indices = operand(AnyTensor)
     output = result_def(AnyTensor)
     batch_dims = prop(I64Attr, default=I(0))
+
+    def infer_shapes(self) -> list[Type]:
+        xs, idx = shape_of(self.input), shape_of(self.indices)
+        if xs is None or idx is None or not idx or idx[-1] == DYNAMIC:
+            return self.unranked_results()
+        b, k = self.attr("batch_dims"), idx[-1]
+        return [tensor_of([*idx[:-1], *xs[b + k :]], elem_of(self.input))]
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         x, idx = inputs
@@ -481,6 +609,9 @@ class ScatterElementsOp(TopOp):
     axis = prop(I64Attr, default=I(0))
     reduction = prop(StrEnum("none", "add", "mul", "max", "min"), default=S("none"))
 
+    def infer_shapes(self) -> list[Type]:
+        return [self.input.type]
+
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         x, idx, upd = inputs
         ax = norm_axis(self.attr("axis"), x.ndim)
@@ -499,6 +630,9 @@ class ScatterNDOp(TopOp):
     updates = operand(AnyTensor)
     output = result_def(AnyTensor)
     reduction = prop(StrEnum("none", "add", "mul", "max", "min"), default=S("none"))
+
+    def infer_shapes(self) -> list[Type]:
+        return [self.input.type]
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         x, idx, upd = inputs
@@ -522,6 +656,18 @@ class PadOp(TopOp):
     axes = operand(AnyTensorOrNone)
     output = result_def(AnyTensor)
     mode = prop(StrEnum("constant", "reflect", "edge", "wrap"), default=S("constant"))
+
+    def infer_shapes(self) -> list[Type]:
+        xs, pads = shape_of(self.input), const_value(self.pads)
+        axes = None if is_none(self.axes) else const_value(self.axes)
+        if xs is None or pads is None or (axes is None and not is_none(self.axes)):
+            return self.unranked_results()
+        p, r = _ints(pads), len(xs)
+        ax = [norm_axis(a, r) for a in _ints(axes)] if axes is not None else list(range(r))
+        out = list(xs)
+        for i, a in enumerate(ax):
+            out[a] = DYNAMIC if xs[a] == DYNAMIC else xs[a] + p[i] + p[i + len(ax)]
+        return [tensor_of(out, elem_of(self.input))]
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         x, pads, cval, axes = inputs
@@ -555,15 +701,20 @@ class RangeOp(TopOp):
     delta = operand(AnyTensor)
     output = result_def(AnyTensor)
 
+    @staticmethod
+    def _count(inputs: Sequence[Any]) -> tuple[Any, Any, int]:
+        """start, delta and the number of elements ceil((limit - start) / delta) (at least 0)."""
+        s, l_, d = (np.asarray(v).reshape(()) for v in inputs)
+        return s, d, max(int(np.ceil((l_ - s) / d)), 0)
+
     def infer_shapes(self) -> list[Type]:
         vals = [const_value(v) for v in self.operands]
         if all(v is not None for v in vals):
-            return [tensor_of(self.execute(vals)[0].shape, elem_of(self.start))]
+            return [tensor_of([self._count(vals)[2]], elem_of(self.start))]
         return [tensor_of([DYNAMIC], elem_of(self.start))]
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
-        s, l_, d = (np.asarray(v).reshape(()) for v in inputs)
-        n = max(int(np.ceil((l_ - s) / d)), 0)
+        s, d, n = self._count(inputs)
         return [(s + np.arange(n, dtype=s.dtype) * d).astype(s.dtype)]
 
 
@@ -573,6 +724,9 @@ class TriluOp(TopOp):
     k = operand(AnyTensorOrNone)
     output = result_def(AnyTensor)
     upper = prop(BoolProp, default=BoolAttr(True))
+
+    def infer_shapes(self) -> list[Type]:
+        return [self.input.type]
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         x, k = inputs
@@ -588,6 +742,17 @@ class DepthToSpaceOp(TopOp):
     output = result_def(AnyTensor)
     blocksize = prop(I64Attr)
     mode = prop(StrEnum("DCR", "CRD"), default=S("DCR"))
+
+    def infer_shapes(self) -> list[Type]:
+        xs = shape_of(self.input)
+        if xs is None or len(xs) != 4:
+            return self.unranked_results()
+        n, c, h, w = xs
+        b = self.attr("blocksize")
+        if c != DYNAMIC and c % (b * b):
+            raise VerifyError(f"{c} channels are not a multiple of blocksize {b} squared")
+        out = [n, _dim_div(c, b * b), _dim_mul(h, b), _dim_mul(w, b)]
+        return [tensor_of(out, elem_of(self.input))]
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         x = inputs[0]
@@ -607,6 +772,17 @@ class SpaceToDepthOp(TopOp):
     input = operand(AnyTensor)
     output = result_def(AnyTensor)
     blocksize = prop(I64Attr)
+
+    def infer_shapes(self) -> list[Type]:
+        xs = shape_of(self.input)
+        if xs is None or len(xs) != 4:
+            return self.unranked_results()
+        n, c, h, w = xs
+        b = self.attr("blocksize")
+        if any(d != DYNAMIC and d % b for d in (h, w)):
+            raise VerifyError(f"spatial size {h}x{w} is not a multiple of blocksize {b}")
+        out = [n, _dim_mul(c, b * b), _dim_div(h, b), _dim_div(w, b)]
+        return [tensor_of(out, elem_of(self.input))]
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         x = inputs[0]
@@ -663,6 +839,14 @@ class OneHotOp(TopOp):
     output = result_def(AnyTensor)
     axis = prop(I64Attr, default=I(-1))
 
+    def infer_shapes(self) -> list[Type]:
+        idx, depth = shape_of(self.indices), const_value(self.depth)
+        if idx is None or depth is None:
+            return self.unranked_results()
+        out = list(idx)
+        out.insert(norm_axis(self.attr("axis"), len(idx) + 1), int(np.asarray(depth).reshape(-1)[0]))
+        return [tensor_of(out, elem_of(self.values))]
+
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         idx, depth, vals = inputs
         d = int(np.asarray(depth).reshape(-1)[0])
@@ -697,6 +881,12 @@ class EyeLikeOp(TopOp):
     output = result_def(AnyTensor)
     k = prop(I64Attr, default=I(0))
 
+    def infer_shapes(self) -> list[Type]:
+        xs = shape_of(self.input)
+        if xs is None:
+            return self.unranked_results()
+        return [tensor_of(list(xs[:2]), dtype_to_element_type(result_dtype(self)))]
+
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         x = inputs[0]
         return [np.eye(x.shape[0], x.shape[1], k=self.attr("k"), dtype=result_dtype(self))]
@@ -709,6 +899,9 @@ class ReverseSequenceOp(TopOp):
     output = result_def(AnyTensor)
     batch_axis = prop(I64Attr, default=I(1))
     time_axis = prop(I64Attr, default=I(0))
+
+    def infer_shapes(self) -> list[Type]:
+        return [self.input.type]
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         x, lens = inputs
