@@ -14,6 +14,9 @@ from typing import Any
 
 import numpy as np
 
+from .conv import ConvPlan
+from .geometry import conv_pads
+
 
 def conv_accumulate(
     x: np.ndarray,
@@ -21,7 +24,6 @@ def conv_accumulate(
     group: int,
     geometry: tuple[Any, Any, Any, Any, str],
     cache: dict[Any, Any],
-    op: Any,
 ) -> np.ndarray:
     """``sum(x * w)`` over each output position's window (an N-d grouped convolution) of the
     centred input ``x`` (N, C, *spatial) and centred filter ``w`` (M, C/group, *kernel), float64.
@@ -30,10 +32,6 @@ def conv_accumulate(
 
     The plan (im2col, depthwise) is the ``top.Conv`` kernel's.
     """
-    # TODO(issue 9, merge): the plan and pads move to lamina.execution.kernels (helper kernels'
-    # geometry/conv modules); until then the top dialect's own are called, as before the split.
-    from lamina.dialects.top import nn as top_nn
-
     key = (x.shape, w.shape)
     plan = cache.get(key)
     if plan is None:
@@ -42,9 +40,9 @@ def conv_accumulate(
         k = list(ks or w.shape[2:])
         sv = list(st or [1] * nd)
         d = list(dl or [1] * nd)
-        p = top_nn._pads(auto, x.shape[2:], k, sv, d, pads)
-        plan = cache[key] = top_nn._ConvPlan((k, sv, d, p), x, w, group)
-    return plan.run(x, w, None, False, op)
+        p = conv_pads(auto, x.shape[2:], k, sv, d, pads)
+        plan = cache[key] = ConvPlan((k, sv, d, p), x, w, group)
+    return plan.run(x, w, None, False)
 
 
 def matmul_accumulate(a: np.ndarray, b: np.ndarray, b_zp: Any, b_axis: int | None) -> np.ndarray:

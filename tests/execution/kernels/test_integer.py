@@ -11,7 +11,6 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lamina.dialects.tpu.ops import ConvOp
 from lamina.execution.kernels.integer import conv_accumulate, matmul_accumulate, window_sums
 
 
@@ -33,19 +32,6 @@ def ref_conv(
             ws = w[(slice(g * mg, (g + 1) * mg), slice(None), *off)]
             y[:, g * mg : (g + 1) * mg] += np.einsum("nc...,mc->nm...", xs, ws)
     return y
-
-
-class _NoOp:
-    """Stands for the ``tpu.Conv`` op, which ``conv_accumulate`` hands to the plan's generic path
-    (the op's own ``_generic`` with its ``group``)."""
-
-    _generic = ConvOp._generic
-
-    def __init__(self, group: int) -> None:
-        self.group = group
-
-    def attr(self, name: str) -> Any:
-        return {"group": self.group}.get(name)
 
 
 @settings(max_examples=60, deadline=None)
@@ -71,7 +57,7 @@ def test_conv_accumulate(
     x = rng.integers(-128, 128, (n, groups * cg, *([size] * nd))).astype(np.float64)
     w = rng.integers(-127, 128, (groups * mg, cg, *([k] * nd))).astype(np.float64)
     geometry = ([k] * nd, [s] * nd, [d] * nd, [pad] * (2 * nd), "NOTSET")
-    got = conv_accumulate(x, w, groups, geometry, {}, _NoOp(groups))
+    got = conv_accumulate(x, w, groups, geometry, {})
     want = ref_conv(x.astype(np.int64), w.astype(np.int64), groups, [s] * nd, [d] * nd, [pad] * (2 * nd))
     np.testing.assert_array_equal(np.rint(got).astype(np.int64), want)
 
@@ -83,7 +69,7 @@ def test_conv_accumulate_depthwise_and_cache() -> None:
     cache: dict[Any, Any] = {}
     geometry = (None, [2, 2], None, [1, 1, 1, 1], "NOTSET")
     for _ in range(2):  # the second call reuses the plan
-        got = conv_accumulate(x, w, 4, geometry, cache, _NoOp(4))
+        got = conv_accumulate(x, w, 4, geometry, cache)
         np.testing.assert_array_equal(
             got, ref_conv(x.astype(np.int64), w.astype(np.int64), 4, [2, 2], [1, 1], [1] * 4)
         )

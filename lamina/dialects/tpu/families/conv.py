@@ -53,7 +53,7 @@ def _conv_int(self: Any) -> Callable[[Sequence[Any]], Sequence[Any]]:
         wf = np.asarray(w, dtype=np.float64) - (
             w_zp.reshape((-1,) + (1,) * (w.ndim - 1)) if np.ndim(w_zp) else float(w_zp)
         )
-        acc = acc_int32(conv_accumulate(xf, wf, g, geometry, cache, self))
+        acc = acc_int32(conv_accumulate(xf, wf, g, geometry, cache))
         if b is not None:
             acc = wrap_int32(
                 acc.astype(np.int64) + np.asarray(b, np.int64).reshape((1, -1) + (1,) * (acc.ndim - 2))
