@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from lamina.dialects.top.base import static_nbytes
+from lamina.execution.memory import static_nbytes
 from lamina.ir.attributes import element_type_to_dtype
 from lamina.ir.core import Block, Operation
 from lamina.ir.types import DYNAMIC, NoneType, ShapedType
