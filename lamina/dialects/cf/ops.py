@@ -57,6 +57,9 @@ class BranchOp(Op, BranchOpInterface):
             raise IndexError(f"cf.br has one successor, not #{index}")
         return self.operands
 
+    def execute_branch(self, inputs: Sequence[Any]) -> tuple[int, Sequence[Any]]:
+        return 0, inputs
+
     # ``^bb1(%a, %b : i32, i32) {attrs}``
     def print(self, p: Any) -> None:
         p.write(" ")
@@ -113,6 +116,13 @@ class CondBranchOp(Op, BranchOpInterface):
         if index == 1:
             return self.false_dest_operands
         raise IndexError(f"cf.cond_br has two successors, not #{index}")
+
+    def execute_branch(self, inputs: Sequence[Any]) -> tuple[int, Sequence[Any]]:
+        """To the true successor when the condition (``inputs[0]``) holds, with its operands."""
+        n_true = len(self.true_dest_operands)
+        if inputs[0]:
+            return 0, inputs[1 : 1 + n_true]
+        return 1, inputs[1 + n_true :]
 
     # ``%c, ^bb1(%a : i32), ^bb2 {attrs}``
     def print(self, p: Any) -> None:
