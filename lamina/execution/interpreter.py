@@ -168,10 +168,12 @@ class _BlockPlan:
     ``branch`` and ``ins`` are the returned slots; a branch gets the values of ``ins`` (its operands)
     and names the successor ``i`` it takes, whose plan and block-argument slots are ``targets[i]``."""
 
-    __slots__ = ("branch", "ins", "plan", "targets", "term")
+    __slots__ = ("branch", "free", "ins", "plan", "targets", "term")
 
     def __init__(self, plan: list[Step], term: Operation) -> None:
         self.plan = plan
+        # Nothing is freed (a block may run again), but an indexed run names the op that fails.
+        self.free: list[tuple[int, ...]] = [() for _ in plan]
         self.term = term
         self.ins: tuple[int, ...] = ()
         self.branch: Callable[[list[Any]], tuple[int, Sequence[Any]]] | None = None
@@ -513,7 +515,7 @@ class Interpreter:
         operands' values are the results."""
         bp = cfg[0]
         while True:
-            self._exec(bp.plan, env, None, observer)
+            self._exec(bp.plan, env, bp.free, observer)
             vals = [env[s] for s in bp.ins]
             if bp.branch is None:
                 return vals
