@@ -145,7 +145,9 @@ def _is_materialized(op: Operation) -> bool:
     return not op.operands and not op.regions and (op.has_trait(ConstantLike) or op.has_trait(NotALayer))
 
 
-def _attr_names(func: Operation, key: str, n: int, prefix: str) -> list[str]:
+def _attr_names(func: Operation, key: str, n: int, prefix: str, values: Sequence[Value] = ()) -> list[str]:
+    """The ``onnx.name`` entry of each of ``func``'s ``key`` (``arg_attrs``/``res_attrs``) entries,
+    else the name of the value's location (a block argument's ``loc("x")``), else ``<prefix><i>``."""
     attrs = func.properties.get(key)
     out = []
     for i in range(n):
@@ -154,8 +156,25 @@ def _attr_names(func: Operation, key: str, n: int, prefix: str) -> list[str]:
             a = attrs[i].get(NAME_KEY)
             if isinstance(a, StringAttr):
                 name = a.value
+        if name is None and i < len(values):
+            loc = getattr(values[i], "location", None)
+            name = loc.name if isinstance(loc, NameLoc) else None
         out.append(name or f"{prefix}{i}")
     return out
+
+
+def io_names(func: Operation) -> tuple[list[str], list[str]]:
+    """The names of ``func``'s inputs and outputs as the interpreter binds and returns them (see
+    :func:`_attr_names`; unnamed ones are ``input_0``…, ``output_0``…)."""
+    region = _body(func)
+    entry = region.blocks[0]
+    ret = entry.last_op
+    if len(region.blocks) == 1 and ret is not None and ret.has_trait(ReturnLike):
+        n_out = ret.num_operands
+    else:
+        n_out = len(CallableOpInterface.get(func).result_types_())
+    inputs = _attr_names(func, "arg_attrs", len(entry.args), "input_", entry.args)
+    return inputs, _attr_names(func, "res_attrs", n_out, "output_")
 
 
 Step = tuple[
@@ -202,7 +221,7 @@ class Interpreter:
         entry: Block = region.blocks[0]
         for a in entry.args:
             self._slot(a)
-        self.input_names = _attr_names(self.func, "arg_attrs", len(entry.args), "input_")
+        self.input_names, self.output_names = io_names(self.func)
         self._arg_slots = [self._slots[a] for a in entry.args]
         #: one plan per block when the body has several blocks (None: the flat single-block plan)
         self._cfg: list[_BlockPlan] | None = None
@@ -210,14 +229,11 @@ class Interpreter:
             ret = entry.last_op
             if ret is None or not ret.has_trait(ReturnLike):
                 raise ExecutionError("function body must end with func.return")
-            self.output_names = _attr_names(self.func, "res_attrs", ret.num_operands, "output_")
             self.plan, self._names = self._compile_block(entry, top_level=True)
             self._ret_slots = [self._slots[v] for v in ret.operands]
             # Slots freed after their last use (top level only; outputs and dumps keep theirs).
             self._free = self._liveness(entry, ret)
         else:
-            n_out = len(CallableOpInterface.get(self.func).result_types_())
-            self.output_names = _attr_names(self.func, "res_attrs", n_out, "output_")
             self._cfg, self._names = self._compile_cfg(region, top_level=True)
             self.plan = [step for b in self._cfg for step in b.plan]
             self._ret_slots = []  # the results are the operands of the return reached
