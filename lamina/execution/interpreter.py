@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from lamina.execution.memory import size_error
-from lamina.ir.attributes import StringAttr, SymbolRefAttr
+from lamina.ir.attributes import ArrayAttr, DictionaryAttr, StringAttr, SymbolRefAttr
 from lamina.ir.core import Block, Operation, Region, Value
 from lamina.ir.diagnostics import diagnostic_location
 from lamina.ir.location import FileLineColLoc, FusedLoc, Location, NameLoc
@@ -152,8 +152,9 @@ def _attr_names(func: Operation, key: str, n: int, prefix: str, values: Sequence
     out = []
     for i in range(n):
         name = None
-        if attrs is not None and i < len(attrs):
-            a = attrs[i].get(NAME_KEY)
+        entry = attrs[i] if isinstance(attrs, ArrayAttr) and i < len(attrs) else None
+        if isinstance(entry, DictionaryAttr):
+            a = entry.get(NAME_KEY)
             if isinstance(a, StringAttr):
                 name = a.value
         if name is None and i < len(values):
@@ -233,11 +234,14 @@ class Interpreter:
             self._ret_slots = [self._slots[v] for v in ret.operands]
             # Slots freed after their last use (top level only; outputs and dumps keep theirs).
             self._free = self._liveness(entry, ret)
+            #: the plan used when intermediates are not dumped: same steps, some computed in place
+            self.fast_plan = self._inplace_plan(self.plan, ret)
         else:
             self._cfg, self._names = self._compile_cfg(region, top_level=True)
             self.plan = [step for b in self._cfg for step in b.plan]
             self._ret_slots = []  # the results are the operands of the return reached
             self._free = [() for _ in self.plan]
+            self.fast_plan = self.plan
         self.num_slots = len(self._slots)
         self._template: list[Any] = [None] * self.num_slots
         for s, v in self._consts:
@@ -245,8 +249,6 @@ class Interpreter:
                 v = v.view()
                 v.flags.writeable = False  # shared by every run: nobody may write into it
             self._template[s] = v
-        #: the plan used when intermediates are not dumped: same steps, some computed in place
-        self.fast_plan = self.plan if self._cfg is not None else self._inplace_plan(self.plan, ret)
 
     # ---- compilation ---------------------------------------------------------------------
 
@@ -333,7 +335,11 @@ class Interpreter:
             exe = getattr(op, "execute_regions", None)
             if exe is None:
                 raise ExecutionError(f"'{op.name}' op has regions but no execute_regions", op)
-            return lambda ins, _exe=exe, _r=runners: _exe(ins, _r)
+
+            def run_regions(ins: list[Any]) -> Sequence[Any]:
+                return exe(ins, runners)  # type: ignore[no-any-return]
+
+            return run_regions
         iface = ExecutableOpInterface.get(op)
         if iface is None:
             call = CallOpInterface.get(op)
@@ -429,6 +435,7 @@ class Interpreter:
             for v in op.operands:
                 last[self._slots[v]] = i
             if op.regions:  # values captured by nested regions die with the region op
+                inner: Operation
                 for inner in op.walk_ops():
                     for v in inner.operands:
                         s = self._slots.get(v)
@@ -634,21 +641,21 @@ class Interpreter:
         return out
 
 
-def _refuse(error: ExecutionError) -> Callable[[Sequence[Any]], Sequence[Any]]:
+def _refuse(error: ExecutionError) -> Callable[[list[Any]], Sequence[Any]]:
     """A step that raises ``error`` instead of running its op."""
 
-    def step(ins: Sequence[Any]) -> Sequence[Any]:
+    def step(ins: list[Any]) -> Sequence[Any]:
         raise error
 
     return step
 
 
 def _guarded(
-    fast: Callable[[Sequence[Any]], Sequence[Any]],
-    slow: Callable[[Sequence[Any]], Sequence[Any]],
+    fast: Callable[[list[Any]], Sequence[Any]],
+    slow: Callable[[list[Any]], Sequence[Any]],
     i: int,
     res_t: Any,
-) -> Callable[[Sequence[Any]], Sequence[Any]]:
+) -> Callable[[list[Any]], Sequence[Any]]:
     """``fast`` (in place into input ``i``) when that input really is a writable array of the
     result's shape and dtype at run time, else ``slow``."""
     from lamina.ir.attributes import element_type_to_dtype
@@ -659,7 +666,7 @@ def _guarded(
     except ValueError:
         return slow
 
-    def step(ins: Sequence[Any]) -> Sequence[Any]:
+    def step(ins: list[Any]) -> Sequence[Any]:
         a = ins[i]
         if type(a) is np.ndarray and a.shape == shape and a.dtype == dtype and a.flags.writeable:
             return fast(ins)
