@@ -344,25 +344,41 @@ class Interpreter:
         if iface is None:
             call = CallOpInterface.get(op)
             if call is not None:
-                return self._callee(op, call).call
+                return self._call_fn(op, call)
             raise ExecutionError(f"'{op.name}' op at {_describe(op)} cannot be executed", op)
         make = getattr(op, "executor", None)
         return make() if make is not None else iface.execute
 
-    def _callee(self, op: Operation, call: Any) -> Interpreter:
-        """The interpreter of the function ``op`` calls (compiled on first use; a symbol callee)."""
+    def _call_fn(self, op: Operation, call: Any) -> Callable[[list[Any]], Sequence[Any]]:
+        """The step of a call: to a symbol (``func.call``), the callee's compiled :meth:`call`; to a
+        function value (``func.call_indirect``), a call of the function op that value holds."""
         ref = call.callee()
+        if isinstance(ref, Value):
+            operands = list(op.operands)
+            at = next(i for i, v in enumerate(operands) if v is ref)
+            args = [i for i, v in enumerate(operands) if i != at]
+
+            def call_value(ins: list[Any]) -> Sequence[Any]:
+                return self.callee(ins[at]).call([ins[i] for i in args])
+
+            return call_value
         callee = lookup_symbol(op, ref) if isinstance(ref, SymbolRefAttr) else None
         if callee is None or CallableOpInterface.get(callee) is None:
-            what = (
-                f"calls {ref}, which is not a function of the module"
-                if callee is None
-                else "an indirect call"
+            raise ExecutionError(
+                f"'{op.name}' op at {_describe(op)} cannot be executed: it calls {ref}, which is not a "
+                "function of the module",
+                op,
             )
-            raise ExecutionError(f"'{op.name}' op at {_describe(op)} cannot be executed: {what}", op)
-        interp = self._callees.get(callee)
+        return self.callee(callee).call
+
+    def callee(self, func: Operation) -> Interpreter:
+        """The interpreter of ``func``, a function of this module (compiled on first use, shared by
+        every function this interpreter calls)."""
+        interp = self._callees.get(func)
         if interp is None:
-            interp = Interpreter(callee, _callees=self._callees)
+            if CallableOpInterface.get(func) is None:
+                raise TypeError(f"cannot call a value that is not a function: {func!r}")
+            interp = Interpreter(func, _callees=self._callees)
         return interp
 
     def _region_runner(self, region: Region) -> Callable[[Sequence[Any]], list[Any]]:

@@ -1,5 +1,6 @@
 """The interpreter on functions of several blocks: ``cf`` branches with block arguments, ``func.call``
-(recursion included) and ``arith`` — loops written as MLIR text, parsed and run, results exact."""
+(recursion included), ``func.call_indirect`` and ``arith`` — loops written as MLIR text, parsed and
+run, results exact."""
 
 from __future__ import annotations
 
@@ -123,6 +124,20 @@ func.func @sqrt(%x: f32) -> f32 {
   return %g : f32
 }
 
+// Calls through function values: fib by func.constant + func.call_indirect, and a function
+// that applies whichever function it is given twice
+func.func @apply_twice(%f: (i64) -> i64, %x: i64) -> i64 {
+  %y = func.call_indirect %f(%x) : (i64) -> i64
+  %z = func.call_indirect %f(%y) : (i64) -> i64
+  return %z : i64
+}
+
+func.func @indirect(%n: i64) -> i64 {
+  %f = func.constant @fib : (i64) -> i64
+  %r = func.call @apply_twice(%f, %n) : ((i64) -> i64, i64) -> i64
+  return %r : i64
+}
+
 // Divides by zero on the fifth turn; asserts on the way
 func.func @faulty(%n: i32) -> i32 {
   %c0 = arith.constant 0 : i32
@@ -177,6 +192,12 @@ def test_recursive_call(module) -> None:
     assert [int(fib.call([np.int64(i)])[0]) for i in range(16)] == [
         0, 1, 1, 2, 3, 5, 8, 13, 21, 34, 55, 89, 144, 233, 377, 610,
     ]  # fmt: skip
+
+
+def test_indirect_calls_of_function_values(module) -> None:
+    interp = Interpreter(module, "indirect")
+    assert int(interp.run([np.int64(6)])["output_0"]) == 21  # fib(fib(6)) = fib(8)
+    assert interp.callee(interp.func) is interp  # one compiled interpreter per function
 
 
 def test_permuted_block_arguments_and_two_results(module) -> None:
