@@ -55,6 +55,7 @@ from lamina.ir.traits import (
     ReturnLike,
     SymbolOpInterface,
 )
+from lamina.ir.types import NoneType
 
 NAME_KEY = "onnx.name"
 
@@ -512,7 +513,7 @@ class Interpreter:
             if (
                 any(env[s] is None for s in outs)
                 and op.results
-                and not all(type(r.type).__name__ == "NoneType" for r in op.results)
+                and not all(isinstance(r.type, NoneType) for r in op.results)
             ):
                 return op
         return None
