@@ -188,15 +188,39 @@ def test_integer_extensions_and_truncation(case: tuple[int, int, int]) -> None:
     assert int(back) == a
 
 
+def round_int(a: int, bits: int) -> int:
+    """The integer ``a`` rounded to ``bits`` significant bits, to nearest, ties to even (exact)."""
+    m = abs(a)
+    shift = m.bit_length() - bits
+    if shift <= 0:
+        return a
+    q, r = divmod(m, 1 << shift)
+    if r > 1 << (shift - 1) or (r == 1 << (shift - 1) and q & 1):
+        q += 1
+    return (q << shift) * (-1 if a < 0 else 1)
+
+
 @given(case=cast_case(), ft=st.sampled_from([f16, f32, f64]))
 def test_integer_to_float(case: tuple[int, int, int], ft: Type) -> None:
     w, _, a = case
-    dt = np.dtype({16: np.float16, 32: np.float32, 64: np.float64}[ft.width])
+    dt, bits = {16: (np.float16, 11), 32: (np.float32, 24), 64: (np.float64, 53)}[ft.width]
     (s,) = arith.SIToFPOp.new(val(IntegerType(w)), ft).execute([stored(a, w)])
     (u,) = arith.UIToFPOp.new(val(IntegerType(w)), ft).execute([stored(a, w)])
     with np.errstate(over="ignore"):  # to inf in f16
-        assert s.dtype == dt and s == np.float64(a).astype(dt)
-        assert u == np.float64(a % 2**w).astype(dt)
+        assert s.dtype == np.dtype(dt) and s == dt(float(round_int(a, bits)))
+        assert u == dt(float(round_int(a % 2**w, bits)))
+
+
+def test_integer_to_float_rounds_once() -> None:
+    """2^53 + 2^29 + 1 is nearer 2^53 + 2^30 in f32; rounding through f64 first (to 2^53 + 2^29, a
+    tie) would give 2^53."""
+    v = 2**53 + 2**29 + 1
+    i64 = IntegerType(64)
+    (s,) = arith.SIToFPOp.new(val(i64), f32).execute([np.int64(v)])
+    (u,) = arith.UIToFPOp.new(val(i64), f32).execute([np.int64(v)])
+    assert s == u == np.float32(2**53 + 2**30)
+    (n,) = arith.SIToFPOp.new(val(i64), f32).execute([np.int64(-v)])
+    assert n == np.float32(-(2**53 + 2**30))
 
 
 @pytest.mark.parametrize("w", WIDTHS)

@@ -1310,6 +1310,15 @@ class IndexCastUIOp(IndexCastOp):
         return a[0]
 
 
+def _int_to_float(x: np.ndarray, dt: np.dtype) -> np.ndarray:
+    """Integers (int64 or uint64) rounded to the nearest ``dt``: numpy's own cast for float32 and
+    float64 (one correct rounding; through float64 an i64 would round twice and could land a ulp
+    off in f32); the other floats through float64, exact for every integer they can hold."""
+    if dt in (np.float32, np.float64):
+        return x.astype(dt)
+    return x.astype(np.float64).astype(dt)
+
+
 class SIToFPOp(_CastOp):
     name = "arith.sitofp"
     in_ = operand_def(SignlessFixedWidthIntegerLike)
@@ -1325,7 +1334,7 @@ class SIToFPOp(_CastOp):
         dt = float_dtype(_elem(self.results[0].type))  # type: ignore[arg-type]
         if dt is None:
             return None
-        return to_signed(a[0], _iw(self.operands[0].type)).astype(np.float64).astype(dt)
+        return _int_to_float(to_signed(a[0], _iw(self.operands[0].type)), dt)
 
 
 class UIToFPOp(SIToFPOp):
@@ -1335,7 +1344,7 @@ class UIToFPOp(SIToFPOp):
         from lamina.ir.attributes import float_dtype
 
         dt = float_dtype(_elem(self.results[0].type))  # type: ignore[arg-type]
-        return None if dt is None else a[0].astype(np.float64).astype(dt)
+        return None if dt is None else _int_to_float(a[0], dt)
 
 
 class FPToSIOp(_CastOp):
