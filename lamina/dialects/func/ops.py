@@ -332,6 +332,15 @@ class ConstantOp(Op, ExecutableOpInterface):
         if not isinstance(self.results[0].type, FunctionType):
             raise VerifyError(f"result must be a function type, got '{self.results[0].type}'")
 
+    def verify_symbol_uses(self, symbols: Any) -> None:
+        """The symbol names a function of the result's type (MLIR's messages)."""
+        ref = self.properties["value"]
+        fn = symbols.lookup_nearest(self, ref)
+        if fn is None or not isinstance(fn, FuncOp):
+            raise VerifyError(f"reference to undefined function '{ref.root}'")
+        if fn.type is not self.results[0].type:
+            raise VerifyError("reference to function with mismatched type")
+
     def get_asm_result_names(self) -> list[str | None]:
         return ["f"]  # as MLIR names it
 
