@@ -86,21 +86,12 @@ def main_function(module: Any, source: str = "the model") -> Any:
 
 
 def module_signature(module: Any, source: str = "the model") -> Signature:
-    from lamina.execution.interpreter import NAME_KEY
-    from lamina.ir.attributes import StringAttr, element_type_to_dtype
-    from lamina.ir.types import RankedTensorType
+    from lamina.execution.interpreter import io_names
+    from lamina.ir.attributes import element_type_to_dtype
+    from lamina.ir.types import RankedTensorType, ShapedType
 
     func = main_function(module, source)
     entry = func.regions[0].blocks[0]
-
-    def names(key: str, n: int, prefix: str) -> list[str]:
-        attrs = func.properties.get(key)
-        out = []
-        for i in range(n):
-            a = attrs[i].get(NAME_KEY) if attrs is not None and i < len(attrs) else None
-            out.append(a.value if isinstance(a, StringAttr) else f"{prefix}{i}")
-        return out
-
     shapes: list[tuple[int, ...] | None] = []
     dtypes: list[np.dtype] = []
     for a in entry.args:
@@ -108,16 +99,13 @@ def module_signature(module: Any, source: str = "the model") -> Signature:
         if isinstance(t, RankedTensorType):
             shapes.append(tuple(t.shape) if t.has_static_shape else None)
         else:
-            shapes.append(None)
+            shapes.append(None if isinstance(t, ShapedType) else ())  # a scalar (i32, index, f32)
         try:
-            dtypes.append(np.dtype(element_type_to_dtype(t.element_type)))
+            dtypes.append(np.dtype(element_type_to_dtype(t.element_type if isinstance(t, ShapedType) else t)))
         except Exception:
             dtypes.append(np.dtype(np.float32))
-    ret = entry.last_op
-    n_out = ret.num_operands if ret is not None else 0
-    return Signature(
-        names("arg_attrs", len(entry.args), "input_"), shapes, dtypes, names("res_attrs", n_out, "output_")
-    )
+    inputs, outputs = io_names(func)
+    return Signature(inputs, shapes, dtypes, outputs)
 
 
 def input_ops(module: Any) -> list[Any]:
@@ -221,10 +209,13 @@ def import_onnx_file(
 
 def check_inputs(arrays: Mapping[str, np.ndarray], sig: Signature, source: str) -> dict[str, np.ndarray]:
     """The inputs the model needs, taken from ``arrays`` (read from ``source``), with shapes checked and
-    dtypes converted to the model's. A single unnamed array feeds a single-input model."""
+    dtypes converted to the model's. A single unnamed array feeds a single-input model; the arrays
+    of a file whose names match none of a model that names no input feed it by position."""
     arrays = dict(arrays)
     if len(sig.input_names) == 1 and len(arrays) == 1 and sig.input_names[0] not in arrays:
         arrays = {sig.input_names[0]: next(iter(arrays.values()))}
+    elif _unnamed(sig) and len(arrays) == len(sig.input_names) and not set(arrays) & set(sig.input_names):
+        arrays = dict(zip(sig.input_names, arrays.values()))  # by position, in file order
     missing = [n for n in sig.input_names if n not in arrays]
     if missing:
         have = ", ".join(f"'{k}'" for k in arrays) or "none"
@@ -248,6 +239,12 @@ def check_inputs(arrays: Mapping[str, np.ndarray], sig: Signature, source: str) 
             a = a.astype(dt)
         out[name] = a
     return out
+
+
+def _unnamed(sig: Signature) -> bool:
+    """Whether the model names none of its inputs (``input_0``, ``input_1``…: a hand-written
+    function), so that a file's arrays may feed them by position."""
+    return sig.input_names == [f"input_{i}" for i in range(len(sig.input_names))]
 
 
 # ---- onnxruntime ------------------------------------------------------------------------------------

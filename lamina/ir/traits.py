@@ -289,6 +289,12 @@ class BranchOpInterface(Interface):
     def successor_operands(self, index: int) -> Sequence[Value]:
         raise NotImplementedError
 
+    def execute_branch(self, inputs: Sequence[Any]) -> tuple[int, Sequence[Any]]:
+        """Where control goes at run time, given the runtime values of the op's operands (in
+        operand order): the successor's index and the values its block arguments take (MLIR's
+        ``getSuccessorForOperands``, for the interpreter)."""
+        raise NotImplementedError
+
 
 class RegionBranchOpInterface(Interface):
     """Ops whose regions are entered and left by structured control flow (``scf.if``)."""

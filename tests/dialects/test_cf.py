@@ -47,7 +47,7 @@ def branchy(ctx: Context):
 
 
 def test_registered() -> None:
-    assert set(CF.ops) == {"cf.br", "cf.cond_br", "cf.assert"}
+    assert set(CF.ops) == {"cf.br", "cf.cond_br", "cf.switch", "cf.assert"}
     assert BranchOp.has_trait(IsTerminator) and CondBranchOp.has_trait(IsTerminator)
     assert not AssertOp.has_trait(IsTerminator)
 

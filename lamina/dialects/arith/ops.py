@@ -339,6 +339,31 @@ def _s(op: Any, u: np.ndarray) -> np.ndarray:
     return to_signed(u, _w(op))
 
 
+def _magnitude(x: np.ndarray) -> np.ndarray:
+    """``|x|`` of int64 values as uint64 (exact for the most negative value too)."""
+    u = x.astype(np.uint64)
+    return np.where(x < 0, np.uint64(0) - u, u)
+
+
+def _signed_divrem(
+    op: Any, a: list[np.ndarray], overflow_is_poison: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """Signed division of ``a[0]`` by ``a[1]`` at ``op``'s width, rounding toward zero: (quotient
+    bits, remainder bits (the dividend's sign), whether the exact quotient is negative), computed on
+    magnitudes so that i64's most negative value is exact. None (poison) on division by zero and,
+    when ``overflow_is_poison``, on the overflowing ``min / -1``."""
+    x, y = _s(op, a[0]), _s(op, a[1])
+    if np.any(y == 0):
+        return None
+    if overflow_is_poison and np.any((x == -(1 << (_w(op) - 1))) & (y == -1)):
+        return None
+    ax, ay = _magnitude(x), _magnitude(y)
+    q, r = ax // ay, ax % ay
+    negative = (x < 0) != (y < 0)
+    zero = np.uint64(0)
+    return np.where(negative, zero - q, q), np.where(x < 0, zero - r, r), negative
+
+
 def _zero_like(op: Any) -> Attribute | None:
     return const_of(0, op.results[0].type)
 
@@ -535,15 +560,8 @@ class DivSIOp(_IntBinaryOp):
     is_exact = opt_prop(UnitAttr, name="isExact")
 
     def _compute(self, a: list[np.ndarray]) -> np.ndarray | None:
-        w = _w(self)
-        x, y = _s(self, a[0]), _s(self, a[1])
-        if np.any(y == 0):
-            return None
-        smin = -(1 << (w - 1))
-        if np.any((x == smin) & (y == -1)):
-            return None  # overflow: poison
-        q = np.abs(x) // np.abs(y)
-        return np.where((x < 0) != (y < 0), -q, q).astype(np.int64).astype(np.uint64)
+        d = _signed_divrem(self, a, overflow_is_poison=True)
+        return None if d is None else d[0]
 
     def _fold_identity(self, c: Sequence[Attribute | None]) -> list | None:
         return [self.lhs] if splat_int(c[1]) == 1 else None
@@ -568,11 +586,8 @@ class RemSIOp(_IntBinaryOp):
     traits = (NoMemoryEffect(), SameOperandsAndResultType(), Elementwise())
 
     def _compute(self, a: list[np.ndarray]) -> np.ndarray | None:
-        x, y = _s(self, a[0]), _s(self, a[1])
-        if np.any(y == 0):
-            return None
-        r = np.abs(x) % np.abs(y)  # abs(INT64_MIN) wraps; only matters for i64 min % y
-        return np.where(x < 0, -r, r).astype(np.int64).astype(np.uint64)
+        d = _signed_divrem(self, a, overflow_is_poison=False)  # min % -1 is 0
+        return None if d is None else d[1]
 
     def _fold_identity(self, c: Sequence[Attribute | None]) -> list | None:
         v = splat_int(c[1])
@@ -597,10 +612,23 @@ class CeilDivSIOp(_IntBinaryOp):
     traits = (NoMemoryEffect(), SameOperandsAndResultType(), Elementwise())
 
     def _compute(self, a: list[np.ndarray]) -> np.ndarray | None:
-        x, y = _s(self, a[0]), _s(self, a[1])
-        if np.any(y == 0):
+        d = _signed_divrem(self, a, overflow_is_poison=True)
+        if d is None:
             return None
-        return (-((-x) // y)).astype(np.int64).astype(np.uint64)
+        q, r, inexact_negative = d
+        return q + ((r != 0) & ~inexact_negative).astype(np.uint64)  # round up a positive quotient
+
+    def fold(self, operands: Sequence[Attribute | None]) -> Sequence[Attribute | Value] | None:
+        # MLIR's folder gives up where its intermediate negation overflows (an operand is the most
+        # negative value and the dividend is not zero); so does this one, to print what mlir-opt
+        # prints. Execution still computes the exact quotient.
+        args = [attr_to_domain(a) for a in operands]
+        if len(args) == 2 and args[0] is not None and args[1] is not None:
+            x, y = _s(self, args[0]), _s(self, args[1])
+            smin = -(1 << (_w(self) - 1))
+            if np.any(((x == smin) | (y == smin)) & (x != 0)):
+                return None
+        return super().fold(operands)
 
 
 class CeilDivUIOp(_IntBinaryOp):
@@ -619,10 +647,11 @@ class FloorDivSIOp(_IntBinaryOp):
     traits = (NoMemoryEffect(), SameOperandsAndResultType(), Elementwise())
 
     def _compute(self, a: list[np.ndarray]) -> np.ndarray | None:
-        x, y = _s(self, a[0]), _s(self, a[1])
-        if np.any(y == 0):
+        d = _signed_divrem(self, a, overflow_is_poison=True)
+        if d is None:
             return None
-        return (x // y).astype(np.int64).astype(np.uint64)
+        q, r, negative = d
+        return q - ((r != 0) & negative).astype(np.uint64)  # round down a negative quotient
 
 
 class AndIOp(_IntBinaryOp):
@@ -856,17 +885,23 @@ class MinNumFOp(_MinMaxFOp):
 
 
 class MaximumFOp(_MinMaxFOp):
+    """IEEE 754-2019 maximum: NaN if either is NaN; -0.0 is less than +0.0."""
+
     name = "arith.maximumf"
 
     def _compute(self, a: list[np.ndarray]) -> np.ndarray:
-        return np.maximum(a[0], a[1])
+        x, y = a
+        return np.where(x == y, np.where(np.signbit(x), y, x), np.maximum(x, y))
 
 
 class MinimumFOp(_MinMaxFOp):
+    """IEEE 754-2019 minimum: NaN if either is NaN; -0.0 is less than +0.0."""
+
     name = "arith.minimumf"
 
     def _compute(self, a: list[np.ndarray]) -> np.ndarray:
-        return np.minimum(a[0], a[1])
+        x, y = a
+        return np.where(x == y, np.where(np.signbit(x), x, y), np.minimum(x, y))
 
 
 class NegFOp(ArithOp):
@@ -1275,6 +1310,15 @@ class IndexCastUIOp(IndexCastOp):
         return a[0]
 
 
+def _int_to_float(x: np.ndarray, dt: np.dtype) -> np.ndarray:
+    """Integers (int64 or uint64) rounded to the nearest ``dt``: numpy's own cast for float32 and
+    float64 (one correct rounding; through float64 an i64 would round twice and could land a ulp
+    off in f32); the other floats through float64, exact for every integer they can hold."""
+    if dt in (np.float32, np.float64):
+        return x.astype(dt)
+    return x.astype(np.float64).astype(dt)
+
+
 class SIToFPOp(_CastOp):
     name = "arith.sitofp"
     in_ = operand_def(SignlessFixedWidthIntegerLike)
@@ -1290,7 +1334,7 @@ class SIToFPOp(_CastOp):
         dt = float_dtype(_elem(self.results[0].type))  # type: ignore[arg-type]
         if dt is None:
             return None
-        return to_signed(a[0], _iw(self.operands[0].type)).astype(np.float64).astype(dt)
+        return _int_to_float(to_signed(a[0], _iw(self.operands[0].type)), dt)
 
 
 class UIToFPOp(SIToFPOp):
@@ -1300,7 +1344,7 @@ class UIToFPOp(SIToFPOp):
         from lamina.ir.attributes import float_dtype
 
         dt = float_dtype(_elem(self.results[0].type))  # type: ignore[arg-type]
-        return None if dt is None else a[0].astype(np.float64).astype(dt)
+        return None if dt is None else _int_to_float(a[0], dt)
 
 
 class FPToSIOp(_CastOp):

@@ -1,10 +1,10 @@
 """The ``cf`` dialect (see :mod:`lamina.dialects.cf.ops`)."""
 
-from lamina.dialects.cf.ops import AssertOp, BranchOp, CondBranchOp
+from lamina.dialects.cf.ops import AssertOp, BranchOp, CondBranchOp, SwitchOp
 from lamina.ir.context import Dialect, register_dialect
 
 CF = register_dialect(
-    Dialect("cf", [BranchOp, CondBranchOp, AssertOp], description="Unstructured control flow.")
+    Dialect("cf", [BranchOp, CondBranchOp, SwitchOp, AssertOp], description="Unstructured control flow.")
 )
 
-__all__ = ["CF", "AssertOp", "BranchOp", "CondBranchOp"]
+__all__ = ["CF", "AssertOp", "BranchOp", "CondBranchOp", "SwitchOp"]

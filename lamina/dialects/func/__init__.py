@@ -1,5 +1,5 @@
 """The ``func`` dialect: functions, calls and returns."""
 
-from lamina.dialects.func.ops import FUNC, CallOp, FuncOp, ReturnOp
+from lamina.dialects.func.ops import FUNC, CallIndirectOp, CallOp, ConstantOp, FuncOp, ReturnOp
 
-__all__ = ["FUNC", "CallOp", "FuncOp", "ReturnOp"]
+__all__ = ["FUNC", "CallIndirectOp", "CallOp", "ConstantOp", "FuncOp", "ReturnOp"]

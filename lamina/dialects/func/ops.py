@@ -1,4 +1,5 @@
-"""``func.func``, ``func.return`` and ``func.call``."""
+"""``func.func``, ``func.return``, ``func.call``, and ``func.constant`` / ``func.call_indirect``
+(a function as a value, and calling it)."""
 
 from __future__ import annotations
 
@@ -10,12 +11,14 @@ from lamina.ir.context import Dialect, register_dialect
 from lamina.ir.core import Block, Region, Value
 from lamina.ir.diagnostics import VerifyError
 from lamina.ir.location import Location
-from lamina.ir.opdef import Op, opt_prop, prop, region, var_operand, var_result
+from lamina.ir.opdef import Op, operand, opt_prop, prop, region, result_def, var_operand, var_result
 from lamina.ir.traits import (
     AffineScope,
     AutomaticAllocationScope,
     CallableOpInterface,
     CallOpInterface,
+    ConstantLike,
+    ExecutableOpInterface,
     HasParent,
     IsolatedFromAbove,
     IsTerminator,
@@ -316,4 +319,114 @@ class CallOp(Op, CallOpInterface):
         return parser.create_op(cls, vals, ft.results, props, attrs)
 
 
-FUNC = register_dialect(Dialect("func", [FuncOp, ReturnOp, CallOp]))
+class ConstantOp(Op, ExecutableOpInterface):
+    """``func.constant @f : (i64) -> i64``: the function ``@f`` as a value of its function type.
+    Executing it gives the function op itself, which ``func.call_indirect`` calls."""
+
+    name = "func.constant"
+    traits = (ConstantLike(), Pure())
+    value = prop(SymbolRefAttr)
+    result = result_def()
+
+    def verify_(self) -> None:
+        if not isinstance(self.results[0].type, FunctionType):
+            raise VerifyError(f"result must be a function type, got '{self.results[0].type}'")
+
+    def verify_symbol_uses(self, symbols: Any) -> None:
+        """The symbol names a function of the result's type (MLIR's messages)."""
+        ref = self.properties["value"]
+        fn = symbols.lookup_nearest(self, ref)
+        if fn is None or not isinstance(fn, FuncOp):
+            raise VerifyError(f"reference to undefined function '{ref.root}'")
+        if fn.type is not self.results[0].type:
+            raise VerifyError("reference to function with mismatched type")
+
+    def get_asm_result_names(self) -> list[str | None]:
+        return ["f"]  # as MLIR names it
+
+    def execute(self, inputs: Sequence[Any]) -> Sequence[Any]:
+        from lamina.ir.symbol_table import lookup_symbol
+
+        fn = lookup_symbol(self, self.properties["value"])
+        if fn is None or CallableOpInterface.get(fn) is None:
+            raise LookupError(f"{self.properties['value']} is not a function of the module")
+        return [fn]
+
+    # ``{attrs} @f : (i64) -> i64``
+    def print(self, printer: Any) -> None:
+        merged = {k: v for k, v in self.properties.items() if k != "value"}
+        merged.update(self.attributes)
+        printer.print_optional_attr_dict(merged)
+        printer.write(" ")
+        printer.print_attribute(self.properties["value"])
+        printer.write(" : " + str(self.results[0].type))
+
+    @classmethod
+    def parse(cls, parser: Any) -> ConstantOp:
+        attrs = parser.parse_optional_attr_dict()
+        ref = parser.parse_attribute()
+        if not isinstance(ref, SymbolRefAttr):
+            raise parser.error("expected a symbol reference to a function")
+        t = parser.parse_colon_type()
+        props: dict[str, Any] = {"value": ref}
+        for k in [k for k in attrs if k in cls.op_def.prop_names]:
+            props[k] = attrs.pop(k)
+        return parser.create_op(cls, (), [t], props, attrs)
+
+
+class CallIndirectOp(Op, CallOpInterface):
+    """``func.call_indirect %f(%a) : (i64) -> i64``: calls the function value ``%f``."""
+
+    name = "func.call_indirect"
+    callee_ = operand()
+    callee_operands = var_operand()
+    results_ = var_result()
+    arg_attrs = opt_prop(ArrayAttr)
+    res_attrs = opt_prop(ArrayAttr)
+
+    def callee(self) -> Value:
+        return self.operands[0]
+
+    @classmethod
+    def get_canonicalization_patterns(cls) -> Sequence[Any]:
+        from lamina.dialects.func.canonicalize import SimplifyIndirectCallWithKnownCallee
+
+        return [SimplifyIndirectCallWithKnownCallee()]
+
+    def arg_operands(self) -> Sequence[Value]:
+        return self.operands[1:]
+
+    def verify_(self) -> None:
+        ft = self.operands[0].type
+        if not isinstance(ft, FunctionType):
+            raise VerifyError(f"callee must be of function type, got '{ft}'")
+        if [v.type for v in self.operands[1:]] != list(ft.inputs):
+            raise VerifyError("callee operand types must match the callee's input types")
+        if [r.type for r in self.results] != list(ft.results):
+            raise VerifyError("result types must match the callee's result types")
+
+    # ``%f(%a, %b) {attrs} : (i64, i64) -> i64``
+    def print(self, printer: Any) -> None:
+        printer.write(" " + printer.value_name(self.operands[0]) + "(")
+        printer.print_operands(self.operands[1:])
+        printer.write(")")
+        merged = dict(self.properties)
+        merged.update(self.attributes)
+        printer.print_optional_attr_dict(merged)
+        printer.write(" : " + str(self.operands[0].type))
+
+    @classmethod
+    def parse(cls, parser: Any) -> CallIndirectOp:
+        f = parser.parse_operand()
+        us = parser.parse_operand_list("paren")
+        attrs = parser.parse_optional_attr_dict()
+        parser.expect(":")
+        ft = parser.parse_function_type()
+        vals = parser.resolve_operands([f, *us], [ft, *ft.inputs])
+        props: dict[str, Any] = {}
+        for k in [k for k in attrs if k in cls.op_def.prop_names]:
+            props[k] = attrs.pop(k)
+        return parser.create_op(cls, vals, ft.results, props, attrs)
+
+
+FUNC = register_dialect(Dialect("func", [FuncOp, ReturnOp, CallOp, CallIndirectOp, ConstantOp]))

@@ -1257,7 +1257,7 @@ def _report(ctx: Context, loc: Location, msg: str, notes: list[tuple[str, Locati
 
 
 def _fix_input_shapes(model: Any, inputs: list[Any], shapes: Any, filename: str) -> Any:
-    from lamina.dialects.top.base import size_error
+    from lamina.execution.memory import size_error
 
     if isinstance(shapes, Mapping):
         pairs = [(i, shapes[i.name]) for i in inputs if i.name in shapes]

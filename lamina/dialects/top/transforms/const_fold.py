@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from lamina.dialects.top.base import static_nbytes
 from lamina.dialects.top.tensor import GatherOp, ShapeOp, SizeOp
+from lamina.execution.memory import static_nbytes
 from lamina.ir.attributes import element_type_to_dtype
 from lamina.ir.constants import constant_array
 from lamina.ir.core import Block, Operation
