@@ -830,9 +830,20 @@ class ConvertTopToTpu(Pass):
     num_casts = Statistic("num-casts", "Casts inserted")
     num_per_channel = Statistic("num-per-channel", "Values quantized per channel (outlier channels, Concat)")
 
+    #: The qtable as entries (op name -> mode), set on the instance by the flows and the API: used
+    #: instead of reading ``qtable`` (which then only names it in diagnostics).
+    qtable_entries: dict[str, str] | None = None
+
     def run_on_operation(self, op: Operation) -> Any:
         table: dict[str, str] = {}
-        if self.qtable:
+        if self.qtable_entries is not None:
+            from lamina.dialects.tpu.tables import check_qtable
+            from lamina.dialects.tpu.transforms.import_calibration import emit_table_diagnostic
+
+            table = dict(self.qtable_entries)
+            for w in check_qtable(self.qtable_entries, op, self.qtable or "<qtable>"):
+                emit_table_diagnostic(op, w, "warning")
+        elif self.qtable:
             from lamina.dialects.tpu.tables import CalibrationTableError, check_qtable, read_qtable
             from lamina.dialects.tpu.transforms.import_calibration import emit_table_diagnostic
 
