@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     import zoo
 
     import lamina.api as lm
-    from lamina.tools.calibrate import calibrate_file
+    from lamina.flows.calibrate import calibrate_file
 
     os.makedirs(args.workdir, exist_ok=True)
     onnx_path = zoo.export("resnet18", "full")

@@ -1,5 +1,6 @@
-"""The Python API: the commands (``model_transform``, ``model_runner``, ``npz_tool compare``) as functions,
-for notebooks and scripts.
+"""The Python API: the commands (``model_transform``, ``model_runner``, ``npz_tool compare``,
+``run_calibration``, ``model_deploy``) as functions, for notebooks and scripts. They run the same flows
+as the commands (:mod:`lamina.flows`).
 
     import lamina.api as lm
 
@@ -12,6 +13,11 @@ for notebooks and scripts.
     outs = model.run({"input": x})                # outputs by ONNX output name
     every = lm.run(model, {"input": x}, dump_all=True)
     report = lm.compare(every, "out/resnet_ref_outputs.npz", tolerance=(0.99, 0.99), html="report.html")
+
+    table = lm.calibrate("out/resnet.mlir", dataset="calib_images/", input_num=100)
+    int8 = lm.deploy("out/resnet.mlir", "INT8", calibration_table=table,
+                     test_input="out/resnet_in_f32.npz", test_reference="out/resnet_top_outputs.npz")
+    int8.passed, int8.run({"input": x}), int8.save("out/resnet_int8_tpu.mlir")
 
 Paths may be ``str``, ``os.PathLike`` or ``bytes``; list arguments also take the commands' string forms
 (``input_shapes="[[1,3,224,224]]"``, ``tolerance="0.99,0.99"``, ``mean="0,0,0"``); docs/tools.md lists
@@ -31,9 +37,9 @@ from typing import Any, Union
 import numpy as np
 
 from lamina.compare import CompareReport, TensorResult, compare_sets, parse_tolerance
+from lamina.flows.transform import TransformOptions, TransformResult
 from lamina.frontends.model_io import (
     Signature,
-    ToolError,
     check_inputs,
     load_npz,
     module_signature,
@@ -50,10 +56,8 @@ from lamina.frontends.preprocess import (
     preprocess_image,
     read_image,
 )
+from lamina.support.errors import LaminaError
 from lamina.support.paths import check_outputs
-from lamina.tools.transform import TransformOptions, TransformResult
-
-LaminaError = ToolError
 
 Arrays = Mapping[str, np.ndarray]
 PathLike = Union[str, bytes, "os.PathLike[str]"]
@@ -262,7 +266,9 @@ class Model:
     ) -> dict[str, np.ndarray]:
         """Run on ``inputs`` (by name, in order, one array for a one-input model, or an ``.npz``/``.npy``
         path); returns outputs by name, plus every intermediate tensor (weights excepted) with
-        ``dump_all``."""
+        ``dump_all``. A quantized (``tpu``) module's tensors are dequantized to float32, as
+        ``model_runner`` gives them."""
+        from lamina.flows.run import is_tpu_module
         from lamina.frontends.model_io import run_top_module
 
         dump_all = _bool(dump_all, "dump_all")
@@ -289,12 +295,16 @@ class Model:
                 )
             inputs = dict(zip(self.input_names, inputs))
         feeds = check_inputs(inputs, self.signature, source)
+        if is_tpu_module(self.module):
+            from lamina.quant.deploy import run_tpu_module
+
+            return run_tpu_module(self.module, feeds, dump_all=dump_all)
         return run_top_module(self.module, feeds, dump_all=dump_all)
 
     def save(self, mlir: PathLike, weights: PathLike | None = None) -> str | None:
         """Write the module (with locations) to ``mlir`` and its weights to ``weights`` (default
         ``<stem>_weights.npz`` next to it). Returns the weight file written, if any."""
-        from lamina.tools.transform import write_mlir
+        from lamina.flows.transform import write_mlir
 
         mlir = _path(mlir, "mlir")
         weights = _opt_path(weights, "weights") or f"{os.path.splitext(mlir)[0]}_weights.npz"
@@ -407,7 +417,7 @@ def transform(
     string form). Returns a :class:`TransformResult` with ``module``, the files written and, with
     ``test_input`` (one path, or one path per input), the comparison ``report``; ``passed`` tells
     whether every tensor is within ``tolerance``. Prints the step commands when ``verbose``."""
-    from lamina.tools.transform import transform as run_transform
+    from lamina.flows.transform import transform as run_transform
 
     if model_name is not None and (not isinstance(model_name, str) or not model_name):
         raise LaminaError(f"model_name must be a non-empty str, got {model_name!r}")
@@ -451,8 +461,8 @@ def run(
     """``model_runner`` as a function: ``model`` is a :class:`Model` or a ``.mlir``/``.onnx`` path,
     ``inputs`` arrays or an ``.npz`` path. ``engine`` (``.onnx`` paths only): ``"onnxruntime"``
     (default) or ``"lamina"``. Saves to ``output`` (an ``.npz``) when given."""
+    from lamina.flows.run import run_model_file
     from lamina.frontends.model_io import save_npz
-    from lamina.tools.runner import run_model_file
 
     dump_all = _bool(dump_all, "dump_all")
     output = _opt_path(output, "output")
@@ -506,7 +516,7 @@ def compare(
         check_outputs(sources, [("html", html)])
     report = compare_sets(_arrays(a, "a"), _arrays(b, "b"), tol, skip, name_a=name_a, name_b=name_b)
     if html:
-        from lamina.tools.common import atomic_write
+        from lamina.support.fileio import atomic_write
         from lamina.tools.npz_tool import render_html
 
         atomic_write(html, render_html(report))
@@ -571,14 +581,207 @@ def preprocess(
     return preprocess_image(img, cfg, shapes[0])
 
 
+# ---- quantization: calibrate and deploy ----------------------------------------------------------------
+
+
+def _str(v: Any, what: str) -> str:
+    if not isinstance(v, str):
+        raise LaminaError(f"{what} must be a str, got {_type_name(v)} {v!r}")
+    return v
+
+
+def _model_source(model: Any, what: str = "model") -> tuple[str | None, Any, Any]:
+    """``(path, module, ctx)`` of a ``top`` model given as a :class:`Model` or a ``.mlir`` path."""
+    if isinstance(model, Model):
+        return model.path, model.module, model.ctx
+    path = _path(model, what)
+    if path.lower().endswith(".onnx"):
+        raise LaminaError(f"{what} '{path}' is an ONNX model: give the .mlir of transform (or its Model)")
+    return path, None, None
+
+
+def _samples(v: Any, input_names: Sequence[str] | None = None) -> list[dict[str, np.ndarray]]:
+    """Calibration samples: a list of samples, each arrays by input name, a list of arrays in input
+    order, or one array (a one-input model)."""
+    items = _seq(v, "samples", "[{'input': x0}, {'input': x1}]")
+    out: list[dict[str, np.ndarray]] = []
+    for i, s in enumerate(items):
+        what = f"samples[{i}]"
+        if isinstance(s, Mapping):
+            bad = [k for k in s if not isinstance(k, str)]
+            if bad:
+                raise LaminaError(f"{what}: input names must be str, got {bad[0]!r}")
+            out.append({k: _array(a, f"{what}: input '{k}'") for k, a in s.items()})
+        elif isinstance(s, np.ndarray):
+            out.append({"": _array(s, what)})  # a single unnamed array feeds a one-input model
+        elif isinstance(s, (list, tuple)) and input_names is not None:
+            if len(s) != len(input_names):
+                raise LaminaError(f"{what}: the model has {len(input_names)} input(s), got {len(s)} array(s)")
+            out.append({n: _array(a, f"{what}[{j}]") for j, (n, a) in enumerate(zip(input_names, s))})
+        else:
+            raise LaminaError(
+                f"{what} must be arrays by input name (a dict), a list of arrays or one array, "
+                f"got {_type_name(s)}"
+            )
+    return out
+
+
+def calibrate(
+    model: Model | PathLike,
+    dataset: PathLike | None = None,
+    *,
+    samples: Sequence[Any] | None = None,
+    data_list: PathLike | None = None,
+    input_num: int = 0,
+    calibration_method: str = "kl",
+    tune_num: int = 5,
+    histogram_bin_num: int = 2048,
+    outlier_ratio: float | None = None,
+    asym_tail: float | None = None,
+    calibration_table: PathLike | None = None,
+    verbose: bool = False,
+) -> Any:
+    """``run_calibration`` as a function (same names as the flags): the calibration table of a ``top``
+    model (a :class:`Model` or a ``.mlir`` path) from ``dataset`` (a directory of samples),
+    ``data_list`` (a file listing them) or ``samples`` in memory (each arrays by input name, a list
+    of arrays in input order, or one array). Returns the
+    :class:`~lamina.dialects.tpu.tables.CalibrationTable` (pass it to :func:`deploy`); writes it to
+    ``calibration_table`` when given. Shows progress and notes when ``verbose``."""
+    from lamina.flows.calibrate import calibrate_file
+    from lamina.quant.methods import METHODS
+
+    path, module, _ = _model_source(model)
+    method = calibration_method.lower() if isinstance(calibration_method, str) else calibration_method
+    if isinstance(method, str) and method.startswith("use_"):
+        method = method[4:]
+    method = _choice(method, "calibration_method", tuple(METHODS), optional=False)
+    if samples is not None:
+        names = list(model.input_names) if isinstance(model, Model) else None
+        if names is None:
+            from lamina.frontends.model_io import parse_mlir_file
+
+            module, _ = parse_mlir_file(path or "")
+            names = module_signature(module, f"model '{path}'").input_names
+        samples = _samples(samples, names)
+    for what, v in (("outlier_ratio", outlier_ratio), ("asym_tail", asym_tail)):
+        if v is not None and not _is_real(v):
+            raise LaminaError(f"{what} must be a number, got {_type_name(v)} {v!r}")
+    verbose = _bool(verbose, "verbose")
+    res = calibrate_file(
+        path,
+        dataset=_opt_path(dataset, "dataset"),
+        data_list=_opt_path(data_list, "data_list"),
+        input_num=_int(input_num, "input_num"),
+        method=method,
+        tune_num=_int(tune_num, "tune_num"),
+        histogram_bin_num=_int(histogram_bin_num, "histogram_bin_num"),
+        calibration_table=_opt_path(calibration_table, "calibration_table"),
+        progress=verbose,
+        log=print if verbose else None,
+        outlier_ratio=None if outlier_ratio is None else float(outlier_ratio),
+        asym_tail=None if asym_tail is None else float(asym_tail),
+        module=module,
+        samples=samples,
+    )
+    return res.table
+
+
+class DeployedModel(Model):
+    """A model lowered to the quantized ``tpu`` IR by :func:`deploy`: runs (outputs dequantized to
+    float32) and saves like any :class:`Model`; ``result`` is the deployment (files written,
+    ``outputs`` on ``test_input``, the comparison ``report`` with ``test_reference``, ``passed``,
+    the first ``diverging`` layers)."""
+
+    def __init__(self, result: Any, ctx: Any = None) -> None:
+        super().__init__(result.module, ctx, result.tpu_mlir)
+        self.result = result
+
+    @property
+    def report(self) -> CompareReport | None:
+        return self.result.report
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.result.passed)
+
+    @property
+    def diverging(self) -> list[str]:
+        return list(self.result.diverging)
+
+    @property
+    def outputs(self) -> dict[str, np.ndarray] | None:
+        return self.result.outputs
+
+
+def deploy(
+    model: Model | PathLike,
+    quantize: str,
+    *,
+    calibration_table: Any = None,
+    quantize_table: Mapping[str, str] | PathLike | None = None,
+    asymmetric: bool = False,
+    processor: str = "cpu",
+    test_input: Arrays | PathLike | None = None,
+    test_reference: Arrays | PathLike | None = None,
+    tolerance: Sequence[float] | str | None = None,
+    excepts: Sequence[str] | str = (),
+    compare_all: bool = False,
+    output: PathLike | None = None,
+    verbose: bool = False,
+) -> DeployedModel:
+    """``model_deploy`` as a function (same names as the flags): lower a ``top`` model (a :class:`Model`,
+    left untouched, or a ``.mlir`` path) to the quantized ``tpu`` IR in ``quantize`` mode (F32, F16,
+    BF16, INT8). ``calibration_table``: a path or the table :func:`calibrate` returns (INT8 needs
+    one); ``quantize_table``: a path or a mapping ``op name -> mode``; ``test_input`` /
+    ``test_reference``: paths or arrays by name, to run the result and compare it under ``tolerance``
+    (the mode's default as ``model_deploy``'s). ``output`` (``model_deploy --model``) writes
+    ``<prefix>_tpu.mlir``, its weights and, with ``test_input``, ``<prefix>_tpu_outputs.npz``.
+    Returns a :class:`DeployedModel`; prints the step commands when ``verbose``."""
+    from lamina.dialects.tpu.tables import CalibrationTable
+    from lamina.flows.deploy import DeployOptions
+    from lamina.flows.deploy import deploy as run_deploy
+
+    path, module, ctx = _model_source(model)
+    table = calibration_table
+    if table is not None and not isinstance(table, CalibrationTable):
+        table = _path(table, "calibration_table")
+    qtable: Any = quantize_table
+    if qtable is not None and not isinstance(qtable, Mapping):
+        qtable = _path(qtable, "quantize_table")
+
+    def arrays(v: Any, what: str) -> Any:
+        return None if v is None else (_path(v, what) if _is_path(v) else _arrays(v, what))
+
+    o = DeployOptions(
+        mlir=path,
+        quantize=_str(quantize, "quantize"),
+        model=_opt_path(output, "output"),
+        processor=_str(processor, "processor"),
+        asymmetric=_bool(asymmetric, "asymmetric"),
+        calibration_table=table,
+        quantize_table=qtable,
+        test_input=arrays(test_input, "test_input"),
+        test_reference=arrays(test_reference, "test_reference"),
+        tolerance=None if tolerance is None else _tolerance(tolerance),
+        compare_all=_bool(compare_all, "compare_all"),
+        excepts=_names(excepts, "excepts"),
+    )
+    verbose = _bool(verbose, "verbose")
+    res = run_deploy(o, log=print if verbose else None, module=module, ctx=ctx)
+    return DeployedModel(res, ctx)
+
+
 __all__ = [
     "CompareReport",
+    "DeployedModel",
     "LaminaError",
     "Model",
     "TensorResult",
     "TransformResult",
+    "calibrate",
     "compare",
     "compare_tensors",
+    "deploy",
     "load",
     "preprocess",
     "run",

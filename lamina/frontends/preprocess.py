@@ -25,7 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from lamina.frontends.model_io import Signature, ToolError, check_inputs, load_npz
+from lamina.frontends.model_io import Signature, check_inputs, load_npz
+from lamina.support.errors import ToolError
 from lamina.support.paths import check_input_file
 
 IMAGE_EXTS = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm", ".pgm")

@@ -138,14 +138,16 @@ def timing_report(
 
 
 def statistics_report(pm: OpPassManager) -> str:
-    """MLIR's ``-mlir-pass-statistics`` report (pipeline display)."""
-    from lamina.passes.manager import OpPassManager
+    """MLIR's ``-mlir-pass-statistics`` report (pipeline display). An item of a pipeline is a pass or
+    a nested pass manager (told apart without importing :mod:`lamina.passes.manager`, which imports
+    this module)."""
+    from lamina.passes.pass_ import Pass
 
     lines = [_banner("... Pass statistics report ...").rstrip("\n")]
 
     def rec(mgr: OpPassManager, depth: int) -> None:
         for item in mgr.items:
-            if isinstance(item, OpPassManager):
+            if not isinstance(item, Pass):
                 lines.append(f"{'  ' * depth}'{item.anchor_name}' Pipeline")
                 rec(item, depth + 1)
                 continue

@@ -101,8 +101,8 @@ class SampleLoader:
         return cls(list(sig.input_names), list(sig.input_shapes), list(sig.input_dtypes), cfgs)
 
     def _image(self, path: str, i: int) -> np.ndarray:
-        from lamina.frontends.model_io import ToolError
         from lamina.frontends.preprocess import PreprocessConfig, preprocess_image, read_image
+        from lamina.support.errors import ToolError
 
         shape = self.input_shapes[i]
         if shape is None:
@@ -116,7 +116,8 @@ class SampleLoader:
             raise DatasetError(f"{path}: {e}") from None
 
     def _array_file(self, path: str) -> dict[str, np.ndarray]:
-        from lamina.frontends.model_io import ToolError, load_npz
+        from lamina.frontends.model_io import load_npz
+        from lamina.support.errors import ToolError
 
         try:
             return load_npz(path, "calibration sample")

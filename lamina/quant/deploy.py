@@ -1,23 +1,25 @@
-"""The quantization flow as a library: lower a ``top`` module to the quantized ``tpu`` IR
+"""Quantizing a module, as a library: lower a ``top`` module to the quantized ``tpu`` IR
 (:func:`deploy_module`, running :func:`deploy_pipeline`) and run the result on Lamina's bit-exact
 ``tpu`` interpreter with its outputs dequantized to float32 (:func:`run_tpu_module`).
 
-The ``model_deploy`` command (flags, validation, files, comparison) is built on these functions; the
-mixed-precision search (:mod:`lamina.quant.search`) and the benchmarks call them directly. Failures raise
-:class:`~lamina.frontends.model_io.ToolError` with the pass diagnostics.
+The ``model_deploy`` flow (:mod:`lamina.flows.deploy`: options, validation, files, comparison) is
+built on these functions; the mixed-precision search (:mod:`lamina.quant.search`), which lives on
+this floor, and the benchmarks call them directly. Tables in memory go to the passes as objects (the
+passes' ``table`` and ``qtable_entries``), never through temporary files. Failures raise
+:class:`~lamina.support.errors.ToolError` with the pass diagnostics.
 """
 
 from __future__ import annotations
 
 import os
-import tempfile
 import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
-from lamina.frontends.model_io import ToolError, check_inputs, module_signature, run_top_module
+from lamina.frontends.model_io import check_inputs, module_signature, run_top_module, weight_names
+from lamina.support.errors import ToolError
 
 __all__ = [
     "MODES",
@@ -39,14 +41,19 @@ def _quote(path: str) -> str:
     return '"' + path.replace('"', '\\"') + '"' if any(c in path for c in ' ,{}="') else path
 
 
-def deploy_pipeline(mode: str, asymmetric: bool, calibration_table: str | None, qtable: str | None) -> str:
-    """The pass pipeline ``model_deploy`` runs (pass names/options of :mod:`lamina.dialects.tpu`)."""
+def deploy_pipeline(mode: str, asymmetric: bool, calibration_table: Any, qtable: Any) -> str:
+    """The pass pipeline ``model_deploy`` runs (pass names/options of :mod:`lamina.dialects.tpu`).
+    ``calibration_table`` and ``qtable`` are paths (written into the pipeline), None, or objects in
+    memory: a table in memory still needs ``import-calibration-table`` (without ``file``; the table
+    is set on the pass), a qtable in memory adds no option (it is set on the pass)."""
     passes = []
-    if calibration_table:
-        asym = " asymmetric=true" if asymmetric else ""
-        passes.append(f"import-calibration-table{{file={_quote(calibration_table)}{asym}}}")
+    if calibration_table is not None and calibration_table != "":
+        opts = f"file={_quote(calibration_table)}" if isinstance(calibration_table, str) else ""
+        if asymmetric:
+            opts += (" " if opts else "") + "asymmetric=true"
+        passes.append(f"import-calibration-table{{{opts}}}" if opts else "import-calibration-table")
     opts = f"mode={mode} asymmetric={'true' if asymmetric else 'false'}"
-    if qtable:
+    if isinstance(qtable, str) and qtable:
         opts += f" qtable={_quote(qtable)}"
     passes.append(f"convert-top-to-tpu{{{opts}}}")
     passes.append(_canonicalize_pass())
@@ -95,41 +102,82 @@ def deploy_module(
     mode = mode.upper()
     if mode not in MODES:
         raise ToolError(f"mode must be one of {', '.join(MODES)}, got '{mode}'")
+    from lamina.dialects.tpu.transforms.import_calibration import IN_MEMORY_TABLE, ImportCalibrationTable
+    from lamina.dialects.tpu.transforms.lowering import ConvertTopToTpu
     from lamina.quant.calibration import CalibrationError, check_top_module
 
     try:
         check_top_module(module, None, "deploy_module")
     except CalibrationError as e:
         raise ToolError(str(e)) from None
-    tmpdir = tempfile.mkdtemp(prefix="lamina-deploy-")
-    try:
-        table_path = _materialize_table(calibration_table, tmpdir)
-        qtable_path = _materialize_qtable(qtable, tmpdir)
-        work = module.clone() if clone else module
-        ctx = ctx or getattr(module, "context", None) or Context()
-        diags: list[Any] = []
-        pipeline = deploy_pipeline(mode, asymmetric, table_path, qtable_path)
-        with ctx.diagnostics.handler(diags.append), ctx:
-            try:
-                pm = PassManager.parse(pipeline, ctx)
-            except Exception as e:
-                raise ToolError(f"cannot build the lowering pipeline '{pipeline}': {e}") from None
-            if not pm.run(work):
-                table_errors = _file_errors(diags, (table_path, qtable_path))
-                if table_errors:
-                    raise ToolError("\n".join(table_errors))
-                raise ToolError(f"lowering to tpu ({mode}) failed:\n" + "\n".join(str(d) for d in diags))
-        for d in diags:
-            if d.severity == "warning":
-                if warn is None:
-                    warnings.warn(str(d), stacklevel=2)
-                else:
-                    warn(str(d))
-        return work
-    finally:
-        import shutil
+    if isinstance(calibration_table, os.PathLike):
+        calibration_table = os.fspath(calibration_table)
+    if isinstance(qtable, os.PathLike):
+        qtable = os.fspath(qtable)
+    if isinstance(calibration_table, str) and not calibration_table:
+        calibration_table = None
+    table = _in_memory_table(calibration_table)
+    entries = _in_memory_qtable(qtable)
+    table_name = calibration_table if isinstance(calibration_table, str) else IN_MEMORY_TABLE
+    qtable_name = (qtable if isinstance(qtable, str) else "<qtable>") if qtable else None
+    work = module.clone() if clone else module
+    ctx = ctx or getattr(module, "context", None) or Context()
+    diags: list[Any] = []
+    pipeline = deploy_pipeline(
+        mode, asymmetric, calibration_table, qtable if isinstance(qtable, str) else None
+    )
+    with ctx.diagnostics.handler(diags.append), ctx:
+        try:
+            pm = PassManager.parse(pipeline, ctx)
+        except Exception as e:
+            raise ToolError(f"cannot build the lowering pipeline '{pipeline}': {e}") from None
+        for p in pm.passes():
+            if table is not None and isinstance(p, ImportCalibrationTable):
+                p.table = table
+            if entries is not None and isinstance(p, ConvertTopToTpu):
+                p.qtable_entries = entries
+        if not pm.run(work):
+            table_errors = _file_errors(
+                diags, (table_name if calibration_table is not None else None, qtable_name)
+            )
+            if table_errors:
+                raise ToolError("\n".join(table_errors))
+            raise ToolError(f"lowering to tpu ({mode}) failed:\n" + "\n".join(str(d) for d in diags))
+    for d in diags:
+        if d.severity == "warning":
+            if warn is None:
+                warnings.warn(str(d), stacklevel=2)
+            else:
+                warn(str(d))
+    return work
 
-        shutil.rmtree(tmpdir, ignore_errors=True)
+
+def _in_memory_table(table: Any) -> Any:
+    """A :class:`~lamina.dialects.tpu.tables.CalibrationTable` given in memory, with the values it has
+    once written and read back (7 decimals), so that it lowers exactly as the same table deployed
+    from its file; None for a path or no table."""
+    if table is None or isinstance(table, str):
+        return None
+    from lamina.dialects.tpu.tables import CalibrationTable
+    from lamina.dialects.tpu.transforms.import_calibration import IN_MEMORY_TABLE
+
+    return CalibrationTable.parse(table.to_text(), IN_MEMORY_TABLE)
+
+
+def _in_memory_qtable(qtable: Any) -> dict[str, str] | None:
+    """A qtable given as a mapping, its modes checked and upper-cased; None for a path or none."""
+    if qtable is None or isinstance(qtable, str) or not qtable:
+        return None
+    from lamina.dialects.tpu.tables import QTABLE_MODES
+
+    out: dict[str, str] = {}
+    for name, mode in dict(qtable).items():
+        if not isinstance(mode, str) or mode.upper() not in QTABLE_MODES:
+            raise ToolError(
+                f"qtable: unknown quantize mode {mode!r} for '{name}' (expected one of {', '.join(QTABLE_MODES)})"
+            )
+        out[name] = mode.upper()
+    return out
 
 
 def _file_errors(diags: list[Any], paths: tuple[str | None, ...]) -> list[str]:
@@ -146,69 +194,6 @@ def _file_errors(diags: list[Any], paths: tuple[str | None, ...]) -> list[str]:
             elif p and d.message.startswith(p + ": "):
                 out.append(f"{p}: error: {d.message[len(p) + 2 :]}")
     return out
-
-
-_PLUMBING = frozenset({"tpu.Cast", "tpu.Requant", "tpu.Weight", "top.Weight", "top.None", "top.Input"})
-
-
-def summarize_tpu_module(module: Any) -> str:
-    """One line on what a lowered module computes in which mode: compute ops with quantized values
-    (INT8; how many with per-channel activations), ops in each float type, and the casts/requants
-    between modes, e.g. ``120 ops INT8 (21 with per-channel activations), 17 F32, 34 casts/requants``."""
-    from lamina.dialects.quant import QuantizedType, UniformQuantizedPerAxisType
-    from lamina.ir.types import ShapedType
-
-    def elem(v: Any) -> Any:
-        return v.type.element_type if isinstance(v.type, ShapedType) else v.type
-
-    def is_weight(v: Any) -> bool:
-        d = v.defining_op()
-        return d is not None and d.name in ("tpu.Weight", "top.Weight")
-
-    int8 = per_channel = casts = 0
-    floats: dict[str, int] = {}
-    for op in module.walk_ops():
-        if op.name in ("tpu.Cast", "tpu.Requant"):
-            casts += 1
-        if op.name in _PLUMBING or op.dialect_name not in ("tpu", "top") or not op.results:
-            continue
-        values = [*op.operands, *op.results]
-        if any(isinstance(elem(v), QuantizedType) for v in values):
-            int8 += 1
-            acts = [v for v in values if not is_weight(v)]
-            per_channel += any(isinstance(elem(v), UniformQuantizedPerAxisType) for v in acts)
-        else:
-            ft = next((str(elem(r)) for r in op.results if isinstance(r.type, ShapedType)), "f32")
-            floats[ft.upper()] = floats.get(ft.upper(), 0) + 1
-
-    def ops(n: int) -> str:
-        return f"{n} op{'' if n == 1 else 's'}"
-
-    parts = [f"{ops(int8)} INT8" + (f" ({per_channel} with per-channel activations)" if per_channel else "")]
-    parts = parts if int8 else []
-    parts += [f"{ops(n)} {k}" for k, n in sorted(floats.items())]
-    parts.append(f"{casts} casts/requants")
-    return ", ".join(parts)
-
-
-def _materialize_table(table: Any, tmpdir: str) -> str | None:
-    if table is None or isinstance(table, (str, os.PathLike)):
-        return None if table is None else os.fspath(table)
-    path = os.path.join(tmpdir, "cali_table")
-    table.write(path)
-    return path
-
-
-def _materialize_qtable(qtable: Any, tmpdir: str) -> str | None:
-    if qtable is None or isinstance(qtable, (str, os.PathLike)):
-        return None if qtable is None else os.fspath(qtable)
-    if not qtable:
-        return None
-    from lamina.dialects.tpu.tables import write_qtable
-
-    path = os.path.join(tmpdir, "qtable")
-    write_qtable(path, dict(qtable))
-    return path
 
 
 # ---- running -------------------------------------------------------------------------------------------
@@ -252,7 +237,7 @@ def run_tpu_module(
     fixed_sources = _fixed_output_sources(module) if out_fixed else {}
     res = run_top_module(module, feeds, dump_all=dump_all or bool(fixed_sources))
     if dump_all or fixed_sources:
-        skip = _weight_names(module) - set(sig.output_names)
+        skip = weight_names(module) - set(sig.output_names)
         res = {k: v for k, v in res.items() if k not in skip}
     if out_fixed:
         # The stored integers: an output produced by a final dequantizing tpu.Cast is replaced by
@@ -270,16 +255,6 @@ def run_tpu_module(
         if k in sig.output_names and k in ret_types:
             t = ret_types[k]
         out[k] = to_float(v, t) if t is not None else np.asarray(v)
-    return out
-
-
-def _weight_names(module: Any) -> set[str]:
-    from lamina.ir.naming import result_names
-
-    out: set[str] = set()
-    for op in module.walk_ops():
-        if op.name.endswith((".Weight", ".None")):
-            out.update(result_names(op))
     return out
 
 

@@ -12,6 +12,8 @@ its ``use_`` prefixes: ``use_kl``, ``use_mse``, ...) is accepted as well.
 
 Exit status: 0 success; 1 bad input (missing dataset, a sample that does not fit the model, an
 unreadable model); 2 bad usage.
+
+The flow itself is :mod:`lamina.flows.calibrate`; this module parses the flags and prints.
 """
 
 from __future__ import annotations
@@ -20,14 +22,11 @@ import argparse
 import sys
 import time
 from collections.abc import Sequence
-from typing import Any
 
+from lamina.flows.calibrate import TOOL, calibrate_file, check_search_flags, search_file
 from lamina.quant.methods import METHODS
+from lamina.support.errors import ToolError
 from lamina.tools.common import internal_error_guard
-
-TOOL = "run_calibration"
-#: The most histogram bins ``--histogram_bin_num`` may ask for (TPU-MLIR's default is 2048).
-MAX_HISTOGRAM_BINS = 1 << 20
 
 
 def _method(text: str) -> str:
@@ -91,143 +90,7 @@ def build_parser(prog: str = TOOL) -> argparse.ArgumentParser:
     return p
 
 
-def calibrate_file(
-    mlir_file: str,
-    dataset: str | None = None,
-    data_list: str | None = None,
-    input_num: int = 0,
-    method: str = "kl",
-    tune_num: int = 5,
-    histogram_bin_num: int = 2048,
-    calibration_table: str | None = None,
-    progress: bool = False,
-    log: Any = None,
-    outlier_ratio: float | None = None,
-    asym_tail: float | None = None,
-) -> Any:
-    """``run_calibration`` as a function: returns the :class:`CalibrationResult` and writes the table
-    when ``calibration_table`` is given. Problems raise :class:`ToolError`."""
-    from lamina.frontends.model_io import ToolError, module_signature, parse_mlir_file
-    from lamina.quant.calibration import CalibrationError, calibrate, check_top_module
-    from lamina.quant.dataset import DatasetError, SampleLoader, list_samples
-    from lamina.support.paths import check_outputs
-
-    if dataset is not None and data_list is not None:
-        raise ToolError("give either --dataset or --data_list, not both")
-    if tune_num < 0:
-        raise ToolError(f"--tune_num must be >= 0, got {tune_num}")
-    for flag, v in (("--outlier_ratio", outlier_ratio), ("--asym_tail", asym_tail)):
-        if v is not None and not (v >= 0 and v != float("inf")):
-            raise ToolError(f"{flag} must be a finite number >= 0 (0 disables), got {v}")
-    if not 128 <= histogram_bin_num <= MAX_HISTOGRAM_BINS:
-        raise ToolError(
-            f"--histogram_bin_num must be from 128 to {MAX_HISTOGRAM_BINS}, got {histogram_bin_num}"
-        )
-    check_outputs([("the model", mlir_file), ("--data_list", data_list)], [("-o", calibration_table)])
-    try:
-        entries = list_samples(dataset, data_list, input_num)
-    except DatasetError as e:
-        raise ToolError(str(e)) from None
-    if input_num and len(entries) < input_num and log is not None:
-        log(f"{TOOL}: note: --input_num {input_num} but only {len(entries)} sample(s) found; using them all")
-    module, _ctx = parse_mlir_file(mlir_file)
-    module_signature(module, f"model '{mlir_file}'")  # a module without a function is named here
-    try:
-        check_top_module(module, mlir_file, TOOL)
-    except CalibrationError as e:
-        raise ToolError(str(e)) from None
-    loader = SampleLoader.for_module(module)
-    if tune_num > len(entries):
-        tune_num = len(entries)
-    try:
-        # Check every sample can be read before the long run? No: samples are loaded lazily, and a bad
-        # one stops the run with its name (the table is not written).
-        result = calibrate(
-            module,
-            loader.iterate(entries),
-            method=method,
-            tune_num=tune_num,
-            bin_num=histogram_bin_num,
-            progress=progress,
-            num_samples=len(entries),
-            **{
-                k: v for k, v in (("outlier_ratio", outlier_ratio), ("asym_tail", asym_tail)) if v is not None
-            },
-        )
-    except (DatasetError, CalibrationError) as e:
-        raise ToolError(str(e)) from None
-    for w in result.warnings:
-        if log is not None:
-            log(f"{TOOL}: warning: {w}")
-    if calibration_table is not None:
-        try:
-            result.table.write(calibration_table)
-        except OSError as e:
-            raise ToolError(f"cannot write '{calibration_table}': {e.strerror or e}") from None
-    return result
-
-
-def search_file(
-    mlir_file: str,
-    calibration_table: str,
-    entries: Sequence[str],
-    quantize_table: str,
-    expected_cos: float = 0.99,
-    max_float_layers: int | None = None,
-    log: Any = None,
-) -> Any:
-    """``--search search_qtable``: the mixed-precision search on ``entries`` (sample paths) with the
-    table at ``calibration_table``; writes the qtable and rewrites the table refined. Returns the
-    :class:`~lamina.quant.search.SearchResult`; problems raise :class:`ToolError`."""
-    from lamina.frontends.model_io import ToolError, parse_mlir_file
-    from lamina.quant.dataset import DatasetError, SampleLoader
-    from lamina.quant.search import SearchError, search_qtable
-
-    module, ctx = parse_mlir_file(mlir_file)
-    loader = SampleLoader.for_module(module)
-    try:
-        samples = [loader.load(e) for e in entries]
-        return search_qtable(
-            module,
-            calibration_table,
-            samples,
-            expected_cos=expected_cos,
-            max_float_layers=max_float_layers,
-            quantize_table=quantize_table,
-            refined_table=calibration_table,
-            ctx=ctx,
-            log=log,
-        )
-    except (DatasetError, SearchError) as e:
-        raise ToolError(str(e)) from None
-
-
-def check_search_flags(args: argparse.Namespace, searching: bool) -> None:
-    """The numbers and output paths of the search, checked before calibrating (which takes long)."""
-    import math
-
-    from lamina.frontends.model_io import ToolError
-    from lamina.support.paths import check_outputs
-
-    if args.input_num < 0:
-        raise ToolError(f"--input_num must be >= 0, got {args.input_num}")
-    if not searching:
-        return
-    if not (math.isfinite(args.expected_cos) and -1.0 <= args.expected_cos <= 1.0):
-        raise ToolError(f"--expected_cos must be a cosine from -1 to 1, got {args.expected_cos}")
-    if args.max_float_layers is not None and args.max_float_layers < 0:
-        raise ToolError(f"--max_float_layers must be >= 0, got {args.max_float_layers}")
-    if args.search_num < 1:
-        raise ToolError(f"--search_num must be at least 1, got {args.search_num}")
-    check_outputs(
-        [("the model", args.mlir_file), ("--data_list", args.data_list)],
-        [("-o", args.calibration_table), ("--quantize_table", args.quantize_table)],
-    )
-
-
 def _run(args: argparse.Namespace, tool: str) -> int:
-    from lamina.frontends.model_io import ToolError
-
     t0 = time.perf_counter()
     searching = args.search == "search_qtable"
     if searching and not args.quantize_table:
@@ -247,7 +110,17 @@ def _run(args: argparse.Namespace, tool: str) -> int:
         print(msg, file=sys.stderr)
 
     try:
-        check_search_flags(args, searching)
+        check_search_flags(
+            args.mlir_file,
+            args.data_list,
+            args.calibration_table,
+            args.input_num,
+            searching,
+            args.quantize_table,
+            args.expected_cos,
+            args.max_float_layers,
+            args.search_num,
+        )
         res = calibrate_file(
             args.mlir_file,
             dataset=args.dataset,

@@ -29,8 +29,9 @@ from lamina.compare import (
     format_db,
     parse_tolerance,
 )
-from lamina.frontends.model_io import ToolError, load_npz
+from lamina.frontends.model_io import load_npz
 from lamina.frontends.preprocess import parse_names
+from lamina.support.errors import ToolError
 from lamina.support.paths import check_outputs
 from lamina.tools.common import atomic_write, internal_error_guard
 

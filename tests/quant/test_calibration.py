@@ -395,10 +395,10 @@ def test_tensor_nan_everywhere_is_named(tmp_path: Path) -> None:
 def test_run_calibration_rejects_nan_samples_and_deployed_modules(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    from lamina.flows.transform import write_mlir
     from lamina.frontends.model_io import parse_mlir_file
     from lamina.quant.deploy import deploy_module
     from lamina.tools.calibrate import main
-    from lamina.tools.transform import write_mlir
 
     mlir = _tiny_model(tmp_path)
     data = tmp_path / "data"

@@ -9,10 +9,10 @@ import pytest
 
 import lamina.dialects
 import lamina.dialects.tpu  # noqa: F401
-from lamina.frontends.model_io import ToolError
 from lamina.ir.context import Context
 from lamina.ir.parser import parse_module
 from lamina.quant.deploy import deploy_module
+from lamina.support.errors import ToolError
 
 IR = """
 func.func @main(%x: tensor<1x4xf32>) -> tensor<1x4xf32> {

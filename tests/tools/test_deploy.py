@@ -8,9 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from lamina.flows import deploy as dep
+from lamina.flows.deploy import DEFAULT_TOLERANCE
 from lamina.quant.deploy import deploy_pipeline
-from lamina.tools import deploy as dep
-from lamina.tools.deploy import DEFAULT_TOLERANCE, deploy_main, main
+from lamina.tools.deploy import deploy_main, main
 from lamina.tools.transform import main as transform_main
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lamina.frontends.model_io import ToolError, load_npz, save_npz
+from lamina.frontends.model_io import load_npz, save_npz
 from lamina.frontends.preprocess import (
     PreprocessConfig,
     parse_floats,
@@ -16,6 +16,7 @@ from lamina.frontends.preprocess import (
     read_image,
     resize_bilinear,
 )
+from lamina.support.errors import ToolError
 
 
 def test_parse_shapes() -> None:

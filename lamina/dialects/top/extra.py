@@ -29,6 +29,7 @@ from .base import (
     StrArrayAttr,
     StrEnum,
     TopOp,
+    TypeAttrC,
     elem_of,
     known_values,
     norm_axis,
@@ -248,6 +249,19 @@ def _softmax_last(x: np.ndarray) -> np.ndarray:
         return e / s
 
 
+#: ONNX's TensorProto codes of the float types ``softmax_precision`` may name, for the ``i64`` form
+_ONNX_FLOAT_CODES = {1: np.float32, 10: np.float16, 11: np.float64, 16: ml_dtypes.bfloat16}
+
+
+def _softmax_dtype(precision: Any) -> np.dtype:
+    """The numpy dtype of a ``softmax_precision``: an element type, or an ONNX code (older files)."""
+    if isinstance(precision, Type):
+        from lamina.ir.attributes import element_type_to_dtype
+
+        return element_type_to_dtype(precision)
+    return np.dtype(_ONNX_FLOAT_CODES[int(precision)])
+
+
 class AttentionOp(TopOp):
     """Scaled dot-product attention (ONNX Attention, opset 23+): 3-d (B, S, H*D) or 4-d inputs,
     KV cache, boolean/additive masks, causal masking, GQA, softcap."""
@@ -270,7 +284,9 @@ class AttentionOp(TopOp):
     qk_matmul_output_mode = prop(I64Attr, default=I(0))
     scale = prop(F64Attr, optional=True)
     softcap = prop(F64Attr, default=F(0.0))
-    softmax_precision = prop(I64Attr, optional=True)
+    #: the element type the softmax runs in (ONNX's ``softmax_precision``); an ``i64`` ONNX
+    #: TensorProto code in files written before it was a type (still read)
+    softmax_precision = prop(TypeAttrC | I64Attr, optional=True)
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         q, k, v, mask, past_k, past_v, nonpad = inputs
@@ -329,10 +345,7 @@ class AttentionOp(TopOp):
         qk_out = qk_b if mode == 2 else qk
         sp = self.attr("softmax_precision")
         if sp is not None:
-            from lamina.frontends.onnx.importer import onnx_elem_type
-            from lamina.ir.attributes import element_type_to_dtype
-
-            qk_b = qk_b.astype(element_type_to_dtype(onnx_elem_type(sp)))
+            qk_b = qk_b.astype(_softmax_dtype(sp))
         probs = _softmax_last(qk_b)
         if mode == 3:
             qk_out = probs

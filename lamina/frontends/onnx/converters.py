@@ -1,6 +1,6 @@
 """The ONNX → ``top`` converter table: one small function (or one :func:`simple` line) per ONNX op type.
 
-A converter receives the :class:`~.importer.GraphConverter` and a :class:`~.importer.Node` (input
+A converter receives the :class:`~.importer.GraphConverter` and a :class:`~.registry.Node` (input
 values, attributes as Python values, output names) and returns one value per node output. Opset
 differences (attributes that later became inputs, 2-D coerced softmax, ...) are normalized here so
 that each ``top`` op has one meaning.
@@ -12,7 +12,7 @@ Adding an op: declare it in ``lamina/dialects/top/`` and add ``simple("OnnxType"
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -22,11 +22,14 @@ from lamina.dialects.top import elementwise as E  # noqa: N812
 from lamina.dialects.top import nn as N  # noqa: N812
 from lamina.dialects.top import reduce as R  # noqa: N812
 from lamina.dialects.top import tensor as T  # noqa: N812
-from lamina.ir.attributes import Attribute, DenseElementsAttr
+from lamina.ir.attributes import Attribute, DenseElementsAttr, TypeAttr
 from lamina.ir.core import Value
 from lamina.ir.types import NoneType, RankedTensorType, Type, UnrankedTensorType, f32, i1
 
-from .importer import CONVERTERS, GraphConverter, Node, Unsupported, onnx_elem_type, register
+from .registry import CONVERTERS, Node, Unsupported, onnx_elem_type, register
+
+if TYPE_CHECKING:
+    from .importer import GraphConverter
 
 Values = Sequence["Value | None"]
 
@@ -583,7 +586,11 @@ def _sce(cv: GraphConverter, node: Node) -> Values:
 
 @register("Attention")
 def _attention(cv: GraphConverter, node: Node) -> Values:
-    return emit(cv, X.AttentionOp, node, names=_padded_names(node, 4))
+    fixed: dict[str, Any] = {}
+    sp = node.attrs.get("softmax_precision")
+    if sp is not None:  # an ONNX element type code: stored as the element type it names
+        fixed["softmax_precision"] = TypeAttr(onnx_elem_type(int(sp)))
+    return emit(cv, X.AttentionOp, node, names=_padded_names(node, 4), **fixed)
 
 
 @register("Resize")

@@ -1,5 +1,6 @@
 """``import-calibration-table{file=... asymmetric=false}``: give every tensor named in a calibration
-table the element type ``!quant.calibrated<f32<lo:hi>>``.
+table the element type ``!quant.calibrated<f32<lo:hi>>``. The table is read from ``file``, or taken
+from the pass instance's ``table`` (a :class:`~lamina.dialects.tpu.tables.CalibrationTable` in memory).
 
 Symmetric (default): ``hi = threshold`` and ``lo = -threshold`` if the table's ``min < 0`` else 0
 (a tensor that is never negative becomes uint8 in INT8); a tensor made asymmetric by ``#asym_op``
@@ -19,10 +20,19 @@ from __future__ import annotations
 from typing import Any
 
 from lamina.dialects.quant import CalibratedQuantizedType
+from lamina.dialects.tpu.tables import (
+    CalibrationTable,
+    CalibrationTableError,
+    check_table,
+    read_calibration_table,
+)
 from lamina.ir.core import Operation, Value
 from lamina.ir.naming import result_names
 from lamina.ir.types import FloatType, FunctionType, RankedTensorType, ShapedType
 from lamina.passes import Option, Pass, Statistic, register_pass
+
+#: how diagnostics name a calibration table given in memory (the pass's ``table``) rather than a file
+IN_MEMORY_TABLE = "<calibration table>"
 
 
 def calibrated_type(t: Any, lo: float, hi: float) -> Any:
@@ -143,16 +153,19 @@ class ImportCalibrationTable(Pass):
 
     num_annotated = Statistic("num-annotated", "Number of tensors given calibrated types")
 
-    def run_on_operation(self, op: Operation) -> Any:
-        from lamina.dialects.tpu.tables import CalibrationTableError, check_table, read_calibration_table
+    #: A table in memory, set on the instance by the flows and the API: used instead of reading
+    #: ``file`` (which then only names the table in diagnostics, ``<calibration table>`` without it).
+    table: CalibrationTable | None = None
 
-        if not self.file:
+    def run_on_operation(self, op: Operation) -> Any:
+        if self.table is None and not self.file:
             op.emit_error("import-calibration-table needs file=<calibration table>")
             self.signal_failure()
             return
+        name = self.file or IN_MEMORY_TABLE
         try:
-            table = read_calibration_table(self.file)
-            warnings = check_table(table, op, self.file)
+            table = self.table if self.table is not None else read_calibration_table(self.file)
+            warnings = check_table(table, op, name)
         except (OSError, CalibrationTableError) as e:
             if isinstance(e, CalibrationTableError):
                 emit_table_diagnostic(op, e, "error")

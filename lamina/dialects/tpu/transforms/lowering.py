@@ -155,7 +155,12 @@ class ConvertTopToTpu(Pass):
     def run_on_operation(self, op: Operation) -> Any:
         table: dict[str, str] = {}
         if self.qtable_entries is not None:
+            from lamina.dialects.tpu.tables import check_qtable
+            from lamina.dialects.tpu.transforms.import_calibration import emit_table_diagnostic
+
             table = dict(self.qtable_entries)
+            for w in check_qtable(table, op, self.qtable or "<qtable>"):
+                emit_table_diagnostic(op, w, "warning")
         elif self.qtable:
             from lamina.dialects.tpu.tables import CalibrationTableError, check_qtable, read_qtable
             from lamina.dialects.tpu.transforms.import_calibration import emit_table_diagnostic

@@ -1,0 +1,460 @@
+"""The ``model_deploy`` flow: lower a ``top`` model to the quantized ``tpu`` IR, run it, compare it.
+
+:func:`deploy` takes a :class:`DeployOptions` (the command's flags as Python values: paths, or a
+calibration table, a qtable, inputs and a reference in memory) and returns a :class:`DeployResult`
+(the ``tpu`` module, the files written, the outputs, the comparison). ``model_deploy``
+(:mod:`lamina.tools.deploy`) parses its flags into the options and prints the result;
+:func:`lamina.api.deploy` checks its arguments into the same options.
+
+Steps (each logged as its equivalent command):
+
+1. parse ``mlir`` (a ``top`` module, as ``model_transform`` writes it), unless given the module;
+2. lower it (:func:`lamina.quant.deploy.deploy_module`: ``import-calibration-table``,
+   ``convert-top-to-tpu``, ``tpu-canonicalize``) and, with ``model``, write ``<prefix>_tpu.mlir``
+   (weights in ``<prefix>_tpu_weights.npz``), ``<prefix>`` being ``model`` without its extension
+   (``.bmodel``, ``.cvimodel``, ``.mlir``, ``.lmodel``);
+3. with ``test_input``: run the ``tpu`` module on Lamina's bit-exact ``tpu`` interpreter (outputs, or
+   every tensor with ``compare_all``, dequantized to float32, keyed by tensor name), written to
+   ``<prefix>_tpu_outputs.npz`` with ``model``;
+4. with ``test_reference``: compare under ``tolerance`` (defaults as TPU-MLIR's:
+   :data:`DEFAULT_TOLERANCE`); outside it, :attr:`DeployResult.diverging` names the first diverging
+   layers in network order.
+
+Invalid option combinations raise :class:`~lamina.support.errors.UsageError` before any work (see
+:func:`validate`); any other problem a :class:`~lamina.support.errors.ToolError`.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from lamina.compare import CompareReport, compare_sets
+from lamina.frontends.model_io import check_inputs, load_npz, module_signature, save_npz
+from lamina.ir.traits import ConstantLike, NotALayer
+from lamina.quant.deploy import MODES, deploy_module, run_tpu_module
+from lamina.support.errors import ToolError, UsageError
+from lamina.support.paths import check_outputs
+
+__all__ = [
+    "DEFAULT_TOLERANCE",
+    "MODES",
+    "PROCESSORS",
+    "QTABLE_LOWERABLE",
+    "DeployOptions",
+    "DeployResult",
+    "deploy",
+    "deploy_command",
+    "layer_names",
+    "summarize_tpu_module",
+    "validate",
+    "validate_with_module",
+]
+
+#: Modes a qtable may give an op (TPU-MLIR also has INT4/F8/UINT8 entries; they are not lowered yet).
+QTABLE_LOWERABLE = ("F32", "F16", "BF16", "INT8")
+#: ``--processor`` values: the CPU backend and a placeholder NPU (the backends come in later issues).
+PROCESSORS = ("cpu", "lnpu")
+#: TPU-MLIR's default ``--tolerance`` per mode (cosine, euclidean).
+DEFAULT_TOLERANCE: dict[str, tuple[float, float]] = {
+    "INT8": (0.90, 0.80),
+    "F16": (0.99, 0.90),
+    "BF16": (0.99, 0.90),
+    "F32": (0.99, 0.99),
+}
+MODEL_EXTENSIONS = (".bmodel", ".cvimodel", ".mlir", ".lmodel")
+#: How many diverging layers a failed comparison names.
+FIRST_DIVERGING = 5
+
+
+def _path(x: Any) -> str | None:
+    """``x`` when it is a path, None when it is given in memory (or not at all)."""
+    return x if isinstance(x, str) else None
+
+
+def _given(x: Any) -> bool:
+    return bool(x) if isinstance(x, str) else x is not None
+
+
+@dataclass
+class DeployOptions:
+    """``model_deploy``'s flags. ``calibration_table``, ``quantize_table``, ``test_input`` and
+    ``test_reference`` are paths, or (from the API) a
+    :class:`~lamina.dialects.tpu.tables.CalibrationTable`, a mapping ``op name -> mode`` and arrays
+    by name. ``mlir`` is None when :func:`deploy` is given the module; ``model`` None writes nothing."""
+
+    mlir: str | None
+    quantize: str
+    model: str | None = None
+    processor: str = "cpu"
+    asymmetric: bool = False
+    calibration_table: Any = None
+    quantize_table: Any = None
+    test_input: Any = None
+    test_reference: Any = None
+    tolerance: tuple[float, float] | None = None
+    compare_all: bool = False
+    excepts: list[str] = field(default_factory=list)
+    debug: bool = False
+
+    @property
+    def prefix(self) -> str | None:
+        if self.model is None:
+            return None
+        stem, ext = os.path.splitext(self.model)
+        return stem if ext.lower() in MODEL_EXTENSIONS else self.model
+
+    @property
+    def effective_tolerance(self) -> tuple[float, float]:
+        return self.tolerance if self.tolerance is not None else DEFAULT_TOLERANCE[self.quantize]
+
+
+@dataclass
+class DeployResult:
+    """What :func:`deploy` did: the ``tpu`` module, the files written and the comparison."""
+
+    module: Any
+    tpu_mlir: str | None
+    weights: str | None = None
+    outputs_npz: str | None = None
+    outputs: dict[str, np.ndarray] | None = None
+    report: CompareReport | None = None
+    diverging: list[str] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return self.report is None or self.report.passed
+
+
+# ---- validation ---------------------------------------------------------------------------------------
+
+
+def layer_names(module: Any) -> list[str]:
+    """The location names of the ops a qtable may name (every op with a tensor result except the
+    model's plumbing: inputs, weights and ``top.None``), in network order."""
+    from lamina.ir.naming import result_names
+
+    out: list[str] = []
+    seen: set[str] = set()
+    for op in module.walk_ops():
+        if op.has_trait(NotALayer) or not op.results:
+            continue
+        for n in result_names(op):
+            if n not in seen:
+                seen.add(n)
+                out.append(n)
+    return out
+
+
+def read_qtable_checked(path: str, module: Any | None) -> dict[str, str]:
+    """Read a qtable; unknown op names and modes that cannot be lowered are a located UsageError."""
+    from lamina.dialects.tpu.tables import CalibrationTableError, read_qtable
+
+    try:
+        qtable = read_qtable(path)
+    except CalibrationTableError as e:
+        raise UsageError(str(e)) from None
+    except OSError as e:
+        raise UsageError(f"cannot read quantize table '{path}': {e.strerror or e}") from None
+    return check_qtable_entries(qtable, module, path)
+
+
+def check_qtable_entries(qtable: Mapping[str, str], module: Any | None, name: str) -> dict[str, str]:
+    """The qtable ``name`` (a file, or ``quantize_table`` in memory) with its modes upper-cased;
+    modes that cannot be lowered and op names the model does not have are a UsageError."""
+    bad_key = next((k for k, m in qtable.items() if not isinstance(k, str) or not isinstance(m, str)), None)
+    if bad_key is not None:
+        raise UsageError(f"{name}: error: entries must be 'op name' -> 'mode' strings, got {bad_key!r}")
+    bad_modes = sorted({m for m in qtable.values() if m.upper() not in QTABLE_LOWERABLE})
+    if bad_modes:
+        raise UsageError(
+            f"{name}: error: mode(s) {', '.join(bad_modes)} cannot be lowered yet "
+            f"(supported: {', '.join(QTABLE_LOWERABLE)})"
+        )
+    upper = {k: v.upper() for k, v in qtable.items()}
+    if module is not None:
+        known = set(layer_names(module))
+        unknown = [k for k in upper if k not in known]
+        if unknown:
+            shown = ", ".join(f"'{k}'" for k in unknown[:5]) + (
+                f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
+            )
+            raise UsageError(
+                f"{name}: error: {len(unknown)} op(s) not in the model: {shown} "
+                "(qtable names are the tensor names of model_transform's dumps)"
+            )
+    return upper
+
+
+def validate(o: DeployOptions) -> None:
+    """Reject invalid flags and combinations (module-independent checks) with a UsageError."""
+    o.quantize = o.quantize.upper()
+    if o.quantize not in MODES:
+        raise UsageError(f"--quantize must be one of {', '.join(MODES)}, got '{o.quantize}'")
+    if o.processor.lower() not in PROCESSORS:
+        raise UsageError(
+            f"--processor '{o.processor}' is not supported: Lamina targets {', '.join(PROCESSORS)} "
+            "(cpu: the CPU backend; lnpu: the placeholder NPU)"
+        )
+    o.processor = o.processor.lower()
+    if o.asymmetric and o.quantize != "INT8":
+        raise UsageError(f"--asymmetric applies to --quantize INT8 only, not {o.quantize}")
+    if o.quantize == "INT8" and not _given(o.calibration_table):
+        raise UsageError("--quantize INT8 needs --calibration_table (run run_calibration first)")
+    inputs = [
+        ("--mlir", o.mlir),
+        ("--calibration_table", _path(o.calibration_table)),
+        ("--quantize_table", _path(o.quantize_table)),
+        ("--test_input", _path(o.test_input)),
+        ("--test_reference", _path(o.test_reference)),
+    ]
+    for flag, path in inputs:
+        if path is not None and not os.path.isfile(path):
+            raise UsageError(
+                f"{flag} '{path}' does not exist"
+                if not os.path.exists(path)
+                else f"{flag} '{path}' is not a file"
+            )
+    if not _given(o.test_input):
+        for flag, given in (
+            ("--test_reference", _given(o.test_reference)),
+            ("--compare_all", o.compare_all),
+            ("--tolerance", o.tolerance is not None),
+            ("--excepts", bool(o.excepts)),
+        ):
+            if given:
+                raise UsageError(f"{flag} needs --test_input (there is nothing to compare without it)")
+    elif not _given(o.test_reference):
+        for flag, given in (("--tolerance", o.tolerance is not None), ("--excepts", bool(o.excepts))):
+            if given:
+                raise UsageError(f"{flag} needs --test_reference (the top outputs to compare against)")
+    prefix = o.prefix
+    if prefix is None:
+        return
+    d = os.path.dirname(os.path.abspath(prefix))
+    if not os.path.isdir(d):
+        raise UsageError(f"--model '{o.model}': directory '{d}' does not exist")
+    check_outputs(
+        inputs,
+        [
+            ("--model", o.model),
+            ("the tpu .mlir", prefix + "_tpu.mlir"),
+            ("the tpu weight file", prefix + "_tpu_weights.npz"),
+            ("the tpu outputs", prefix + "_tpu_outputs.npz" if _given(o.test_input) else None),
+        ],
+    )
+
+
+def validate_with_module(o: DeployOptions, module: Any) -> dict[str, str]:
+    """Checks that need the model: the qtable's names and whether the calibration table is used.
+    Returns the qtable (empty without one)."""
+    qt = o.quantize_table
+    if isinstance(qt, str):
+        qtable = read_qtable_checked(qt, module) if qt else {}
+    elif qt is not None:
+        if not isinstance(qt, Mapping):
+            raise UsageError(
+                f"quantize_table must be a path or a mapping op name -> mode, got {type(qt).__name__}"
+            )
+        qtable = check_qtable_entries(qt, module, "quantize_table")
+    else:
+        qtable = {}
+    if isinstance(o.calibration_table, str) and o.calibration_table:
+        # Read it now: a malformed table is its own located error, not a failure of the lowering.
+        from lamina.dialects.tpu.tables import CalibrationTableError, read_calibration_table
+
+        try:
+            read_calibration_table(o.calibration_table)
+        except CalibrationTableError as e:
+            raise ToolError(str(e)) from None
+    has_table = _given(o.calibration_table)
+    int8_layers = [k for k, m in qtable.items() if m == "INT8"]
+    if o.quantize != "INT8":
+        if int8_layers and not has_table:
+            raise UsageError(
+                f"the quantize table puts {len(int8_layers)} op(s) in INT8 (e.g. '{int8_layers[0]}'): "
+                "that needs --calibration_table"
+            )
+        if has_table and not int8_layers:
+            raise UsageError(
+                f"--calibration_table is not used by --quantize {o.quantize} (no op is INT8); drop it "
+                "or use --quantize INT8"
+            )
+    if any(op.name.startswith("tpu.") for op in module.walk_ops()):  # a wrong file, not a wrong flag
+        raise ToolError(f"--mlir '{o.mlir}' is already lowered to tpu; give the top .mlir of model_transform")
+    return qtable
+
+
+# ---- the flow ------------------------------------------------------------------------------------------
+
+
+def _shown(x: Any, what: str) -> str:
+    return x if isinstance(x, str) else f"<{what} in memory>"
+
+
+def deploy_command(o: DeployOptions) -> str:
+    """The ``model_deploy`` command line equivalent to ``o`` (objects in memory shown as such)."""
+    cmd = f"model_deploy --mlir {_shown(o.mlir, 'module')} --quantize {o.quantize}"
+    if o.asymmetric:
+        cmd += " --asymmetric"
+    if _given(o.calibration_table):
+        cmd += f" --calibration_table {_shown(o.calibration_table, 'table')}"
+    if _given(o.quantize_table):
+        cmd += f" --quantize_table {_shown(o.quantize_table, 'qtable')}"
+    cmd += f" --processor {o.processor}"
+    if _given(o.test_input):
+        cmd += f" --test_input {_shown(o.test_input, 'inputs')}"
+    if _given(o.test_reference):
+        cmd += f" --test_reference {_shown(o.test_reference, 'reference')}"
+        t = o.effective_tolerance
+        cmd += f" --tolerance {t[0]},{t[1]}"
+    if o.compare_all:
+        cmd += " --compare_all"
+    return cmd + (f" --model {o.model}" if o.model is not None else "")
+
+
+def first_diverging(report: CompareReport, n: int = FIRST_DIVERGING) -> list[str]:
+    """The first ``n`` failing tensors in network order (the report keeps the dump's order)."""
+    return [r.name for r in report.results if not r.passed][:n]
+
+
+def deploy(
+    o: DeployOptions,
+    log: Callable[[str], None] | None = None,
+    *,
+    module: Any = None,
+    ctx: Any = None,
+    warn: Callable[[str], None] | None = None,
+) -> DeployResult:
+    """``model_deploy`` as a function: validates, lowers, writes the files, runs and compares.
+
+    ``module`` (with its ``ctx``): the ``top`` module to lower instead of reading ``o.mlir`` (left
+    untouched). ``log`` receives the step commands; ``warn`` the warnings about the tables (names the
+    model does not have; default :func:`warnings.warn`). Raises :class:`UsageError` for bad options
+    and :class:`ToolError` for any other problem."""
+    from lamina.flows.transform import write_mlir
+    from lamina.frontends.model_io import parse_mlir_file
+
+    say = log or (lambda s: None)
+    validate(o)
+    say(f"# {deploy_command(o)}")
+    t0 = time.perf_counter()
+    given = module is not None
+    if not given:
+        if o.mlir is None:
+            raise UsageError("deploy needs the top .mlir (mlir) or the module")
+        module, ctx = parse_mlir_file(o.mlir)
+    sig = module_signature(module, f"--mlir '{o.mlir}'" if o.mlir else "the model")  # no function: fails here
+    qtable = validate_with_module(o, module)
+    # Read and check the inputs and the reference before lowering: a bad file fails fast, by name.
+    inputs = ref = None
+    if _given(o.test_input):
+        if isinstance(o.test_input, str):
+            arrays, source = load_npz(o.test_input, "--test_input"), f"--test_input '{o.test_input}'"
+        else:
+            arrays, source = dict(o.test_input), "test_input"
+        inputs = check_inputs(arrays, sig, source)
+    if _given(o.test_reference):
+        t = o.test_reference
+        ref = load_npz(t, "--test_reference") if isinstance(t, str) else dict(t)
+    tpu = deploy_module(
+        module,
+        o.quantize,
+        asymmetric=o.asymmetric,
+        calibration_table=o.calibration_table,
+        qtable=o.quantize_table if isinstance(o.quantize_table, str) else qtable or None,
+        ctx=ctx,
+        clone=given,
+        warn=warn,
+    )
+    res = DeployResult(tpu, None)
+    prefix = o.prefix
+    done = "lowered to tpu"
+    if prefix is not None:
+        mlir_out = prefix + "_tpu.mlir"
+        res.tpu_mlir = mlir_out
+        res.weights = write_mlir(tpu, mlir_out, prefix + "_tpu_weights.npz")
+        done = f"wrote {mlir_out}" + (f" and {res.weights}" if res.weights else "")
+    say(f"{done} ({o.quantize}, {time.perf_counter() - t0:.2f} s): {summarize_tpu_module(tpu)}")
+    if inputs is None:
+        return res
+    out_npz = prefix + "_tpu_outputs.npz" if prefix is not None else None
+    say(
+        f"# model_runner --input {_shown(o.test_input, 'inputs')} --model {_shown(res.tpu_mlir, 'module')} "
+        f"--output {_shown(out_npz, 'outputs')}" + (" --dump_all_tensors" if o.compare_all else "")
+    )
+    outs = run_tpu_module(tpu, inputs, dump_all=o.compare_all)
+    if out_npz is not None:
+        save_npz(out_npz, outs)
+    res.outputs_npz, res.outputs = out_npz, outs
+    if ref is None:
+        return res
+    tol = o.effective_tolerance
+    name_a = out_npz or "tpu outputs"
+    name_b = _shown(o.test_reference, "reference")
+    say(f"# npz_tool compare {name_a} {name_b} --tolerance {tol[0]},{tol[1]} -v")
+    report = compare_sets(outs, ref, tol, o.excepts, name_a=name_a, name_b=name_b)
+    res.report = report
+    if not report.results:
+        raise ToolError(
+            f"'{name_a}' and '{name_b}' have no tensor in common (is the reference the top "
+            "outputs of model_transform for this model?)"
+        )
+    if not report.passed:
+        full = report
+        if not o.compare_all:  # find where it starts to diverge
+            every = run_tpu_module(tpu, inputs, dump_all=True)
+            full = compare_sets(every, ref, tol, o.excepts)
+        res.diverging = first_diverging(full)
+    return res
+
+
+# ---- the summary line ----------------------------------------------------------------------------------
+
+#: tpu ops that only move values between modes (until the tpu dialect marks them with a trait)
+_MODE_CHANGES = ("tpu.Cast", "tpu.Requant")
+
+
+def summarize_tpu_module(module: Any) -> str:
+    """One line on what a lowered module computes in which mode: compute ops with quantized values
+    (INT8; how many with per-channel activations), ops in each float type, and the casts/requants
+    between modes, e.g. ``120 ops INT8 (21 with per-channel activations), 17 F32, 34 casts/requants``."""
+    from lamina.dialects.quant import QuantizedType, UniformQuantizedPerAxisType
+    from lamina.ir.types import ShapedType
+
+    def elem(v: Any) -> Any:
+        return v.type.element_type if isinstance(v.type, ShapedType) else v.type
+
+    def is_weight(v: Any) -> bool:
+        d = v.defining_op()
+        return d is not None and d.has_trait(ConstantLike)
+
+    int8 = per_channel = casts = 0
+    floats: dict[str, int] = {}
+    for op in module.walk_ops():
+        mode_change = op.name in _MODE_CHANGES
+        casts += mode_change
+        if mode_change or op.has_trait(NotALayer) or op.dialect_name not in ("tpu", "top") or not op.results:
+            continue
+        values = [*op.operands, *op.results]
+        if any(isinstance(elem(v), QuantizedType) for v in values):
+            int8 += 1
+            acts = [v for v in values if not is_weight(v)]
+            per_channel += any(isinstance(elem(v), UniformQuantizedPerAxisType) for v in acts)
+        else:
+            ft = next((str(elem(r)) for r in op.results if isinstance(r.type, ShapedType)), "f32")
+            floats[ft.upper()] = floats.get(ft.upper(), 0) + 1
+
+    def ops(n: int) -> str:
+        return f"{n} op{'' if n == 1 else 's'}"
+
+    parts = [f"{ops(int8)} INT8" + (f" ({per_channel} with per-channel activations)" if per_channel else "")]
+    parts = parts if int8 else []
+    parts += [f"{ops(n)} {k}" for k, n in sorted(floats.items())]
+    parts.append(f"{casts} casts/requants")
+    return ", ".join(parts)
