@@ -10,12 +10,12 @@ from lamina.ir.context import Dialect, register_dialect
 from lamina.ir.core import Block, Operation, Region
 from lamina.ir.location import Location
 from lamina.ir.opdef import Op, opt_prop, region, var_operand, var_result
+from lamina.ir.symbol_table import SymbolTableTrait
 from lamina.ir.traits import (
     IsolatedFromAbove,
     NoTerminator,
     SingleBlock,
     SymbolOpInterface,
-    SymbolTable,
 )
 
 
@@ -23,7 +23,7 @@ class ModuleOp(Op, SymbolOpInterface):
     """The top-level container: one block of ops, no terminator, a symbol table."""
 
     name = "builtin.module"
-    traits = (IsolatedFromAbove(), NoTerminator(), SingleBlock(), SymbolTable())
+    traits = (IsolatedFromAbove(), NoTerminator(), SingleBlock(), SymbolTableTrait())
     sym_name = opt_prop(StringAttr)
     sym_visibility = opt_prop(StringAttr)
     body_region = region(single_block=True)

@@ -577,7 +577,17 @@ class Operation(metaclass=_OpMeta):
 
     @classmethod
     def get_canonicalization_patterns(cls) -> Sequence[Any]:
-        return ()
+        """Fresh instances of the patterns registered for this op class with
+        :func:`register_canonicalization` (by its dialect's pattern module, loaded on first use:
+        the op classes never import their patterns, which import them)."""
+        dialect = getattr(cls, "name", None)
+        if isinstance(dialect, str):
+            module = _PATTERN_MODULES.pop(dialect.split(".", 1)[0], None)
+            if module is not None:
+                import importlib
+
+                importlib.import_module(module)
+        return [make() for make in _PATTERNS.get(cls, ())]
 
     # ---- misc --------------------------------------------------------------------------
 
@@ -914,3 +924,24 @@ class Region:
             p = r.parent
             r = p.parent_region if p is not None else None
         return False
+
+
+# ---- canonicalization patterns registered from outside the op classes ---------------------------
+
+#: Op class -> factories of the canonicalization patterns rooted at it.
+_PATTERNS: dict[type, list[Callable[[], Any]]] = {}
+#: Dialect name -> the module that registers its patterns (imported on the first lookup).
+_PATTERN_MODULES: dict[str, str] = {}
+
+
+def register_canonicalization(op_class: type[Operation], *factories: Callable[[], Any]) -> None:
+    """Make ``op_class.get_canonicalization_patterns()`` return ``f()`` for each factory (a pattern
+    class, or a function building one), after those registered before."""
+    _PATTERNS.setdefault(op_class, []).extend(factories)
+
+
+def register_canonicalization_module(dialect: str, module: str) -> None:
+    """Name the module whose import registers the canonicalization patterns of ``dialect``'s ops;
+    it is imported when one of them is first asked for its patterns (as passes load by name), so
+    loading a dialect does not load the rewriting machinery."""
+    _PATTERN_MODULES[dialect] = module

@@ -1,6 +1,6 @@
 """Symbols and symbol tables (MLIR's ``SymbolTable``).
 
-An op with the :class:`~lamina.ir.traits.SymbolTable` trait (``builtin.module``) owns a single-block
+An op with the :class:`SymbolTableTrait` (MLIR's ``SymbolTable`` trait) (``builtin.module``) owns a single-block
 region whose ops may define *symbols*: ops with a ``sym_name`` string attribute (``func.func``).
 Symbols are referenced by :class:`~lamina.ir.attributes.SymbolRefAttr` (``@f``, or ``@m::@f`` to
 reach into a nested table). Visibility (``sym_visibility``): ``public`` (the default) may be used
@@ -16,11 +16,22 @@ from typing import Any
 from lamina.ir.attributes import ArrayAttr, Attribute, DictionaryAttr, StringAttr, SymbolRefAttr
 from lamina.ir.core import IRError, Operation
 from lamina.ir.diagnostics import VerifyError, diagnostic_location
-from lamina.ir.traits import SymbolTable as SymbolTableTrait
+from lamina.ir.traits import Trait
 
 SYM_NAME = "sym_name"
 SYM_VISIBILITY = "sym_visibility"
 VISIBILITIES = ("public", "private", "nested")
+
+
+class SymbolTableTrait(Trait):
+    """The op's region defines a symbol table: nested symbols have unique names (MLIR's
+    ``OpTrait::SymbolTable``, defined beside the table as in MLIR's ``SymbolTable.h``)."""
+
+    def verify(self, op: Operation) -> None:
+        verify_symbol_table(op)
+
+    def __repr__(self) -> str:
+        return "SymbolTable"
 
 
 # --------------------------------------------------------------------------------------------

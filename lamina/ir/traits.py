@@ -105,15 +105,6 @@ class IsolatedFromAbove(Trait):
     """Nested ops may not use values defined above this op."""
 
 
-class SymbolTable(Trait):
-    """The op's region defines a symbol table: nested symbols have unique names."""
-
-    def verify(self, op: Operation) -> None:
-        from lamina.ir.symbol_table import verify_symbol_table
-
-        verify_symbol_table(op)
-
-
 class AffineScope(Trait):
     pass
 

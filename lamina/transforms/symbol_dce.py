@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 from lamina.ir.attributes import ArrayAttr, Attribute, DictionaryAttr, StringAttr, SymbolRefAttr
 from lamina.ir.core import Operation
-from lamina.ir.traits import SymbolTable
+from lamina.ir.symbol_table import SymbolTableTrait
 from lamina.passes import Pass, Statistic, register_pass
 
 
@@ -29,7 +29,7 @@ def symbol_visibility(op: Operation) -> str:
 
 
 def is_symbol_table(op: Operation) -> bool:
-    return SymbolTable in op.traits
+    return SymbolTableTrait in op.traits
 
 
 def _refs_in_attr(a: Attribute) -> Iterator[SymbolRefAttr]:

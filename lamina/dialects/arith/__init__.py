@@ -15,6 +15,7 @@ from lamina.dialects.arith.ops import *  # noqa: F403
 from lamina.dialects.arith.ops import ConstantOp
 from lamina.ir.attributes import Attribute, DenseElementsAttr, FloatAttr, IntegerAttr
 from lamina.ir.context import Dialect, register_dialect
+from lamina.ir.core import register_canonicalization_module
 from lamina.ir.location import Location
 from lamina.ir.opdef import declared_ops
 from lamina.ir.types import Type
@@ -54,3 +55,6 @@ ARITH = register_dialect(
 
 __all__ = [*_ops.__all__, "ARITH", "FASTMATH_NONE", "OVERFLOW_NONE", "FastMathFlagsAttr",
            "IntegerOverflowFlagsAttr", "materialize_constant"]  # fmt: skip
+
+# The op classes' canonicalization patterns register themselves when first asked for.
+register_canonicalization_module("arith", "lamina.dialects.arith.canonicalize")

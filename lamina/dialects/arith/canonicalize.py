@@ -1,7 +1,8 @@
 """Canonicalization patterns of the arith dialect (written against :mod:`lamina.rewrite`).
 
-This module imports :mod:`lamina.rewrite`; the op classes import it lazily from their
-``get_canonicalization_patterns`` so that the dialect loads without the rewrite machinery.
+This module imports :mod:`lamina.rewrite` and registers each pattern for its root op class
+(:func:`~lamina.ir.core.register_canonicalization`); the dialect names this module so that it is
+imported on the first request for patterns, and loads without the rewrite machinery.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import numpy as np
 from lamina.dialects.arith import ops as arith_ops
 from lamina.dialects.arith.numeric import attr_to_domain, domain_to_attr
 from lamina.ir.attributes import Attribute
-from lamina.ir.core import Operation, Value
+from lamina.ir.core import Operation, Value, register_canonicalization
 from lamina.ir.traits import ConstantLike
 from lamina.rewrite.pattern import PatternRewriter, RewritePattern
 
@@ -172,3 +173,11 @@ def all_patterns() -> list[RewritePattern]:
         if isinstance(cls, type) and issubclass(cls, arith_ops.ArithOp) and cls.name:
             pats.extend(cls.get_canonicalization_patterns())
     return pats
+
+
+register_canonicalization(arith_ops.AddIOp, AddIAddIConstant, AddISubIConstant)
+register_canonicalization(arith_ops.SubIOp, SubIAddIConstant)
+register_canonicalization(arith_ops.MulIOp, MulIMulIConstant)
+register_canonicalization(arith_ops.XOrIOp, XOrINotCmpI)
+register_canonicalization(arith_ops.ExtSIOp, lambda: ExtOfExt(arith_ops.ExtSIOp))
+register_canonicalization(arith_ops.ExtUIOp, lambda: ExtOfExt(arith_ops.ExtUIOp))

@@ -496,12 +496,6 @@ class AddIOp(_OverflowMixin, _IntBinaryOp):
             return [d.lhs]
         return None
 
-    @classmethod
-    def get_canonicalization_patterns(cls) -> Sequence[Any]:
-        from lamina.dialects.arith.canonicalize import AddIAddIConstant, AddISubIConstant
-
-        return [AddIAddIConstant(), AddISubIConstant()]
-
 
 class SubIOp(_OverflowMixin, _IntBinaryOp):
     name = "arith.subi"
@@ -524,12 +518,6 @@ class SubIOp(_OverflowMixin, _IntBinaryOp):
                 return [d.rhs]
         return None
 
-    @classmethod
-    def get_canonicalization_patterns(cls) -> Sequence[Any]:
-        from lamina.dialects.arith.canonicalize import SubIAddIConstant
-
-        return [SubIAddIConstant()]
-
 
 class MulIOp(_OverflowMixin, _IntBinaryOp):
     name = "arith.muli"
@@ -546,12 +534,6 @@ class MulIOp(_OverflowMixin, _IntBinaryOp):
             if v == 0:
                 return [c[i]]  # type: ignore[list-item]
         return None
-
-    @classmethod
-    def get_canonicalization_patterns(cls) -> Sequence[Any]:
-        from lamina.dialects.arith.canonicalize import MulIMulIConstant
-
-        return [MulIMulIConstant()]
 
 
 class DivSIOp(_IntBinaryOp):
@@ -713,12 +695,6 @@ class XOrIOp(_IntBinaryOp):
         if isinstance(d, XOrIOp) and d.rhs is self.rhs:
             return [d.lhs]
         return None
-
-    @classmethod
-    def get_canonicalization_patterns(cls) -> Sequence[Any]:
-        from lamina.dialects.arith.canonicalize import XOrINotCmpI
-
-        return [XOrINotCmpI()]
 
 
 class _ShiftOp(_IntBinaryOp):
@@ -1245,12 +1221,6 @@ class ExtSIOp(_CastOp):
     def _compute(self, a: list[np.ndarray]) -> np.ndarray:
         return to_signed(a[0], _iw(self.operands[0].type)).astype(np.uint64)
 
-    @classmethod
-    def get_canonicalization_patterns(cls) -> Sequence[Any]:
-        from lamina.dialects.arith.canonicalize import ExtOfExt
-
-        return [ExtOfExt(cls)]
-
 
 class ExtUIOp(_CastOp):
     name = "arith.extui"
@@ -1260,12 +1230,6 @@ class ExtUIOp(_CastOp):
 
     def _compute(self, a: list[np.ndarray]) -> np.ndarray:
         return a[0]
-
-    @classmethod
-    def get_canonicalization_patterns(cls) -> Sequence[Any]:
-        from lamina.dialects.arith.canonicalize import ExtOfExt
-
-        return [ExtOfExt(cls)]
 
 
 class TruncIOp(_CastOp):

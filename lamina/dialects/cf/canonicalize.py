@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from lamina.dialects.cf.ops import AssertOp, BranchOp, CondBranchOp
 from lamina.ir.attributes import DenseElementsAttr, IntegerAttr
-from lamina.ir.core import Block, BlockArgument, Operation, Value
+from lamina.ir.core import Block, BlockArgument, Operation, Value, register_canonicalization
 from lamina.ir.traits import ConstantLike
 from lamina.rewrite.pattern import PatternRewriter, RewritePattern
 
@@ -167,3 +167,10 @@ class EraseTrueAssert(RewritePattern):
             rewriter.erase_op(op)
             return True
         return False
+
+
+register_canonicalization(BranchOp, SimplifyBrToBlockWithSinglePred, SimplifyPassThroughBr)
+register_canonicalization(
+    CondBranchOp, SimplifyConstCondBranch, SimplifyCondBranchSameSuccessors, SimplifyPassThroughCondBranch
+)
+register_canonicalization(AssertOp, EraseTrueAssert)

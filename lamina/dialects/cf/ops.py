@@ -86,12 +86,6 @@ class BranchOp(Op, BranchOpInterface):
         attrs = _parse_attrs(cls, parser, props)
         return parser.create_op(cls, vals, (), props, attrs, (), [dest])
 
-    @classmethod
-    def get_canonicalization_patterns(cls) -> Sequence[Any]:
-        from lamina.dialects.cf.canonicalize import SimplifyBrToBlockWithSinglePred, SimplifyPassThroughBr
-
-        return [SimplifyBrToBlockWithSinglePred(), SimplifyPassThroughBr()]
-
 
 class CondBranchOp(Op, BranchOpInterface):
     """``cf.cond_br %c, ^t(%a), ^f(%b)`` with ``operandSegmentSizes = [1, #a, #b]``."""
@@ -158,20 +152,6 @@ class CondBranchOp(Op, BranchOpInterface):
         props[OPERAND_SEGMENTS] = DenseArrayAttr(_i32, [1, len(tvals), len(fvals)])
         cond = parser.resolve_operand(u, _i1)
         return parser.create_op(cls, [cond, *tvals, *fvals], (), props, attrs, (), [t, f])
-
-    @classmethod
-    def get_canonicalization_patterns(cls) -> Sequence[Any]:
-        from lamina.dialects.cf.canonicalize import (
-            SimplifyCondBranchSameSuccessors,
-            SimplifyConstCondBranch,
-            SimplifyPassThroughCondBranch,
-        )
-
-        return [
-            SimplifyConstCondBranch(),
-            SimplifyCondBranchSameSuccessors(),
-            SimplifyPassThroughCondBranch(),
-        ]
 
 
 class SwitchOp(Op, BranchOpInterface):
@@ -360,12 +340,6 @@ class AssertOp(Op, ExecutableOpInterface):
         if not bool(inputs[0]):
             raise AssertionError(self.properties["msg"].value)
         return []
-
-    @classmethod
-    def get_canonicalization_patterns(cls) -> Sequence[Any]:
-        from lamina.dialects.cf.canonicalize import EraseTrueAssert
-
-        return [EraseTrueAssert()]
 
 
 __all__ = ["AssertOp", "BranchOp", "CondBranchOp", "SwitchOp"]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from lamina.dialects.func.ops import CallIndirectOp, CallOp, ConstantOp
-from lamina.ir.core import Operation
+from lamina.ir.core import Operation, register_canonicalization
 from lamina.rewrite.pattern import PatternRewriter, RewritePattern
 
 
@@ -24,3 +24,6 @@ class SimplifyIndirectCallWithKnownCallee(RewritePattern):
         rewriter.insert(new)
         rewriter.replace_op(op, new)
         return True
+
+
+register_canonicalization(CallIndirectOp, SimplifyIndirectCallWithKnownCallee)

@@ -387,12 +387,6 @@ class CallIndirectOp(Op, CallOpInterface):
     def callee(self) -> Value:
         return self.operands[0]
 
-    @classmethod
-    def get_canonicalization_patterns(cls) -> Sequence[Any]:
-        from lamina.dialects.func.canonicalize import SimplifyIndirectCallWithKnownCallee
-
-        return [SimplifyIndirectCallWithKnownCallee()]
-
     def arg_operands(self) -> Sequence[Value]:
         return self.operands[1:]
 
