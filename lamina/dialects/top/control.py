@@ -123,7 +123,7 @@ class ScanOp(_RegionOp):
     scan_output_directions = prop(I64ArrayAttr, optional=True)
 
     def verify_(self) -> None:
-        ns = self.attr("num_scan_inputs")
+        ns = self.num_scan_inputs
         if not 1 <= ns <= len(self.operands):
             raise VerifyError(f"num_scan_inputs {ns} must be between 1 and the {len(self.operands)} inputs")
         nstate = len(self.operands) - ns
@@ -137,12 +137,12 @@ class ScanOp(_RegionOp):
         self._check_yield(0, len(self.results))
 
     def execute_regions(self, inputs: Sequence[Any], regions: Sequence[Runner]) -> list[Any]:
-        ns = self.attr("num_scan_inputs")
+        ns = self.num_scan_inputs
         nstate = len(inputs) - ns
         state = list(inputs[:nstate])
         xs = list(inputs[nstate:])
-        in_axes = list(self.attr("scan_input_axes") or [0] * ns)
-        in_dirs = list(self.attr("scan_input_directions") or [0] * ns)
+        in_axes = list(self.scan_input_axes or [0] * ns)
+        in_dirs = list(self.scan_input_directions or [0] * ns)
         xs = [np.moveaxis(x, a if a >= 0 else a + x.ndim, 0) for x, a in zip(xs, in_axes)]
         xs = [x[::-1] if d else x for x, d in zip(xs, in_dirs)]
         n = xs[0].shape[0] if xs else 0
@@ -153,8 +153,8 @@ class ScanOp(_RegionOp):
             state = outs[:nstate]
             for j, s in enumerate(outs[nstate:]):
                 scans[j].append(s)
-        out_axes = list(self.attr("scan_output_axes") or [0] * nout)
-        out_dirs = list(self.attr("scan_output_directions") or [0] * nout)
+        out_axes = list(self.scan_output_axes or [0] * nout)
+        out_dirs = list(self.scan_output_directions or [0] * nout)
         res = list(state)
         for j, s in enumerate(scans):
             arr = (

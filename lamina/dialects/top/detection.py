@@ -93,7 +93,7 @@ class NmsOp(TopOp):
         iou_thr = _scalar(iou_t, 0.0)
         has_score_t = score_t is not None and np.asarray(score_t).size > 0
         score_thr = _scalar(score_t, 0.0)
-        cpb = self.attr("center_point_box")
+        cpb = self.center_point_box
         rows: list[np.ndarray] = []
         if max_per_class == 0:
             return [np.zeros((0, 3), dtype=np.int64)]
@@ -190,9 +190,9 @@ class GridSampleOp(TopOp):
         osp = grid.shape[1:-1]
         if n == 0 or c == 0 or math.prod(osp) == 0:
             return [np.zeros((n, c, *osp), dtype=x.dtype)]
-        mode = self.attr("mode")
-        pad = self.attr("padding_mode")
-        ac = bool(self.attr("align_corners"))
+        mode = self.mode
+        pad = self.padding_mode
+        ac = bool(self.align_corners)
         g = grid.reshape(n, -1, r).astype(np.float64)  # (N, P, r)
         coords: list[np.ndarray] = []
         borders: list[tuple[float, float]] = []
@@ -301,20 +301,16 @@ class RoiAlignOp(TopOp):
         xs, rs = shape_of(self.input), shape_of(self.rois)
         if xs is None or rs is None:
             return [tensor_of(None, elem_of(self.input))]
-        return [
-            tensor_of(
-                [rs[0], xs[1], self.attr("output_height"), self.attr("output_width")], elem_of(self.input)
-            )
-        ]
+        return [tensor_of([rs[0], xs[1], self.output_height, self.output_width], elem_of(self.input))]
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         x, rois, bidx = inputs
         _, c, h, w = x.shape
-        ph, pw = self.attr("output_height"), self.attr("output_width")
-        scale = self.attr("spatial_scale")
-        sr = self.attr("sampling_ratio")
-        half = self.attr("coordinate_transformation_mode") == "half_pixel"
-        is_max = self.attr("mode") == "max"
+        ph, pw = self.output_height, self.output_width
+        scale = self.spatial_scale
+        sr = self.sampling_ratio
+        half = self.coordinate_transformation_mode == "half_pixel"
+        is_max = self.mode == "max"
         off = 0.5 if half else 0.0
         rois64 = np.asarray(rois, dtype=np.float64)
         bidx = np.asarray(bidx).reshape(-1).astype(np.int64)

@@ -411,7 +411,7 @@ class DropoutOp(TopOp):
         training = inputs[2] is not None and bool(np.asarray(inputs[2]))
         ratio = float(inputs[1]) if inputs[1] is not None else 0.5
         if training and ratio > 0:
-            rng = np.random.default_rng(self.attr("seed"))
+            rng = np.random.default_rng(self.seed)
             mask = rng.uniform(size=x.shape) >= ratio
             return [(x * mask / (1 - ratio)).astype(x.dtype), mask]
         return [x, np.ones(x.shape, bool)]
@@ -595,7 +595,7 @@ class ModOp(BinaryOp):
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         a, b = inputs
         with np.errstate(all="ignore"):
-            if self.attr("fmod"):
+            if self.fmod:
                 return [np.fmod(a, b)]
             return [np.mod(a, b)]
 
@@ -606,7 +606,7 @@ class BitShiftOp(BinaryOp):
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         a, b = inputs
-        fn = np.left_shift if self.attr("direction") == "LEFT" else np.right_shift
+        fn = np.left_shift if self.direction == "LEFT" else np.right_shift
         return [fn(a, b.astype(a.dtype)).astype(a.dtype)]
 
 
@@ -617,7 +617,7 @@ class BitwiseOp(BinaryOp):
     mode = prop(StrEnum("And", "Or", "Xor"))
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
-        fn = {"And": np.bitwise_and, "Or": np.bitwise_or, "Xor": np.bitwise_xor}[self.attr("mode")]
+        fn = {"And": np.bitwise_and, "Or": np.bitwise_or, "Xor": np.bitwise_xor}[self.mode]
         return [fn(inputs[0], inputs[1])]
 
 
@@ -644,7 +644,7 @@ class CompareOp(BinaryOp):
         return [tensor_of(broadcast_shapes(shape_of(self.lhs), shape_of(self.rhs)), i1)]
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
-        return [_COMPARE[self.attr("mode")](inputs[0], inputs[1])]
+        return [_COMPARE[self.mode](inputs[0], inputs[1])]
 
 
 class PReluOp(TopOp):
@@ -729,7 +729,7 @@ class CastOp(TopOp):
             m = 1 << e.width
             v = np.mod(v, m) if e.is_unsigned else np.mod(v + m // 2, m) - m // 2
             return [v.astype(result_dtype(self))]
-        return [cast_array(inputs[0], result_dtype(self), bool(self.attr("saturate")))]
+        return [cast_array(inputs[0], result_dtype(self), bool(self.saturate))]
 
     flops_per_element = 0  # data movement: no arithmetic
 

@@ -163,11 +163,11 @@ class InterpOp(TopOp):
             return self.unranked_results()
         scales, sizes = vals
         r = len(xs)
-        axes = [norm_axis(a, r) for a in (self.attr("axes") or range(r))]
+        axes = [norm_axis(a, r) for a in (self.axes or range(r))]
         in_sh = [xs[a] for a in axes]
         if sizes is not None and sizes.size:
             sz = [int(v) for v in sizes.reshape(-1)]
-            pol = self.attr("keep_aspect_ratio_policy")
+            pol = self.keep_aspect_ratio_policy
             if pol != "stretch":
                 ratios = [sz[i] / in_sh[i] for i in range(len(axes))]
                 s = min(ratios) if pol == "not_larger" else max(ratios)
@@ -185,11 +185,11 @@ class InterpOp(TopOp):
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         x, roi, scales, sizes = inputs
         r = x.ndim
-        axes = [norm_axis(a, r) for a in (self.attr("axes") or range(r))]
+        axes = [norm_axis(a, r) for a in (self.axes or range(r))]
         in_sh = [x.shape[a] for a in axes]
         if sizes is not None and np.asarray(sizes).size:
             sz = [int(v) for v in np.asarray(sizes).reshape(-1)]
-            pol = self.attr("keep_aspect_ratio_policy")
+            pol = self.keep_aspect_ratio_policy
             if pol != "stretch":
                 ratios = [sz[i] / in_sh[i] for i in range(len(axes))]
                 s = min(ratios) if pol == "not_larger" else max(ratios)
@@ -211,7 +211,7 @@ class InterpOp(TopOp):
             if (
                 sz[i] == in_sh[i]
                 and sc[i] == 1.0
-                and self.attr("coordinate_transformation_mode") != "tf_crop_and_resize"
+                and self.coordinate_transformation_mode != "tf_crop_and_resize"
             ):
                 continue
             rr = None
@@ -231,7 +231,7 @@ class InterpOp(TopOp):
                 shp[a] = sz[i]
                 oob_all = oob_all | oob.reshape(shp)
         if oob_all.any():
-            y = np.where(oob_all, self.attr("extrapolation_value"), y)
+            y = np.where(oob_all, self.extrapolation_value, y)
         if x.dtype.kind in "iu":
             y = np.clip(np.round(y), np.iinfo(x.dtype).min, np.iinfo(x.dtype).max)
         return [np.ascontiguousarray(y.astype(x.dtype))]
@@ -294,11 +294,11 @@ class AttentionOp(TopOp):
         three_d = q.ndim == 3
         b = q.shape[0]
         if three_d:
-            qh, kvh = self.attr("q_num_heads"), self.attr("kv_num_heads")
+            qh, kvh = self.q_num_heads, self.kv_num_heads
             q = q.reshape(b, q.shape[1], qh, -1).transpose(0, 2, 1, 3)
             k = k.reshape(b, k.shape[1], kvh, -1).transpose(0, 2, 1, 3)
             v = v.reshape(b, v.shape[1], kvh, -1).transpose(0, 2, 1, 3)
-        scale = self.attr("scale")
+        scale = self.scale
         if scale is None:
             scale = 1.0 / np.sqrt(q.shape[3])
         if past_k is not None:
@@ -319,7 +319,7 @@ class AttentionOp(TopOp):
             if mask.dtype == np.bool_:
                 mask = np.where(mask, 0, -np.inf).astype(dt)
         past_len = past_k.shape[2] if past_k is not None else 0
-        if self.attr("is_causal"):
+        if self.is_causal:
             base = np.zeros((sq, skv), dtype=dt) if mask is None else np.array(mask, dtype=dt)
             tri = np.triu(np.ones((sq, skv - past_len), dtype=bool), k=1)
             causal = np.zeros(base.shape[-2:], dtype=dt)
@@ -337,13 +337,13 @@ class AttentionOp(TopOp):
             v = np.repeat(v, hq // hk, axis=1)
         s = np.sqrt(scale)
         qk = np.matmul(q * dt.type(s), np.swapaxes(k, -1, -2) * dt.type(s))
-        cap = self.attr("softcap")
+        cap = self.softcap
         if cap and cap > 0:
             qk = np.tanh(qk / dt.type(cap)) * dt.type(cap)
-        mode = self.attr("qk_matmul_output_mode")
+        mode = self.qk_matmul_output_mode
         qk_b = qk + bias
         qk_out = qk_b if mode == 2 else qk
-        sp = self.attr("softmax_precision")
+        sp = self.softmax_precision
         if sp is not None:
             qk_b = qk_b.astype(_softmax_dtype(sp))
         probs = _softmax_last(qk_b)
@@ -379,19 +379,19 @@ class RotaryEmbeddingOp(TopOp):
             x = x.transpose(0, 2, 1, 3)
         b, s = x.shape[:2]
         if x.ndim == 3:
-            x = x.reshape(b, s, self.attr("num_heads"), -1)
-        d = self.attr("rotary_embedding_dim") or x.shape[3]
+            x = x.reshape(b, s, self.num_heads, -1)
+        d = self.rotary_embedding_dim or x.shape[3]
         xr, xn = x[..., :d], x[..., d:]
         if pos is not None:
             cos, sin = cos[pos], sin[pos]
         cos, sin = cos[:, :, None, :], sin[:, :, None, :]
-        if self.attr("interleaved"):
+        if self.interleaved:
             x1, x2 = xr[..., 0::2], xr[..., 1::2]
         else:
             x1, x2 = np.split(xr, 2, axis=-1)
         real = cos * x1 - sin * x2
         imag = sin * x1 + cos * x2
-        if self.attr("interleaved"):
+        if self.interleaved:
             xr = np.stack([real, imag], axis=-1).reshape(xr.shape)
         else:
             xr = np.concatenate([real, imag], axis=-1)
@@ -451,19 +451,19 @@ class QuantizeLinearOp(TopOp):
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         x, sc, zp = inputs
         dt = result_dtype(self)
-        ax, bs = self.attr("axis"), self.attr("block_size")
+        ax, bs = self.axis, self.block_size
         scale = _q_param(np.asarray(sc), x.shape, ax, bs).astype(np.float32)
         y = x.astype(np.float32) / scale
         if dt.kind == "f":
             if zp is not None:
                 y = y + _q_param(np.asarray(zp), x.shape, ax, bs).astype(np.float32)
-            return [cast_array(y, dt, bool(self.attr("saturate")))]
+            return [cast_array(y, dt, bool(self.saturate))]
         y = np.rint(y)
         if zp is not None:
             y = y + _q_param(np.asarray(zp), x.shape, ax, bs).astype(np.float32)
         lo, hi = _INT_RANGE.get(dt, (None, None))
-        if self.attr("qmin") is not None:
-            lo, hi = self.attr("qmin"), self.attr("qmax")
+        if self.qmin is not None:
+            lo, hi = self.qmin, self.qmax
         return [np.clip(y, lo, hi).astype(dt)]
 
 
@@ -484,7 +484,7 @@ class DequantizeLinearOp(TopOp):
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         x, sc, zp = inputs
-        ax, bs = self.attr("axis"), self.attr("block_size")
+        ax, bs = self.axis, self.block_size
         xf = x.astype(np.float32)
         if zp is not None and x.dtype.kind in "iu":
             xf = xf - _q_param(np.asarray(zp), x.shape, ax, bs).astype(np.float32)
@@ -528,12 +528,12 @@ class NLLLossOp(TopOp):
     ignore_index = prop(I64Attr, optional=True)
 
     def infer_shapes(self) -> list[Type]:
-        t = shape_of(self.target) if self.attr("reduction") == "none" else ()
+        t = shape_of(self.target) if self.reduction == "none" else ()
         return [tensor_of(t, elem_of(self.input))]
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         x, t, w = inputs
-        return [_nll(x, t, w, self.attr("reduction"), self.attr("ignore_index"))]
+        return [_nll(x, t, w, self.reduction, self.ignore_index)]
 
 
 class SoftmaxCrossEntropyLossOp(TopOp):
@@ -547,7 +547,7 @@ class SoftmaxCrossEntropyLossOp(TopOp):
     ignore_index = prop(I64Attr, optional=True)
 
     def infer_shapes(self) -> list[Type]:
-        t = shape_of(self.labels) if self.attr("reduction") == "none" else ()
+        t = shape_of(self.labels) if self.reduction == "none" else ()
         lp = (
             none
             if isinstance(self.results[1].type, NoneType)
@@ -560,7 +560,7 @@ class SoftmaxCrossEntropyLossOp(TopOp):
         m = np.max(x, axis=1, keepdims=True)
         e = x - m
         lp = (e - np.log(np.sum(np.exp(e), axis=1, keepdims=True))).astype(x.dtype)
-        loss = _nll(lp, t, w, self.attr("reduction"), self.attr("ignore_index"))
+        loss = _nll(lp, t, w, self.reduction, self.ignore_index)
         return [loss, None if isinstance(self.results[1].type, NoneType) else lp]
 
 
@@ -615,10 +615,10 @@ class _RNNBase(TopOp):
         xs = shape_of(self.input)  # type: ignore[attr-defined]
         if xs is None or len(xs) != 3:
             return self.unranked_results()
-        layout = self.attr("layout")
+        layout = self.layout
         seq, batch = (xs[1], xs[0]) if layout else (xs[0], xs[1])
-        hs = self.attr("hidden_size")
-        dirs = 2 if self.attr("direction") == "bidirectional" else 1
+        hs = self.hidden_size
+        dirs = 2 if self.direction == "bidirectional" else 1
         y = [batch, seq, dirs, hs] if layout else [seq, dirs, batch, hs]
         state = [batch, dirs, hs] if layout else [dirs, batch, hs]
         elem = elem_of(self.input)  # type: ignore[attr-defined]
@@ -629,10 +629,10 @@ class _RNNBase(TopOp):
         ]
 
     def _acts(self, d: int) -> list[Any]:
-        names = list(self.attr("activations") or self.default_acts * 2)
+        names = list(self.activations or self.default_acts * 2)
         k = len(self.default_acts)
-        al = list(self.attr("activation_alpha") or [])
-        be = list(self.attr("activation_beta") or [])
+        al = list(self.activation_alpha or [])
+        be = list(self.activation_beta or [])
         return [
             _act(
                 names[d * k + j],
@@ -645,21 +645,21 @@ class _RNNBase(TopOp):
     def _run(
         self, x: np.ndarray, w: np.ndarray, r: np.ndarray, b: Any, lens: Any, h0: Any, c0: Any, p: Any
     ) -> list[Any]:
-        if self.attr("layout"):
+        if self.layout:
             x = x.transpose(1, 0, 2)
             h0 = h0.transpose(1, 0, 2) if h0 is not None else None
             c0 = c0.transpose(1, 0, 2) if c0 is not None else None
         seq, batch = x.shape[:2]
-        hs = self.attr("hidden_size")
-        dirs = 2 if self.attr("direction") == "bidirectional" else 1
+        hs = self.hidden_size
+        dirs = 2 if self.direction == "bidirectional" else 1
         dt = x.dtype
         y = np.zeros((seq, dirs, batch, hs), dtype=dt)
         yh = np.zeros((dirs, batch, hs), dtype=dt)
         yc = np.zeros((dirs, batch, hs), dtype=dt)
         lens_v = np.asarray(lens).astype(np.int64) if lens is not None else np.full(batch, seq)
-        clip = self.attr("clip")
+        clip = self.clip
         for d in range(dirs):
-            reverse = self.attr("direction") == "reverse" or d == 1
+            reverse = self.direction == "reverse" or d == 1
             acts = self._acts(d)
             wb = b[d] if b is not None else np.zeros(2 * self.n_gates * hs, dt)
             h = h0[d] if h0 is not None else np.zeros((batch, hs), dt)
@@ -690,7 +690,7 @@ class _RNNBase(TopOp):
                 else:
                     y[t, d] = np.where(m, h_new, 0)
             yh[d], yc[d] = h, c
-        if self.attr("layout"):
+        if self.layout:
             y, yh, yc = y.transpose(2, 0, 1, 3), yh.transpose(1, 0, 2), yc.transpose(1, 0, 2)
         outs = [y, yh, yc][: len(self.results)]
         return [None if isinstance(rr.type, NoneType) else o.astype(dt) for rr, o in zip(self.results, outs)]
@@ -738,7 +738,7 @@ class LSTMOp(_RNNBase):
             f_ = f_ + pf * c
         i_ = f(_clip(i_, clip))
         f_ = f(_clip(f_, clip))
-        if self.attr("input_forget"):
+        if self.input_forget:
             f_ = 1 - i_
         c_new = f_ * c + i_ * g(_clip(c_, clip))
         if p is not None:
@@ -770,7 +770,7 @@ class GRUOp(_RNNBase):
     ) -> tuple[Any, Any]:
         f, g = acts
         xz, xr, xh = (xt[:, k * hs : (k + 1) * hs] for k in range(3))
-        if self.attr("linear_before_reset"):  # one recurrent GEMM for the three gates
+        if self.linear_before_reset:  # one recurrent GEMM for the three gates
             hr = h @ r.T
             hr += rb
             z = f(_clip(xz + hr[:, :hs], clip))
@@ -781,7 +781,7 @@ class GRUOp(_RNNBase):
         bz, br, bh = (rb[k * hs : (k + 1) * hs] for k in range(3))
         z = f(_clip(xz + h @ rz.T + bz, clip))
         rt = f(_clip(xr + h @ rr.T + br, clip))
-        if self.attr("linear_before_reset"):
+        if self.linear_before_reset:
             ht = g(_clip(xh + rt * (h @ rh.T + bh), clip))
         else:
             ht = g(_clip(xh + (rt * h) @ rh.T + bh, clip))

@@ -70,11 +70,11 @@ class InputOp(TopOp, MemoryEffectOpInterface):
         for key in ("mean", "scale"):
             v = self.attr(key)
             if v is not None and isinstance(t, ShapedType) and t.has_rank and t.rank >= 2:
-                fmt = self.attr("channel_format") or "nchw"
+                fmt = self.channel_format or "nchw"
                 c = t.shape[1] if fmt == "nchw" else t.shape[-1]
                 if c > 0 and len(v) not in (1, c):
                     raise VerifyError(f"'{key}' has {len(v)} values but the input has {c} channels")
-        rd = self.attr("resize_dims")
+        rd = self.resize_dims
         if rd is not None and (len(rd) != 2 or min(rd) <= 0):
             raise VerifyError("'resize_dims' must be two positive integers (height, width)")
 

@@ -51,7 +51,7 @@ class UniqueOp(TopOp):
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         x = inputs[0]
-        ax = self.attr("axis")
+        ax = self.axis
         if ax is None:
             y, idx, inv, cnt = np.unique(
                 x.reshape(-1), return_index=True, return_inverse=True, return_counts=True
@@ -63,7 +63,7 @@ class UniqueOp(TopOp):
                 x, return_index=True, return_inverse=True, return_counts=True, axis=ax_n
             )
         inv = inv.reshape(-1)
-        if not self.attr("sorted"):  # order of first occurrence
+        if not self.sorted:  # order of first occurrence
             order = np.argsort(idx, kind="stable")
             rank = np.empty_like(order)
             rank[order] = np.arange(order.size)
@@ -88,14 +88,14 @@ class CenterCropPadOp(TopOp):
         if xs is None or shp is None:
             return self.unranked_results()
         out = list(xs)
-        for a, t in zip((norm_axis(a, len(xs)) for a in (self.attr("axes") or range(len(xs)))), _ints(shp)):
+        for a, t in zip((norm_axis(a, len(xs)) for a in (self.axes or range(len(xs)))), _ints(shp)):
             out[a] = t
         return [tensor_of(out, elem_of(self.input))]
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         x, shp = inputs
         target = _ints(shp)
-        axes = [norm_axis(a, x.ndim) for a in (self.attr("axes") or range(x.ndim))]
+        axes = [norm_axis(a, x.ndim) for a in (self.axes or range(x.ndim))]
         out_shape = list(x.shape)
         src: list[slice] = [slice(None)] * x.ndim
         dst: list[slice] = [slice(None)] * x.ndim
@@ -137,9 +137,9 @@ class Col2ImOp(TopOp):
         x, img, blk = inputs
         img, blk = _ints(img), _ints(blk)
         nd = len(img)
-        d = list(self.attr("dilations") or [1] * nd)
-        s = list(self.attr("strides") or [1] * nd)
-        p = list(self.attr("pads") or [0] * (2 * nd))
+        d = list(self.dilations or [1] * nd)
+        s = list(self.strides or [1] * nd)
+        p = list(self.pads or [0] * (2 * nd))
         n = x.shape[0]
         c = x.shape[1] // math.prod(blk)
         padded = [img[i] + p[i] + p[i + nd] for i in range(nd)]
@@ -181,7 +181,7 @@ class AffineGridOp(TopOp):
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         theta, size = inputs
         sp = _ints(size)[2:]
-        ac = self.attr("align_corners")
+        ac = self.align_corners
         axes = []
         for dim in sp:
             k = np.arange(dim, dtype=np.float64)
@@ -216,18 +216,18 @@ class MaxUnpoolOp(TopOp):
         if vals[0] is not None:
             return [tensor_of(_ints(vals[0]), elem_of(self.input))]
         nd = len(xs) - 2
-        k = list(self.attr("kernel_shape"))
-        s = list(self.attr("strides") or [1] * nd)
-        p = list(self.attr("pads") or [0] * (2 * nd))
+        k = list(self.kernel_shape)
+        s = list(self.strides or [1] * nd)
+        p = list(self.pads or [0] * (2 * nd))
         sp = [(xs[2 + i] - 1) * s[i] - p[i] - p[i + nd] + k[i] for i in range(nd)]
         return [tensor_of([*xs[:2], *sp], elem_of(self.input))]
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         x, idx, oshape = inputs
         nd = x.ndim - 2
-        k = list(self.attr("kernel_shape"))
-        s = list(self.attr("strides") or [1] * nd)
-        p = list(self.attr("pads") or [0] * (2 * nd))
+        k = list(self.kernel_shape)
+        s = list(self.strides or [1] * nd)
+        p = list(self.pads or [0] * (2 * nd))
         inferred = [*x.shape[:2], *((x.shape[2 + i] - 1) * s[i] - p[i] - p[i + nd] + k[i] for i in range(nd))]
         y = np.zeros(math.prod(inferred), dtype=x.dtype)
         y[np.asarray(idx).reshape(-1)] = x.reshape(-1)

@@ -94,10 +94,10 @@ class MatMulOp(TopOp):
         y = np.matmul(a, b)
         if bias is not None:
             y += bias
-        if self.attr("do_relu"):
+        if self.do_relu:
             np.maximum(y, 0, out=y)
-            if self.attr("relu_limit") > 0:
-                np.minimum(y, y.dtype.type(self.attr("relu_limit")), out=y)
+            if self.relu_limit > 0:
+                np.minimum(y, y.dtype.type(self.relu_limit), out=y)
         return [y]
 
     def flops(self) -> int:
@@ -124,29 +124,29 @@ class GemmOp(TopOp):
         a, b = shape_of(self.input), shape_of(self.right)
         if a is None or b is None or len(a) != 2 or len(b) != 2:
             return self.unranked_results()
-        (m, ka), (kb, n) = a[::-1] if self.attr("transA") else a, b[::-1] if self.attr("transB") else b
+        (m, ka), (kb, n) = a[::-1] if self.transA else a, b[::-1] if self.transB else b
         if ka != kb and DYNAMIC not in (ka, kb):
             raise VerifyError(f"contracting dimensions differ: {list(a)} x {list(b)}")
         return [tensor_of([m, n], elem_of(self.input))]
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         a, b, c = inputs
-        if self.attr("transA"):
+        if self.transA:
             a = a.T
-        if self.attr("transB"):
+        if self.transB:
             b = b.T
         y = a @ b
-        al = self.attr("alpha")
+        al = self.alpha
         if al != 1.0:
             y *= y.dtype.type(al)
         if c is not None:
-            be = self.attr("beta")
+            be = self.beta
             y += c * c.dtype.type(be) if be != 1.0 else c
         return [y]
 
     def flops(self) -> int:
         a = shape_of(self.input)
-        return 2 * (a[0] if self.attr("transA") and a else a[-1] if a else 0) * num_elements(self.output.type)
+        return 2 * (a[0] if self.transA and a else a[-1] if a else 0) * num_elements(self.output.type)
 
 
 class EinsumOp(TopOp):
@@ -161,7 +161,7 @@ class EinsumOp(TopOp):
         shapes = [shape_of(v) for v in self.inputs]
         if any(s is None for s in shapes):
             return self.unranked_results()
-        eq = self.attr("equation").replace(" ", "")
+        eq = self.equation.replace(" ", "")
         lhs, arrow, rhs = eq.partition("->")
         dims: dict[str, int] = {}
         ell: tuple[int, ...] = ()
@@ -184,7 +184,7 @@ class EinsumOp(TopOp):
         return [tensor_of(out, dtype_to_element_type(dt))]
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
-        eq = self.attr("equation").replace(" ", "")
+        eq = self.equation.replace(" ", "")
         return [np.asarray(np.einsum(eq, *inputs, optimize=len(inputs) > 2))]
 
 
@@ -254,13 +254,13 @@ class ConvOp(TopOp):
         if xs is not None and ws is not None:
             if len(xs) != len(ws):
                 raise VerifyError(f"input rank {len(xs)} and filter rank {len(ws)} differ")
-            g = self.attr("group")
+            g = self.group
             if g < 1:
                 raise VerifyError(f"group {g} must be >= 1")
             if xs[1] >= 0 and ws[1] >= 0 and xs[1] != ws[1] * g:
                 raise VerifyError(f"input channels {xs[1]} != filter channels {ws[1]} x group {g}")
         if ws is not None and len(ws) >= 2:
-            k = self.attr("kernel_shape")
+            k = self.kernel_shape
             if k is not None and len(k) == len(ws) - 2 and DYNAMIC not in ws and list(k) != list(ws[2:]):
                 raise VerifyError(
                     f"'kernel_shape' {list(k)} differs from the filter's spatial dims {list(ws[2:])}"
@@ -271,11 +271,11 @@ class ConvOp(TopOp):
         """Kernel, strides, dilations and explicit pads for these input and filter shapes."""
         return window_geometry(
             x_shape[2:],
-            self.attr("kernel_shape") or w_shape[2:],
-            self.attr("strides"),
-            self.attr("dilations"),
-            self.attr("pads"),
-            self.attr("auto_pad"),
+            self.kernel_shape or w_shape[2:],
+            self.strides,
+            self.dilations,
+            self.pads,
+            self.auto_pad,
         )
 
     def infer_shapes(self) -> list[Type]:
@@ -297,7 +297,7 @@ class ConvOp(TopOp):
         """Zero-pad, view the windows, contract each group's windows with its filters."""
         x, w, b = inputs
         k, s, d, p = self.geometry(x.shape, w.shape)
-        nd, g, m = len(k), self.attr("group"), w.shape[0]
+        nd, g, m = len(k), self.group, w.shape[0]
         xp = np.pad(x, [(0, 0), (0, 0)] + [(p[i], p[i + nd]) for i in range(nd)])
         win = windows(xp, k, s, d)  # (N, C, *out, *k)
         cg, mg = x.shape[1] // g, m // g
@@ -308,23 +308,23 @@ class ConvOp(TopOp):
         y = np.moveaxis(np.concatenate(per_group, axis=-1), -1, 1).astype(np.result_type(x, w), copy=False)
         if b is not None:
             y = y + b.reshape((1, m) + (1,) * nd).astype(y.dtype, copy=False)
-        if self.attr("do_relu"):
+        if self.do_relu:
             y = np.maximum(y, 0)
-            if self.attr("relu_limit") > 0:
-                y = np.minimum(y, y.dtype.type(self.attr("relu_limit")))
+            if self.relu_limit > 0:
+                y = np.minimum(y, y.dtype.type(self.relu_limit))
         return [np.ascontiguousarray(y)]
 
     def executor(self) -> Any:
         """The fast kernel (:func:`lamina.execution.kernels.conv.conv_kernel`)."""
         return conv_kernel(
-            self.attr("kernel_shape"),
-            self.attr("strides"),
-            self.attr("dilations"),
-            self.attr("pads"),
-            self.attr("auto_pad"),
-            self.attr("group"),
-            bool(self.attr("do_relu")),
-            self.attr("relu_limit"),
+            self.kernel_shape,
+            self.strides,
+            self.dilations,
+            self.pads,
+            self.auto_pad,
+            self.group,
+            bool(self.do_relu),
+            self.relu_limit,
         )
 
     def flops(self) -> int:
@@ -357,32 +357,30 @@ class DeconvOp(TopOp):
         if xs is None or ws is None or DYNAMIC in xs or DYNAMIC in ws:
             return self.unranked_results()
         nd = len(xs) - 2
-        k = list(self.attr("kernel_shape") or ws[2:])
-        s = list(self.attr("strides") or [1] * nd)
-        d = list(self.attr("dilations") or [1] * nd)
-        op_ = list(self.attr("output_padding") or [0] * nd)
+        k = list(self.kernel_shape or ws[2:])
+        s = list(self.strides or [1] * nd)
+        d = list(self.dilations or [1] * nd)
+        op_ = list(self.output_padding or [0] * nd)
         full = [s[i] * (xs[2 + i] - 1) + op_[i] + (k[i] - 1) * d[i] + 1 for i in range(nd)]
-        out_shape = self.attr("output_shape")
+        out_shape = self.output_shape
         if out_shape is not None:
             sp = list(out_shape)[-nd:]
-        elif self.attr("auto_pad") in ("SAME_UPPER", "SAME_LOWER"):
+        elif self.auto_pad in ("SAME_UPPER", "SAME_LOWER"):
             sp = [xs[2 + i] * s[i] for i in range(nd)]
         else:
-            p = list(self.attr("pads") or [0] * (2 * nd))
+            p = list(self.pads or [0] * (2 * nd))
             sp = [full[i] - p[i] - p[i + nd] for i in range(nd)]
         dts = [element_type_to_dtype(elem_of(v)) for v in self.operands if not is_none(v)]
-        return [
-            tensor_of([xs[0], ws[1] * self.attr("group"), *sp], dtype_to_element_type(np.result_type(*dts)))
-        ]
+        return [tensor_of([xs[0], ws[1] * self.group, *sp], dtype_to_element_type(np.result_type(*dts)))]
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         x, w, b = inputs
         nd = x.ndim - 2
-        k = list(self.attr("kernel_shape") or w.shape[2:])
-        s = list(self.attr("strides") or [1] * nd)
-        d = list(self.attr("dilations") or [1] * nd)
-        op_ = list(self.attr("output_padding") or [0] * nd)
-        g = self.attr("group")
+        k = list(self.kernel_shape or w.shape[2:])
+        s = list(self.strides or [1] * nd)
+        d = list(self.dilations or [1] * nd)
+        op_ = list(self.output_padding or [0] * nd)
+        g = self.group
         n, c = x.shape[:2]
         mg = w.shape[1]
         isp = x.shape[2:]
@@ -401,8 +399,8 @@ class DeconvOp(TopOp):
                     *[slice(idx[i] * d[i], idx[i] * d[i] + (isp[i] - 1) * s[i] + 1, s[i]) for i in range(nd)],
                 )
                 y[dst] += cols[(slice(None), slice(None), *[slice(None)] * nd, *idx)]
-        out_shape = self.attr("output_shape")
-        auto = self.attr("auto_pad")
+        out_shape = self.output_shape
+        auto = self.auto_pad
         if out_shape is not None or auto in ("SAME_UPPER", "SAME_LOWER"):
             target = list(out_shape)[-nd:] if out_shape is not None else [isp[i] * s[i] for i in range(nd)]
             total = [full[i] - target[i] for i in range(nd)]
@@ -412,7 +410,7 @@ class DeconvOp(TopOp):
                 begin = [t - t // 2 for t in total]
             pads = begin + [total[i] - begin[i] for i in range(nd)]
         else:
-            pads = list(self.attr("pads") or [0] * (2 * nd))
+            pads = list(self.pads or [0] * (2 * nd))
         if min(pads) < 0:  # output_shape larger than the natural size: grow with zeros
             y = np.pad(y, [(0, 0), (0, 0)] + [(max(-pads[i], 0), max(-pads[i + nd], 0)) for i in range(nd)])
             full = list(y.shape[2:])
@@ -450,23 +448,23 @@ class _PoolBase(TopOp):
         """kernel, strides, dilations, pads (explicit), extra end padding for ceil mode, output sizes."""
         geo = window_geometry(
             x_shape[2:],
-            self.attr("kernel_shape"),
-            self.attr("strides"),
-            self.attr("dilations"),
-            self.attr("pads"),
-            self.attr("auto_pad"),
+            self.kernel_shape,
+            self.strides,
+            self.dilations,
+            self.pads,
+            self.auto_pad,
         )
-        out, extra = pool_output_size(x_shape[2:], geo, bool(self.attr("ceil_mode")))
+        out, extra = pool_output_size(x_shape[2:], geo, bool(self.ceil_mode))
         return (*geo, extra + out)
 
     def verify_(self) -> None:
-        k = list(self.attr("kernel_shape"))
+        k = list(self.kernel_shape)
         check_window(self, len(k), k)
 
     def infer_shapes(self) -> list[Type]:
         xs = shape_of(self.input)
         if xs is not None:
-            check_window_fits(self, xs[2:], list(self.attr("kernel_shape")))
+            check_window_fits(self, xs[2:], list(self.kernel_shape))
         if xs is None or DYNAMIC in xs[2:]:
             return [r.type for r in self.results]
         k, *_, eo = self._geometry(xs)
@@ -492,12 +490,12 @@ class MaxPoolOp(_PoolBase):
         if not isinstance(self.results[1].type, NoneType):
             return self.execute
         return max_pool_kernel(
-            self.attr("kernel_shape"),
-            self.attr("strides"),
-            self.attr("dilations"),
-            self.attr("pads"),
-            self.attr("auto_pad"),
-            bool(self.attr("ceil_mode")),
+            self.kernel_shape,
+            self.strides,
+            self.dilations,
+            self.pads,
+            self.auto_pad,
+            bool(self.ceil_mode),
         )
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
@@ -521,7 +519,7 @@ class MaxPoolOp(_PoolBase):
             o = np.arange(osz[i]).reshape([1, 1] + [-1 if j == i else 1 for j in range(nd)])
             coords.append(o * s[i] - p[i] + kidx[i] * d[i])
         nc = np.arange(x.shape[0] * x.shape[1]).reshape(x.shape[0], x.shape[1], *([1] * nd))
-        if self.attr("storage_order") and nd == 2:
+        if self.storage_order and nd == 2:
             lin = coords[0] + coords[1] * sp[0]
         else:
             lin = np.zeros_like(coords[0])
@@ -549,7 +547,7 @@ class AvgPoolOp(_PoolBase):
         # divisor: window elements that are real (or explicit padding when count_include_pad)
         mask = np.zeros((1, 1, *x.shape[2:]), dtype=np.float32) + 1
         mw = [(0, 0), (0, 0)] + [(p[i], p[i + nd]) for i in range(nd)]
-        mask = np.pad(mask, mw, constant_values=1.0 if self.attr("count_include_pad") else 0.0)
+        mask = np.pad(mask, mw, constant_values=1.0 if self.count_include_pad else 0.0)
         mask = np.pad(mask, [(0, 0), (0, 0)] + [(0, eo[i]) for i in range(nd)])
         cnt = windows(mask, k, s, d)[(slice(None), slice(None), *[slice(0, o) for o in osz])].sum(axis=axes)
         return [(tot / np.maximum(cnt, 1)).astype(x.dtype)]
@@ -566,7 +564,7 @@ class LpPoolOp(_PoolBase):
         xp = np.pad(x, [(0, 0), (0, 0)] + [(pads[i], pads[i + nd] + eo[i]) for i in range(nd)])
         osz = eo[nd:]
         win = windows(xp, k, s, d)[(slice(None), slice(None), *[slice(0, o) for o in osz])]
-        pw = self.attr("p")
+        pw = self.p
         r = np.sum(np.abs(win) ** pw, axis=tuple(range(2 + nd, 2 + 2 * nd))) ** (1.0 / pw)
         return [r.astype(x.dtype)]
 
@@ -596,7 +594,7 @@ class BatchNormOp(TopOp):
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         x, g, b, m, v = inputs
         shp = _bshape(x.shape[1], x.ndim) if x.ndim > 1 else (-1,)
-        inv = (g / np.sqrt(v + v.dtype.type(self.attr("epsilon")))).astype(x.dtype)
+        inv = (g / np.sqrt(v + v.dtype.type(self.epsilon))).astype(x.dtype)
         return [(x * inv.reshape(shp) + (b - m * inv).astype(x.dtype).reshape(shp)).astype(x.dtype)]
 
     flops_per_element = 2
@@ -624,7 +622,7 @@ class InstanceNormOp(TopOp):
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         x, w, b = inputs
-        y, _, _ = _normalize(x, tuple(range(2, x.ndim)), self.attr("epsilon"))
+        y, _, _ = _normalize(x, tuple(range(2, x.ndim)), self.epsilon)
         shp = _bshape(x.shape[1], x.ndim)
         return [(y * w.reshape(shp) + b.reshape(shp)).astype(x.dtype)]
 
@@ -652,7 +650,7 @@ class LayerNormOp(TopOp):
         xs = shape_of(self.input)
         if xs is None:
             return self.unranked_results()
-        ax = norm_axis(self.attr("axis"), len(xs))
+        ax = norm_axis(self.axis, len(xs))
         stats = tensor_of([*xs[:ax], *[1] * (len(xs) - ax)], f32)
         return [tensor_of(xs, elem_of(self.input)), stats, stats]
 
@@ -661,12 +659,12 @@ class LayerNormOp(TopOp):
         (:func:`lamina.execution.kernels.norm.layer_norm_kernel`)."""
         if not (isinstance(self.mean.type, NoneType) and isinstance(self.rstd.type, NoneType)):
             return self.execute
-        return layer_norm_kernel(self.attr("axis"), self.attr("epsilon"), self.execute)
+        return layer_norm_kernel(self.axis, self.epsilon, self.execute)
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         x, w, b = inputs
-        ax = norm_axis(self.attr("axis"), x.ndim)
-        y, mean, inv = _normalize(x, tuple(range(ax, x.ndim)), self.attr("epsilon"))
+        ax = norm_axis(self.axis, x.ndim)
+        y, mean, inv = _normalize(x, tuple(range(ax, x.ndim)), self.epsilon)
         y = y * w
         if b is not None:
             y = y + b
@@ -689,10 +687,10 @@ class GroupNormOp(TopOp):
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         x, w, b = inputs
-        g = self.attr("num_groups")
+        g = self.num_groups
         n, c = x.shape[:2]
         xr = x.reshape(n, g, -1)
-        y, _, _ = _normalize(xr, (2,), self.attr("epsilon"))
+        y, _, _ = _normalize(xr, (2,), self.epsilon)
         y = y.reshape(x.shape)
         if w.size == g and g != c:  # opset 18: per-group scale/bias
             w = np.repeat(w, c // g)
@@ -717,10 +715,10 @@ class RMSNormOp(TopOp):
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         x, w = inputs
-        ax = norm_axis(self.attr("axis"), x.ndim)
+        ax = norm_axis(self.axis, x.ndim)
         xf = x.astype(np.float32) if x.dtype != np.float64 else x
         ms = np.mean(xf * xf, axis=tuple(range(ax, x.ndim)), keepdims=True)
-        return [(xf / np.sqrt(ms + self.attr("epsilon")) * w).astype(x.dtype)]
+        return [(xf / np.sqrt(ms + self.epsilon) * w).astype(x.dtype)]
 
     flops_per_element = 4
 
@@ -738,14 +736,14 @@ class LRNOp(TopOp):
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         x = inputs[0]
-        n = self.attr("size")
+        n = self.size
         c = x.shape[1]
         sq = np.square(x.astype(np.float64))
         lo, hi = (n - 1) // 2, n - 1 - (n - 1) // 2
         pad = np.pad(sq, [(0, 0), (lo, hi)] + [(0, 0)] * (x.ndim - 2))
         cs = np.concatenate([np.zeros_like(pad[:, :1]), np.cumsum(pad, axis=1)], axis=1)
         ssum = cs[:, n : n + c] - cs[:, :c]
-        r = x / (self.attr("bias") + self.attr("alpha") / n * ssum) ** self.attr("beta")
+        r = x / (self.bias + self.alpha / n * ssum) ** self.beta
         return [r.astype(x.dtype)]
 
 
@@ -760,8 +758,8 @@ class LpNormOp(TopOp):
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         x = inputs[0]
-        ax = norm_axis(self.attr("axis"), x.ndim)
-        if self.attr("p") == 1:
+        ax = norm_axis(self.axis, x.ndim)
+        if self.p == 1:
             nrm = np.sum(np.abs(x), axis=ax, keepdims=True)
         else:
             nrm = np.sqrt(np.sum(x * x, axis=ax, keepdims=True))
@@ -779,7 +777,7 @@ class MeanVarianceNormOp(TopOp):
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         x = inputs[0]
-        axes = tuple(self.attr("axes") or (0, 2, 3))
+        axes = tuple(self.axes or (0, 2, 3))
         mean = x.mean(axis=axes, keepdims=True)
         std = np.sqrt(np.mean(np.square(x - mean), axis=axes, keepdims=True))
         return [((x - mean) / (std + 1e-9)).astype(x.dtype)]
@@ -803,11 +801,11 @@ class SoftmaxOp(TopOp):
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         x = inputs[0]
-        ax = norm_axis(self.attr("axis"), x.ndim)
+        ax = norm_axis(self.axis, x.ndim)
         m = np.max(x, axis=ax, keepdims=True)
         m = np.where(np.isfinite(m), m, 0).astype(x.dtype)
         e = x - m
-        if self.attr("log"):
+        if self.log:
             return [(e - np.log(np.sum(np.exp(e), axis=ax, keepdims=True))).astype(x.dtype)]
         np.exp(e, out=e)
         e /= np.sum(e, axis=ax, keepdims=True)
@@ -815,9 +813,9 @@ class SoftmaxOp(TopOp):
 
     def inplace_executor(self, operand_index: int) -> Any:
         """The in-place kernel (:func:`lamina.execution.kernels.norm.softmax_inplace_kernel`)."""
-        if self.attr("log"):
+        if self.log:
             return None
-        return softmax_inplace_kernel(self.attr("axis"), self.execute)
+        return softmax_inplace_kernel(self.axis, self.execute)
 
     flops_per_element = 5
 
@@ -832,7 +830,7 @@ class HardmaxOp(TopOp):
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         x = inputs[0]
-        ax = norm_axis(self.attr("axis"), x.ndim)
+        ax = norm_axis(self.axis, x.ndim)
         idx = np.expand_dims(np.argmax(x, axis=ax), ax)
         out = np.zeros_like(x)
         np.put_along_axis(out, idx, 1, axis=ax)

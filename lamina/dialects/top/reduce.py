@@ -103,7 +103,7 @@ class ReduceOp(TopOp):
 
     def _axes(self, rank: int, axes: Any) -> tuple[int, ...] | None:
         if axes is None or np.asarray(axes).size == 0:
-            return () if self.attr("noop_with_empty_axes") else None
+            return () if self.noop_with_empty_axes else None
         return tuple(sorted(norm_axis(int(a), rank) for a in np.asarray(axes).reshape(-1)))
 
     def infer_shapes(self) -> list[Type]:
@@ -115,7 +115,7 @@ class ReduceOp(TopOp):
             return [tensor_of(None, elem_of(self.input))]
         axes = self._axes(len(s), c)
         red = set(range(len(s))) if axes is None else set(axes)
-        keep = self.attr("keepdims")
+        keep = self.keepdims
         out = (
             [1 if i in red else d for i, d in enumerate(s)]
             if keep
@@ -129,7 +129,7 @@ class ReduceOp(TopOp):
         if ax == ():
             return [x]
         with np.errstate(divide="ignore", invalid="ignore"):
-            return [_reduce(self.attr("mode"), x, ax, bool(self.attr("keepdims")))]
+            return [_reduce(self.mode, x, ax, bool(self.keepdims))]
 
     def flops(self) -> int:
         return num_elements(self.input.type)
@@ -150,24 +150,24 @@ class ArgOp(TopOp):
         s = shape_of(self.input)
         if s is None:
             return [tensor_of(None, i64)]
-        ax = norm_axis(self.attr("axis"), len(s))
+        ax = norm_axis(self.axis, len(s))
         out = (
             [1 if i == ax else d for i, d in enumerate(s)]
-            if self.attr("keepdims")
+            if self.keepdims
             else [d for i, d in enumerate(s) if i != ax]
         )
         return [tensor_of(out, i64)]
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         x = inputs[0]
-        ax = norm_axis(self.attr("axis"), x.ndim)
-        fn = np.argmax if self.attr("mode") == "ArgMax" else np.argmin
-        if self.attr("select_last_index"):
+        ax = norm_axis(self.axis, x.ndim)
+        fn = np.argmax if self.mode == "ArgMax" else np.argmin
+        if self.select_last_index:
             xr = np.flip(x, axis=ax)
             r = x.shape[ax] - 1 - fn(xr, axis=ax)
         else:
             r = fn(x, axis=ax)
-        if self.attr("keepdims"):
+        if self.keepdims:
             r = np.expand_dims(r, ax)
         return [r.astype(np.int64)]
 
@@ -187,10 +187,10 @@ class CumSumOp(TopOp):
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         x, axis = inputs
         ax = norm_axis(int(np.asarray(axis).reshape(-1)[0]), x.ndim)
-        if self.attr("reverse"):
+        if self.reverse:
             x = np.flip(x, ax)
         r = type(self).fn(x, axis=ax, dtype=x.dtype)
-        if self.attr("exclusive"):
+        if self.exclusive:
             r = np.concatenate(
                 [
                     np.full_like(np.take(r, [0], axis=ax), self.identity),
@@ -198,7 +198,7 @@ class CumSumOp(TopOp):
                 ],
                 axis=ax,
             )
-        if self.attr("reverse"):
+        if self.reverse:
             r = np.flip(r, ax)
         return [np.ascontiguousarray(r)]
 

@@ -72,8 +72,8 @@ class DFTOp(TopOp):
         if xs is None or vals is None or DYNAMIC in xs:
             return self.unranked_results()
         n, axv = vals
-        ax = norm_axis(_scalar_int(axv, self.attr("axis")), len(xs))  # type: ignore[arg-type]
-        inverse, onesided = bool(self.attr("inverse")), bool(self.attr("onesided"))
+        ax = norm_axis(_scalar_int(axv, self.axis), len(xs))  # type: ignore[arg-type]
+        inverse, onesided = bool(self.inverse), bool(self.onesided)
         length = _scalar_int(n)
         if length is None:
             length = 2 * (xs[ax] - 1) if inverse and onesided else xs[ax]
@@ -83,8 +83,8 @@ class DFTOp(TopOp):
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         x, n, axv = inputs
-        ax = norm_axis(_scalar_int(axv, self.attr("axis")), x.ndim)  # type: ignore[arg-type]
-        inverse, onesided = bool(self.attr("inverse")), bool(self.attr("onesided"))
+        ax = norm_axis(_scalar_int(axv, self.axis), x.ndim)  # type: ignore[arg-type]
+        inverse, onesided = bool(self.inverse), bool(self.onesided)
         length = _scalar_int(n)
         if length is None:
             length = 2 * (x.shape[ax] - 1) if inverse and onesided else x.shape[ax]
@@ -126,7 +126,7 @@ class STFTOp(TopOp):
         step = _scalar_int(vals[0])
         length = _scalar_int(vals[1], ws[0] if ws is not None else xs[-2])
         frames = 1 + (xs[1] - length) // step  # type: ignore[operator]
-        bins = length // 2 + 1 if self.attr("onesided") else length  # type: ignore[operator]
+        bins = length // 2 + 1 if self.onesided else length  # type: ignore[operator]
         return [tensor_of([xs[0], frames, bins, 2], elem_of(self.signal))]
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
@@ -140,7 +140,7 @@ class STFTOp(TopOp):
         if window is not None:
             fr = fr * window.astype(np.float64)
         r = np.fft.fft(fr, n=length, axis=-1)
-        if self.attr("onesided"):
+        if self.onesided:
             r = r[..., : length // 2 + 1]
         return [np.ascontiguousarray(_to_real(r).astype(x.dtype))]
 
@@ -166,11 +166,11 @@ class WindowOp(TopOp):
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         n = _scalar_int(inputs[0])
         assert n is not None
-        denom = n if self.attr("periodic") else n - 1
+        denom = n if self.periodic else n - 1
         k = np.arange(n, dtype=np.float64)
         with np.errstate(divide="ignore", invalid="ignore"):
             t = 2 * np.pi * k / denom
-        mode = self.attr("mode")
+        mode = self.mode
         if mode == "hann":
             w = np.sin(np.pi * k / denom) ** 2
         elif mode == "hamming":

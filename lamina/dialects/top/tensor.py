@@ -108,9 +108,7 @@ class ReshapeOp(TopOp):
         tgt = _ints(c)
         if s is not None and DYNAMIC not in s:
             tgt = list(
-                np.empty(s, dtype=np.bool_)
-                .reshape(reshape_target(s, tgt, bool(self.attr("allowzero"))))
-                .shape
+                np.empty(s, dtype=np.bool_).reshape(reshape_target(s, tgt, bool(self.allowzero))).shape
             )
         elif -1 in tgt or 0 in tgt:
             tgt = [DYNAMIC if d in (-1, 0) else d for d in tgt]
@@ -118,7 +116,7 @@ class ReshapeOp(TopOp):
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         x, shape = inputs
-        return [x.reshape(reshape_target(x.shape, _ints(shape), bool(self.attr("allowzero"))))]
+        return [x.reshape(reshape_target(x.shape, _ints(shape), bool(self.allowzero)))]
 
     flops_per_element = 0  # data movement: no arithmetic
 
@@ -132,7 +130,7 @@ class PermuteOp(TopOp):
     order = prop(I64ArrayAttr, optional=True)
 
     def _perm(self, rank: int) -> list[int]:
-        o = self.attr("order")
+        o = self.order
         return list(o) if o is not None else list(range(rank - 1, -1, -1))
 
     def verify_(self) -> None:
@@ -164,7 +162,7 @@ class ConcatOp(TopOp):
         check_axis(self, ranked[0])
         shapes = [shape_of(v) for v in ranked]
         r = len(shapes[0])
-        ax = norm_axis(self.attr("axis"), r)
+        ax = norm_axis(self.axis, r)
         for s in shapes[1:]:
             if len(s) != r:
                 raise VerifyError(f"inputs have different ranks: {[list(x) for x in shapes]}")
@@ -178,13 +176,13 @@ class ConcatOp(TopOp):
         if any(s is None for s in shapes):
             return [tensor_of(None, elem_of(self.operands[0]))]
         self._check_shapes()
-        ax = norm_axis(self.attr("axis"), len(shapes[0]))
+        ax = norm_axis(self.axis, len(shapes[0]))
         out = list(shapes[0])
         out[ax] = DYNAMIC if any(s[ax] == DYNAMIC for s in shapes) else sum(s[ax] for s in shapes)
         return [tensor_of(out, elem_of(self.operands[0]))]
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
-        return [np.concatenate(inputs, axis=self.attr("axis"))]
+        return [np.concatenate(inputs, axis=self.axis)]
 
     flops_per_element = 0  # data movement: no arithmetic
 
@@ -204,10 +202,10 @@ class SplitOp(TopOp):
         check_axis(self, self.input)
         split, xs = const_value(self.split), shape_of(self.input)
         if split is not None and xs is not None:
-            _split_sizes(self, xs[norm_axis(self.attr("axis"), len(xs))], split)
+            _split_sizes(self, xs[norm_axis(self.axis, len(xs))], split)
         if xs is None or (split is None and not is_none(self.split)):
             return self.unranked_results()
-        ax = norm_axis(self.attr("axis"), len(xs))
+        ax = norm_axis(self.axis, len(xs))
         if xs[ax] == DYNAMIC:
             return self.unranked_results()
         sizes = _split_sizes(self, xs[ax], split)
@@ -215,7 +213,7 @@ class SplitOp(TopOp):
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         x, split = inputs
-        ax = norm_axis(self.attr("axis"), x.ndim)
+        ax = norm_axis(self.axis, x.ndim)
         sizes = _split_sizes(self, x.shape[ax], split)
         idx = np.cumsum(sizes)[:-1]
         return list(np.split(x, idx, axis=ax))
@@ -362,12 +360,12 @@ class FlattenOp(TopOp):
         xs = shape_of(self.input)
         if xs is None:
             return self.unranked_results()
-        ax = norm_axis(self.attr("axis"), len(xs))
+        ax = norm_axis(self.axis, len(xs))
         return [tensor_of([_dim_product(xs[:ax]), _dim_product(xs[ax:])], elem_of(self.input))]
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         x = inputs[0]
-        ax = norm_axis(self.attr("axis"), x.ndim)
+        ax = norm_axis(self.axis, x.ndim)
         lead = int(np.prod(x.shape[:ax], dtype=np.int64))
         return [x.reshape(lead, -1) if x.size else x.reshape(lead, int(np.prod(x.shape[ax:])))]
 
@@ -384,8 +382,8 @@ class ShapeOp(TopOp):
     end = prop(I64Attr, optional=True)
 
     def _range(self, rank: int) -> tuple[int, int]:
-        s = self.attr("start") or 0
-        e = self.attr("end")
+        s = self.start or 0
+        e = self.end
         e = rank if e is None else e
         s = min(max(s + rank if s < 0 else s, 0), rank)
         e = min(max(e + rank if e < 0 else e, 0), rank)
@@ -439,7 +437,7 @@ class ConstantOfShapeOp(TopOp):
         return [tensor_of(dims, elem_of(self.output))]
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
-        v = self.attr("value")
+        v = self.value
         fill = np.asarray(v).reshape(-1)[0] if v is not None else np.float32(0)
         return [np.full(_ints(inputs[0]), fill, dtype=result_dtype(self))]
 
@@ -520,13 +518,13 @@ class GatherOp(TopOp):
         xs, idx = shape_of(self.input), shape_of(self.indices)
         if xs is None or idx is None:
             return self.unranked_results()
-        ax = norm_axis(self.attr("axis"), len(xs))
+        ax = norm_axis(self.axis, len(xs))
         _check_indices(self.indices, xs[ax], ax)
         return [tensor_of([*xs[:ax], *idx, *xs[ax + 1 :]], elem_of(self.input))]
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         x, idx = inputs
-        ax = norm_axis(self.attr("axis"), x.ndim)
+        ax = norm_axis(self.axis, x.ndim)
         return [np.take(x, _fix_indices(idx, x.shape[ax]), axis=ax)]
 
     flops_per_element = 0  # data movement: no arithmetic
@@ -543,13 +541,13 @@ class GatherElementsOp(TopOp):
         check_axis(self, self.input)
         xs = shape_of(self.input)
         if xs is not None:
-            ax = norm_axis(self.attr("axis"), len(xs))
+            ax = norm_axis(self.axis, len(xs))
             _check_indices(self.indices, xs[ax], ax)
         return [tensor_of(shape_of(self.indices), elem_of(self.input))]
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         x, idx = inputs
-        ax = norm_axis(self.attr("axis"), x.ndim)
+        ax = norm_axis(self.axis, x.ndim)
         return [np.take_along_axis(x, _fix_indices(idx, x.shape[ax]), axis=ax)]
 
     flops_per_element = 0  # data movement: no arithmetic
@@ -566,12 +564,12 @@ class GatherNDOp(TopOp):
         xs, idx = shape_of(self.input), shape_of(self.indices)
         if xs is None or idx is None or not idx or idx[-1] == DYNAMIC:
             return self.unranked_results()
-        b, k = self.attr("batch_dims"), idx[-1]
+        b, k = self.batch_dims, idx[-1]
         return [tensor_of([*idx[:-1], *xs[b + k :]], elem_of(self.input))]
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         x, idx = inputs
-        b = self.attr("batch_dims")
+        b = self.batch_dims
         idx = idx.astype(np.int64)
         k = idx.shape[-1]
         bshape = x.shape[:b]
@@ -614,12 +612,12 @@ class ScatterElementsOp(TopOp):
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         x, idx, upd = inputs
-        ax = norm_axis(self.attr("axis"), x.ndim)
+        ax = norm_axis(self.axis, x.ndim)
         out = np.array(x)
         idx = _fix_indices(idx, x.shape[ax])
         grids = list(np.indices(idx.shape, sparse=True))
         grids[ax] = idx
-        _scatter_reduce(out, tuple(grids), upd, self.attr("reduction"))
+        _scatter_reduce(out, tuple(grids), upd, self.reduction)
         return [out]
 
 
@@ -641,7 +639,7 @@ class ScatterNDOp(TopOp):
         k = idx.shape[-1]
         flat = idx.reshape(-1, k)
         u = upd.reshape((flat.shape[0], *x.shape[k:]))
-        _scatter_reduce(out, tuple(flat[:, j] for j in range(k)), u, self.attr("reduction"))
+        _scatter_reduce(out, tuple(flat[:, j] for j in range(k)), u, self.reduction)
         return [out]
 
 
@@ -684,7 +682,7 @@ class PadOp(TopOp):
         )
         x = x[crop]
         width = [(max(b, 0), max(e, 0)) for b, e in width]
-        mode = self.attr("mode")
+        mode = self.mode
         if mode == "constant":
             c = np.asarray(cval).reshape(-1)[0] if cval is not None and np.asarray(cval).size else 0
             return [np.pad(x, width, mode="constant", constant_values=c)]
@@ -731,7 +729,7 @@ class TriluOp(TopOp):
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         x, k = inputs
         kk = int(np.asarray(k).reshape(-1)[0]) if k is not None else 0
-        return [np.triu(x, kk) if self.attr("upper") else np.tril(x, kk)]
+        return [np.triu(x, kk) if self.upper else np.tril(x, kk)]
 
     flops_per_element = 0  # data movement: no arithmetic
 
@@ -748,7 +746,7 @@ class DepthToSpaceOp(TopOp):
         if xs is None or len(xs) != 4:
             return self.unranked_results()
         n, c, h, w = xs
-        b = self.attr("blocksize")
+        b = self.blocksize
         if c != DYNAMIC and c % (b * b):
             raise VerifyError(f"{c} channels are not a multiple of blocksize {b} squared")
         out = [n, _dim_div(c, b * b), _dim_mul(h, b), _dim_mul(w, b)]
@@ -756,9 +754,9 @@ class DepthToSpaceOp(TopOp):
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         x = inputs[0]
-        b = self.attr("blocksize")
+        b = self.blocksize
         n, c, h, w = x.shape
-        if self.attr("mode") == "DCR":
+        if self.mode == "DCR":
             t = x.reshape(n, b, b, c // (b * b), h, w).transpose(0, 3, 4, 1, 5, 2)
         else:
             t = x.reshape(n, c // (b * b), b, b, h, w).transpose(0, 1, 4, 2, 5, 3)
@@ -778,7 +776,7 @@ class SpaceToDepthOp(TopOp):
         if xs is None or len(xs) != 4:
             return self.unranked_results()
         n, c, h, w = xs
-        b = self.attr("blocksize")
+        b = self.blocksize
         if any(d != DYNAMIC and d % b for d in (h, w)):
             raise VerifyError(f"spatial size {h}x{w} is not a multiple of blocksize {b}")
         out = [n, _dim_mul(c, b * b), _dim_div(h, b), _dim_div(w, b)]
@@ -786,7 +784,7 @@ class SpaceToDepthOp(TopOp):
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         x = inputs[0]
-        b = self.attr("blocksize")
+        b = self.blocksize
         n, c, h, w = x.shape
         t = x.reshape(n, c, h // b, b, w // b, b).transpose(0, 3, 5, 1, 2, 4)
         return [t.reshape(n, c * b * b, h // b, w // b)]
@@ -808,8 +806,8 @@ class TopKOp(TopOp):
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         x, k = inputs
         k = int(np.asarray(k).reshape(-1)[0])
-        ax = norm_axis(self.attr("axis"), x.ndim)
-        if self.attr("largest"):
+        ax = norm_axis(self.axis, x.ndim)
+        if self.largest:
             # stable: larger values first, ties by lower index
             order = np.argsort(
                 -x if x.dtype.kind != "u" else np.iinfo(x.dtype).max - x, axis=ax, kind="stable"
@@ -844,7 +842,7 @@ class OneHotOp(TopOp):
         if idx is None or depth is None:
             return self.unranked_results()
         out = list(idx)
-        out.insert(norm_axis(self.attr("axis"), len(idx) + 1), int(np.asarray(depth).reshape(-1)[0]))
+        out.insert(norm_axis(self.axis, len(idx) + 1), int(np.asarray(depth).reshape(-1)[0]))
         return [tensor_of(out, elem_of(self.values))]
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
@@ -853,7 +851,7 @@ class OneHotOp(TopOp):
         idx = np.asarray(idx).astype(np.int64)
         idx = np.where(idx < 0, idx + d, idx)
         r = idx.ndim + 1
-        ax = norm_axis(self.attr("axis"), r)
+        ax = norm_axis(self.axis, r)
         shape = [1] * r
         shape[ax] = d
         rng = np.arange(d).reshape(shape)
@@ -872,7 +870,7 @@ class CompressOp(TopOp):
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         x, c = inputs
-        return [np.compress(np.asarray(c, bool).reshape(-1), x, axis=self.attr("axis"))]
+        return [np.compress(np.asarray(c, bool).reshape(-1), x, axis=self.axis)]
 
 
 class EyeLikeOp(TopOp):
@@ -889,7 +887,7 @@ class EyeLikeOp(TopOp):
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         x = inputs[0]
-        return [np.eye(x.shape[0], x.shape[1], k=self.attr("k"), dtype=result_dtype(self))]
+        return [np.eye(x.shape[0], x.shape[1], k=self.k, dtype=result_dtype(self))]
 
 
 class ReverseSequenceOp(TopOp):
@@ -906,7 +904,7 @@ class ReverseSequenceOp(TopOp):
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         x, lens = inputs
         out = np.array(x)
-        ba, ta = self.attr("batch_axis"), self.attr("time_axis")
+        ba, ta = self.batch_axis, self.time_axis
         for b, n in enumerate(_ints(lens)):
             src = [slice(None)] * x.ndim
             src[ba] = b

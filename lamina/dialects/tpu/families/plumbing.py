@@ -101,7 +101,7 @@ class RequantOp(PlumbingOp):
         a, b = self.input.type, self.output.type
         if not (is_quant(a) and is_quant(b)):
             raise VerifyError("input and result must be quantized")
-        m, s = self.attr("multiplier"), self.attr("rshift")
+        m, s = self.multiplier, self.rshift
         nm, ns = np.size(m), np.size(s)
         axis = channel_axis(b) if channel_axis(b) is not None else channel_axis(a)
         if axis is None:
@@ -121,8 +121,8 @@ class RequantOp(PlumbingOp):
         a, b = self.input.type, self.output.type
         lo, hi = bounds(b)
         x = np.asarray(inputs[0], np.int64) - zp(a)
-        m = np.asarray(self.attr("multiplier"), np.int64).reshape(-1)
-        s = np.asarray(self.attr("rshift"), np.int64).reshape(-1)
+        m = np.asarray(self.multiplier, np.int64).reshape(-1)
+        s = np.asarray(self.rshift, np.int64).reshape(-1)
         axis = channel_axis(b) if channel_axis(b) is not None else channel_axis(a)
         if axis is None:
             return [store(requantize(x, int(m[0]), int(s[0]), zp(b), lo, hi), b)]
