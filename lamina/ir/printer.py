@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import base64
 import gc
-import json
 import os
 import re
 from collections.abc import Iterable, Sequence
@@ -34,6 +33,7 @@ if TYPE_CHECKING:
 else:
     np = lazy_import("numpy", globals(), "np")
 
+from lamina.ir import external_resources
 from lamina.ir.attributes import (
     ArrayAttr,
     Attribute,
@@ -77,7 +77,6 @@ from lamina.ir.types import (
     UnrankedTensorType,
     VectorType,
 )
-from lamina.support.fileio import save_npz
 
 if TYPE_CHECKING:
     pass
@@ -94,9 +93,7 @@ __all__ = [
 
 #: Dense elements with more elements than this print as a hex string (mlir-opt's default).
 HEX_THRESHOLD = 100
-WEIGHT_FILE_ATTR = "lamina.weight_file"
-#: npz member holding ``{key: alignment}`` (JSON) so blobs keep their alignment through a weight file.
-RESOURCE_META_KEY = "__lamina_resource_alignments__"
+WEIGHT_FILE_ATTR = external_resources.DEFAULT_ATTR
 
 _BARE_ID = re.compile(r"[A-Za-z_][A-Za-z0-9_$.]*\Z")
 _PLAIN = re.compile(r"[ !#-\[\]-~]*\Z")  # printable ASCII except '"' and '\'
@@ -942,20 +939,13 @@ class Printer:
         return True
 
     def _write_external(self) -> None:
+        """Write the used blobs through the registered external-resource provider (the ``.npz``
+        weight file: :mod:`lamina.support.weights`)."""
         path = self.external_weights
         assert path is not None
-        arrays: dict[str, np.ndarray] = {}
-        for h in self.used_resources:
-            if h.blob is None:
-                continue
-            d = h.blob.data
-            if isinstance(d, np.ndarray):
-                arrays[h.key] = d
-            else:
-                arrays[h.key] = np.frombuffer(bytes(d) if not isinstance(d, bytes) else d, dtype=np.uint8)
-        meta = json.dumps({h.key: int(h.blob.alignment) for h in self.used_resources if h.blob is not None})
-        arrays[RESOURCE_META_KEY] = np.frombuffer(meta.encode(), dtype=np.uint8)
-        save_npz(path, arrays)
+        blobs = {h.key: h.blob.data for h in self.used_resources if h.blob is not None}
+        alignments = {h.key: int(h.blob.alignment) for h in self.used_resources if h.blob is not None}
+        external_resources.provider(external_resources.DEFAULT_ATTR).save(path, blobs, alignments)
 
     # ---- low-level output ---------------------------------------------------------------------
 
