@@ -294,17 +294,27 @@ class AttributeParser(TypeParser):
         return self._parse_attr_dict_cached()
 
     def _parse_attr_dict_cached(self) -> dict[str, Attribute]:
+        """An attribute dictionary, memoised by its text within one parse. A dictionary on one
+        line whose entries are simple (``key = value`` with a string, number, keyword or dense
+        array value) is read entry by entry with values memoised by their text, so the unique
+        dictionaries of a model (each op's name) cost little; anything else takes
+        :meth:`_parse_dict_entries`."""
         s = self.s
         pos = self.pos
         m = _SIMPLE_DICT.match(s, pos, min(self.n, pos + 4096))
-        if m is not None:
-            key = m.group()
-            d = self._dict_cache.get(key)
-            if d is not None:
-                self.pos = m.end()
-                return dict(d)
         self._enter()
         try:
+            if m is not None:
+                key = m.group()
+                d = self._dict_cache.get(key)
+                if d is None:
+                    d = self._fast_dict(key, pos)
+                    if d is not None:
+                        self._dict_cache[key] = d
+                if d is not None:
+                    self.pos = m.end()
+                    return dict(d)
+                self.pos = pos
             d = self._parse_dict_entries()
         finally:
             self.depth -= 1

@@ -22,12 +22,15 @@ _OPERANDS = re.compile(r"\(([%#A-Za-z0-9_$.\-, ]*)\)")
 _RESULT_DEF = re.compile(r"%([0-9]+|[A-Za-z_$.\-][A-Za-z0-9_$.\-]*)(?::([0-9]+))?")
 _RESULT_COUNT = re.compile(r"(?:[ \t\r\n]+|//[^\n]*)*:(?:[ \t\r\n]+|//[^\n]*)*([0-9]+)")
 _FAST_RESULT = re.compile(r"%([0-9]+|[A-Za-z_$.\-][A-Za-z0-9_$.\-]*)(?::([0-9]+))? = ")
-_DICT_TEXT = r'\{[^{}"\n]*(?:"[^"\\\n]*"[^{}"\n]*)*\}'
-_OP_LINE = re.compile(
-    r'(?:%([A-Za-z_$.\-][A-Za-z0-9_$.\-]*|[0-9]+) = )?"([^"\\\n]+)"\(([^()\n]*)\)'
-    r"(?: <(" + _DICT_TEXT + r")>)?(?: (" + _DICT_TEXT + r"))? : ([^\n]*)"
+_SSA_NAME = r"%(?:[0-9]+|[A-Za-z_$.\-][A-Za-z0-9_$.\-]*)"
+#: An operand list of plain uses (no result numbers) in the printer's spacing.
+_PLAIN_USES = re.compile(_SSA_NAME + "(?:, " + _SSA_NAME + r")*\Z")
+_FLAT_DICT = r'\{[^{}"\n]*(?:"[^"\\\n]*"[^{}"\n]*)*\}'
+#: A generic op on one line in the printer's spacing, without successors or regions, up to its
+#: type: name, operand list (the characters of :data:`_OPERANDS`), properties, attributes.
+_GENERIC_LINE = re.compile(
+    r'"([^"\\\n]+)"\(([%#A-Za-z0-9_$.\-, ]*)\)(?: <(' + _FLAT_DICT + r")>)?(?: (" + _FLAT_DICT + r"))? : "
 )
-_TRAILING_LOC_ALIAS = re.compile(r" loc\(#([A-Za-z0-9_$.\-]+)\)\Z")
 _ALIAS_LOC_LINE = re.compile(r'#([A-Za-z_][A-Za-z0-9_$.\-]*) = loc\(("[^"\\\n]*"(:[0-9]+:[0-9]+)?)\)')
 _BLOCK_NAME = re.compile(r"\^([A-Za-z0-9_$.\-]+)")
 _ARG_NAME = re.compile(r"%([0-9]+|[A-Za-z_$.\-][A-Za-z0-9_$.\-]*)")
@@ -414,115 +417,15 @@ class Parser(LocationParser):
     def _parse_block_ops(self, block: Block) -> None:
         s = self.s
         ws = _WS
-        fast = _OP_LINE.match
-        fast_op = self._fast_op
+        parse_operation = self._parse_operation
+        append = block.append
         while True:
             pos = ws.match(s, self.pos).end()
             self.pos = pos
             c = s[pos : pos + 1]
             if c == "}" or c == "^" or not c:
                 return
-            m = fast(s, pos)
-            op = None
-            if m is not None:
-                op = fast_op(m)
-            if op is None:
-                self.pos = pos
-                op = self._parse_operation()
-            block.append(op)
-
-    def _fast_op(self, m: re.Match) -> Operation | None:
-        """The common one-line generic op: ``%r = "name"(%a, %b) <{...}> {...} : (...) -> t loc(#x)``.
-        Returns None (having consumed nothing) when anything needs the general path."""
-        res_name, name, operand_text, props_text, attrs_text, ftext = m.groups()
-        loc_alias = None
-        if ftext.endswith(")"):
-            i = ftext.rfind(" loc(")
-            if i >= 0:
-                lm = _TRAILING_LOC_ALIAS.match(ftext, i)
-                if lm is None:
-                    return None
-                loc_alias = lm.group(1)
-                loc_pos = m.start(6) + i + 6
-                ftext = ftext[:i]
-        try:
-            cls = self._op_classes[name]
-        except KeyError:
-            return None
-        sc = self._scope
-        values = sc.values
-        operand_names = operand_text.split(", ") if operand_text else ()
-        ft = self._ftype_cache.get(ftext)
-        if ft is None:
-            return None
-        in_types, out_types = ft
-        if len(in_types) != len(operand_names):
-            return None
-        operands = []
-        for nm, t in zip(operand_names, in_types):
-            vals = values.get(nm[1:])
-            if vals is None or len(vals) != 1 or vals[0].type is not t:
-                return None
-            operands.append(vals[0])
-        if res_name is not None:
-            if res_name in values or len(out_types) != 1:
-                return None
-        elif out_types:
-            return None
-        props: dict[str, Attribute]
-        if props_text is not None:
-            d = self._dict_cache.get(props_text)
-            if d is None:
-                d = self._fast_dict(props_text, m.start(4))
-                if d is None:
-                    return None
-                self._dict_cache[props_text] = d
-            props = dict(d)
-        else:
-            props = {}
-        attrs: dict[str, Attribute]
-        if attrs_text is not None:
-            d = self._dict_cache.get(attrs_text)
-            if d is None:
-                d = self._fast_dict(attrs_text, m.start(5))
-                if d is None:
-                    return None
-                if len(attrs_text) < 200 and len(self._dict_cache) < 100000:
-                    self._dict_cache[attrs_text] = d
-                attrs = dict(d)
-            else:
-                attrs = dict(d)
-            if cls.op_def is not None:
-                pn = cls.op_def.prop_names
-                for k in [k for k in attrs if k in pn]:
-                    props[k] = attrs.pop(k)
-        else:
-            attrs = {}
-        op = cls.create(operands, out_types, props, attrs, (), (), _UNKNOWN, name=name)
-        if loc_alias is not None:
-            op._parsed_at = m.start(2) - 1  # where the op is written (see SourceText)
-            a = self.attr_aliases.get(loc_alias)
-            if isinstance(a, Location):
-                op.location = a
-            elif a is None:
-                self._loc_fixups.append([op, loc_alias, loc_pos])
-                op.location = _UNKNOWN
-            else:
-                raise self.error(f"expected location attribute, but got#{loc_alias}", loc_pos)
-        else:
-            op.location = self.location_at(m.start(2) - 1)
-        if res_name is not None:
-            values[res_name] = op.results
-            sc.def_pos[res_name] = m.start()
-            sc.frames[-1].append(res_name)
-            if sc.forward:
-                fw = sc.forward.pop(res_name, None)
-                if fw is not None:
-                    sc.forward[res_name] = fw
-                    del values[res_name]
-                    self._define(res_name, op.results, m.start())
-        self.pos = m.end()
-        return op
+            append(parse_operation())
 
     # ---- operations -------------------------------------------------------------------------------
 
@@ -608,7 +511,13 @@ class Parser(LocationParser):
                     raise self.error(
                         f"operation defines {len(res)} results but was provided {n} to bind", op_start
                     )
-                self._define(nm, res, p)
+                sc = self._scope
+                if sc.forward or nm in sc.values:
+                    self._define(nm, res, p)
+                else:  # what _define does for a new name with no forward uses
+                    sc.values[nm] = res
+                    sc.def_pos[nm] = p
+                    sc.frames[-1].append(nm)
             else:
                 total = sum(n for _, n, _ in defs)
                 if total != len(res):
@@ -622,110 +531,141 @@ class Parser(LocationParser):
         return op
 
     def _parse_generic_op(self, defs: list[tuple[str, int, int]] | None, name_pos: int) -> Operation:
+        """``"name"(operands) [successors] <{properties}> (regions) {attributes} : type loc(...)``.
+
+        The usual op of a model is one line in the printer's spacing, without successors or
+        regions and with flat dictionaries: :data:`_GENERIC_LINE` then finds every part in one
+        match and the parts are read where it found them. Any other text is lexed part by part.
+        Either way the parts go through the same code: operand uses, the attribute dictionaries
+        (:meth:`_parse_attr_dict_cached`), the function type (memoised by its text), operand
+        resolution, op creation and its location."""
         s = self.s
-        m = _SIMPLE_STRING.match(s, name_pos)
-        if m is None:
-            self.pos = name_pos
-            name = self.parse_string()
-        else:
-            name = m.group(1)
-            self.pos = m.end()
-        if not name:
-            raise self.error("empty operation name is invalid", name_pos)
-        try:
-            cls = self._op_classes[name]
-        except KeyError:
-            cls = self._op_class(name, self.pos)
-        # operands
-        pos = self.pos
         operands: list[Value] = []
         operands_u: list[tuple[str, int, int]] | None = None
-        m = _OPERANDS.match(s, pos)
-        if m is not None:
-            body = m.group(1)
-            if body:
-                operands_u = []
-                base = pos + 1
-                off = 0
-                for part in body.split(","):
-                    stripped = part.strip()
-                    um = _VALUE_USE.fullmatch(stripped)
-                    p = base + off + (len(part) - len(part.lstrip()))
-                    if um is None:
-                        self.pos = p
-                        raise self.error(
-                            "invalid SSA name" if stripped.startswith("%") else "expected SSA operand"
-                        )
-                    g2 = um.group(2)
-                    operands_u.append((um.group(1), _int(g2) if g2 else 0, p))
-                    off += len(part) + 1
-            pos = m.end()
-        else:
-            self.expect("(", "to start operand list")
-            us = self.parse_operand_list()
-            if not self.parse_optional(")"):
-                raise self.error("expected ')' to end operand list")
-            operands_u = [(u.name, u.number, u.pos) for u in us]
-            pos = self.pos
-        # successors
-        succs: list[Block] = []
-        if not s.startswith("[", pos) and s.startswith(("[", " ", "\n", "\t", "\r", "/"), pos):
-            ws_end = _WS.match(s, pos).end()  # MLIR allows whitespace before the successor list
-            if s.startswith("[", ws_end):
-                pos = ws_end
-        if s.startswith("[", pos):
-            self.pos = pos + 1
-            succs.append(self.parse_successor())
-            while self.parse_optional(","):
-                succs.append(self.parse_successor())
-            self.expect("]", "to end successor list")
-            pos = self.pos
-        props: dict[str, Attribute] = {}
-        attrs: dict[str, Attribute] = {}
-        if not s.startswith(" ", pos) or s.startswith("  ", pos):
-            pos = _WS.match(s, pos).end()
-        else:
-            pos += 1
-        if s.startswith("<", pos):
-            self.pos = _WS.match(s, pos + 1).end()
-            if not s.startswith("{", self.pos):
-                raise self.error("expected '{' to start properties")
-            props = self._parse_attr_dict_cached()
-            if not self.parse_optional(">"):
-                raise self.error("expected '>' to close properties")
-            pos = self.pos
-            if s.startswith(" ", pos) and not s.startswith("  ", pos):
-                pos += 1
-            else:
-                pos = _WS.match(s, pos).end()
-        regions: list[Region] = []
-        if s.startswith("(", pos):
-            self.pos = pos + 1
-            isolated = _is_isolated(cls)
-            self._parent_ops.append(_FakeParent(cls, name))
+        succs: Sequence[Block] = ()
+        regions: Sequence[Region] = ()
+        props: dict[str, Attribute]
+        attrs: dict[str, Attribute]
+        line = _GENERIC_LINE.match(s, name_pos)
+        if line is not None:
+            name = line.group(1)
             try:
-                while True:
-                    r = Region()
-                    self._parse_region_into(r, None, isolated)
-                    regions.append(r)
-                    if not self.parse_optional(","):
-                        break
-            finally:
-                self._parent_ops.pop()
-            self.expect(")", "to end region list")
-            pos = _WS.match(s, self.pos).end()
-        if s.startswith("{", pos):
-            self.pos = pos
-            attrs = self._parse_attr_dict_cached()
-            pos = self.pos
-            if s.startswith(" ", pos) and not s.startswith("  ", pos):
-                pos += 1
+                cls = self._op_classes[name]
+            except KeyError:
+                cls = self._op_class(name, line.end(1) + 1)
+            body = line.group(2)
+            if body:
+                if _PLAIN_USES.match(body) is not None:  # `%a, %b`: positions follow from lengths
+                    p = line.start(2)
+                    operands_u = []
+                    for part in body.split(", "):
+                        operands_u.append((part[1:], 0, p))
+                        p += len(part) + 2
+                else:
+                    operands_u = self._operand_uses(body, line.start(2))
+            text = line.group(3)
+            if text is None:
+                props = {}
             else:
+                d = self._dict_cache.get(text)
+                props = dict(d) if d is not None else self._attr_dict_at(text, line.start(3))
+            text = line.group(4)
+            if text is None:
+                attrs = {}
+            else:
+                d = self._dict_cache.get(text)
+                attrs = dict(d) if d is not None else self._attr_dict_at(text, line.start(4))
+            fpos = line.end()
+        else:
+            m = _SIMPLE_STRING.match(s, name_pos)
+            if m is None:
+                self.pos = name_pos
+                name = self.parse_string()
+            else:
+                name = m.group(1)
+                self.pos = m.end()
+            if not name:
+                raise self.error("empty operation name is invalid", name_pos)
+            try:
+                cls = self._op_classes[name]
+            except KeyError:
+                cls = self._op_class(name, self.pos)
+            # operands
+            pos = self.pos
+            operands: list[Value] = []
+            operands_u: list[tuple[str, int, int]] | None = None
+            m = _OPERANDS.match(s, pos)
+            if m is not None:
+                body = m.group(1)
+                if body:
+                    operands_u = self._operand_uses(body, pos + 1)
+                pos = m.end()
+            else:
+                self.expect("(", "to start operand list")
+                us = self.parse_operand_list()
+                if not self.parse_optional(")"):
+                    raise self.error("expected ')' to end operand list")
+                operands_u = [(u.name, u.number, u.pos) for u in us]
+                pos = self.pos
+            # successors
+            succs = []
+            if not s.startswith("[", pos) and s.startswith(("[", " ", "\n", "\t", "\r", "/"), pos):
+                ws_end = _WS.match(s, pos).end()  # MLIR allows whitespace before the successor list
+                if s.startswith("[", ws_end):
+                    pos = ws_end
+            if s.startswith("[", pos):
+                self.pos = pos + 1
+                succs.append(self.parse_successor())
+                while self.parse_optional(","):
+                    succs.append(self.parse_successor())
+                self.expect("]", "to end successor list")
+                pos = self.pos
+            if not s.startswith(" ", pos) or s.startswith("  ", pos):
                 pos = _WS.match(s, pos).end()
-        if not s.startswith(":", pos):
-            self.pos = pos
-            raise self.error("expected ':' followed by operation type")
-        fpos = pos + 2 if s.startswith(": ", pos) else _WS.match(s, pos + 1).end()
+            else:
+                pos += 1
+            props = {}
+            attrs = {}
+            if s.startswith("<", pos):
+                self.pos = _WS.match(s, pos + 1).end()
+                if not s.startswith("{", self.pos):
+                    raise self.error("expected '{' to start properties")
+                props = self._parse_attr_dict_cached()
+                if not self.parse_optional(">"):
+                    raise self.error("expected '>' to close properties")
+                pos = self.pos
+                if s.startswith(" ", pos) and not s.startswith("  ", pos):
+                    pos += 1
+                else:
+                    pos = _WS.match(s, pos).end()
+            if s.startswith("(", pos):
+                self.pos = pos + 1
+                regions = []
+                isolated = _is_isolated(cls)
+                self._parent_ops.append(_FakeParent(cls, name))
+                try:
+                    while True:
+                        r = Region()
+                        self._parse_region_into(r, None, isolated)
+                        regions.append(r)
+                        if not self.parse_optional(","):
+                            break
+                finally:
+                    self._parent_ops.pop()
+                self.expect(")", "to end region list")
+                pos = _WS.match(s, self.pos).end()
+            if s.startswith("{", pos):
+                self.pos = pos
+                attrs = self._parse_attr_dict_cached()
+                pos = self.pos
+                if s.startswith(" ", pos) and not s.startswith("  ", pos):
+                    pos += 1
+                else:
+                    pos = _WS.match(s, pos).end()
+            if not s.startswith(":", pos):
+                self.pos = pos
+                raise self.error("expected ':' followed by operation type")
+            fpos = pos + 2 if s.startswith(": ", pos) else _WS.match(s, pos + 1).end()
         eol = s.find("\n", fpos)
         if eol < 0:
             eol = self.n
@@ -767,14 +707,47 @@ class Parser(LocationParser):
         self._parse_op_location(op, name_pos)
         return op
 
+    def _operand_uses(self, body: str, base: int) -> list[tuple[str, int, int]]:
+        """The uses in the text of an operand list ``body`` starting at ``base``: (name, result
+        number, position) each."""
+        out: list[tuple[str, int, int]] = []
+        off = 0
+        for part in body.split(","):
+            stripped = part.strip()
+            um = _VALUE_USE.fullmatch(stripped)
+            p = base + off + (len(part) - len(part.lstrip()))
+            if um is None:
+                self.pos = p
+                raise self.error("invalid SSA name" if stripped.startswith("%") else "expected SSA operand")
+            g2 = um.group(2)
+            out.append((um.group(1), _int(g2) if g2 else 0, p))
+            off += len(part) + 1
+        return out
+
+    def _attr_dict_at(self, text: str, pos: int) -> dict[str, Attribute]:
+        """The attribute dictionary ``text`` found at ``pos``, not memoised yet (a copy of the one
+        it memoises)."""
+        d = self._fast_dict(text, pos)
+        if d is None:
+            self.pos = pos
+            return self._parse_attr_dict_cached()
+        self._dict_cache[text] = d
+        return dict(d)
+
     def _parse_op_location(self, op: Operation, name_pos: int) -> None:
+        """The op's ``loc(...)``, or the position of its name when it has none."""
         s = self.s
         pos = self.pos
         if s.startswith(" loc(", pos):
             pos += 1
+        elif s.startswith("\n", pos):  # the usual op without one: the line ends
+            op.location = self.location_at(name_pos)
+            return
         else:
             pos = _WS.match(s, pos).end()
-            if not s.startswith("loc(", pos) and _LOC_KW.match(s, pos) is None:
+            if not s.startswith("loc", pos) or (
+                not s.startswith("loc(", pos) and _LOC_KW.match(s, pos) is None
+            ):
                 self.pos = pos
                 op.location = self.location_at(name_pos)
                 return
