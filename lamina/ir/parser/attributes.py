@@ -125,11 +125,11 @@ class AttributeParser(TypeParser):
         kw = m.group()
         if kw == "true" or kw == "false":
             self.pos = m.end()
-            v = kw == "true"
+            truth = kw == "true"
             if self.parse_optional(":"):
                 t = self.parse_type()
-                return IntegerAttr(1 if v else 0, t)
-            return BoolAttr(v)
+                return IntegerAttr(1 if truth else 0, t)
+            return BoolAttr(truth)
         if kw == "unit":
             self.pos = m.end()
             return UnitAttr()
@@ -153,9 +153,9 @@ class AttributeParser(TypeParser):
                 self.parse_type()
                 text += " : " + s[tpos : self.pos].strip()
             return OpaqueAttr("", text)
-        t = self.parse_optional_type()
-        if t is not None:
-            return TypeAttr(t)
+        ty = self.parse_optional_type()
+        if ty is not None:
+            return TypeAttr(ty)
         raise self.error("expected attribute value", pos)
 
     def _parse_hash_attribute(self) -> Attribute:
@@ -538,18 +538,20 @@ class AttributeParser(TypeParser):
                 arr = arr.astype(dt)
             return arr
         except (ValueError, OverflowError):
-            vals = []
+            ivals: list[int] = []
             for tk in toks:
                 if "." in tk or ("e" in tk.lower() and "x" not in tk):
                     raise self.error("expected integer elements, but parsed floating-point", pos) from None
                 v = _int(tk)
                 if not _int_fits(v, et):
                     raise self.error("integer constant out of range for type", pos) from None
-                vals.append(v)
+                ivals.append(v)
             w = dt.itemsize * 8
-            vals = [v & ((1 << w) - 1) for v in vals]
+            ivals = [v & ((1 << w) - 1) for v in ivals]
             return (
-                np.array(vals, dtype=np.uint64 if w == 64 else np.int64).astype(np.dtype(f"uint{w}")).view(dt)
+                np.array(ivals, dtype=np.uint64 if w == 64 else np.int64)
+                .astype(np.dtype(f"uint{w}"))
+                .view(dt)
             )
 
     def _dense_from_list(self, t: ShapedType, body: str, et: Type, dt: np.dtype, pos: int) -> Attribute:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from bisect import bisect_right
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol, cast
 
 from lamina.ir.attributes import Attribute, StringAttr
 from lamina.ir.context import Context
@@ -21,7 +21,15 @@ from lamina.ir.types import FloatType, IndexType, IntegerType, NoneType, ShapedT
 
 MAX_DEPTH = 120
 
-_WS = re.compile(r"(?:[ \t\r\n]+|//[^\n]*)*")
+
+class _AlwaysMatches(Protocol):
+    """A pattern that matches everywhere (possibly the empty string): ``match`` never gives None."""
+
+    def match(self, string: str, pos: int = 0, endpos: int = ...) -> re.Match[str]: ...
+
+
+#: Whitespace and comments (maybe none).
+_WS = cast(_AlwaysMatches, re.compile(r"(?:[ \t\r\n]+|//[^\n]*)*"))
 _DIALECT_NS = re.compile(r"[A-Za-z_][A-Za-z0-9_$]*")
 _DIALECT_MNEMONIC = re.compile(r"[A-Za-z_][A-Za-z0-9_$.]*")
 _BARE_ID = re.compile(r"[A-Za-z_][A-Za-z0-9_$.]*")

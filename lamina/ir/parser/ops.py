@@ -103,7 +103,7 @@ class Parser(LocationParser):
         self._scopes: list[_Scope] = []
         self._blocks: list[dict[str, tuple[Block, int, bool]]] = []
         self._op_classes: dict[str, Any] = {}
-        self._parent_ops: list[Operation | _FakeParent | None] = [None]
+        self._parent_ops: list[Any] = [None]  # Operation, _FakeParent or None
         self._pending_op_name = ""
         self.result_count = 0
 
@@ -592,8 +592,6 @@ class Parser(LocationParser):
                 cls = self._op_class(name, self.pos)
             # operands
             pos = self.pos
-            operands: list[Value] = []
-            operands_u: list[tuple[str, int, int]] | None = None
             m = _OPERANDS.match(s, pos)
             if m is not None:
                 body = m.group(1)

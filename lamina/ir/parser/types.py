@@ -221,8 +221,8 @@ class TypeParser(Lexer):
                 raise self.error("vector types must have positive constant sizes but got 0", start)
             self.expect(">", "in vector type")
             return VectorType(shape, et)
-        layout = None
-        space = None
+        layout: Attribute | None = None
+        space: Attribute | None = None
         if self.parse_optional(","):
             a = self.parse_attribute()
             if isinstance(a, IntegerAttr):

@@ -240,8 +240,8 @@ class Printer:
                 o = block._first
                 while o is not None:
                     if o.regions:
-                        for r in o.regions:
-                            stack.append((r, vid, aid))
+                        for reg in o.regions:
+                            stack.append((reg, vid, aid))
                     o = o.next_op
 
     def _number_custom(self, op: Operation) -> None:

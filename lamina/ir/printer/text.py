@@ -206,8 +206,8 @@ def attribute_text(a: Attribute, elide_type: bool = False, printer: _SpecialPrin
             if isinstance(t, IntegerType) and t.width == 64 and not t.signedness:
                 return _int_text(a.value, t)
         elif isinstance(a, FloatAttr) and isinstance(a.type, FloatType) and a.type.name == "f64":
-            t = format_float(a.value, "f64")
-            return t if "0x" not in t else t + " : f64"  # hex is never elided (it would read as int)
+            ft = format_float(a.value, "f64")
+            return ft if "0x" not in ft else ft + " : f64"  # hex is never elided (it would read as int)
     if printer is not None and _is_special(a):
         return printer._special_attr_text(a)
     return str(a)
