@@ -23,13 +23,19 @@ _RESULT_DEF = re.compile(r"%([0-9]+|[A-Za-z_$.\-][A-Za-z0-9_$.\-]*)(?::([0-9]+))
 _RESULT_COUNT = re.compile(r"(?:[ \t\r\n]+|//[^\n]*)*:(?:[ \t\r\n]+|//[^\n]*)*([0-9]+)")
 _FAST_RESULT = re.compile(r"%([0-9]+|[A-Za-z_$.\-][A-Za-z0-9_$.\-]*)(?::([0-9]+))? = ")
 _SSA_NAME = r"%(?:[0-9]+|[A-Za-z_$.\-][A-Za-z0-9_$.\-]*)"
-#: An operand list of plain uses (no result numbers) in the printer's spacing.
-_PLAIN_USES = re.compile(_SSA_NAME + "(?:, " + _SSA_NAME + r")*\Z")
 _FLAT_DICT = r'\{[^{}"\n]*(?:"[^"\\\n]*"[^{}"\n]*)*\}'
 #: A generic op on one line in the printer's spacing, without successors or regions, up to its
-#: type: name, operand list (the characters of :data:`_OPERANDS`), properties, attributes.
+#: type: name, operand list of plain uses (``%a, %b``), properties, attributes.
 _GENERIC_LINE = re.compile(
-    r'"([^"\\\n]+)"\(([%#A-Za-z0-9_$.\-, ]*)\)(?: <(' + _FLAT_DICT + r")>)?(?: (" + _FLAT_DICT + r"))? : "
+    r'"([^"\\\n]+)"\(((?:'
+    + _SSA_NAME
+    + "(?:, "
+    + _SSA_NAME
+    + r")*)?)\)(?: <("
+    + _FLAT_DICT
+    + r")>)?(?: ("
+    + _FLAT_DICT
+    + r"))? : "
 )
 _ALIAS_LOC_LINE = re.compile(r'#([A-Za-z_][A-Za-z0-9_$.\-]*) = loc\(("[^"\\\n]*"(:[0-9]+:[0-9]+)?)\)')
 _BLOCK_NAME = re.compile(r"\^([A-Za-z0-9_$.\-]+)")
@@ -554,15 +560,12 @@ class Parser(LocationParser):
             except KeyError:
                 cls = self._op_class(name, line.end(1) + 1)
             body = line.group(2)
-            if body:
-                if _PLAIN_USES.match(body) is not None:  # `%a, %b`: positions follow from lengths
-                    p = line.start(2)
-                    operands_u = []
-                    for part in body.split(", "):
-                        operands_u.append((part[1:], 0, p))
-                        p += len(part) + 2
-                else:
-                    operands_u = self._operand_uses(body, line.start(2))
+            if body:  # `%a, %b`: the positions follow from the lengths
+                p = line.start(2)
+                operands_u = []
+                for part in body.split(", "):
+                    operands_u.append((part[1:], 0, p))
+                    p += len(part) + 2
             text = line.group(3)
             if text is None:
                 props = {}
