@@ -35,7 +35,7 @@ _GENERIC_LINE = re.compile(
     + _FLAT_DICT
     + r")>)?(?: ("
     + _FLAT_DICT
-    + r"))? : "
+    + r"))? : ([^\n]*)"
 )
 _ALIAS_LOC_LINE = re.compile(r'#([A-Za-z_][A-Za-z0-9_$.\-]*) = loc\(("[^"\\\n]*"(:[0-9]+:[0-9]+)?)\)')
 _BLOCK_NAME = re.compile(r"\^([A-Za-z0-9_$.\-]+)")
@@ -490,9 +490,11 @@ class Parser(LocationParser):
         if s.startswith("%", op_start):
             m = _FAST_RESULT.match(s, op_start)
             if m is not None:
-                defs = [(m.group(1), _int(m.group(2)) if m.group(2) else 1, op_start)]
-                if not 0 < defs[0][1] < 1 << 64:
+                rname, count = m.groups()
+                n = _int(count) if count else 1
+                if not 0 < n < 1 << 64:
                     raise self.error("expected named operation to have at least 1 result", op_start)
+                defs = [(rname, n, op_start)]
                 self.pos = m.end()
             else:
                 defs = self._parse_result_defs()
@@ -548,37 +550,40 @@ class Parser(LocationParser):
         s = self.s
         operands: list[Value] = []
         operands_u: list[tuple[str, int, int]] | None = None
+        line_uses: list[str] | None = None  # the plain uses of a one-line op (`%a`), positions on demand
+        loc_alias: str | None = None  # a one-line op's `loc(#alias)` and where `loc(` is written
+        loc_pos = 0
         succs: Sequence[Block] = ()
         regions: Sequence[Region] = ()
         props: dict[str, Attribute]
         attrs: dict[str, Attribute]
         line = _GENERIC_LINE.match(s, name_pos)
         if line is not None:
-            name = line.group(1)
+            name, body, ptext, atext, ftext = line.groups()
             try:
                 cls = self._op_classes[name]
             except KeyError:
                 cls = self._op_class(name, line.end(1) + 1)
-            body = line.group(2)
-            if body:  # `%a, %b`: the positions follow from the lengths
-                p = line.start(2)
-                operands_u = []
-                for part in body.split(", "):
-                    operands_u.append((part[1:], 0, p))
-                    p += len(part) + 2
-            text = line.group(3)
-            if text is None:
+            if body:  # `%a, %b`: a use's position follows from the lengths before it (on demand)
+                line_uses = body.split(", ")
+            if ptext is None:
                 props = {}
             else:
-                d = self._dict_cache.get(text)
-                props = dict(d) if d is not None else self._attr_dict_at(text, line.start(3))
-            text = line.group(4)
-            if text is None:
+                d = self._dict_cache.get(ptext)
+                props = dict(d) if d is not None else self._attr_dict_at(ptext, line.start(3))
+            if atext is None:
                 attrs = {}
             else:
-                d = self._dict_cache.get(text)
-                attrs = dict(d) if d is not None else self._attr_dict_at(text, line.start(4))
-            fpos = line.end()
+                d = self._dict_cache.get(atext)
+                attrs = dict(d) if d is not None else self._attr_dict_at(atext, line.start(4))
+            fpos = line.start(5)
+            if ftext.endswith(")") and (i := ftext.rfind(" loc(")) >= 0:
+                lm = _LOC_ALIAS.fullmatch(ftext, i + 1)
+                if lm is not None and "." not in lm.group(1):
+                    loc_alias, loc_pos = lm.group(1), fpos + i + 1
+                key = ftext[:i]
+            else:
+                key = ftext.rstrip()
         else:
             m = _SIMPLE_STRING.match(s, name_pos)
             if m is None:
@@ -667,11 +672,11 @@ class Parser(LocationParser):
                 self.pos = pos
                 raise self.error("expected ':' followed by operation type")
             fpos = pos + 2 if s.startswith(": ", pos) else _WS.match(s, pos + 1).end()
-        eol = s.find("\n", fpos)
-        if eol < 0:
-            eol = self.n
-        li = s.find(" loc(", fpos, eol)
-        key = s[fpos:li] if li >= 0 else s[fpos:eol].rstrip()
+            eol = s.find("\n", fpos)
+            if eol < 0:
+                eol = self.n
+            li = s.find(" loc(", fpos, eol)
+            key = s[fpos:li] if li >= 0 else s[fpos:eol].rstrip()
         ft = self._ftype_cache.get(key)
         if ft is not None:
             self.pos = fpos + len(key)
@@ -684,7 +689,21 @@ class Parser(LocationParser):
             if s[fpos : self.pos] == key:
                 self._ftype_cache[key] = ft
         in_types, out_types = ft
-        if operands_u is not None:
+        if line_uses is not None:
+            if len(in_types) != len(line_uses):
+                raise self.error(
+                    f"expected {len(line_uses)} operand type{'s' if len(line_uses) != 1 else ''} but had {len(in_types)}",
+                    fpos,
+                )
+            values = self._scope.values
+            for k, (use, t) in enumerate(zip(line_uses, in_types)):
+                vals = values.get(use[1:])
+                if vals is not None and vals[0].type is t:
+                    operands.append(vals[0])
+                else:
+                    p = line.start(2) + sum(len(u) + 2 for u in line_uses[:k])  # type: ignore[union-attr]
+                    operands.append(self._resolve(use[1:], 0, t, p))
+        elif operands_u is not None:
             if len(in_types) != len(operands_u):
                 raise self.error(
                     f"expected {len(operands_u)} operand type{'s' if len(operands_u) != 1 else ''} but had {len(in_types)}",
@@ -705,7 +724,19 @@ class Parser(LocationParser):
             for k in [k for k in attrs if k in pn]:
                 props[k] = attrs.pop(k)
         op = cls.create(operands, out_types, props, attrs, regions, succs, _UNKNOWN, name=name)
-        self._parse_op_location(op, name_pos)
+        if loc_alias is None or self.pos != loc_pos - 1:  # not just the type, then `loc(#alias)`
+            self._parse_op_location(op, name_pos)
+            return op
+        op._parsed_at = name_pos  # the op names its own location: remember where it is written
+        a = self.attr_aliases.get(loc_alias)
+        if isinstance(a, Location):
+            op.location = a
+        elif a is None:
+            self._loc_fixups.append([op, loc_alias, loc_pos + 4])
+            op.location = _UNKNOWN
+        else:
+            raise self.error(f"expected location attribute, but got#{loc_alias}", loc_pos + 4)
+        self.pos = line.end()  # type: ignore[union-attr]
         return op
 
     def _operand_uses(self, body: str, base: int) -> list[tuple[str, int, int]]:
