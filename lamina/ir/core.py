@@ -253,6 +253,8 @@ class Operation(metaclass=_OpMeta):
     prev_op: Operation | None
     next_op: Operation | None
     _order: int
+    _parsed_at: int  # where the parser read the op (an offset in its SourceText)
+    _source: Any  # the SourceText of a parsed module (lamina.ir.diagnostics), on its root op
 
     # ---- creation ----------------------------------------------------------------------
 

@@ -174,7 +174,8 @@ class AttributeParser(TypeParser):
         dialect, mnemonic = self._dialect_name(start + 1, "attribute")
         d = self.ctx.get_dialect(dialect)
         if d is not None and mnemonic in d.attributes:
-            return d.attributes[mnemonic].parse_body(self)
+            attr_cls: Any = d.attributes[mnemonic]  # a dialect attribute class
+            return attr_cls.parse_body(self)
         if d is None and not self._allow_unreg:
             raise self.error(
                 f"dialect '{dialect}' is unknown (unregistered dialect attributes need -allow-unregistered-dialect)",

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 from lamina.ir.attributes import Attribute
 from lamina.ir.context import Context
@@ -696,12 +696,12 @@ class Parser(LocationParser):
                     fpos,
                 )
             values = self._scope.values
-            for k, (use, t) in enumerate(zip(line_uses, in_types)):
+            for j, (use, t) in enumerate(zip(line_uses, in_types)):
                 vals = values.get(use[1:])
                 if vals is not None and vals[0].type is t:
                     operands.append(vals[0])
                 else:
-                    p = line.start(2) + sum(len(u) + 2 for u in line_uses[:k])  # type: ignore[union-attr]
+                    p = line.start(2) + sum(len(u) + 2 for u in line_uses[:j])  # type: ignore[union-attr]
                     operands.append(self._resolve(use[1:], 0, t, p))
         elif operands_u is not None:
             if len(in_types) != len(operands_u):
@@ -848,13 +848,13 @@ class Parser(LocationParser):
         try:
             hooks = _hooks(cls)
             if "parse" in hooks:
-                op = cls.parse(self)
+                op = cast(Any, cls).parse(self)
             elif getattr(cls, "assembly_format", None):
                 from lamina.ir.assembly_format import get_format
 
                 op = get_format(cls).parse(self, cls)
             else:
-                op = cls.parse(self)
+                op = cast(Any, cls).parse(self)
         finally:
             self._parent_ops.pop()
             self._cur_isolated = saved_iso

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from lamina.ir.attributes import Attribute, IntegerAttr
 from lamina.ir.parser.lexer import _ALIAS_NAME, _IDENT, _INT_TYPE, _KEYWORD, _SIMPLE_TYPES, _WS, Lexer, _int
@@ -252,7 +252,7 @@ class TypeParser(Lexer):
         dialect, mnemonic = self._dialect_name(self.pos, "type")
         d = self.ctx.get_dialect(dialect)
         if d is not None and mnemonic in d.types:
-            cls = d.types[mnemonic]
+            cls: Any = d.types[mnemonic]  # a DialectType subclass
             return cls.parse_body(self)
         if d is not None and d.types:
             raise self.error(f"unknown type '{mnemonic}' in dialect '{dialect}'", start)

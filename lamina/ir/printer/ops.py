@@ -8,7 +8,7 @@ import gc
 import os
 import re
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from lamina.support.lazy import lazy_import
 
@@ -464,7 +464,7 @@ class Printer:
                             if (
                                 tl is FileLineColLoc
                                 or tl is UnknownLoc
-                                or (tl is NameLoc and loc.child is None)
+                                or (tl is NameLoc and cast(NameLoc, loc).child is None)
                             ):
                                 info_map[loc] = _AliasInfo(True, len(info_map))
                             else:
@@ -552,6 +552,8 @@ class Printer:
                 for x in a._dict.values():
                     scan(x)
 
+        o: Operation
+        v: Attribute
         for o in op.walk_ops():
             for v in o.properties.values():
                 if _is_special(v):
@@ -781,7 +783,7 @@ class Printer:
                 if not preds:
                     s += "  // no predecessors"
                 elif len(preds) == 1:
-                    s += "  // pred: " + self.block_names[next(iter(preds)).owner.parent][0]
+                    s += "  // pred: " + self.block_names[cast(Block, next(iter(preds)).owner.parent)][0]
                 else:
                     infos = [
                         self.block_names[u.owner.parent] for u in preds if u.owner.parent in self.block_names
