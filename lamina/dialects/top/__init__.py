@@ -10,12 +10,11 @@ quantization ...), :mod:`.detection` (NonMaxSuppression, GridSample, RoiAlign), 
 
 from __future__ import annotations
 
-from typing import Any
-
 from lamina.ir.context import Dialect, register_dialect
+from lamina.ir.core import register_canonicalization_module
 from lamina.passes.registry import register_pass_module
 
-from .base import TopOp, set_canonicalization_source
+from .base import TopOp
 from .control import CONTROL_OPS
 from .detection import DETECTION_OPS
 from .elementwise import ELEMENTWISE_OPS
@@ -52,15 +51,9 @@ TOP = register_dialect(Dialect("top", ALL_OPS, description="Hardware-independent
 register_pass_module("lamina.dialects.top.transforms")
 
 
-def _canonicalization_patterns(op_class: type[TopOp]) -> list[Any]:
-    """The patterns rooted at ``op_class`` (the registry of the dialect's transforms, loaded on
-    first use like its passes): what ``TopOp.get_canonicalization_patterns`` returns."""
-    from .transforms.patterns import canonicalization_patterns
-
-    return list(canonicalization_patterns(op_class))
-
-
-set_canonicalization_source(_canonicalization_patterns)
+# The canonicalization patterns (transforms/patterns/, a floor above the ops) register themselves for
+# their root op classes when an op is first asked for its patterns.
+register_canonicalization_module("top", "lamina.dialects.top.transforms.patterns")
 
 __all__ = [
     "ALL_OPS",

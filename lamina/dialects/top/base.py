@@ -338,24 +338,6 @@ class TopOp(Op, ExecutableOpInterface, InferShapeInterface, FlopsInterface):
             return 0
         return self.flops_per_element * sum(num_elements(r.type) for r in self.results)
 
-    # ---- canonicalization ------------------------------------------------------------------
-
-    @classmethod
-    def get_canonicalization_patterns(cls) -> Sequence[Any]:
-        """The patterns rooted at this op, from the source the dialect installs with
-        :func:`set_canonicalization_source` (the pattern registry of ``top``'s transforms, a floor
-        above the ops, so the ops do not import it); none before."""
-        return _canonicalization_source(cls) if _canonicalization_source is not None else ()
-
-
-_canonicalization_source: Callable[[type[TopOp]], Sequence[Any]] | None = None
-
-
-def set_canonicalization_source(source: Callable[[type[TopOp]], Sequence[Any]]) -> None:
-    """Where :meth:`TopOp.get_canonicalization_patterns` gets the patterns rooted at an op class."""
-    global _canonicalization_source
-    _canonicalization_source = source
-
 
 def result_dtype(op: TopOp, i: int = 0) -> np.dtype:
     """The numpy dtype of result ``i`` (f32 when unknown)."""

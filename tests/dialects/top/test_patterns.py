@@ -68,7 +68,7 @@ def test_constant_folding_skips_plumbing_regions_and_random_ops() -> None:
 
 def test_the_ops_do_not_import_their_transforms() -> None:
     """``top/base.py`` (and every op module) sits below ``top/transforms``: no import upward, so
-    the patterns reach the ops through ``set_canonicalization_source``."""
+    the patterns register themselves for their root op classes (``register_canonicalization``)."""
     for path in (ROOT / "lamina" / "dialects" / "top").glob("*.py"):
         if path.name == "__init__.py":  # the dialect package wires its transforms in
             continue

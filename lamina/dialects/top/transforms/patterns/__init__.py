@@ -1,7 +1,8 @@
 """Canonicalization patterns of the ``top`` dialect (TPU-MLIR's Top canonicalizers), by family.
 
-Every ``top`` op class returns the patterns rooted at it from ``get_canonicalization_patterns``
-(see :meth:`TopOp.get_canonicalization_patterns`), so the generic ``canonicalize`` pass runs them;
+Importing this package registers, for every ``top`` op class, the patterns rooted at it
+(:func:`~lamina.ir.core.register_canonicalization`: what the class's ``get_canonicalization_patterns``
+returns), so the generic ``canonicalize`` pass runs them;
 ``top-canonicalize`` runs the same set with constant folding. The registry is derived from the
 patterns themselves: each declares its root op class (``root``, or ``roots`` for one pattern
 rooted at several ops), and :data:`FAMILIES` lists the family modules.
@@ -30,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from types import ModuleType
 
-from lamina.ir.core import Operation
+from lamina.ir.core import Operation, register_canonicalization
 from lamina.rewrite.pattern import RewritePattern, root_name
 
 from ..const_fold import ConstantFoldPattern, foldable
@@ -94,6 +95,19 @@ def all_patterns(op_classes: Iterable[type[Operation]], *, fold: bool = True) ->
         out.extend(canonicalization_patterns(c, fold=fold))
     return out
 
+
+def _register_all() -> None:
+    from functools import partial
+
+    from lamina.dialects.top import ALL_OPS
+
+    for op_class in ALL_OPS:
+        register_canonicalization(op_class, *registry().get(op_class.name, ()))
+        if foldable(op_class):
+            register_canonicalization(op_class, partial(ConstantFoldPattern, op_class.name))
+
+
+_register_all()
 
 __all__ = [
     "FAMILIES",
