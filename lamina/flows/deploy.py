@@ -416,15 +416,13 @@ def deploy(
 
 # ---- the summary line ----------------------------------------------------------------------------------
 
-#: tpu ops that only move values between modes (until the tpu dialect marks them with a trait)
-_MODE_CHANGES = ("tpu.Cast", "tpu.Requant")
-
 
 def summarize_tpu_module(module: Any) -> str:
     """One line on what a lowered module computes in which mode: compute ops with quantized values
     (INT8; how many with per-channel activations), ops in each float type, and the casts/requants
     between modes, e.g. ``120 ops INT8 (21 with per-channel activations), 17 F32, 34 casts/requants``."""
     from lamina.dialects.quant import QuantizedType, UniformQuantizedPerAxisType
+    from lamina.dialects.tpu.families.plumbing import QuantCast
     from lamina.ir.types import ShapedType
 
     def elem(v: Any) -> Any:
@@ -437,7 +435,7 @@ def summarize_tpu_module(module: Any) -> str:
     int8 = per_channel = casts = 0
     floats: dict[str, int] = {}
     for op in module.walk_ops():
-        mode_change = op.name in _MODE_CHANGES
+        mode_change = op.has_trait(QuantCast)
         casts += mode_change
         if mode_change or op.has_trait(NotALayer) or op.dialect_name not in ("tpu", "top") or not op.results:
             continue

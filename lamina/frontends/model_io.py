@@ -110,11 +110,13 @@ def module_signature(module: Any, source: str = "the model") -> Signature:
 
 def input_ops(module: Any) -> list[Any]:
     """The ``top.Input`` op of each function argument (None where an argument has none)."""
+    from lamina.dialects.top.io import InputOp
+
     entry = main_function(module).regions[0].blocks[0]
     out = []
     for a in entry.args:
         users = [u.owner for u in a.uses] if hasattr(a, "uses") else []
-        op = next((u for u in users if getattr(u, "name", "") == "top.Input"), None)
+        op = next((u for u in users if isinstance(u, InputOp)), None)
         out.append(op)
     return out
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from lamina.ir.attributes import Attribute, DenseElementsAttr, DenseResourceElementsAttr
-from lamina.ir.traits import ConstantLike, ConstantValueInterface
+from lamina.ir.traits import ConstantLike, ConstantValueInterface, NotALayer
 
 if TYPE_CHECKING:
     from lamina.ir.core import Operation, Value
@@ -55,3 +55,9 @@ def constant_array(v: Value) -> Any:
 
 
 __all__ = ["constant_array", "constant_value", "is_constant", "value_constant"]
+
+
+def holds_constant(op: Operation) -> bool:
+    """Whether ``op`` is model plumbing that reads nothing (:class:`NotALayer` without operands: a
+    weight, the absent operand): what it produces is fixed, not computed from the model's inputs."""
+    return NotALayer in op.traits and not op.operands

@@ -17,6 +17,7 @@ from lamina.ir.opdef import operand, prop, region, result_def, var_operand, var_
 from lamina.ir.types import IntegerType, ShapedType, Type
 
 from .base import AnyTensor, AnyTensorOrNone, I, I64ArrayAttr, I64Attr, TopOp, result_dtype
+from .io import YieldOp
 
 Runner = Callable[[Sequence[Any]], list[Any]]
 
@@ -33,7 +34,7 @@ class _RegionOp(TopOp):
         if not r.blocks:
             raise VerifyError(f"region #{idx} must not be empty")
         t = r.blocks[0].last_op
-        if t is None or t.name != "top.Yield":
+        if not isinstance(t, YieldOp):
             raise VerifyError(f"region #{idx} must end with 'top.Yield'")
         if t.num_operands != n:
             raise VerifyError(f"region #{idx} yields {t.num_operands} values, expected {n}")

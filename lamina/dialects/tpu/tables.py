@@ -356,11 +356,12 @@ SHOWN_NAMES = 3
 
 def model_tensors(module: object) -> dict[str, object]:
     """Tensor name → IR type of every named result of the model's ``top`` ops (first one wins)."""
+    from lamina.ir.constants import holds_constant
     from lamina.ir.naming import result_names
 
     out: dict[str, object] = {}
     for op in module.walk_ops():  # type: ignore[attr-defined]
-        if op.dialect_name != "top" or op.name in ("top.Weight", "top.None"):
+        if op.dialect_name != "top" or holds_constant(op):
             continue
         for name, r in zip(result_names(op), op.results):
             out.setdefault(name, r.type)

@@ -20,12 +20,14 @@ from __future__ import annotations
 from typing import Any
 
 from lamina.dialects.quant import CalibratedQuantizedType
+from lamina.dialects.top.io import InputOp
 from lamina.dialects.tpu.tables import (
     CalibrationTable,
     CalibrationTableError,
     check_table,
     read_calibration_table,
 )
+from lamina.ir.constants import holds_constant
 from lamina.ir.core import Operation, Value
 from lamina.ir.naming import result_names
 from lamina.ir.types import FloatType, FunctionType, RankedTensorType, ShapedType
@@ -99,7 +101,7 @@ def import_calibration(func_or_module: Operation, table: Any, asymmetric: bool =
     asym = asym_values(func_or_module, table.asym_ops)
     channels = table.channel_thresholds
     for op in list(func_or_module.walk_ops()):
-        if op.dialect_name != "top" or op.name in ("top.Weight", "top.None"):
+        if op.dialect_name != "top" or holds_constant(op):
             continue
         for i, (r, name) in enumerate(zip(op.results, result_names(op))):
             st = table.thresholds.get(name)
@@ -122,7 +124,7 @@ def import_calibration(func_or_module: Operation, table: Any, asymmetric: bool =
                 continue
             _set_type(r, nt)
             count += 1
-            if op.name == "top.Input":
+            if isinstance(op, InputOp):
                 arg = op.operands[0]
                 _set_type(arg, nt)
     for f in func_or_module.walk_ops():
