@@ -240,7 +240,9 @@ def encode_model(model: Model) -> list[bytes | memoryview]:
             raise ValueError(f"section '{s.name}': alignment {s.align} is not a power of two <= {MAX_ALIGN}")
         names.add(s.name)
     header_size = HEADER.size + ENTRY.size * len(sections)
-    entries, chunks, offset = [], [], header_size
+    entries: list[bytes] = []
+    chunks: list[bytes | memoryview] = []
+    offset = header_size
     for s in sections:
         start = _align_up(offset, s.align)
         view = memoryview(s.data).cast("B")
