@@ -277,7 +277,7 @@ def encode_model(model: Model) -> list[bytes | memoryview]:
 
 
 def _dumps(obj: Any) -> bytes:
-    return json.dumps(obj, indent=1, sort_keys=True, allow_nan=False).encode("utf-8")
+    return json.dumps(obj, indent=1, allow_nan=False).encode("utf-8")
 
 
 def _json_ok(obj: Any, what: str) -> None:
