@@ -390,3 +390,14 @@ def test_not_a_regular_file(tmp_path: Path) -> None:
         read_model(tmp_path / "missing.lamina")
     with pytest.raises(LaminaError):
         read_model(tmp_path)
+
+
+def test_docs_reader_snippet(
+    model_file: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """docs/lamina-file.md's "Reading a file with struct alone" runs on a file Lamina wrote."""
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "lamina-file.md").read_text()
+    snippet = doc.split("## Reading a file with `struct` alone")[1].split("```python\n")[1].split("```")[0]
+    monkeypatch.chdir(model_file.parent)
+    exec(compile(snippet, "lamina-file.md", "exec"), {})
+    assert capsys.readouterr().out == "lnpu [('x', [1, 3, 8, 8], 'int8')]\n"
