@@ -401,3 +401,55 @@ def test_docs_reader_snippet(
     monkeypatch.chdir(model_file.parent)
     exec(compile(snippet, "lamina-file.md", "exec"), {})
     assert capsys.readouterr().out == "lnpu [('x', [1, 3, 8, 8], 'int8')]\n"
+
+
+@settings(max_examples=150)
+@given(data=st.data())
+def test_fuzz_never_a_traceback(tmp_path_factory: pytest.TempPathFactory, data: st.DataObject) -> None:
+    """Random damage — bytes flipped, cut or inserted anywhere, or header and table fields set to
+    arbitrary values with the header hash recomputed (a hostile writer) — is a LaminaError or,
+    when the damage happens to leave a valid file, a model; never another exception."""
+    d = tmp_path_factory.mktemp("fuzz")
+    good = write_sample_file(d / "good.lamina").read_bytes()
+    raw = bytearray(good)
+    how = data.draw(st.sampled_from(["flip", "cut", "insert", "fields"]))
+    if how == "flip":
+        for at in data.draw(st.lists(st.integers(0, len(raw) - 1), min_size=1, max_size=4)):
+            raw[at] ^= data.draw(st.integers(1, 255))
+    elif how == "cut":
+        at = data.draw(st.integers(0, len(raw) - 1))
+        del raw[at : at + data.draw(st.integers(1, 300))]
+    elif how == "insert":
+        at = data.draw(st.integers(0, len(raw)))
+        raw[at:at] = data.draw(st.binary(min_size=1, max_size=64))
+    else:
+        count = struct.unpack_from("<I", good, 16)[0]
+        header = {
+            k: data.draw(st.integers(0, (1 << bits) - 1))
+            for k, bits in (
+                ("major", 16),
+                ("minor", 16),
+                ("header_size", 32),
+                ("count", 32),
+                ("file_size", 64),
+            )
+            if data.draw(st.booleans())
+        }
+        entries = {}
+        for i in data.draw(st.lists(st.integers(0, count - 1), max_size=3)):
+            e = entry(good, i)
+            j = data.draw(st.integers(0, 3))
+            e[j] = data.draw(st.integers(0, (1 << (32 if j < 2 else 64)) - 1))
+            entries[i] = e
+        raw = bytearray(rewrite(good, entries, **header))
+    bad = d / "bad.lamina"
+    bad.write_bytes(bytes(raw))
+    try:
+        read_model(bad)
+    except LaminaError as e:
+        assert str(bad) in str(e) and "\n" not in str(e)
+
+
+def write_sample_file(path: Path) -> Path:
+    write_model(path, sample_model())
+    return path
