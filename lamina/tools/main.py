@@ -143,6 +143,7 @@ VERBS = {
         "deploy_main",
         "model_deploy: lower a top .mlir to the quantized tpu IR and compare",
     ),
+    "info": ("lamina.tools.model_tool", "info_main", "model_tool --info: what a .lamina model file holds"),
 }
 
 
