@@ -1,0 +1,244 @@
+"""Reading a ``.tflite`` flatbuffer into plain Python values (:class:`TfliteModel`), checked before
+anything is converted: the file identifier, the schema version, every tensor, buffer and operator
+index, and each constant buffer's size against its tensor's shape and type.
+
+The flatbuffer is read with the ``tflite`` package (the generated schema reader, pure Python); no
+TensorFlow. Every problem is one :class:`TfliteImportError` naming the file and what is wrong, never
+a traceback from the flatbuffer accessors (which index raw bytes and fail with ``IndexError`` or
+``struct.error`` on a truncated file).
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+#: the one schema version of the TFLite format in use since TF 1.x
+SCHEMA_VERSION = 3
+
+
+class TfliteImportError(Exception):
+    """Import failed. ``kind`` is ``"malformed"``, ``"unsupported"`` or ``"invalid"``;
+    ``unsupported`` maps each unsupported op to the tensors it produces."""
+
+    def __init__(self, message: str, kind: str, unsupported: dict[str, list[str]] | None = None) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.unsupported = unsupported or {}
+
+
+#: TFLite TensorType code → numpy dtype
+DTYPES: dict[int, np.dtype] = {
+    0: np.dtype(np.float32),
+    1: np.dtype(np.float16),
+    2: np.dtype(np.int32),
+    3: np.dtype(np.uint8),
+    4: np.dtype(np.int64),
+    6: np.dtype(np.bool_),
+    7: np.dtype(np.int16),
+    9: np.dtype(np.int8),
+    10: np.dtype(np.float64),
+    15: np.dtype(np.uint32),
+    16: np.dtype(np.uint16),
+}
+
+
+@dataclass
+class Quant:
+    """A tensor's affine quantization: ``real = scale * (q - zero_point)`` along ``axis``."""
+
+    scale: np.ndarray
+    zero_point: np.ndarray
+    axis: int
+
+
+@dataclass
+class Tensor:
+    index: int
+    name: str
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    data: np.ndarray | None  # the constant's value (None for activations)
+    quant: Quant | None
+    sparse: bool = False
+
+
+@dataclass
+class Operator:
+    index: int
+    op: str  # builtin name ("CONV_2D") or the custom code
+    custom: bool
+    inputs: list[int]  # -1 for an absent optional input
+    outputs: list[int]
+    options: Any  # the builtin options table, initialised to its class, or None
+    custom_options: bytes = b""
+
+
+@dataclass
+class TfliteModel:
+    filename: str
+    tensors: list[Tensor]
+    operators: list[Operator]
+    inputs: list[int]
+    outputs: list[int]
+    description: str = ""
+    raw: Any = field(default=None, repr=False)
+
+    def tensor_name(self, i: int) -> str:
+        return self.tensors[i].name
+
+
+def _options(op: Any) -> Any:
+    """The builtin options table of an operator, as its generated class (``Conv2DOptions``...)."""
+    import tflite
+
+    code = op.BuiltinOptionsType()
+    if code == 0:
+        return None
+    names = {v: k for k, v in vars(tflite.BuiltinOptions).items() if isinstance(v, int)}
+    cls = getattr(tflite, names.get(code, ""), None)
+    table = op.BuiltinOptions()
+    if cls is None or table is None:
+        return None
+    o = cls()
+    o.Init(table.Bytes, table.Pos)
+    return o
+
+
+def read_bytes(path: str | os.PathLike[str]) -> bytes:
+    """The file's bytes; unreadable files and non-files are one error."""
+    p = os.fspath(path)
+    if not os.path.isfile(p):
+        raise TfliteImportError(f"'{p}' is not a file", "malformed")
+    try:
+        with open(p, "rb") as f:
+            return f.read()
+    except OSError as e:
+        raise TfliteImportError(f"cannot read '{p}': {e.strerror}", "malformed") from None
+
+
+def parse_model(buf: bytes, filename: str) -> TfliteModel:
+    """Read and check a TFLite flatbuffer (subgraph 0); raises :class:`TfliteImportError`."""
+    if len(buf) < 8 or buf[4:8] != b"TFL3":
+        raise TfliteImportError(
+            f"'{filename}' is not a TFLite model (no 'TFL3' file identifier at byte 4)", "malformed"
+        )
+    try:
+        return _parse(buf, filename)
+    except TfliteImportError:
+        raise
+    except (IndexError, struct.error, ValueError, TypeError, UnicodeDecodeError, AttributeError) as e:
+        raise TfliteImportError(
+            f"'{filename}' is a malformed TFLite flatbuffer (truncated or corrupt: {type(e).__name__})",
+            "malformed",
+        ) from None
+
+
+def _parse(buf: bytes, filename: str) -> TfliteModel:
+    import tflite
+
+    bad = lambda msg: TfliteImportError(f"'{filename}': {msg}", "invalid")  # noqa: E731
+    m = tflite.Model.GetRootAsModel(buf, 0)
+    if m.Version() != SCHEMA_VERSION:
+        raise TfliteImportError(
+            f"'{filename}' has TFLite schema version {m.Version()}; Lamina reads version {SCHEMA_VERSION}",
+            "malformed",
+        )
+    if m.SubgraphsLength() < 1:
+        raise bad("the model has no subgraph")
+    sg = m.Subgraphs(0)
+    nbuf = m.BuffersLength()
+    tensors: list[Tensor] = []
+    for i in range(sg.TensorsLength()):
+        t = sg.Tensors(i)
+        name = (t.Name() or b"").decode("utf-8") or f"tensor_{i}"
+        shape = tuple(int(d) for d in t.ShapeAsNumpy()) if t.ShapeLength() else ()
+        if any(d < 0 for d in shape):
+            raise bad(f"tensor '{name}' has a negative dimension in shape {list(shape)}")
+        code = t.Type()
+        dt = DTYPES.get(code)
+        if dt is None:
+            names = {v: k for k, v in vars(tflite.TensorType).items() if isinstance(v, int)}
+            raise TfliteImportError(
+                f"'{filename}': tensor '{name}' has element type {names.get(code, code)}, which Lamina "
+                "does not support",
+                "unsupported",
+            )
+        b = t.Buffer()
+        if b < 0 or b >= max(nbuf, 1):
+            raise bad(f"tensor '{name}' refers to buffer {b}, but the model has {nbuf} buffers")
+        data = None
+        sparse = t.Sparsity() is not None
+        if nbuf and b > 0:
+            bf = m.Buffers(b)
+            raw: bytes | None = None
+            if bf.Offset() > 1:  # large models keep buffers after the flatbuffer
+                off, size = bf.Offset(), bf.Size()
+                if off + size > len(buf):
+                    raise bad(f"buffer {b} of tensor '{name}' lies outside the file ({off}+{size} bytes)")
+                raw = buf[off : off + size]
+            elif bf.DataLength():
+                raw = bf.DataAsNumpy().tobytes()
+            if raw:
+                count = int(np.prod(shape, dtype=np.int64)) if shape else 1
+                need = count * dt.itemsize
+                if not sparse and len(raw) != need:
+                    raise bad(
+                        f"buffer {b} of tensor '{name}' ({dt}, shape {list(shape)}) holds {len(raw)} "
+                        f"bytes, {need} expected"
+                    )
+                arr = np.frombuffer(raw, dtype=dt)
+                data = arr if sparse else arr.reshape(shape)
+        q = t.Quantization()
+        quant = None
+        if q is not None and q.ScaleLength():
+            zp = q.ZeroPointAsNumpy() if q.ZeroPointLength() else np.zeros(q.ScaleLength(), np.int64)
+            quant = Quant(
+                np.asarray(q.ScaleAsNumpy(), np.float32), np.asarray(zp, np.int64), q.QuantizedDimension()
+            )
+        tensors.append(Tensor(i, name, shape, dt, data, quant, sparse))
+    n = len(tensors)
+
+    def idx(v: int, what: str) -> int:
+        if v < -1 or v >= n:
+            raise bad(f"{what} refers to tensor {v}, but subgraph 0 has {n} tensors")
+        return int(v)
+
+    codes: list[tuple[str, bool]] = []
+    for c in range(m.OperatorCodesLength()):
+        oc = m.OperatorCodes(c)
+        bc = max(oc.BuiltinCode(), oc.DeprecatedBuiltinCode())
+        if bc == tflite.BuiltinOperator.CUSTOM:
+            codes.append(((oc.CustomCode() or b"").decode("utf-8"), True))
+        else:
+            codes.append(
+                (tflite.opcode2name(bc) if bc in tflite.BUILTIN_OPCODE2NAME else f"builtin {bc}", False)
+            )
+    ops: list[Operator] = []
+    for k in range(sg.OperatorsLength()):
+        o = sg.Operators(k)
+        ci = o.OpcodeIndex()
+        if ci >= len(codes):
+            raise bad(f"operator {k} refers to operator code {ci}, but the model has {len(codes)}")
+        name, custom = codes[ci]
+        ins = [idx(int(v), f"operator {k} ({name})") for v in (o.InputsAsNumpy() if o.InputsLength() else [])]
+        outs = [
+            idx(int(v), f"operator {k} ({name})") for v in (o.OutputsAsNumpy() if o.OutputsLength() else [])
+        ]
+        copts = o.CustomOptionsAsNumpy().tobytes() if o.CustomOptionsLength() else b""
+        ops.append(Operator(k, name, custom, ins, outs, _options(o), copts))
+    inputs = [idx(int(v), "the subgraph's inputs") for v in (sg.InputsAsNumpy() if sg.InputsLength() else [])]
+    outputs = [
+        idx(int(v), "the subgraph's outputs") for v in (sg.OutputsAsNumpy() if sg.OutputsLength() else [])
+    ]
+    desc = (m.Description() or b"").decode("utf-8", "replace")
+    return TfliteModel(filename, tensors, ops, inputs, outputs, desc, m)
+
+
+def load_model(path: str | os.PathLike[str]) -> TfliteModel:
+    """Read and check a ``.tflite`` file."""
+    return parse_model(read_bytes(path), os.fspath(path))
