@@ -560,7 +560,7 @@ def _split(cv: Cv, op: Operator, x: int, axis: int, sizes: list[int], squeeze: b
     outs = op.outputs
     in_shape = list(cv.tensor(x).shape)
     types = [
-        RankedTensorType([*in_shape[:axis], n, *in_shape[axis + 1:]], element_type(cv.tensor(x).dtype))
+        RankedTensorType([*in_shape[:axis], n, *in_shape[axis + 1 :]], element_type(cv.tensor(x).dtype))
         for n in sizes
     ]
     first = cv.name(outs[0]) + ("_split" if squeeze else "")
@@ -626,7 +626,7 @@ def _resize(cv: Cv, op: Operator) -> None:
             "mode": "nearest",
             "coordinate_transformation_mode": "align_corners"
             if align
-            else "tf_half_pixel_for_nn"
+            else "half_pixel"
             if half
             else "asymmetric",
             "nearest_mode": "round_prefer_ceil" if align or half else "floor",

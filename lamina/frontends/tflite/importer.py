@@ -383,3 +383,27 @@ def _import_model(model: TfliteModel, ctx: Context) -> Any:
         [DictionaryAttr({NAME_KEY: StringAttr(model.tensors[i].name)}) for i in model.outputs]
     )
     return ModuleOp.new([func], loc=file_loc)
+
+
+def import_tflite_file(path: str, input_shapes: Any = None) -> tuple[Any, Context]:
+    """Import a ``.tflite`` file into a ``top`` module (for the commands and the API); problems are
+    one :class:`~lamina.support.errors.ToolError`. TFLite shapes are static: ``input_shapes``, when
+    given, must be the model's own."""
+    from lamina.support.errors import ToolError
+
+    ctx = Context(handler=None)
+    try:
+        model = load_model(path)
+        if input_shapes:
+            given = list(input_shapes.values()) if isinstance(input_shapes, Mapping) else list(input_shapes)
+            have = [list(model.tensors[i].shape) for i in model.inputs]
+            if [list(s) for s in given] != have:
+                raise TfliteImportError(
+                    f"'{path}': input shapes {[list(s) for s in given]} differ from the model's {have} "
+                    "(TFLite models have static shapes)",
+                    "invalid",
+                )
+        module = _import_model(model, ctx)
+    except TfliteImportError as e:
+        raise ToolError(str(e)) from None
+    return module, ctx

@@ -211,15 +211,3 @@ class ModelBuilder:
         m = tflite.ModelEnd(b)
         b.Finish(m, file_identifier=b"TFL3")
         return bytes(b.Output())
-
-
-def run_litert(buf: bytes, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Run a model with LiteRT's Interpreter; outputs keyed by tensor name."""
-    from ai_edge_litert.interpreter import Interpreter
-
-    it = Interpreter(model_content=buf)
-    it.allocate_tensors()
-    for d in it.get_input_details():
-        it.set_tensor(d["index"], feeds[d["name"]])
-    it.invoke()
-    return {d["name"]: it.get_tensor(d["index"]) for d in it.get_output_details()}
