@@ -92,21 +92,60 @@ class TfliteModel:
         return self.tensors[i].name
 
 
-def _options(op: Any) -> Any:
-    """The builtin options table of an operator, as its generated class (``Conv2DOptions``...)."""
+class Options:
+    """An operator's builtin options, read eagerly (so that a corrupt table fails inside the
+    reader's checks, not in a converter): ``opts.StrideH()`` as on the generated class, ``kind`` the
+    table's name (``"Conv2DOptions"``)."""
+
+    __slots__ = ("kind", "values")
+
+    def __init__(self, kind: str, values: dict[str, Any]) -> None:
+        self.kind = kind
+        self.values = values
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            v = object.__getattribute__(self, "values")[name]
+        except KeyError:
+            raise AttributeError(f"{self.kind} has no field {name}") from None
+        return lambda: v
+
+
+_SKIP = ("Init", "GetRootAs")
+
+
+def _options(op: Any) -> Options | None:
+    """The builtin options table of an operator, every field read (vectors as arrays)."""
     import tflite
 
     code = op.BuiltinOptionsType()
     if code == 0:
         return None
     names = {v: k for k, v in vars(tflite.BuiltinOptions).items() if isinstance(v, int)}
-    cls = getattr(tflite, names.get(code, ""), None)
+    kind = names.get(code, "")
+    cls = getattr(tflite, kind, None)
     table = op.BuiltinOptions()
     if cls is None or table is None:
         return None
     o = cls()
     o.Init(table.Bytes, table.Pos)
-    return o
+    values: dict[str, Any] = {}
+    for attr in dir(cls):
+        if (
+            attr.startswith("_")
+            or attr.startswith(_SKIP)
+            or attr.endswith(("BufferHasIdentifier", "Length", "IsNone", "AsNumpy"))
+        ):
+            continue
+        if hasattr(cls, attr + "AsNumpy"):
+            values[attr] = (
+                o.__getattribute__(attr + "AsNumpy")()
+                if o.__getattribute__(attr + "Length")()
+                else np.zeros(0, np.int32)
+            )
+        else:
+            values[attr] = o.__getattribute__(attr)()
+    return Options(kind, values)
 
 
 def read_bytes(path: str | os.PathLike[str]) -> bytes:
