@@ -77,6 +77,12 @@ def _clip(cv: Cv, v: Value, lo: float, hi: float, name: str) -> Value:
     )
 
 
+def _const_rank(cv: Cv, i: int) -> int | None:
+    """The rank of tensor ``i`` if it is a constant, else None."""
+    c = cv.const(i)
+    return None if c is None else c.ndim
+
+
 def _use_nchw(cv: Cv, ins: Sequence[int]) -> bool:
     """Whether a layout-free op on tensors ``ins`` works in NCHW: one of its activation inputs
     already exists in NCHW, every activation input is rank 4 and every constant at most rank 4."""
@@ -85,7 +91,7 @@ def _use_nchw(cv: Cv, ins: Sequence[int]) -> bool:
         return False
     if any(_rank(cv, i) != 4 for i in acts):
         return False
-    return all(np.ndim(cv.const(i)) <= 4 for i in ins if i >= 0 and cv.const(i) is not None)
+    return all((_const_rank(cv, i) or 0) <= 4 for i in ins if i >= 0)
 
 
 def _same_pads(in_hw: Sequence[int], k: Sequence[int], s: Sequence[int], d: Sequence[int]) -> list[int]:
@@ -421,8 +427,9 @@ def _arg(cv: Cv, op: Operator) -> None:
 
 def _out_shape(cv: Cv, op: Operator) -> list[int]:
     shape = list(cv.tensor(op.outputs[0]).shape)
-    if not all(d > 0 for d in shape) and len(op.inputs) > 1 and cv.const(op.inputs[1]) is not None:
-        shape = [int(d) for d in np.atleast_1d(cv.const(op.inputs[1]))]
+    given = cv.const(op.inputs[1]) if len(op.inputs) > 1 else None
+    if not all(d > 0 for d in shape) and given is not None:
+        shape = [int(d) for d in np.atleast_1d(given)]
     return shape
 
 
@@ -443,9 +450,7 @@ def _concat(cv: Cv, op: Operator) -> None:
     o, act = op.outputs[0], _opt(op, "FusedActivationFunction")
     r = _rank(cv, o)
     axis = int(_opt(op, "Axis")) % max(r, 1)
-    nchw = _use_nchw(cv, op.inputs) and all(
-        cv.const(i) is None or np.ndim(cv.const(i)) == 4 for i in op.inputs
-    )
+    nchw = _use_nchw(cv, op.inputs) and all(_const_rank(cv, i) in (None, 4) for i in op.inputs)
     vals = [cv.get_as(i, nchw) for i in op.inputs]
     v = cv.emit(
         T.ConcatOp, vals, _act_name(cv, o, nchw, act), {"axis": TO_NCHW.index(axis) if nchw else axis}

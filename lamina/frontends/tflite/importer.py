@@ -95,11 +95,10 @@ class TfliteConverter:
             v = self.weight(c, self.name(i))
             self.values[i] = {"tfl": v}
             return v
-        v = vals.get("tfl")
-        if v is None:
-            v = self.permute(vals["nchw"], TO_NHWC, self.name(i))
-            vals["tfl"] = v
-        return v
+        tfl = vals.get("tfl")
+        if tfl is None:
+            tfl = vals["tfl"] = self.permute(vals["nchw"], TO_NHWC, self.name(i))
+        return tfl
 
     def get_nchw(self, i: int) -> Value:
         """Tensor ``i`` (rank 4) in NCHW."""
@@ -322,12 +321,12 @@ def _import_model(model: TfliteModel, ctx: Context) -> Any:
     file_loc = FileLineColLoc(filename, 0, 0)
     # 1. every unsupported op, at once
     unsupported: dict[str, list[str]] = {}
-    for op in model.operators:
-        if op.op not in CONVERTERS:
-            outs = [model.tensors[o].name for o in op.outputs]
-            ins = [model.tensors[i].name for i in op.inputs if i >= 0]
-            desc = f"{', '.join(outs) or '-'} (from {', '.join(ins) or '-'})"
-            unsupported.setdefault(("custom " if op.custom else "") + op.op, []).append(desc)
+    for top in model.operators:
+        if top.op not in CONVERTERS:
+            produced = [model.tensors[o].name for o in top.outputs]
+            read = [model.tensors[i].name for i in top.inputs if i >= 0]
+            desc = f"{', '.join(produced) or '-'} (from {', '.join(read) or '-'})"
+            unsupported.setdefault(("custom " if top.custom else "") + top.op, []).append(desc)
     if unsupported:
         lines = [
             f"  {k}: {'; '.join(v[:8])}{' ...' if len(v) > 8 else ''}" for k, v in sorted(unsupported.items())
@@ -355,9 +354,9 @@ def _import_model(model: TfliteModel, ctx: Context) -> Any:
     for i, a in zip(model.inputs, entry.args):
         name = model.tensors[i].name
         a.location = NameLoc(name, file_loc)
-        op = InputOp.create([a], [a.type], {}, {}, 0, (), NameLoc(name, file_loc))
-        entry.append(op)
-        cv.bind(i, op.results[0])
+        inp = InputOp.create([a], [a.type], {}, {}, 0, (), NameLoc(name, file_loc))
+        entry.append(inp)
+        cv.bind(i, inp.results[0])
     # 3. operators
     cv.fold_constants()
     errors = cv.convert()
