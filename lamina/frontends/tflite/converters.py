@@ -157,22 +157,45 @@ def _conv(cv: Cv, op: Operator) -> None:
 @register("TRANSPOSE_CONV")
 def _transpose_conv(cv: Cv, op: Operator) -> None:
     out_shape = [int(x) for x in cv.need_const(op, 0, "output shape")]
-    w = cv.need_const(op, 1, "filter").astype(np.float32)  # O H W I
-    x = op.inputs[2]
-    k = [w.shape[1], w.shape[2]]
     s = [_opt(op, "StrideH", 1), _opt(op, "StrideW", 1)]
+    act = _opt(op, "FusedActivationFunction")
+    _deconv(cv, op, op.inputs[2], 1, 3, out_shape, _opt(op, "Padding") == 0, s, act)
+
+
+@register("Convolution2DTransposeBias")
+def _conv2d_transpose_bias(cv: Cv, op: Operator) -> None:
+    """MediaPipe's custom transposed convolution with bias: inputs (input, weights OHWI, bias),
+    options a ``TfLiteTransposeConvParams`` struct (int32 padding: 1 SAME, 2 VALID; stride_width;
+    stride_height)."""
+    if len(op.custom_options) < 12:
+        raise Invalid(f"custom options hold {len(op.custom_options)} bytes, 12 expected")
+    padding, sw, sh = (int(v) for v in np.frombuffer(op.custom_options[:12], "<i4"))
+    if padding not in (1, 2) or sw < 1 or sh < 1:
+        raise Invalid(f"padding {padding} and strides ({sh}, {sw}) are not valid")
+    out_shape = list(cv.tensor(op.outputs[0]).shape)
+    _deconv(cv, op, op.inputs[0], 1, 2, out_shape, padding == 1, [sh, sw], 0)
+
+
+def _deconv(
+    cv: Cv, op: Operator, x: int, wi: int, bi: int, out_shape: list[int], same: bool, s: list[int], act: int
+) -> None:
+    """A transposed convolution of tensor ``x`` with the OHWI filter ``op.inputs[wi]`` and bias
+    ``op.inputs[bi]`` giving ``out_shape`` (NHWC): TFLite's padding is the forward convolution's
+    from ``out_shape`` to the input; what it leaves over is ONNX's ``output_padding``."""
+    w = cv.need_const(op, wi, "filter").astype(np.float32)
+    if w.ndim != 4 or len(out_shape) != 4:
+        raise Invalid(f"filter {list(w.shape)} and output shape {out_shape} must be rank 4")
+    k = [w.shape[1], w.shape[2]]
     ins = cv.tensor(x).shape
-    pads = [0, 0, 0, 0]
-    if _opt(op, "Padding") == 0:  # SAME: the padding of the forward conv from out_shape
-        pads = _same_pads(out_shape[1:3], k, s, [1, 1])
+    pads = _same_pads(out_shape[1:3], k, s, [1, 1]) if same else [0, 0, 0, 0]
     outpad = [out_shape[1 + i] - ((ins[1 + i] - 1) * s[i] + k[i] - pads[i] - pads[2 + i]) for i in range(2)]
     if any(p < 0 or p >= s[i] for i, p in enumerate(outpad)):
         raise Invalid(f"output shape {out_shape} does not fit the input shape {list(ins)}")
-    o, act = op.outputs[0], _opt(op, "FusedActivationFunction")
+    o = op.outputs[0]
     filt = np.ascontiguousarray(w.transpose(3, 0, 1, 2))  # IOHW
     v = cv.emit(
         N.DeconvOp,
-        [cv.get_nchw(x), cv.weight(filt, cv.name(op.inputs[1]) + "_iohw"), _bias(cv, op, 3)],
+        [cv.get_nchw(x), cv.weight(filt, cv.name(op.inputs[wi]) + "_iohw"), _bias(cv, op, bi)],
         _act_name(cv, o, True, act),
         {"kernel_shape": k, "strides": s, "pads": pads, "output_padding": outpad},
     )

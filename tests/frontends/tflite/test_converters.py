@@ -233,6 +233,7 @@ CASES: dict[str, Case] = {
     "floor": _unary("FLOOR"),
     "ceil": _unary("CEIL"),
     "sin": _unary("SIN"),
+    "sign": _unary("SIGN"),
     "cos": _unary("COS"),
     "softmax_beta": _unary("SOFTMAX", ("SoftmaxOptions", {"Beta": 0.5})),
     "softmax_nchw": _with_conv(_unary("SOFTMAX", ("SoftmaxOptions", {"Beta": 1.0}))),
@@ -378,3 +379,26 @@ def test_coverage() -> None:
     """The converter table covers at least the 60 builtin ops the issue names (and more)."""
     builtin = [k for k in CONVERTERS if k.isupper()]
     assert len(builtin) >= 60, len(builtin)
+
+
+@pytest.mark.parametrize("padding", [0, 1])
+def test_custom_convolution2d_transpose_bias_matches_transpose_conv(padding: int) -> None:
+    """MediaPipe's custom op (LiteRT cannot run it without MediaPipe) against LiteRT's builtin
+    TRANSPOSE_CONV with the same filter, bias, strides and padding."""
+    w, b, x = rnd(3, 3, 3, 4), rnd(3), rnd(1, 5, 5, 4)
+    n = 10 if padding == 0 else 11
+    ref = ModelBuilder()
+    xi = ref.input("x", [1, 5, 5, 4])
+    shape = ref.const("shape", np.array([1, n, n, 3], np.int32))
+    opts = ("TransposeConvOptions", {"Padding": padding, "StrideH": 2, "StrideW": 2})
+    ref.output(
+        ref.op("TRANSPOSE_CONV", [shape, ref.const("w", w), xi, ref.const("b", b)], [1, n, n, 3], "y", opts)
+    )
+    expected = run_litert(ref.build(), {"x": x})["y"]
+    m = ModelBuilder()
+    xi = m.input("x", [1, 5, 5, 4])
+    params = np.array([1 if padding == 0 else 2, 2, 2], "<i4").tobytes()
+    ins = [xi, m.const("w", w), m.const("b", b)]
+    m.output(m.op("Convolution2DTransposeBias", ins, [1, n, n, 3], "y", custom_options=params))
+    got = run_top_module(import_tflite(m.build(), Context(handler=None), "mp.tflite"), {"x": x})["y"]
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
