@@ -661,3 +661,12 @@ def _resize(cv: Cv, op: Operator) -> None:
         }
     sizes = cv.i64([n, c, *hw], name + "_sizes")
     cv.bind(o, cv.emit(X.InterpOp, [cv.get_nchw(x), None, None, sizes], name, props), True)
+
+
+@register("DENSIFY")
+def _densify(cv: Cv, op: Operator) -> None:
+    """Sparse constants are decoded at import (:func:`.reader.densify`, folded before conversion):
+    this runs only for a DENSIFY whose input has no sparse buffer."""
+    raise Unsupported(
+        f"DENSIFY of '{cv.name(op.inputs[0])}', which is not a sparse constant, is not supported"
+    )

@@ -36,7 +36,7 @@ from lamina.ir.location import FileLineColLoc, Location, NameLoc
 from lamina.ir.opdef import verify_op_def
 from lamina.ir.types import RankedTensorType, Type, UnrankedTensorType, f32
 
-from .reader import Operator, Tensor, TfliteImportError, TfliteModel, load_model, parse_model
+from .reader import Operator, Tensor, TfliteImportError, TfliteModel, densify, load_model, parse_model
 from .registry import CONVERTERS, Unsupported
 
 #: NHWC → NCHW and back
@@ -74,7 +74,14 @@ class TfliteConverter:
         """The constant value of tensor ``i`` (None for activations and absent inputs)."""
         if i < 0:
             return None
-        return self.consts.get(i)
+        c = self.consts.get(i)
+        t = self.model.tensors[i]
+        if c is not None and t.quant is not None and c.dtype.kind in "iu":
+            raise Unsupported(
+                f"quantized constant '{t.name}' is read without a DEQUANTIZE (dynamic-range or "
+                "full-integer models are not supported yet)"
+            )
+        return c
 
     def need_const(self, op: Operator, k: int, what: str) -> np.ndarray:
         c = self.const(op.inputs[k]) if k < len(op.inputs) else None
@@ -221,16 +228,22 @@ class TfliteConverter:
         """Constant buffers, and DEQUANTIZE of constants (float16 or int8 weights), as float32."""
         for t in self.model.tensors:
             if t.data is not None and not t.sparse:
-                a = t.data
-                if t.quant is not None and a.dtype.kind in "iu" and a.dtype != np.int32:
-                    continue  # quantized weights: only through DEQUANTIZE
-                self.consts[t.index] = a
-        for op in self.model.operators:
-            if op.op == "DEQUANTIZE" and op.inputs and op.inputs[0] >= 0 and op.outputs:
-                src = self.tensor(op.inputs[0])
-                if src.data is None or src.sparse:
-                    continue
-                self.consts[op.outputs[0]] = dequantize(src)
+                self.consts[t.index] = t.data  # quantized ones are read through DEQUANTIZE
+        for op in self.model.operators:  # in order: DENSIFY feeds DEQUANTIZE
+            if not (op.inputs and op.inputs[0] >= 0 and op.outputs):
+                continue
+            src = self.tensor(op.inputs[0])
+            if op.op == "DENSIFY" and src.sparsity is not None and src.data is not None:
+                try:
+                    self.consts[op.outputs[0]] = densify(src.shape, src.sparsity, src.data)
+                except ValueError as e:
+                    raise TfliteImportError(
+                        f"'{self.model.filename}': DENSIFY '{self.name(op.outputs[0])}': sparse tensor "
+                        f"'{src.name}': {e}",
+                        "invalid",
+                    ) from None
+            elif op.op == "DEQUANTIZE" and op.inputs[0] in self.consts:
+                self.consts[op.outputs[0]] = dequantize(src, self.consts[op.inputs[0]])
 
     def convert(self) -> list[tuple[str, str]]:
         """Convert every operator; returns ``(tensor name, message)`` for each that failed."""
@@ -256,10 +269,10 @@ class TfliteConverter:
         return errors
 
 
-def dequantize(t: Tensor) -> np.ndarray:
-    """The float32 value of a constant tensor: float16 widened, int8/uint8/int32 dequantized with
-    its (per-tensor or per-channel) scale and zero point."""
-    a = np.asarray(t.data)
+def dequantize(t: Tensor, data: np.ndarray | None = None) -> np.ndarray:
+    """The float32 value of a constant tensor (``data``, by default its buffer): float16 widened,
+    int8/uint8/int32 dequantized with its (per-tensor or per-channel) scale and zero point."""
+    a = np.asarray(t.data if data is None else data)
     if a.dtype.kind == "f":
         return a.astype(np.float32)
     if t.quant is None:

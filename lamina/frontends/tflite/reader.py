@@ -57,6 +57,19 @@ class Quant:
 
 
 @dataclass
+class Sparsity:
+    """A sparse constant's layout (TFLite's ``SparsityParameters``): the order its dimensions are
+    stored in (the tensor's dims, then its block dims), which dims are blocked, and per stored dim
+    either a dense size or CSR segments and indices."""
+
+    traversal_order: list[int]
+    block_map: list[int]
+    dims: list[
+        tuple[int, int, np.ndarray, np.ndarray]
+    ]  # (format 0 dense/1 CSR, dense size, segments, indices)
+
+
+@dataclass
 class Tensor:
     index: int
     name: str
@@ -64,7 +77,11 @@ class Tensor:
     dtype: np.dtype
     data: np.ndarray | None  # the constant's value (None for activations)
     quant: Quant | None
-    sparse: bool = False
+    sparsity: Sparsity | None = None
+
+    @property
+    def sparse(self) -> bool:
+        return self.sparsity is not None
 
 
 @dataclass
@@ -148,6 +165,75 @@ def _options(op: Any) -> Options | None:
     return Options(kind, values)
 
 
+def _index_vector(kind: int, table: Any) -> np.ndarray:
+    """A ``SparseIndexVector`` union member (Int32/Uint16/Uint8 vector) as an int64 array."""
+    import tflite
+
+    if kind == 0 or table is None:
+        return np.zeros(0, np.int64)
+    cls = {1: tflite.Int32Vector, 2: tflite.Uint16Vector, 3: tflite.Uint8Vector}.get(kind)
+    if cls is None:
+        raise ValueError(f"sparse index vector type {kind}")
+    v = cls()
+    v.Init(table.Bytes, table.Pos)
+    return np.asarray(v.ValuesAsNumpy() if v.ValuesLength() else [], np.int64)
+
+
+def _sparsity(sp: Any) -> Sparsity | None:
+    if sp is None:
+        return None
+    order = [int(v) for v in sp.TraversalOrderAsNumpy()] if sp.TraversalOrderLength() else []
+    bmap = [int(v) for v in sp.BlockMapAsNumpy()] if sp.BlockMapLength() else []
+    dims = []
+    for k in range(sp.DimMetadataLength()):
+        d = sp.DimMetadata(k)
+        seg = _index_vector(d.ArraySegmentsType(), d.ArraySegments())
+        idx = _index_vector(d.ArrayIndicesType(), d.ArrayIndices())
+        dims.append((int(d.Format()), int(d.DenseSize()), seg, idx))
+    return Sparsity(order, bmap, dims)
+
+
+def densify(shape: tuple[int, ...], sp: Sparsity, values: np.ndarray) -> np.ndarray:
+    """The dense value of a sparse constant (TFLite's ``FormatConverter::SparseToDense``): walk the
+    stored dims in traversal order, dense dims by position and CSR dims by their segments, and put
+    each stored value at its coordinates (block coordinates folded into their dims). Raises
+    ``ValueError`` for metadata that does not describe ``shape``."""
+    n = len(shape)
+    order, bmap = sp.traversal_order or list(range(n)), sp.block_map
+    if len(sp.dims) != len(order) or sorted(order) != list(range(len(order))) or len(order) != n + len(bmap):
+        raise ValueError("traversal order, block map and dimension metadata do not match the shape")
+    size = [0] * len(order)
+    for level, dim in enumerate(order):
+        dense = sp.dims[level][1]
+        size[dim] = dense
+    block = {d: size[n + j] for j, d in enumerate(bmap)}
+    out = np.zeros(shape, values.dtype)
+    coord = [0] * len(order)
+
+    def walk(level: int, pos: int) -> None:
+        if level == len(order):
+            idx = tuple(
+                coord[i] * block[i] + coord[n + bmap.index(i)] if i in block else coord[i] for i in range(n)
+            )
+            out[idx] = values[pos]
+            return
+        fmt, dense, seg, ind = sp.dims[level]
+        if fmt == 0:
+            for i in range(dense):
+                coord[order[level]] = i
+                walk(level + 1, pos * dense + i)
+        else:
+            for k in range(int(seg[pos]), int(seg[pos + 1])):
+                coord[order[level]] = int(ind[k])
+                walk(level + 1, k)
+
+    try:
+        walk(0, 0)
+    except IndexError:
+        raise ValueError("sparse indices or segments lie outside the tensor") from None
+    return out
+
+
 def read_bytes(path: str | os.PathLike[str]) -> bytes:
     """The file's bytes; unreadable files and non-files are one error."""
     p = os.fspath(path)
@@ -211,7 +297,8 @@ def _parse(buf: bytes, filename: str) -> TfliteModel:
         if b < 0 or b >= max(nbuf, 1):
             raise bad(f"tensor '{name}' refers to buffer {b}, but the model has {nbuf} buffers")
         data = None
-        sparse = t.Sparsity() is not None
+        sparsity = _sparsity(t.Sparsity())
+        sparse = sparsity is not None
         if nbuf and b > 0:
             bf = m.Buffers(b)
             raw: bytes | None = None
@@ -239,7 +326,7 @@ def _parse(buf: bytes, filename: str) -> TfliteModel:
             quant = Quant(
                 np.asarray(q.ScaleAsNumpy(), np.float32), np.asarray(zp, np.int64), q.QuantizedDimension()
             )
-        tensors.append(Tensor(i, name, shape, dt, data, quant, sparse))
+        tensors.append(Tensor(i, name, shape, dt, data, quant, sparsity))
     n = len(tensors)
 
     def idx(v: int, what: str) -> int:

@@ -40,8 +40,16 @@ class ModelBuilder:
         self.version = 3
 
     def tensor(
-        self, name: str, shape: Any, dtype: Any = np.float32, data: Any = None, quant: Any = None
+        self,
+        name: str,
+        shape: Any,
+        dtype: Any = np.float32,
+        data: Any = None,
+        quant: Any = None,
+        sparsity: Any = None,
     ) -> int:
+        """A tensor; ``quant`` is ``(scale, zero_point, axis)``, ``sparsity`` ``(traversal_order,
+        block_map, [(format, dense_size, segments, indices), ...])`` with ``data`` the stored values."""
         buf = 0
         if data is not None:
             self.buffers.append(np.ascontiguousarray(data, dtype=dtype).tobytes())
@@ -53,6 +61,7 @@ class ModelBuilder:
                 "type": _TYPE[np.dtype(dtype)],
                 "buffer": buf,
                 "quant": quant,
+                "sparsity": sparsity,
             }
         )
         return len(self.tensors) - 1
@@ -65,6 +74,28 @@ class ModelBuilder:
     def const(self, name: str, data: Any, dtype: Any = None, quant: Any = None) -> int:
         a = np.asarray(data)
         return self.tensor(name, a.shape, dtype or a.dtype, a, quant)
+
+    def sparse_const(self, name: str, dense: np.ndarray, block: int = 0) -> int:
+        """A 2-D constant stored sparse: rows dense, columns CSR (zeros left out); with ``block``,
+        columns in blocks of that size (a block is stored when any of it is non-zero)."""
+        rows, cols = dense.shape
+        b = block or 1
+        segments, indices, values = [0], [], []
+        for r in range(rows):
+            for c in range(cols // b):
+                chunk = dense[r, c * b : (c + 1) * b]
+                if np.any(chunk):
+                    indices.append(c)
+                    values.extend(chunk)
+            segments.append(len(indices))
+        dims = [(0, rows, [], []), (1, cols // b, segments, indices)]
+        order, bmap = [0, 1], []
+        if block:
+            dims.append((0, b, [], []))
+            order, bmap = [0, 1, 2], [1]
+        return self.tensor(
+            name, dense.shape, dense.dtype, np.asarray(values, dense.dtype), sparsity=(order, bmap, dims)
+        )
 
     def op(
         self,
@@ -85,6 +116,38 @@ class ModelBuilder:
         self.outputs.extend(ts)
 
     # ---- serialisation ---------------------------------------------------------------------
+
+    @staticmethod
+    def _sparsity(b: Any, ivec: Any, sparsity: Any) -> int:
+        order, bmap, dims = sparsity
+        metas = []
+        for fmt, dense, seg, ind in dims:
+            vecs = []
+            for vals in (seg, ind):
+                v = ivec(tflite.Int32VectorStartValuesVector, list(vals))
+                tflite.Int32VectorStart(b)
+                tflite.Int32VectorAddValues(b, v)
+                vecs.append(tflite.Int32VectorEnd(b))
+            tflite.DimensionMetadataStart(b)
+            tflite.DimensionMetadataAddFormat(b, fmt)
+            tflite.DimensionMetadataAddDenseSize(b, dense)
+            if fmt == 1:
+                tflite.DimensionMetadataAddArraySegmentsType(b, tflite.SparseIndexVector.Int32Vector)
+                tflite.DimensionMetadataAddArraySegments(b, vecs[0])
+                tflite.DimensionMetadataAddArrayIndicesType(b, tflite.SparseIndexVector.Int32Vector)
+                tflite.DimensionMetadataAddArrayIndices(b, vecs[1])
+            metas.append(tflite.DimensionMetadataEnd(b))
+        ov = ivec(tflite.SparsityParametersStartTraversalOrderVector, order)
+        bv = ivec(tflite.SparsityParametersStartBlockMapVector, bmap)
+        tflite.SparsityParametersStartDimMetadataVector(b, len(metas))
+        for m in reversed(metas):
+            b.PrependUOffsetTRelative(m)
+        dv = b.EndVector()
+        tflite.SparsityParametersStart(b)
+        tflite.SparsityParametersAddTraversalOrder(b, ov)
+        tflite.SparsityParametersAddBlockMap(b, bv)
+        tflite.SparsityParametersAddDimMetadata(b, dv)
+        return tflite.SparsityParametersEnd(b)
 
     def build(self) -> bytes:
         b = flatbuffers.Builder(1024)
@@ -126,8 +189,11 @@ class ModelBuilder:
                 tflite.QuantizationParametersAddZeroPoint(b, zv)
                 tflite.QuantizationParametersAddQuantizedDimension(b, axis)
                 q = tflite.QuantizationParametersEnd(b)
+            sp = self._sparsity(b, ivec, t["sparsity"]) if t["sparsity"] is not None else None
             tflite.TensorStart(b)
             tflite.TensorAddShape(b, shape)
+            if sp is not None:
+                tflite.TensorAddSparsity(b, sp)
             tflite.TensorAddType(b, t["type"])
             tflite.TensorAddBuffer(b, t["buffer"])
             tflite.TensorAddName(b, name)

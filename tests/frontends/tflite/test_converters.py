@@ -402,3 +402,49 @@ def test_custom_convolution2d_transpose_bias_matches_transpose_conv(padding: int
     m.output(m.op("Convolution2DTransposeBias", ins, [1, n, n, 3], "y", custom_options=params))
     got = run_top_module(import_tflite(m.build(), Context(handler=None), "mp.tflite"), {"x": x})["y"]
     np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
+
+
+def _sparse(rows: int, cols: int, density: float = 0.3) -> np.ndarray:
+    w = rnd(rows, cols)
+    w[RNG.random((rows, cols)) > density] = 0
+    return w
+
+
+@pytest.mark.parametrize("block", [0, 4])
+@pytest.mark.parametrize("fp16", [False, True])
+def test_densify_sparse_weights_matches_litert(block: int, fp16: bool) -> None:
+    """Sparse FULLY_CONNECTED weights (CSR, or 1x4 blocks) decoded by DENSIFY (then DEQUANTIZE from
+    float16) are folded into one dense weight."""
+    w = _sparse(6, 16)
+    if block:
+        w[:, 4:8] = 0  # a whole block left out
+    m = ModelBuilder()
+    x = m.input("x", [2, 16])
+    dt = np.float16 if fp16 else np.float32
+    sw = m.sparse_const("w_sparse", w.astype(dt), block)
+    wd = m.op("DENSIFY", [sw], [6, 16], "w_dense", out_dtype=dt)
+    if fp16:
+        wd = m.op("DEQUANTIZE", [wd], [6, 16], "w")
+    m.output(m.op("FULLY_CONNECTED", [x, wd, m.const("b", rnd(6))], [2, 6], "y"))
+    check(m, {"x": rnd(2, 16)})
+
+
+@pytest.mark.parametrize("per_channel", [False, True])
+def test_int8_weights_behind_dequantize_match_litert(per_channel: bool) -> None:
+    """Float models with int8 weights (per-tensor or per output channel) behind DEQUANTIZE."""
+    w = rnd(5, 3, 3, 4)
+    if per_channel:
+        scale = np.abs(w).reshape(5, -1).max(1) / 127
+        q = np.round(w / scale[:, None, None, None]).astype(np.int8)
+        quant = (scale, np.zeros(5, np.int64), 0)
+    else:
+        scale = np.abs(w).max() / 127
+        q = np.round(w / scale).astype(np.int8)
+        quant = (scale, 0, 0)
+    m = ModelBuilder()
+    x = m.input("x", [1, 6, 6, 4])
+    wq = m.const("w_int8", q, quant=quant)
+    wf = m.op("DEQUANTIZE", [wq], [5, 3, 3, 4], "w")
+    opts = ("Conv2DOptions", {"Padding": 0, "StrideH": 1, "StrideW": 1})
+    m.output(m.op("CONV_2D", [x, wf, m.const("b", rnd(5))], [1, 6, 6, 5], "y", opts))
+    check(m, {"x": rnd(1, 6, 6, 4)})

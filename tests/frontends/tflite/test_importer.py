@@ -265,3 +265,16 @@ def test_full_integer_input_is_refused_clearly() -> None:
     m.output(m.op("RELU", [x], [1, 4], "y", out_dtype=np.int8))
     with pytest.raises(TfliteImportError, match="input 'x' is int8 quantized"):
         import_tflite(m.build(), Context(handler=None), "q.tflite")
+
+
+def test_bad_sparse_metadata_is_one_clear_error() -> None:
+    m = ModelBuilder()
+    x = m.input("x", [1, 8])
+    w = np.eye(4, 8, dtype=np.float32)
+    sw = m.sparse_const("w_sparse", w)
+    dims = m.tensors[sw]["sparsity"][2]
+    dims[1] = (1, 8, dims[1][2], [99] * len(dims[1][3]))  # column indices outside the tensor
+    wd = m.op("DENSIFY", [sw], [4, 8], "w")
+    m.output(m.op("FULLY_CONNECTED", [x, wd, -1], [1, 4], "y"))
+    with pytest.raises(TfliteImportError, match="DENSIFY 'w': sparse tensor 'w_sparse': sparse indices"):
+        import_tflite(m.build(), Context(handler=None), "s.tflite")
