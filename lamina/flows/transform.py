@@ -116,7 +116,9 @@ class TransformOptions:
             mean=self.mean,
             scale=self.scale,
             pixel_format=self.pixel_format or "bgr",
-            channel_format=self.channel_format or "nchw",
+            # TFLite models take NHWC images
+            channel_format=self.channel_format
+            or ("nhwc" if self.model_def.lower().endswith(".tflite") else "nchw"),
             resize_dims=self.resize_dims,
             keep_aspect_ratio=self.keep_aspect_ratio,
             pad_value=self.pad_value,

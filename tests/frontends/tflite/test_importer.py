@@ -245,3 +245,23 @@ def test_transformer_block_matches_litert_layer_by_layer() -> None:
     assert {"scores", "attn", "ctx", "res1", "gelu", "out"} <= set(common)
     for k in common:
         np.testing.assert_allclose(got[k], ref[k], rtol=1e-4, atol=1e-5, err_msg=k)
+
+
+def test_model_transform_feeds_images_in_nhwc(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An image test input of a TFLite model is laid out NHWC by default (``--channel_format``)."""
+    from PIL import Image
+
+    from lamina.tools import transform
+
+    monkeypatch.chdir(tmp_path)
+    Path("net.tflite").write_bytes(mobilenet_like())
+    Image.fromarray(np.random.default_rng(3).integers(0, 255, (20, 24, 3), dtype=np.uint8)).save("img.png")
+    argv = ["--model_def", "net.tflite", "--test_input", "img.png", "--resize_dims", "16,16"]
+    rc = transform.main(
+        [*argv, "--mean", "127.5,127.5,127.5", "--scale", "0.0078,0.0078,0.0078", "--mlir", "net.mlir"]
+    )
+    out = capsys.readouterr()
+    assert rc == 0, out.out + out.err
+    assert np.load("net_in_f32.npz")["image"].shape == (1, 16, 16, 3)
