@@ -278,9 +278,13 @@ def _parse(buf: bytes, filename: str) -> TfliteModel:
     sg = m.Subgraphs(0)
     nbuf = m.BuffersLength()
     tensors: list[Tensor] = []
+    seen: set[str] = set()
     for i in range(sg.TensorsLength()):
         t = sg.Tensors(i)
         name = (t.Name() or b"").decode("utf-8") or f"tensor_{i}"
+        if name in seen:  # names key the dumps: a repeated one gets its index
+            name = f"{name}_{i}"
+        seen.add(name)
         shape = tuple(int(d) for d in t.ShapeAsNumpy()) if t.ShapeLength() else ()
         if any(d < 0 for d in shape):
             raise bad(f"tensor '{name}' has a negative dimension in shape {list(shape)}")

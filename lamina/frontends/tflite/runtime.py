@@ -15,7 +15,7 @@ from lamina.frontends.model_io import Signature
 from lamina.support.errors import ToolError
 
 from .importer import TO_NHWC
-from .reader import TfliteModel
+from .reader import TfliteImportError, TfliteModel, parse_model
 
 
 def tflite_signature(model: TfliteModel) -> Signature:
@@ -34,7 +34,7 @@ def run_litert(
 ) -> dict[str, np.ndarray]:
     """Run a ``.tflite`` model (its bytes) on LiteRT's interpreter (no delegate, so that every
     intermediate tensor is kept). Outputs, and with ``dump_all`` every tensor an operator produces,
-    keyed by TFLite tensor name in TFLite's layout."""
+    keyed by tensor name (as the reader names them) in TFLite's layout."""
     try:
         from ai_edge_litert.interpreter import Interpreter, OpResolverType
     except ImportError:
@@ -48,10 +48,16 @@ def run_litert(
         it.allocate_tensors()
     except (RuntimeError, ValueError) as e:
         raise ToolError(f"LiteRT cannot load '{source}': {str(e).strip().splitlines()[0]}") from None
+    # keyed by the importer's names (the reader makes repeated or empty names unique)
+    try:
+        names = [t.name for t in parse_model(data, source).tensors]
+    except TfliteImportError as e:
+        raise ToolError(str(e)) from None
     for d in it.get_input_details():
-        if d["name"] not in feeds:
-            raise ToolError(f"'{source}': no value for input '{d['name']}'")
-        it.set_tensor(d["index"], np.asarray(feeds[d["name"]], dtype=d["dtype"]))
+        name = names[d["index"]]
+        if name not in feeds:
+            raise ToolError(f"'{source}': no value for input '{name}'")
+        it.set_tensor(d["index"], np.asarray(feeds[name], dtype=d["dtype"]))
     try:
         it.invoke()
     except RuntimeError as e:
@@ -62,11 +68,11 @@ def run_litert(
         for d in it.get_tensor_details():
             if d["index"] in produced:
                 try:
-                    res[d["name"]] = np.array(it.get_tensor(d["index"]))
+                    res[names[d["index"]]] = np.array(it.get_tensor(d["index"]))
                 except ValueError:
                     continue  # a tensor LiteRT did not keep
     for d in it.get_output_details():
-        res[d["name"]] = np.array(it.get_tensor(d["index"]))
+        res[names[d["index"]]] = np.array(it.get_tensor(d["index"]))
     return res
 
 

@@ -265,3 +265,30 @@ def test_model_transform_feeds_images_in_nhwc(
     out = capsys.readouterr()
     assert rc == 0, out.out + out.err
     assert np.load("net_in_f32.npz")["image"].shape == (1, 16, 16, 3)
+
+
+def test_repeated_and_empty_tensor_names_are_made_unique() -> None:
+    m = ModelBuilder()
+    x = m.input("t", [1, 4])
+    a = m.op("RELU", [x], [1, 4], "t")
+    m.output(m.op("TANH", [a], [1, 4], ""))
+    model = parse_model(m.build(), "n.tflite")
+    assert [t.name for t in model.tensors] == ["t", "t_1", "tensor_2"]
+    from lamina.frontends.model_io import run_top_module
+
+    buf = m.build()
+    x = rnd(1, 4)
+    ref = run_litert(buf, {"t": x}, dump_all=True)
+    got = run_top_module(import_tflite(buf, Context(handler=None), "n.tflite"), {"t": x}, dump_all=True)
+    assert set(ref) == {"t_1", "tensor_2"}
+    for k in ref:
+        np.testing.assert_allclose(got[k], ref[k], rtol=1e-6)
+
+
+def test_litert_errors_are_tool_errors() -> None:
+    from lamina.support.errors import ToolError
+
+    with pytest.raises(ToolError, match="no value for input 'image'"):
+        run_litert(mobilenet_like(), {}, source="net.tflite")
+    with pytest.raises(ToolError, match=r"LiteRT cannot load 'junk\.tflite'"):
+        run_litert(b"\0" * 64, {}, source="junk.tflite")
