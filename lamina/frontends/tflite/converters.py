@@ -11,7 +11,7 @@ TFLite's own layout. Adding an op: a ``@register("NAME")`` function here.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numpy as np
 
@@ -23,11 +23,13 @@ from lamina.dialects.top import tensor as T  # noqa: N812
 from lamina.ir.core import Value
 from lamina.ir.types import RankedTensorType
 
-from .importer import TO_NCHW, Invalid, TfliteConverter, element_type, tensor_type
-from .reader import Operator
-from .registry import CONVERTERS, Unsupported, register
+from .registry import CONVERTERS, TO_NCHW, Invalid, Unsupported, element_type, register, tensor_type
 
-Cv = TfliteConverter
+if TYPE_CHECKING:
+    from .importer import TfliteConverter
+    from .reader import Operator
+
+Cv: TypeAlias = "TfliteConverter"
 
 _INT64_MAX = np.iinfo(np.int64).max
 _INT64_MIN = np.iinfo(np.int64).min

@@ -34,18 +34,10 @@ from lamina.ir.core import Block, Operation, Value
 from lamina.ir.diagnostics import Diagnostic, VerifyError
 from lamina.ir.location import FileLineColLoc, Location, NameLoc
 from lamina.ir.opdef import verify_op_def
-from lamina.ir.types import RankedTensorType, Type, UnrankedTensorType, f32
+from lamina.ir.types import Type, UnrankedTensorType, f32
 
 from .reader import Operator, Tensor, TfliteImportError, TfliteModel, densify, load_model, parse_model
-from .registry import CONVERTERS, Unsupported
-
-#: NHWC → NCHW and back
-TO_NCHW = (0, 3, 1, 2)
-TO_NHWC = (0, 2, 3, 1)
-
-
-class Invalid(Exception):
-    """An operator whose tensors or options are wrong (shapes, missing constants, ...)."""
+from .registry import CONVERTERS, TO_NCHW, TO_NHWC, Invalid, Unsupported, tensor_type
 
 
 class TfliteConverter:
@@ -285,16 +277,6 @@ def dequantize(t: Tensor, data: np.ndarray | None = None) -> np.ndarray:
     return ((a.astype(np.float32) - zp.astype(np.float32).reshape(shape)) * scale.reshape(shape)).astype(
         np.float32
     )
-
-
-def element_type(dt: np.dtype) -> Type:
-    from lamina.ir.attributes import dtype_to_element_type
-
-    return dtype_to_element_type(dt)
-
-
-def tensor_type(t: Tensor) -> RankedTensorType:
-    return RankedTensorType(list(t.shape), element_type(t.dtype))
 
 
 def _report(ctx: Context, loc: Location, msg: str) -> None:

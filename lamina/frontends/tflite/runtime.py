@@ -14,8 +14,8 @@ import numpy as np
 from lamina.frontends.model_io import Signature
 from lamina.support.errors import ToolError
 
-from .importer import TO_NHWC
 from .reader import TfliteImportError, TfliteModel, parse_model
+from .registry import TO_NHWC
 
 
 def tflite_signature(model: TfliteModel) -> Signature:
