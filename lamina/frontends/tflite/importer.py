@@ -63,16 +63,15 @@ class TfliteConverter:
         return self.model.tensors[i].name
 
     def const(self, i: int) -> np.ndarray | None:
-        """The constant value of tensor ``i`` (None for activations and absent inputs)."""
+        """The constant value of tensor ``i`` (None for activations and absent inputs); a quantized
+        integer constant reads as its dequantized float32 value."""
         if i < 0:
             return None
         c = self.consts.get(i)
         t = self.model.tensors[i]
         if c is not None and t.quant is not None and c.dtype.kind in "iu":
-            raise Unsupported(
-                f"quantized constant '{t.name}' is read without a DEQUANTIZE (dynamic-range or "
-                "full-integer models are not supported yet)"
-            )
+            # int8 weights read directly (dynamic-range quantized models): their real value
+            c = self.consts[i] = dequantize(t, c)
         return c
 
     def need_const(self, op: Operator, k: int, what: str) -> np.ndarray:
