@@ -313,7 +313,7 @@ def transform(
 
         # onnxruntime reference
         t = time.perf_counter()
-        bar.step("onnxruntime reference (all tensors)")
+        bar.step(f"{'LiteRT' if is_tflite else 'onnxruntime'} reference (all tensors)")
         say(f"# {runner_command(in_npz, o.model_def, ref_npz, True)}")
         if is_tflite:  # LiteRT, every tensor in TFLite's layout
             from lamina.frontends.tflite.reader import read_bytes
