@@ -116,7 +116,9 @@ class TransformOptions:
             mean=self.mean,
             scale=self.scale,
             pixel_format=self.pixel_format or "bgr",
-            channel_format=self.channel_format or "nchw",
+            # TFLite models take NHWC images
+            channel_format=self.channel_format
+            or ("nhwc" if self.model_def.lower().endswith(".tflite") else "nchw"),
             resize_dims=self.resize_dims,
             keep_aspect_ratio=self.keep_aspect_ratio,
             pad_value=self.pad_value,
@@ -241,8 +243,11 @@ def transform(
     in_npz, ref_npz = beside("_in_f32.npz"), beside("_ref_outputs.npz")
     result_npz = o.test_result or beside("_top_outputs.npz")
     check_input_file(o.model_def, "--model_def")
-    if not o.model_def.endswith(".onnx"):
-        raise ToolError(f"--model_def '{o.model_def}': only ONNX models (.onnx) are supported")
+    is_tflite = o.model_def.lower().endswith(".tflite")
+    if not (o.model_def.endswith(".onnx") or is_tflite):
+        raise ToolError(
+            f"--model_def '{o.model_def}': only ONNX (.onnx) and TFLite (.tflite) models are supported"
+        )
     test_files = check_test_input_files(o.test_input) if o.test_input is not None else []
     outputs = [("--mlir", mlir), ("the weight file", weights)]
     if o.test_input:
@@ -256,7 +261,12 @@ def transform(
     try:
         t = time.perf_counter()
         bar.step(f"importing {o.model_def}")
-        module, ctx = import_onnx_file(o.model_def, o.input_shapes, o.output_names)
+        if is_tflite:
+            from lamina.frontends.tflite import import_tflite_file
+
+            module, ctx = import_tflite_file(o.model_def, o.input_shapes)
+        else:
+            module, ctx = import_onnx_file(o.model_def, o.input_shapes, o.output_names)
         if o.has_preprocess():
             for op in input_ops(module):
                 if op is not None and getattr(op.results[0].type, "rank", 0) == 4:
@@ -303,15 +313,21 @@ def transform(
 
         # onnxruntime reference
         t = time.perf_counter()
-        bar.step("onnxruntime reference (all tensors)")
+        bar.step(f"{'LiteRT' if is_tflite else 'onnxruntime'} reference (all tensors)")
         say(f"# {runner_command(in_npz, o.model_def, ref_npz, True)}")
-        from lamina.frontends.onnx import OnnxImportError, load_model
+        if is_tflite:  # LiteRT, every tensor in TFLite's layout
+            from lamina.frontends.tflite.reader import read_bytes
+            from lamina.frontends.tflite.runtime import run_litert
 
-        try:
-            onnx_model = load_model(o.model_def)
-        except OnnxImportError as e:
-            raise ToolError(str(e)) from None
-        ref = run_onnxruntime(onnx_model, inputs, dump_all=True, source=o.model_def)
+            ref = run_litert(read_bytes(o.model_def), inputs, dump_all=True, source=o.model_def)
+        else:
+            from lamina.frontends.onnx import OnnxImportError, load_model
+
+            try:
+                onnx_model = load_model(o.model_def)
+            except OnnxImportError as e:
+                raise ToolError(str(e)) from None
+            ref = run_onnxruntime(onnx_model, inputs, dump_all=True, source=o.model_def)
         save_npz(ref_npz, ref)
         res.ref_npz = ref_npz
         timings["onnxruntime"] = time.perf_counter() - t
@@ -322,6 +338,10 @@ def transform(
         say(f"# {runner_command(in_npz, mlir, result_npz, True)}")
         written, _ = parse_mlir_file(mlir)
         top = run_top_module(written, inputs, dump_all=True)
+        if is_tflite:  # NCHW tensors compared in TFLite's layout
+            from lamina.frontends.tflite.runtime import tflite_layout_view
+
+            top = tflite_layout_view(top)
         save_npz(result_npz, top)
         res.result_npz = result_npz
         timings["lamina"] = time.perf_counter() - t

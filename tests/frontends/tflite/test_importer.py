@@ -1,0 +1,294 @@
+"""The TFLite importer: module structure, names and locations, NHWC at the boundaries only, a small
+CNN end to end through ``model_transform`` (per-layer comparison with LiteRT), ``lamina.api.load``,
+and malformed or unsupported models reported once, without a traceback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("tflite")
+pytest.importorskip("ai_edge_litert")
+
+import contextlib
+
+from builder import ModelBuilder
+from networks import conv, mobilenet_like, rnd, transformer_block
+
+from lamina.frontends.tflite import TfliteImportError, import_tflite, parse_model
+from lamina.frontends.tflite.runtime import run_litert, tflite_layout_view
+from lamina.ir.context import Context
+from lamina.ir.location import FileLineColLoc, NameLoc
+
+
+def body_ops(module: object) -> list:
+    """The ops of ``@main``'s body, in order."""
+    func = module.body.first_op  # type: ignore[attr-defined]
+    return list(func.regions[0].blocks[0].ops)
+
+
+def test_module_names_locations_and_weights() -> None:
+    module = import_tflite(mobilenet_like(), Context(handler=None), "net.tflite")
+    text = str(module)
+    assert '{onnx.name = "image"}' in text and '{onnx.name = "probs"}' in text
+    assert "tensor<1x16x16x3xf32>" in text  # the input keeps TFLite's NHWC shape
+    for op in body_ops(module)[:-1]:  # all but func.return
+        loc = op.location
+        assert isinstance(loc, NameLoc), op
+        assert loc.child == FileLineColLoc("net.tflite", 0, 0)
+    names = {op.location.name for op in body_ops(module)[:-1]}
+    assert {"stem_nchw", "dw_nchw", "residual_nchw", "pool", "probs"} <= names
+    # float16 weights behind DEQUANTIZE are folded into a float32 weight, no Cast
+    assert "top.Cast" not in text and "f16" not in text
+
+
+def test_matches_litert_and_dumps_in_tflite_layout() -> None:
+    from lamina.frontends.model_io import run_top_module
+
+    buf = mobilenet_like()
+    x = rnd(1, 16, 16, 3)
+    ref = run_litert(buf, {"image": x}, dump_all=True)
+    got = tflite_layout_view(
+        run_top_module(import_tflite(buf, Context(handler=None), "n.tflite"), {"image": x}, dump_all=True)
+    )
+    for name in ("stem", "dw", "residual", "pool", "logits", "probs"):
+        assert got[name].shape == ref[name].shape, name
+        np.testing.assert_allclose(got[name], ref[name], rtol=1e-4, atol=1e-5, err_msg=name)
+
+
+def test_conv_relu_conv_has_no_permute_between_after_the_pipeline() -> None:
+    from lamina.flows.transform import optimize_top
+
+    m = ModelBuilder()
+    x = m.input("x", [1, 8, 8, 4])
+    a = conv(m, x, 4, 4, 8, "a", act=0)
+    r = m.op("RELU", [a], [1, 8, 8, 4], "r")
+    m.output(conv(m, r, 4, 4, 8, "b", act=0))
+    ctx = Context(handler=None)
+    module = import_tflite(m.build(), ctx, "c.tflite")
+    optimize_top(module, ctx)
+    ops = [
+        op.name
+        for op in body_ops(module)
+        if op.name.startswith("top.") and op.name not in ("top.Weight", "top.None")
+    ]
+    assert ops == ["top.Input", "top.Permute", "top.Conv", "top.Conv", "top.Permute"] or ops == [
+        "top.Input",
+        "top.Permute",
+        "top.Conv",
+        "top.Relu",
+        "top.Conv",
+        "top.Permute",
+    ], ops
+
+
+def test_model_transform_end_to_end(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from lamina.tools import transform
+
+    monkeypatch.chdir(tmp_path)
+    Path("net.tflite").write_bytes(mobilenet_like())
+    np.savez("in.npz", image=rnd(1, 16, 16, 3))
+    rc = transform.main(
+        [
+            "--model_def",
+            "net.tflite",
+            "--test_input",
+            "in.npz",
+            "--mlir",
+            "net.mlir",
+            "--tolerance",
+            "0.999,0.999",
+        ]
+    )
+    out = capsys.readouterr()
+    assert rc == 0, out.out + out.err
+    top, ref = np.load("net_top_outputs.npz"), np.load("net_ref_outputs.npz")
+    assert top["probs"].shape == (1, 5) and top["stem"].shape == (1, 8, 8, 8)
+    np.testing.assert_allclose(top["probs"], ref["probs"], rtol=1e-4, atol=1e-6)
+
+
+def test_api_load(tmp_path: Path) -> None:
+    import lamina.api as lm
+
+    p = tmp_path / "net.tflite"
+    p.write_bytes(mobilenet_like())
+    model = lm.load(str(p))
+    x = rnd(1, 16, 16, 3)
+    got = model.run({"image": x})
+    ref = run_litert(p.read_bytes(), {"image": x})
+    np.testing.assert_allclose(got["probs"], ref["probs"], rtol=1e-4, atol=1e-6)
+    with pytest.raises(lm.LaminaError, match="static shapes"):
+        lm.load(str(p), input_shapes=[[1, 32, 32, 3]])
+
+
+# ---- bad models ------------------------------------------------------------------------------------
+
+
+def _one_op(**tweak: int) -> ModelBuilder:
+    m = ModelBuilder()
+    x = m.input("x", [1, 4])
+    m.output(m.op("ADD", [x, m.const("c", rnd(4))], [1, 4], "y"))
+    return m
+
+
+def _bad_buffer() -> bytes:
+    m = _one_op()
+    m.tensors[1]["buffer"] = 99
+    return m.build()
+
+
+def _bad_tensor() -> bytes:
+    m = _one_op()
+    m.ops[0] = ("ADD", [0, 42], m.ops[0][2], None, b"")
+    return m.build()
+
+
+def _bad_version() -> bytes:
+    m = _one_op()
+    m.version = 2
+    return m.build()
+
+
+def _short_buffer() -> bytes:
+    m = _one_op()
+    m.buffers[1] = m.buffers[1][:8]
+    return m.build()
+
+
+BAD = {
+    "not_tflite": (lambda: b"\x00" * 64, "no 'TFL3' file identifier"),
+    "empty": (lambda: b"", "no 'TFL3' file identifier"),
+    "truncated": (lambda: _one_op().build()[:120], "malformed TFLite flatbuffer"),
+    "version": (_bad_version, "schema version 2"),
+    "buffer_index": (_bad_buffer, "refers to buffer 99, but the model has 2 buffers"),
+    "tensor_index": (_bad_tensor, "refers to tensor 42"),
+    "buffer_size": (_short_buffer, "holds 8 bytes, 16 expected"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_bad_model_is_one_clear_error(
+    case: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from lamina.tools import transform
+
+    make, msg = BAD[case]
+    with pytest.raises(TfliteImportError, match=msg.replace("(", r"\(")):
+        parse_model(make(), "bad.tflite")
+    monkeypatch.chdir(tmp_path)
+    Path("bad.tflite").write_bytes(make())
+    assert transform.main(["--model_def", "bad.tflite", "--mlir", "bad.mlir"]) == 1
+    err = capsys.readouterr().err
+    assert "bad.tflite" in err and "Traceback" not in err
+
+
+def test_bytes_flipped_never_crash() -> None:
+    """Random corruption of a valid model: parsed or refused with TfliteImportError, nothing else."""
+    good = mobilenet_like()
+    rng = np.random.default_rng(7)
+    for _ in range(200):
+        b = bytearray(good)
+        for i in rng.integers(8, len(b), size=4):
+            b[i] = int(rng.integers(0, 256))
+        with contextlib.suppress(TfliteImportError):
+            import_tflite(bytes(b), Context(handler=None), "fuzz.tflite")
+
+
+def test_unsupported_ops_are_listed_once_with_their_tensors() -> None:
+    m = ModelBuilder()
+    x = m.input("x", [1, 4])
+    a = m.op("HASHTABLE_LOOKUP", [x], [1, 4], "a")
+    b = m.op("MyCustomOp", [a], [1, 4], "b")
+    c = m.op("MyCustomOp", [b], [1, 4], "c")
+    m.output(m.op("RELU", [c], [1, 4], "d"))
+    with pytest.raises(TfliteImportError) as e:
+        import_tflite(m.build(), Context(handler=None), "u.tflite")
+    msg = str(e.value)
+    assert msg.startswith("2 unsupported TFLite op(s) in 'u.tflite'")
+    assert "HASHTABLE_LOOKUP: a (from x)" in msg and "custom MyCustomOp: b (from a); c (from b)" in msg
+    assert e.value.unsupported.keys() == {"HASHTABLE_LOOKUP", "custom MyCustomOp"}
+
+
+def test_full_integer_input_is_refused_clearly() -> None:
+    m = ModelBuilder()
+    x = m.input("x", [1, 4], np.int8, quant=(0.1, 0, 0))
+    m.output(m.op("RELU", [x], [1, 4], "y", out_dtype=np.int8))
+    with pytest.raises(TfliteImportError, match="input 'x' is int8 quantized"):
+        import_tflite(m.build(), Context(handler=None), "q.tflite")
+
+
+def test_bad_sparse_metadata_is_one_clear_error() -> None:
+    m = ModelBuilder()
+    x = m.input("x", [1, 8])
+    w = np.eye(4, 8, dtype=np.float32)
+    sw = m.sparse_const("w_sparse", w)
+    dims = m.tensors[sw]["sparsity"][2]
+    dims[1] = (1, 8, dims[1][2], [99] * len(dims[1][3]))  # column indices outside the tensor
+    wd = m.op("DENSIFY", [sw], [4, 8], "w")
+    m.output(m.op("FULLY_CONNECTED", [x, wd, -1], [1, 4], "y"))
+    with pytest.raises(TfliteImportError, match="DENSIFY 'w': sparse tensor 'w_sparse': sparse indices"):
+        import_tflite(m.build(), Context(handler=None), "s.tflite")
+
+
+def test_transformer_block_matches_litert_layer_by_layer() -> None:
+    from lamina.frontends.model_io import run_top_module
+
+    buf = transformer_block()
+    x = rnd(1, 6, 16)
+    ref = run_litert(buf, {"tokens": x}, dump_all=True)
+    got = run_top_module(import_tflite(buf, Context(handler=None), "t.tflite"), {"tokens": x}, dump_all=True)
+    common = [k for k in ref if k in got]
+    assert {"scores", "attn", "ctx", "res1", "gelu", "out"} <= set(common)
+    for k in common:
+        np.testing.assert_allclose(got[k], ref[k], rtol=1e-4, atol=1e-5, err_msg=k)
+
+
+def test_model_transform_feeds_images_in_nhwc(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An image test input of a TFLite model is laid out NHWC by default (``--channel_format``)."""
+    from PIL import Image
+
+    from lamina.tools import transform
+
+    monkeypatch.chdir(tmp_path)
+    Path("net.tflite").write_bytes(mobilenet_like())
+    Image.fromarray(np.random.default_rng(3).integers(0, 255, (20, 24, 3), dtype=np.uint8)).save("img.png")
+    argv = ["--model_def", "net.tflite", "--test_input", "img.png", "--resize_dims", "16,16"]
+    rc = transform.main(
+        [*argv, "--mean", "127.5,127.5,127.5", "--scale", "0.0078,0.0078,0.0078", "--mlir", "net.mlir"]
+    )
+    out = capsys.readouterr()
+    assert rc == 0, out.out + out.err
+    assert np.load("net_in_f32.npz")["image"].shape == (1, 16, 16, 3)
+
+
+def test_repeated_and_empty_tensor_names_are_made_unique() -> None:
+    m = ModelBuilder()
+    x = m.input("t", [1, 4])
+    a = m.op("RELU", [x], [1, 4], "t")
+    m.output(m.op("TANH", [a], [1, 4], ""))
+    model = parse_model(m.build(), "n.tflite")
+    assert [t.name for t in model.tensors] == ["t", "t_1", "tensor_2"]
+    from lamina.frontends.model_io import run_top_module
+
+    buf = m.build()
+    x = rnd(1, 4)
+    ref = run_litert(buf, {"t": x}, dump_all=True)
+    got = run_top_module(import_tflite(buf, Context(handler=None), "n.tflite"), {"t": x}, dump_all=True)
+    assert set(ref) == {"t_1", "tensor_2"}
+    for k in ref:
+        np.testing.assert_allclose(got[k], ref[k], rtol=1e-6)
+
+
+def test_litert_errors_are_tool_errors() -> None:
+    from lamina.support.errors import ToolError
+
+    with pytest.raises(ToolError, match="no value for input 'image'"):
+        run_litert(mobilenet_like(), {}, source="net.tflite")
+    with pytest.raises(ToolError, match=r"LiteRT cannot load 'junk\.tflite'"):
+        run_litert(b"\0" * 64, {}, source="junk.tflite")
