@@ -65,7 +65,7 @@ __all__ = [
 
 MAGIC = b"LNPC"
 FORMAT_VERSION = 1
-_HEADER = struct.Struct("<4sHHIII")  # magic, version, reserved, count, payload bytes, crc32
+_HEADER = struct.Struct("<4sHHIIII")  # magic, version, reserved, count, payload bytes, crc32, reserved
 _HEAD = struct.Struct("<HHIIHH")  # opcode, size, id, wait, group, reserved
 _TENSOR = struct.Struct("<QIIIIiiiiBBH")  # addr, n c h w, strides n c h w, dtype, space, lane
 
@@ -554,7 +554,9 @@ def encode(cmds: Iterable[Command]) -> bytes:
         except struct.error as e:
             raise LaminaError(f"command {i} ({type(cmd).__name__}): a field is out of range: {e}") from None
     payload = b"".join(records)
-    return _HEADER.pack(MAGIC, FORMAT_VERSION, 0, len(records), len(payload), zlib.crc32(payload)) + payload
+    return (
+        _HEADER.pack(MAGIC, FORMAT_VERSION, 0, len(records), len(payload), zlib.crc32(payload), 0) + payload
+    )
 
 
 def decode(buf: bytes | bytearray | memoryview, source: str = "command buffer") -> list[Command]:
@@ -567,13 +569,15 @@ def decode(buf: bytes | bytearray | memoryview, source: str = "command buffer") 
     mv = memoryview(buf).cast("B")
     if len(mv) < _HEADER.size:
         raise LaminaError(f"{source}: truncated: {len(mv)} bytes, the header alone is {_HEADER.size}")
-    magic, version, _, count, size, crc = _HEADER.unpack_from(mv, 0)
+    magic, version, reserved, count, size, crc, reserved2 = _HEADER.unpack_from(mv, 0)
     if magic != MAGIC:
         raise LaminaError(f"{source}: bad magic {bytes(magic)!r} (expected {MAGIC!r})")
     if version != FORMAT_VERSION:
         raise LaminaError(
             f"{source}: format version {version} is not supported (this Lamina reads {FORMAT_VERSION})"
         )
+    if reserved or reserved2:
+        raise LaminaError(f"{source}: reserved header fields are not zero")
     if len(mv) != _HEADER.size + size:
         raise LaminaError(
             f"{source}: the header announces {size} payload bytes, the buffer holds {len(mv) - _HEADER.size}"
@@ -588,10 +592,12 @@ def decode(buf: bytes | bytearray | memoryview, source: str = "command buffer") 
         where = f"{source}: record {i} at byte {_HEADER.size + off}"
         if off + _HEAD.size > size:
             raise LaminaError(f"{where}: truncated (header announces {count} records)")
-        opcode, rsize, cid, wait, group, _ = _HEAD.unpack_from(payload, off)
+        opcode, rsize, cid, wait, group, reserved = _HEAD.unpack_from(payload, off)
         cls = COMMANDS.get(opcode)
         if cls is None:
             raise LaminaError(f"{where}: unknown opcode 0x{opcode:02x}")
+        if reserved:
+            raise LaminaError(f"{where}: reserved head field is {reserved}, not 0")
         if rsize != cls.record_size() or off + rsize > size:
             raise LaminaError(
                 f"{where}: {cls.__name__} record of {rsize} bytes, expected {cls.record_size()}"
