@@ -205,7 +205,7 @@ def load_chip(name_or_path: str | Path) -> Chip:
     """
     text_name = str(name_or_path)
     if isinstance(name_or_path, str) and name_or_path in shipped_chips():
-        res = resources.files(__package__).joinpath(_CHIP_DIR, f"{name_or_path}.json")
+        res = resources.files(__package__).joinpath(_CHIP_DIR).joinpath(f"{name_or_path}.json")
         return _parse(res.read_text(encoding="utf-8"), f"<shipped chip {name_or_path}>")
     path = Path(name_or_path)
     if not path.is_file():

@@ -28,7 +28,7 @@ import struct
 import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from lamina.support.errors import LaminaError
 
@@ -204,6 +204,7 @@ class TiuCommand(Command):
 
     ENGINE: ClassVar[Engine] = Engine.TIU
     KIND: ClassVar[str]
+    output: Tensor
 
     @property
     def inputs(self) -> dict[str, Tensor]:
@@ -628,7 +629,7 @@ def _decode_one(cls: type[Command], rec: memoryview, cid: int, wait: int, group:
             raise LaminaError(f"{where}: operand {name!r}: {e}") from None
     values = iter(cls.scalar_struct().unpack_from(rec, off))
     for name, code in cls.SCALARS:
-        v: object = tuple(next(values) for _ in range(int(code[:-1]))) if code[0].isdigit() else next(values)
+        v: Any = tuple(next(values) for _ in range(int(code[:-1]))) if code[0].isdigit() else next(values)
         if name in cls.ENUMS:
             try:
                 v = cls.ENUMS[name](v)

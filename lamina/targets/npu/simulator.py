@@ -132,8 +132,7 @@ class TiuKernel:
 
 
 def _output_elements(cmd: TiuCommand) -> int:
-    out = getattr(cmd, "output", None)
-    return out.elements if out is not None else 0
+    return cmd.output.elements
 
 
 class TiuTable:

@@ -5,6 +5,7 @@ cycle model (overlap, waits, deadlocks) on hand-built command lists."""
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 import numpy as np
 import pytest
@@ -62,12 +63,13 @@ def _gather(m: Machine, t: Tensor) -> np.ndarray:
 def placed_tensors(draw: st.DrawFn, chip: Chip = EDGE, ddr: int = 1 << 20) -> Tensor:
     dtype = draw(st.sampled_from(sorted(DTYPES)))
     isz = DTYPES[dtype].itemsize
-    shape = tuple(draw(st.integers(1, 6)) for _ in range(4))
+    n, c, h, w = (draw(st.integers(1, 6)) for _ in range(4))
+    shape = (n, c, h, w)
     space = draw(st.sampled_from(Space))
     lane = draw(st.integers(0, chip.lanes - 1)) if space is Space.LMEM else 0
     if draw(st.booleans()):
         strides = (
-            chip.lmem_strides(*shape, dtype, lane)  # type: ignore[misc]
+            chip.lmem_strides(n, c, h, w, dtype, lane)
             if space is Space.LMEM
             else (shape[1] * shape[2] * shape[3], shape[2] * shape[3], shape[3], 1)
         )
@@ -177,12 +179,12 @@ def test_view_errors() -> None:
 # -- TIU dispatch -----------------------------------------------------------------------------------------
 
 
-def _add_i8(cmd: TiuCommand, ins: dict[str, np.ndarray]) -> np.ndarray:
+def _add_i8(cmd: TiuCommand, ins: Mapping[str, np.ndarray]) -> np.ndarray:
     """A trivial saturating int8 add (the registration test's kernel; tiu.py has the real ones)."""
     return np.clip(ins["a"].astype(np.int16) + ins["b"], -128, 127).astype(np.int8)
 
 
-def _matmul(cmd: TiuCommand, ins: dict[str, np.ndarray]) -> np.ndarray:
+def _matmul(cmd: TiuCommand, ins: Mapping[str, np.ndarray]) -> np.ndarray:
     left, right = ins["left"][:, :, 0, :], ins["right"][:, :, 0, :]  # (B, M, K), (B, K, N)
     return np.matmul(left, right)[:, :, None, :].astype(np.float32)
 
