@@ -233,7 +233,14 @@ _WINDOW = (
     ("dilation_h", "H"),
     ("dilation_w", "H"),
 )
-_REQUANT = (("multiplier", "i"), ("rshift", "i"), ("do_relu", "?"), ("relu_limit", "d"))
+_REQUANT = (
+    ("multiplier", "i"),
+    ("rshift", "i"),
+    ("out_min", "i"),
+    ("out_max", "i"),
+    ("do_relu", "?"),
+    ("relu_limit", "d"),
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -275,6 +282,8 @@ class Conv(TiuCommand):
     output_zp: int = 0
     multiplier: int = 1
     rshift: int = 0
+    out_min: int = -128
+    out_max: int = 127
     do_relu: bool = False
     relu_limit: float = -1.0
 
@@ -292,8 +301,8 @@ class Depthwise(Conv):
 class MatMul(TiuCommand):
     """Batched matrix product. ``left``: ``(B, M, 1, K)`` — rows across lanes; ``right``:
     ``(B or 1, K, 1, N)`` (``(B or 1, N, 1, K)`` when ``right_transpose``); ``bias``: ``(1, N, 1, 1)``;
-    ``quant``: ``(1, N, 1, 2)`` int32 ``[multiplier, rshift]`` per output column; ``output``:
-    ``(B, M, 1, N)``."""
+    ``quant``: ``(1, N, 1, 3)`` int32 ``[multiplier, rshift, right_zp]`` per output column (absent:
+    the scalar fields); ``output``: ``(B, M, 1, N)``."""
 
     OPCODE: ClassVar[int] = 0x03
     KIND: ClassVar[str] = "matmul"
@@ -317,6 +326,8 @@ class MatMul(TiuCommand):
     output_zp: int = 0
     multiplier: int = 1
     rshift: int = 0
+    out_min: int = -128
+    out_max: int = 127
     do_relu: bool = False
     relu_limit: float = -1.0
 
@@ -325,7 +336,8 @@ class MatMul(TiuCommand):
 class Eltwise(TiuCommand):
     """Binary element-wise op ``a (op) b`` with requantization (the tpu.Add/Sub/Mul/Max/Min
     contract). ``b`` broadcasts over dims where it is 1. ``quant``: ``(1, C, 1, 3)`` int32
-    ``[a_multiplier, b_multiplier, rshift]`` per channel (absent: the scalar fields)."""
+    ``[a_multiplier, b_multiplier, rshift]`` per channel (absent: the scalar fields). ``mul``
+    requantizes the product ``(a - a_zp) * (b - b_zp)`` with ``a_multiplier`` and ``rshift``."""
 
     OPCODE: ClassVar[int] = 0x04
     KIND: ClassVar[str] = "elementwise"
@@ -339,6 +351,8 @@ class Eltwise(TiuCommand):
         ("a_multiplier", "i"),
         ("b_multiplier", "i"),
         ("rshift", "i"),
+        ("out_min", "i"),
+        ("out_max", "i"),
         ("do_relu", "?"),
         ("relu_limit", "d"),
     )
@@ -354,6 +368,8 @@ class Eltwise(TiuCommand):
     a_multiplier: int = 1
     b_multiplier: int = 1
     rshift: int = 0
+    out_min: int = -128
+    out_max: int = 127
     do_relu: bool = False
     relu_limit: float = -1.0
 
@@ -372,6 +388,8 @@ class Requant(TiuCommand):
         ("output_zp", "i"),
         ("multiplier", "i"),
         ("rshift", "i"),
+        ("out_min", "i"),
+        ("out_max", "i"),
     )
     input: Tensor
     quant: Tensor | None = None
@@ -380,12 +398,15 @@ class Requant(TiuCommand):
     output_zp: int = 0
     multiplier: int = 1
     rshift: int = 0
+    out_min: int = -128
+    out_max: int = 127
 
 
 @dataclass(frozen=True, kw_only=True)
 class Pool(TiuCommand):
     """Max or average pooling over ``kh x kw`` windows with explicit pads (the tpu pool contract;
-    average uses ``multiplier``/``rshift``)."""
+    average uses ``multiplier``/``rshift``; ``ceil_extra_h``/``_w`` are the end rows/columns a
+    ceil-mode window adds, padded but never counted)."""
 
     OPCODE: ClassVar[int] = 0x06
     KIND: ClassVar[str] = "pool"
@@ -394,6 +415,8 @@ class Pool(TiuCommand):
         ("mode", "B"),
         *_WINDOW,
         ("count_include_pad", "?"),
+        ("ceil_extra_h", "H"),
+        ("ceil_extra_w", "H"),
         ("input_zp", "i"),
         ("output_zp", "i"),
         *_REQUANT,
@@ -413,10 +436,14 @@ class Pool(TiuCommand):
     dilation_h: int = 1
     dilation_w: int = 1
     count_include_pad: bool = False
+    ceil_extra_h: int = 0
+    ceil_extra_w: int = 0
     input_zp: int = 0
     output_zp: int = 0
     multiplier: int = 1
     rshift: int = 0
+    out_min: int = -128
+    out_max: int = 127
     do_relu: bool = False
     relu_limit: float = -1.0
 
@@ -437,7 +464,8 @@ class Lut(TiuCommand):
 @dataclass(frozen=True, kw_only=True)
 class Cast(TiuCommand):
     """Conversion between the input's and the output's dtype (tpu.Cast): quantize ``round(x /
-    scale) + zero_point``, dequantize ``(x - zero_point) * scale``, or float to float."""
+    scale) + zero_point`` saturated to ``[out_min, out_max]``, dequantize ``(x - zero_point) *
+    scale``, or float to float."""
 
     OPCODE: ClassVar[int] = 0x08
     KIND: ClassVar[str] = "cast"
@@ -445,6 +473,8 @@ class Cast(TiuCommand):
     SCALARS: ClassVar[tuple[tuple[str, str], ...]] = (
         ("scale", "d"),
         ("zero_point", "i"),
+        ("out_min", "i"),
+        ("out_max", "i"),
         ("round_mode", "B"),
     )
     ENUMS: ClassVar[dict[str, type[enum.IntEnum]]] = {"round_mode": RoundMode}
@@ -452,6 +482,8 @@ class Cast(TiuCommand):
     output: Tensor
     scale: float = 1.0
     zero_point: int = 0
+    out_min: int = -128
+    out_max: int = 127
     round_mode: RoundMode = RoundMode.HALF_AWAY_FROM_ZERO
 
 
@@ -483,6 +515,8 @@ class Reduce(TiuCommand):
         ("output_zp", "i"),
         ("multiplier", "i"),
         ("rshift", "i"),
+        ("out_min", "i"),
+        ("out_max", "i"),
     )
     ENUMS: ClassVar[dict[str, type[enum.IntEnum]]] = {"mode": ReduceMode}
     input: Tensor
@@ -493,6 +527,8 @@ class Reduce(TiuCommand):
     output_zp: int = 0
     multiplier: int = 1
     rshift: int = 0
+    out_min: int = -128
+    out_max: int = 127
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -142,7 +142,7 @@ def test_corrupt_buffers() -> None:
     cases["record 0 at byte 24: Move record of 96 bytes"] = _with_payload(
         buf, payload[:2] + struct.pack("<H", 96) + payload[4:]
     )
-    cases["record 3 at byte 384: truncated"] = _with_payload(buf, payload, count=4)
+    cases[f"record 3 at byte {len(buf)}: truncated"] = _with_payload(buf, payload, count=4)
     cases["bytes after the last of 2 records"] = _with_payload(buf, payload, count=2)
     bad_dtype = bytearray(payload)
     bad_dtype[16 + 40] = 99  # the dtype byte of the first tensor of record 0
@@ -186,3 +186,82 @@ def test_doc_tables_match_the_code() -> None:
         table = doc[m.end() :].split("\n### ", 1)[0]
         rows = re.findall(r"^\| (\d+) \| `(\w+)` \| `([^`]+)` \|", table, re.M)
         assert [(int(o), n, c) for o, n, c in rows] == record_layout(cls), cls.__name__
+
+
+#: What each scalar field means, for the tables of docs/npu-isa.md (:func:`opcode_tables`).
+MEANINGS = {
+    "kh": "kernel height",
+    "kw": "kernel width",
+    "stride_h": "vertical stride",
+    "stride_w": "horizontal stride",
+    "pad_top": "rows of padding above (explicit: a slice carries its own)",
+    "pad_bottom": "rows of padding below",
+    "pad_left": "columns of padding left",
+    "pad_right": "columns of padding right",
+    "dilation_h": "vertical dilation",
+    "dilation_w": "horizontal dilation",
+    "groups": "convolution groups",
+    "input_zp": "input zero point (also the padding value of integer inputs)",
+    "weight_zp": "weight zero point",
+    "output_zp": "output zero point",
+    "multiplier": "requant multiplier when `quant` is absent",
+    "rshift": "requant shift: factor `multiplier * 2^-(31 + rshift)`",
+    "out_min": "integer result's lower bound (saturation with ReLU folded in)",
+    "out_max": "integer result's upper bound (saturation, ReLU limit folded in)",
+    "do_relu": "float modes: clamp below at 0 (0/1)",
+    "relu_limit": "float modes: upper clamp with `do_relu` (negative: none)",
+    "right_transpose": "`right` is stored `(N, K)`",
+    "left_zp": "left zero point",
+    "right_zp": "right zero point when `quant` is absent",
+    "a_zp": "`a` zero point",
+    "b_zp": "`b` zero point",
+    "a_multiplier": "`a`'s multiplier when `quant` is absent",
+    "b_multiplier": "`b`'s multiplier when `quant` is absent",
+    "count_include_pad": "average divides by the window including explicit padding (0/1)",
+    "ceil_extra_h": "end rows a ceil-mode window adds (padded, never counted)",
+    "ceil_extra_w": "end columns a ceil-mode window adds (padded, never counted)",
+    "scale": "quantization scale (f64, as the type's)",
+    "zero_point": "quantization zero point",
+    "order": "permutation of (n, c, h, w)",
+    "axes": "bit i set: reduce dim i of (n, c, h, w)",
+}
+
+
+def opcode_tables() -> str:
+    """The "Opcodes" section of docs/npu-isa.md, from the code (``python tests/targets/npu/test_isa.py``
+    prints it after a change to a record)."""
+    import inspect
+
+    out = []
+    for cls in sorted(COMMANDS.values(), key=lambda c: c.OPCODE):
+        kind = getattr(cls, "KIND", "gdma")
+        doc = " ".join((inspect.getdoc(cls) or "").split()).replace("``", "`")
+        out += [
+            f"### `{cls.__name__}` — opcode 0x{cls.OPCODE:02x}, {cls.record_size()} bytes",
+            "",
+            f"{cls.ENGINE.value.upper()}, kind `{kind}`. {doc}",
+            "",
+            "| offset | field | code | meaning |",
+            "|---|---|---|---|",
+        ]
+        for off, name, code in record_layout(cls):
+            if code == "T":
+                meaning = "tensor descriptor" + (
+                    " (optional: all zeros when absent)" if name in cls.OPTIONAL else ""
+                )
+            elif name in cls.ENUMS:
+                meaning = ", ".join(f"{m.value} {m.name.lower()}" for m in cls.ENUMS[name])
+            else:
+                meaning = MEANINGS[name]
+            out.append(f"| {off} | `{name}` | `{code}` | {meaning} |")
+        out.append("")
+    return "\n".join(out)
+
+
+def test_doc_opcode_section_is_generated() -> None:
+    doc = (ROOT / "docs/npu-isa.md").read_text()
+    assert doc.endswith("## Opcodes\n\n" + opcode_tables()), "run python tests/targets/npu/test_isa.py"
+
+
+if __name__ == "__main__":
+    print(opcode_tables())
