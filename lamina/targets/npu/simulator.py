@@ -84,8 +84,7 @@ class Machine:
         sn, sc, sh, sw = t.strides
         groups = chip.channels_per_lane(c, t.lane)
         isz = DTYPES[t.dtype].itemsize
-        extent = (sn * (n - 1) + sc * (groups - 1) + sh * (h - 1) + sw * (w - 1) + 1) * isz
-        self._check(t, extent, chip.lmem_bytes_per_lane, "LMEM")
+        self._check(t, lmem_extent(chip, t), chip.lmem_bytes_per_lane, "LMEM")
         view = np.ndarray(
             (chip.lanes, n, groups, h, w),
             DTYPES[t.dtype],
@@ -115,6 +114,25 @@ class Machine:
             return
         view, lane, group = self._lmem_view(t)
         view[lane, :, group] = value.transpose(1, 0, 2, 3)
+
+
+def lmem_extent(chip: Chip, t: Tensor) -> int:
+    """Bytes from an LMEM tensor's address to the end of its last element, in any of its lanes."""
+    n, c, h, w = t.shape
+    sn, sc, sh, sw = t.strides
+    groups = chip.channels_per_lane(c, t.lane)
+    return (sn * (n - 1) + sc * (groups - 1) + sh * (h - 1) + sw * (w - 1) + 1) * DTYPES[t.dtype].itemsize
+
+
+def bank_conflict(chip: Chip, cmd: TiuCommand) -> bool:
+    """Whether two distinct LMEM operands of a TIU command (inputs, parameters or output) share a
+    bank: a bank serves one access per cycle, so the command then runs its operations at half rate.
+    An operand given twice (``a + a``, an in-place output) is one access stream, not a conflict."""
+    spans = [
+        chip.banks_of(t.addr, lmem_extent(chip, t))
+        for t in dict.fromkeys(t for t in cmd.tensors().values() if t.space is Space.LMEM)
+    ]
+    return any(a.start < b.stop and b.start < a.stop for i, a in enumerate(spans) for b in spans[i + 1 :])
 
 
 # -- TIU dispatch ------------------------------------------------------------------------------------------
@@ -179,7 +197,7 @@ register_tiu = TIU_TABLE.register
 class CommandRecord:
     """One executed command: its engine (``"tiu"``/``"gdma"``), name (the command class), layer
     group, start and end cycles, MACs (conv, depthwise and matmul work; 0 otherwise), DDR bytes read
-    plus written, and its index in the command list."""
+    plus written, its index in the command list, and whether its LMEM operands shared a bank."""
 
     engine: str
     name: str
@@ -189,6 +207,7 @@ class CommandRecord:
     macs: int
     ddr_bytes: int
     index: int
+    bank_conflict: bool = False
 
 
 @dataclass
@@ -210,8 +229,8 @@ def _gdma(machine: Machine, cmd: GdmaCommand) -> tuple[int, int]:
     return machine.chip.gdma_cycles(cmd.src.nbytes, ddr > 0), ddr
 
 
-def _tiu(machine: Machine, cmd: TiuCommand, table: TiuTable) -> tuple[int, int]:
-    """Execute a TIU command: (cycles, MACs)."""
+def _tiu(machine: Machine, cmd: TiuCommand, table: TiuTable) -> tuple[int, int, bool]:
+    """Execute a TIU command: (cycles, MACs, bank conflict)."""
     kernel = table.lookup(type(cmd))
     for name, t in cmd.tensors().items():
         if t.space is not Space.LMEM:
@@ -222,8 +241,12 @@ def _tiu(machine: Machine, cmd: TiuCommand, table: TiuTable) -> tuple[int, int]:
     result = np.asarray(kernel.execute(cmd, inputs))
     machine.write(cmd.output, result)
     work = int(kernel.work(cmd))
-    cycles = machine.chip.tiu_cycles(cmd.KIND, cmd.compute_dtype, work)
-    return cycles, work if cmd.KIND in MAC_KINDS else 0
+    chip = machine.chip
+    conflict = bank_conflict(chip, cmd)
+    cycles = chip.tiu_cycles(cmd.KIND, cmd.compute_dtype, work)
+    if conflict:  # the operations run at half rate; the start-up latency is paid once
+        cycles = 2 * cycles - chip.tiu_latency_cycles
+    return cycles, work if cmd.KIND in MAC_KINDS else 0, conflict
 
 
 def run(machine: Machine, cmds: Sequence[Command], table: TiuTable | None = None) -> RunResult:
@@ -276,12 +299,12 @@ def run(machine: Machine, cmds: Sequence[Command], table: TiuTable | None = None
         cmd = queues[engine][pos[engine]][1]
         try:
             if isinstance(cmd, TiuCommand):
-                cycles, macs = _tiu(machine, cmd, table)
+                cycles, macs, conflict = _tiu(machine, cmd, table)
                 ddr = 0
             else:
                 assert isinstance(cmd, GdmaCommand)
                 cycles, ddr = _gdma(machine, cmd)
-                macs = 0
+                macs, conflict = 0, False
         except LaminaError as e:
             raise LaminaError(f"command {i} ({type(cmd).__name__}): {e}") from None
         end = start + cycles
@@ -290,7 +313,7 @@ def run(machine: Machine, cmds: Sequence[Command], table: TiuTable | None = None
         pos[engine] += 1
         result.busy[engine.value] += cycles
         result.records.append(
-            CommandRecord(engine.value, type(cmd).__name__, cmd.group, start, end, macs, ddr, i)
+            CommandRecord(engine.value, type(cmd).__name__, cmd.group, start, end, macs, ddr, i, conflict)
         )
     result.total_cycles = max(free.values())
     return result

@@ -212,7 +212,7 @@ def test_registration_and_dispatch() -> None:
     dx, dy, dz = (Tensor.ddr(i * 256, shape, "int8") for i in range(3))
     m.write(dx, x)
     m.write(dy, y)
-    a, b, z = (_lmem(EDGE, i * 4096, shape, "int8") for i in range(3))
+    a, b, z = (_lmem(EDGE, i * EDGE.bank_bytes, shape, "int8") for i in range(3))  # one bank each
     cmds = [
         Move(id=1, src=dx, dst=a),
         Move(id=2, src=dy, dst=b),
@@ -223,7 +223,7 @@ def test_registration_and_dispatch() -> None:
     np.testing.assert_array_equal(m.read(dz), np.clip(x.astype(int) + y, -128, 127))
     tiu = [r for r in res.records if r.engine == "tiu"]
     assert tiu[0].end - tiu[0].start == EDGE.tiu_cycles("elementwise", "int8", x.size)
-    assert tiu[0].macs == 0
+    assert tiu[0].macs == 0 and not tiu[0].bank_conflict
 
     with pytest.raises(LaminaError, match=r"command 0 \(Pool\): the simulator has no TIU kernel for Pool"):
         run(m, [Pool(id=1, input=a, output=z)], table)
@@ -318,6 +318,31 @@ def test_execution_follows_start_cycles_not_list_order() -> None:
     res = run(m, cmds, _table())
     np.testing.assert_array_equal(m.read(out), 2 * x)
     assert [r.index for r in res.records] == [1, 0, 2]
+
+
+def test_bank_conflicts_halve_the_rate() -> None:
+    """Two operands in one bank: the operations take twice as long; the same tensor twice does not."""
+    table = _table()
+    shape = (1, 8, 1, 1024)
+    bank = EDGE.bank_bytes
+    apart = [_lmem(EDGE, i * bank, shape, "int8") for i in range(3)]
+    clash = [
+        _lmem(EDGE, 0, shape, "int8"),
+        _lmem(EDGE, 2048, shape, "int8"),
+        _lmem(EDGE, 2 * bank, shape, "int8"),
+    ]
+    spill = _lmem(EDGE, bank - 512, shape, "int8")  # straddles banks 0 and 1
+    base = EDGE.tiu_cycles("elementwise", "int8", 8 * 1024)
+    slow = 2 * base - EDGE.tiu_latency_cycles
+    cases = [
+        (apart, base, False),
+        ([apart[0], apart[0], apart[0]], base, False),  # a + a, in place
+        (clash, slow, True),
+        ([spill, apart[1], apart[2]], slow, True),
+    ]
+    for (a, b, z), cycles, conflict in cases:
+        (r,) = run(_machine(), [Eltwise(id=1, a=a, b=b, output=z)], table).records
+        assert (r.end - r.start, r.bank_conflict) == (cycles, conflict)
 
 
 def test_bad_programs() -> None:
