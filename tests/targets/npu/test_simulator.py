@@ -347,6 +347,10 @@ def test_bank_conflicts_halve_the_rate() -> None:
 
 def test_bad_programs() -> None:
     table = _table()
+    f32 = _lmem(EDGE, 0, (1, 1, 1, 8), "f32")
+    table.register(Eltwise, lambda cmd, ins: ins["a"], replace=True)
+    with pytest.raises(LaminaError, match=r"command 0 \(Eltwise\): chip lnpu-edge does not compute in f32"):
+        run(_machine(), [Eltwise(id=1, a=f32, b=f32, output=f32)], table)
     with pytest.raises(LaminaError, match="deadlock"):
         run(_machine(), [_add(1, 8, wait=1), _load(1, 8, wait=1)], table)
     with pytest.raises(LaminaError, match=r"command 1 \(Move\): id 3, expected 2"):
