@@ -465,11 +465,14 @@ class Lut(TiuCommand):
 class Cast(TiuCommand):
     """Conversion between the input's and the output's dtype (tpu.Cast): quantize ``round(x /
     scale) + zero_point`` saturated to ``[out_min, out_max]``, dequantize ``(x - zero_point) *
-    scale``, or float to float."""
+    scale``, or float to float. ``quant`` (per-channel, for per-axis types): ``(1, C, 1, 3)`` int32
+    ``[scale bits 0..31, scale bits 32..63, zero_point]`` per channel — the f64 scale's IEEE bits
+    as two little-endian words (``quant[..., :2].view(float64)``); absent: the scalar fields."""
 
     OPCODE: ClassVar[int] = 0x08
     KIND: ClassVar[str] = "cast"
-    TENSORS: ClassVar[tuple[str, ...]] = ("input", "output")
+    TENSORS: ClassVar[tuple[str, ...]] = ("input", "quant", "output")
+    OPTIONAL: ClassVar[frozenset[str]] = frozenset({"quant"})
     SCALARS: ClassVar[tuple[tuple[str, str], ...]] = (
         ("scale", "d"),
         ("zero_point", "i"),
@@ -479,6 +482,7 @@ class Cast(TiuCommand):
     )
     ENUMS: ClassVar[dict[str, type[enum.IntEnum]]] = {"round_mode": RoundMode}
     input: Tensor
+    quant: Tensor | None = None
     output: Tensor
     scale: float = 1.0
     zero_point: int = 0

@@ -220,8 +220,8 @@ MEANINGS = {
     "count_include_pad": "average divides by the window including explicit padding (0/1)",
     "ceil_extra_h": "end rows a ceil-mode window adds (padded, never counted)",
     "ceil_extra_w": "end columns a ceil-mode window adds (padded, never counted)",
-    "scale": "quantization scale (f64, as the type's)",
-    "zero_point": "quantization zero point",
+    "scale": "quantization scale (f64, as the type's) when `quant` is absent",
+    "zero_point": "quantization zero point when `quant` is absent",
     "order": "permutation of (n, c, h, w)",
     "axes": "bit i set: reduce dim i of (n, c, h, w)",
 }
