@@ -36,6 +36,7 @@ from .arch import DTYPES
 
 __all__ = [
     "COMMANDS",
+    "Active",
     "FORMAT_VERSION",
     "MAGIC",
     "Command",
@@ -462,6 +463,23 @@ class Lut(TiuCommand):
 
 
 @dataclass(frozen=True, kw_only=True)
+class Active(TiuCommand):
+    """A float activation in the output's float dtype (the ``tpu`` unary op in a float mode):
+    ``fn`` is the ``top`` unary op's short name (``Sigmoid``, ``GELU``, ``LeakyRelu``, ...) and
+    ``params`` its numeric properties in their declaration order (unused ones 0) — INT8
+    activations are ``Lut`` commands."""
+
+    OPCODE: ClassVar[int] = 0x0B
+    KIND: ClassVar[str] = "lut"
+    TENSORS: ClassVar[tuple[str, ...]] = ("input", "output")
+    SCALARS: ClassVar[tuple[tuple[str, str], ...]] = (("fn", "24s"), ("params", "4d"))
+    input: Tensor
+    output: Tensor
+    fn: str
+    params: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)
+
+
+@dataclass(frozen=True, kw_only=True)
 class Cast(TiuCommand):
     """Conversion between the input's and the output's dtype (tpu.Cast): quantize ``round(x /
     scale) + zero_point`` saturated to ``[out_min, out_max]``, dequantize ``(x - zero_point) *
@@ -556,7 +574,8 @@ class Move(GdmaCommand):
 
 #: Every command class by opcode.
 COMMANDS: dict[int, type[Command]] = {
-    c.OPCODE: c for c in (Conv, Depthwise, MatMul, Eltwise, Requant, Pool, Lut, Cast, Permute, Reduce, Move)
+    c.OPCODE: c
+    for c in (Conv, Depthwise, MatMul, Eltwise, Requant, Pool, Lut, Cast, Permute, Reduce, Active, Move)
 }
 
 
@@ -580,7 +599,9 @@ def _encode_one(cmd: Command) -> bytes:
     values: list[object] = []
     for name, code in cls.SCALARS:
         v = getattr(cmd, name)
-        values.extend(v if code[0].isdigit() else [v])
+        if code.endswith("s"):
+            v = _name_bytes(v, int(code[:-1]), name)
+        values.extend(v if _is_array(code) else [v])
     parts.append(cls.scalar_struct().pack(*values))
     raw = b"".join(parts)
     return raw + bytes(cls.record_size() - len(raw))
@@ -669,7 +690,12 @@ def _decode_one(cls: type[Command], rec: memoryview, cid: int, wait: int, group:
             raise LaminaError(f"{where}: operand {name!r}: {e}") from None
     values = iter(cls.scalar_struct().unpack_from(rec, off))
     for name, code in cls.SCALARS:
-        v: Any = tuple(next(values) for _ in range(int(code[:-1]))) if code[0].isdigit() else next(values)
+        v: Any = tuple(next(values) for _ in range(int(code[:-1]))) if _is_array(code) else next(values)
+        if code.endswith("s"):
+            text = v.rstrip(b"\0")
+            if not all(32 <= b < 127 for b in text):
+                raise LaminaError(f"{where}: field {name!r}: not an ASCII name: {bytes(v)!r}")
+            v = text.decode("ascii")
         if name in cls.ENUMS:
             try:
                 v = cls.ENUMS[name](v)
@@ -680,6 +706,20 @@ def _decode_one(cls: type[Command], rec: memoryview, cid: int, wait: int, group:
         return cls(**kwargs)  # type: ignore[arg-type]
     except LaminaError as e:
         raise LaminaError(f"{where}: {e}") from None
+
+
+def _is_array(code: str) -> bool:
+    """A struct code of several values (``4B``, ``4d``), not one (``B``) or a string (``24s``)."""
+    return code[0].isdigit() and not code.endswith("s")
+
+
+def _name_bytes(v: object, size: int, name: str) -> bytes:
+    """A name field's bytes: ASCII, at most ``size`` (zero padded by struct)."""
+    if not isinstance(v, str) or not v.isascii() or not v.isprintable() or len(v) > size:
+        raise LaminaError(
+            f"field {name!r}: expected a printable ASCII name of at most {size} characters, got {v!r}"
+        )
+    return v.encode("ascii")
 
 
 def record_layout(cls: type[Command]) -> list[tuple[int, str, str]]:

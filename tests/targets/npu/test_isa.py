@@ -45,6 +45,8 @@ def _scalar(cls: type[Command], name: str, code: str) -> st.SearchStrategy:
         "?": st.booleans(),
         "d": st.floats(allow_nan=False),
         "4B": st.tuples(*[st.integers(0, 255)] * 4),
+        "4d": st.tuples(*[st.floats(allow_nan=False)] * 4),
+        "24s": st.text(st.characters(min_codepoint=32, max_codepoint=126), max_size=24),
     }[code]
 
 
@@ -79,9 +81,10 @@ def test_records_are_fixed_size_and_aligned() -> None:
     for cls in COMMANDS.values():
         assert cls.record_size() % 8 == 0
         tensors_ = {n: t for n in cls.TENSORS}
-        one = encode([cls(**tensors_)])  # type: ignore[arg-type]
+        extra = {"fn": "Sigmoid"} if cls is isa.Active else {}
+        one = encode([cls(**tensors_, **extra)])  # type: ignore[arg-type]
         assert len(one) == 24 + cls.record_size()
-    assert len(set(COMMANDS)) == len(COMMANDS) == 11
+    assert len(set(COMMANDS)) == len(COMMANDS) == 12
 
 
 def test_encode_errors() -> None:
@@ -94,6 +97,8 @@ def test_encode_errors() -> None:
         Move(src=t, dst=Tensor.ddr(0, (1, 1, 1, 2), "int8"))
     with pytest.raises(LaminaError, match="dims must be >= 1"):
         Tensor.ddr(0, (1, 0, 1, 1), "int8")
+    with pytest.raises(LaminaError, match="printable ASCII name of at most 24"):
+        encode([isa.Active(input=t, output=t, fn="x" * 25)])
     with pytest.raises(LaminaError, match="unknown dtype"):
         Tensor.ddr(0, (1, 1, 1, 1), "int4")
 
@@ -163,6 +168,21 @@ def test_corrupt_buffers() -> None:
             decode(bad, source="m.lamina")
 
 
+def test_active_names() -> None:
+    t = Tensor(Space.LMEM, 0, (1, 2, 3, 4), (12, 12, 4, 1), "bf16")
+    cmd = isa.Active(id=1, input=t, output=t, fn="LeakyRelu", params=(0.01, 0.0, 0.0, 0.0))
+    buf = encode([cmd])
+    assert decode(buf) == [cmd]
+    fn_off = dict((n, o) for o, n, _ in record_layout(isa.Active))["fn"]
+    bad = bytearray(buf[24:])
+    bad[fn_off + 2] = 0xFF
+    with pytest.raises(LaminaError, match="field 'fn': not an ASCII name"):
+        decode(_with_payload(buf, bytes(bad)))
+    bad[fn_off + 2] = 0  # a NUL inside the name
+    with pytest.raises(LaminaError, match="field 'fn': not an ASCII name"):
+        decode(_with_payload(buf, bytes(bad)))
+
+
 @given(st.data())
 def test_any_truncation_or_flip_is_one_error(data: st.DataObject) -> None:
     buf = _sample()
@@ -224,6 +244,8 @@ MEANINGS = {
     "zero_point": "quantization zero point when `quant` is absent",
     "order": "permutation of (n, c, h, w)",
     "axes": "bit i set: reduce dim i of (n, c, h, w)",
+    "fn": "the activation's name, ASCII, zero padded",
+    "params": "its numeric properties in declaration order",
 }
 
 
