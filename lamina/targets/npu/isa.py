@@ -134,6 +134,12 @@ class Tensor:
     lane: int = 0
 
     def __post_init__(self) -> None:
+        # Lists and numpy integers in, plain tuples of ints kept: equal descriptors compare equal.
+        object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))
+        object.__setattr__(self, "strides", tuple(int(s) for s in self.strides))
+        if self.space not in (0, 1):
+            raise LaminaError(f"NPU tensor: unknown memory space {self.space!r}")
+        object.__setattr__(self, "space", Space(self.space))
         if len(self.shape) != 4 or len(self.strides) != 4:
             raise LaminaError(f"NPU tensor: expected 4 dims and 4 strides, got {self.shape} {self.strides}")
         if self.dtype not in DTYPES:

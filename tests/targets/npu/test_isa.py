@@ -8,6 +8,7 @@ import struct
 import zlib
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -99,6 +100,9 @@ def test_encode_errors() -> None:
         Tensor.ddr(0, (1, 0, 1, 1), "int8")
     with pytest.raises(LaminaError, match="printable ASCII name of at most 24"):
         encode([isa.Active(input=t, output=t, fn="x" * 25)])
+    assert Tensor(1, 0, [1, 2, 3, 4], np.array([24, 12, 4, 1]), "f32") == Tensor.ddr(0, (1, 2, 3, 4), "f32")  # type: ignore[arg-type]
+    with pytest.raises(LaminaError, match="unknown memory space 2"):
+        Tensor(2, 0, (1, 1, 1, 1), (1, 1, 1, 1), "int8")  # type: ignore[arg-type]
     with pytest.raises(LaminaError, match="unknown dtype"):
         Tensor.ddr(0, (1, 1, 1, 1), "int4")
 
