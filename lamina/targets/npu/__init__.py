@@ -1,0 +1,1 @@
+"""The virtual NPU target: chip descriptions, the ISA, the TIU arithmetic and the simulator."""

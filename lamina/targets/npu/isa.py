@@ -1,0 +1,747 @@
+"""The virtual NPU's instruction set: TIU (compute) and GDMA (data movement) commands, and their
+binary encoding as fixed-size little-endian records in a versioned command buffer.
+
+Every command is a frozen dataclass. Its record is, in order (``docs/npu-isa.md`` has every layout):
+
+* the **head** (16 bytes): ``opcode u16, size u16, id u32, wait u32, group u16, reserved u16`` —
+  ``id`` numbers the commands of one engine from 1 in issue order, ``wait`` is the id of the *other*
+  engine's command that must have finished before this one starts (0: none), ``group`` the layer
+  group the command belongs to (for the profile);
+* its **tensor operands** (44 bytes each, :class:`Tensor`; an absent optional operand is all zeros);
+* its **scalar fields** (``struct`` codes listed in the class's ``SCALARS``), then zero padding to a
+  multiple of 8 bytes.
+
+:func:`encode` writes a buffer (a 24-byte header: magic ``LNPC``, version, record count, payload
+size, CRC-32 of the payload) and :func:`decode` reads it back, exactly; anything inconsistent in a
+buffer is one :class:`LaminaError` naming the record and its byte offset.
+
+The numerics of TIU commands live in ``tiu.py`` (pure numpy); the simulator (``simulator.py``)
+dispatches each TIU command class to the function registered for it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import math
+import struct
+import zlib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from lamina.support.errors import LaminaError
+
+from .arch import DTYPES
+
+__all__ = [
+    "COMMANDS",
+    "Active",
+    "FORMAT_VERSION",
+    "MAGIC",
+    "Command",
+    "Conv",
+    "Depthwise",
+    "Eltwise",
+    "EltwiseOp",
+    "Engine",
+    "GdmaCommand",
+    "Lut",
+    "MatMul",
+    "Move",
+    "Permute",
+    "Pool",
+    "PoolMode",
+    "Reduce",
+    "ReduceMode",
+    "Requant",
+    "Cast",
+    "RoundMode",
+    "Space",
+    "Tensor",
+    "TiuCommand",
+    "decode",
+    "encode",
+]
+
+MAGIC = b"LNPC"
+FORMAT_VERSION = 1
+_HEADER = struct.Struct("<4sHHIIII")  # magic, version, reserved, count, payload bytes, crc32, reserved
+_HEAD = struct.Struct("<HHIIHH")  # opcode, size, id, wait, group, reserved
+_TENSOR = struct.Struct("<QIIIIiiiiBBH")  # addr, n c h w, strides n c h w, dtype, space, lane
+
+#: dtype code in a record → dtype name (0: no tensor).
+DTYPE_CODES: dict[int, str] = {i + 1: name for i, name in enumerate(DTYPES)}
+_CODE_OF = {name: code for code, name in DTYPE_CODES.items()}
+
+
+class Engine(enum.Enum):
+    TIU = "tiu"
+    GDMA = "gdma"
+
+
+class Space(enum.IntEnum):
+    """Where a tensor lives: LMEM (lane layout, address within a lane) or DDR (flat byte address)."""
+
+    LMEM = 0
+    DDR = 1
+
+
+class EltwiseOp(enum.IntEnum):
+    ADD = 0
+    SUB = 1
+    MUL = 2
+    MAX = 3
+    MIN = 4
+
+
+class PoolMode(enum.IntEnum):
+    MAX = 0
+    AVG = 1
+
+
+class ReduceMode(enum.IntEnum):
+    SUM = 0
+    MEAN = 1
+    MAX = 2
+    MIN = 3
+    PROD = 4
+    L1 = 5
+    L2 = 6
+
+
+class RoundMode(enum.IntEnum):
+    HALF_AWAY_FROM_ZERO = 0
+    HALF_TO_EVEN = 1
+
+
+@dataclass(frozen=True)
+class Tensor:
+    """A tensor operand: where it lives, its logical ``(n, c, h, w)`` shape, its element strides and
+    dtype.
+
+    In DDR, element ``(n, c, h, w)`` is at byte ``addr + (n*sn + c*sc + h*sh + w*sw) * itemsize``.
+    In LMEM, channel ``c`` is on lane ``(lane + c) % lanes`` at byte ``addr + (n*sn + ((lane + c) //
+    lanes)*sc + h*sh + w*sw) * itemsize`` of that lane (``sc`` strides between channel groups
+    sharing a lane). Strides are non-negative (0 broadcasts); every dim is at least 1.
+    """
+
+    space: Space
+    addr: int
+    shape: tuple[int, int, int, int]
+    strides: tuple[int, int, int, int]
+    dtype: str
+    lane: int = 0
+
+    def __post_init__(self) -> None:
+        # Lists and numpy integers in, plain tuples of ints kept: equal descriptors compare equal.
+        object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))
+        object.__setattr__(self, "strides", tuple(int(s) for s in self.strides))
+        if self.space not in (0, 1):
+            raise LaminaError(f"NPU tensor: unknown memory space {self.space!r}")
+        object.__setattr__(self, "space", Space(self.space))
+        if len(self.shape) != 4 or len(self.strides) != 4:
+            raise LaminaError(f"NPU tensor: expected 4 dims and 4 strides, got {self.shape} {self.strides}")
+        if self.dtype not in DTYPES:
+            raise LaminaError(f"NPU tensor: unknown dtype {self.dtype!r}")
+        if min(self.shape) < 1 or min(self.strides) < 0 or self.addr < 0 or self.lane < 0:
+            raise LaminaError(
+                f"NPU tensor: dims must be >= 1, strides, address and lane >= 0; got shape {self.shape}, "
+                f"strides {self.strides}, addr {self.addr}, lane {self.lane}"
+            )
+
+    @property
+    def elements(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the tensor's elements (not of its footprint)."""
+        return self.elements * DTYPES[self.dtype].itemsize
+
+    @classmethod
+    def ddr(cls, addr: int, shape: Sequence[int], dtype: str) -> Tensor:
+        """A contiguous NCHW tensor in DDR."""
+        n, c, h, w = shape
+        return cls(Space.DDR, addr, (n, c, h, w), (c * h * w, h * w, w, 1), dtype)
+
+
+# -- commands --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class Command:
+    """Fields every command has: its id on its engine, the other engine's id it waits for, its
+    layer group. Subclasses declare ``OPCODE``, ``ENGINE``, ``TENSORS`` (their tensor operand
+    fields, in record order; names in ``OPTIONAL`` may be None) and ``SCALARS`` ((field, struct
+    code) in record order)."""
+
+    id: int = 0
+    wait: int = 0
+    group: int = 0
+
+    OPCODE: ClassVar[int]
+    ENGINE: ClassVar[Engine]
+    TENSORS: ClassVar[tuple[str, ...]] = ()
+    OPTIONAL: ClassVar[frozenset[str]] = frozenset()
+    SCALARS: ClassVar[tuple[tuple[str, str], ...]] = ()
+    ENUMS: ClassVar[dict[str, type[enum.IntEnum]]] = {}
+
+    @classmethod
+    def scalar_struct(cls) -> struct.Struct:
+        return struct.Struct("<" + "".join(code for _, code in cls.SCALARS))
+
+    @classmethod
+    def record_size(cls) -> int:
+        """Bytes of this opcode's record (head, tensors, scalars, padding to 8)."""
+        raw = _HEAD.size + _TENSOR.size * len(cls.TENSORS) + cls.scalar_struct().size
+        return -(-raw // 8) * 8
+
+    def tensors(self) -> dict[str, Tensor]:
+        """The present tensor operands by field name."""
+        return {n: t for n in self.TENSORS if (t := getattr(self, n)) is not None}
+
+
+@dataclass(frozen=True, kw_only=True)
+class TiuCommand(Command):
+    """A compute command: reads its input tensors from LMEM and writes ``output``.
+
+    ``KIND`` selects the chip's throughput row; ``INPUTS`` are the operands passed to the TIU
+    function (all of ``TENSORS`` but ``output``)."""
+
+    ENGINE: ClassVar[Engine] = Engine.TIU
+    KIND: ClassVar[str]
+    output: Tensor
+
+    @property
+    def inputs(self) -> dict[str, Tensor]:
+        return {n: t for n, t in self.tensors().items() if n != "output"}
+
+    @property
+    def compute_dtype(self) -> str:
+        """The dtype the command computes in: its first input's."""
+        return getattr(self, self.TENSORS[0]).dtype
+
+
+@dataclass(frozen=True, kw_only=True)
+class GdmaCommand(Command):
+    ENGINE: ClassVar[Engine] = Engine.GDMA
+
+
+_WINDOW = (
+    ("kh", "H"),
+    ("kw", "H"),
+    ("stride_h", "H"),
+    ("stride_w", "H"),
+    ("pad_top", "H"),
+    ("pad_bottom", "H"),
+    ("pad_left", "H"),
+    ("pad_right", "H"),
+    ("dilation_h", "H"),
+    ("dilation_w", "H"),
+)
+_REQUANT = (
+    ("multiplier", "i"),
+    ("rshift", "i"),
+    ("out_min", "i"),
+    ("out_max", "i"),
+    ("do_relu", "?"),
+    ("relu_limit", "d"),
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Conv(TiuCommand):
+    """Convolution. ``weight``: ``(1, Cout, Cin/groups, kh*kw)`` — output channels across lanes;
+    ``bias``: ``(1, Cout, 1, 1)`` int32 (f32 in float modes); ``quant``: ``(1, Cout, 1, 2)`` int32
+    ``[multiplier, rshift]`` per output channel (absent: the scalar ``multiplier``/``rshift``)."""
+
+    OPCODE: ClassVar[int] = 0x01
+    KIND: ClassVar[str] = "conv"
+    TENSORS: ClassVar[tuple[str, ...]] = ("input", "weight", "bias", "quant", "output")
+    OPTIONAL: ClassVar[frozenset[str]] = frozenset({"bias", "quant"})
+    SCALARS: ClassVar[tuple[tuple[str, str], ...]] = (
+        *_WINDOW,
+        ("groups", "I"),
+        ("input_zp", "i"),
+        ("weight_zp", "i"),
+        ("output_zp", "i"),
+        *_REQUANT,
+    )
+    input: Tensor
+    weight: Tensor
+    bias: Tensor | None = None
+    quant: Tensor | None = None
+    output: Tensor
+    kh: int = 1
+    kw: int = 1
+    stride_h: int = 1
+    stride_w: int = 1
+    pad_top: int = 0
+    pad_bottom: int = 0
+    pad_left: int = 0
+    pad_right: int = 0
+    dilation_h: int = 1
+    dilation_w: int = 1
+    groups: int = 1
+    input_zp: int = 0
+    weight_zp: int = 0
+    output_zp: int = 0
+    multiplier: int = 1
+    rshift: int = 0
+    out_min: int = -128
+    out_max: int = 127
+    do_relu: bool = False
+    relu_limit: float = -1.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class Depthwise(Conv):
+    """Depthwise convolution (``groups`` = channels): the Conv record under its own opcode and
+    throughput; ``weight`` is ``(1, C, 1, kh*kw)``."""
+
+    OPCODE: ClassVar[int] = 0x02
+    KIND: ClassVar[str] = "depthwise"
+
+
+@dataclass(frozen=True, kw_only=True)
+class MatMul(TiuCommand):
+    """Batched matrix product. ``left``: ``(B, M, 1, K)`` — rows across lanes; ``right``:
+    ``(B or 1, K, 1, N)`` (``(B or 1, N, 1, K)`` when ``right_transpose``); ``bias``: ``(1, N, 1, 1)``;
+    ``quant``: ``(1, N, 1, 3)`` int32 ``[multiplier, rshift, right_zp]`` per output column (absent:
+    the scalar fields); ``output``: ``(B, M, 1, N)``."""
+
+    OPCODE: ClassVar[int] = 0x03
+    KIND: ClassVar[str] = "matmul"
+    TENSORS: ClassVar[tuple[str, ...]] = ("left", "right", "bias", "quant", "output")
+    OPTIONAL: ClassVar[frozenset[str]] = frozenset({"bias", "quant"})
+    SCALARS: ClassVar[tuple[tuple[str, str], ...]] = (
+        ("right_transpose", "?"),
+        ("left_zp", "i"),
+        ("right_zp", "i"),
+        ("output_zp", "i"),
+        *_REQUANT,
+    )
+    left: Tensor
+    right: Tensor
+    bias: Tensor | None = None
+    quant: Tensor | None = None
+    output: Tensor
+    right_transpose: bool = False
+    left_zp: int = 0
+    right_zp: int = 0
+    output_zp: int = 0
+    multiplier: int = 1
+    rshift: int = 0
+    out_min: int = -128
+    out_max: int = 127
+    do_relu: bool = False
+    relu_limit: float = -1.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class Eltwise(TiuCommand):
+    """Binary element-wise op ``a (op) b`` with requantization (the tpu.Add/Sub/Mul/Max/Min
+    contract). ``b`` broadcasts over dims where it is 1. ``quant``: ``(1, C, 1, 3)`` int32
+    ``[a_multiplier, b_multiplier, rshift]`` per channel (absent: the scalar fields). ``mul``
+    requantizes the product ``(a - a_zp) * (b - b_zp)`` with ``a_multiplier`` and ``rshift``."""
+
+    OPCODE: ClassVar[int] = 0x04
+    KIND: ClassVar[str] = "elementwise"
+    TENSORS: ClassVar[tuple[str, ...]] = ("a", "b", "quant", "output")
+    OPTIONAL: ClassVar[frozenset[str]] = frozenset({"quant"})
+    SCALARS: ClassVar[tuple[tuple[str, str], ...]] = (
+        ("op", "B"),
+        ("a_zp", "i"),
+        ("b_zp", "i"),
+        ("output_zp", "i"),
+        ("a_multiplier", "i"),
+        ("b_multiplier", "i"),
+        ("rshift", "i"),
+        ("out_min", "i"),
+        ("out_max", "i"),
+        ("do_relu", "?"),
+        ("relu_limit", "d"),
+    )
+    ENUMS: ClassVar[dict[str, type[enum.IntEnum]]] = {"op": EltwiseOp}
+    a: Tensor
+    b: Tensor
+    quant: Tensor | None = None
+    output: Tensor
+    op: EltwiseOp = EltwiseOp.ADD
+    a_zp: int = 0
+    b_zp: int = 0
+    output_zp: int = 0
+    a_multiplier: int = 1
+    b_multiplier: int = 1
+    rshift: int = 0
+    out_min: int = -128
+    out_max: int = 127
+    do_relu: bool = False
+    relu_limit: float = -1.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class Requant(TiuCommand):
+    """``y = sat(output_zp + rdiv((x - input_zp) * multiplier, 2^(31 + rshift)))`` (tpu.Requant);
+    ``quant``: ``(1, C, 1, 2)`` int32 ``[multiplier, rshift]`` per channel."""
+
+    OPCODE: ClassVar[int] = 0x05
+    KIND: ClassVar[str] = "elementwise"
+    TENSORS: ClassVar[tuple[str, ...]] = ("input", "quant", "output")
+    OPTIONAL: ClassVar[frozenset[str]] = frozenset({"quant"})
+    SCALARS: ClassVar[tuple[tuple[str, str], ...]] = (
+        ("input_zp", "i"),
+        ("output_zp", "i"),
+        ("multiplier", "i"),
+        ("rshift", "i"),
+        ("out_min", "i"),
+        ("out_max", "i"),
+    )
+    input: Tensor
+    quant: Tensor | None = None
+    output: Tensor
+    input_zp: int = 0
+    output_zp: int = 0
+    multiplier: int = 1
+    rshift: int = 0
+    out_min: int = -128
+    out_max: int = 127
+
+
+@dataclass(frozen=True, kw_only=True)
+class Pool(TiuCommand):
+    """Max or average pooling over ``kh x kw`` windows with explicit pads (the tpu pool contract;
+    average uses ``multiplier``/``rshift``; ``ceil_extra_h``/``_w`` are the end rows/columns a
+    ceil-mode window adds, padded but never counted)."""
+
+    OPCODE: ClassVar[int] = 0x06
+    KIND: ClassVar[str] = "pool"
+    TENSORS: ClassVar[tuple[str, ...]] = ("input", "output")
+    SCALARS: ClassVar[tuple[tuple[str, str], ...]] = (
+        ("mode", "B"),
+        *_WINDOW,
+        ("count_include_pad", "?"),
+        ("ceil_extra_h", "H"),
+        ("ceil_extra_w", "H"),
+        ("input_zp", "i"),
+        ("output_zp", "i"),
+        *_REQUANT,
+    )
+    ENUMS: ClassVar[dict[str, type[enum.IntEnum]]] = {"mode": PoolMode}
+    input: Tensor
+    output: Tensor
+    mode: PoolMode = PoolMode.MAX
+    kh: int = 1
+    kw: int = 1
+    stride_h: int = 1
+    stride_w: int = 1
+    pad_top: int = 0
+    pad_bottom: int = 0
+    pad_left: int = 0
+    pad_right: int = 0
+    dilation_h: int = 1
+    dilation_w: int = 1
+    count_include_pad: bool = False
+    ceil_extra_h: int = 0
+    ceil_extra_w: int = 0
+    input_zp: int = 0
+    output_zp: int = 0
+    multiplier: int = 1
+    rshift: int = 0
+    out_min: int = -128
+    out_max: int = 127
+    do_relu: bool = False
+    relu_limit: float = -1.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class Lut(TiuCommand):
+    """Table look-up (tpu.Lut): ``y = table[x - base]`` for 8-bit ``x``, ``base`` -128 for int8 and
+    0 for uint8; ``table``: ``(1, 1, 1, 256)`` of the output dtype."""
+
+    OPCODE: ClassVar[int] = 0x07
+    KIND: ClassVar[str] = "lut"
+    TENSORS: ClassVar[tuple[str, ...]] = ("input", "table", "output")
+    input: Tensor
+    table: Tensor
+    output: Tensor
+
+
+@dataclass(frozen=True, kw_only=True)
+class Active(TiuCommand):
+    """A float activation in the output's float dtype (the ``tpu`` unary op in a float mode):
+    ``fn`` is the ``top`` unary op's short name (``Sigmoid``, ``GELU``, ``LeakyRelu``, ...) and
+    ``params`` its numeric properties in their declaration order (unused ones 0) — INT8
+    activations are ``Lut`` commands."""
+
+    OPCODE: ClassVar[int] = 0x0B
+    KIND: ClassVar[str] = "lut"
+    TENSORS: ClassVar[tuple[str, ...]] = ("input", "output")
+    SCALARS: ClassVar[tuple[tuple[str, str], ...]] = (("fn", "24s"), ("params", "4d"))
+    input: Tensor
+    output: Tensor
+    fn: str
+    params: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Cast(TiuCommand):
+    """Conversion between the input's and the output's dtype (tpu.Cast): quantize ``round(x /
+    scale) + zero_point`` saturated to ``[out_min, out_max]``, dequantize ``(x - zero_point) *
+    scale``, or float to float. ``quant`` (per-channel, for per-axis types): ``(1, C, 1, 3)`` int32
+    ``[scale bits 0..31, scale bits 32..63, zero_point]`` per channel — the f64 scale's IEEE bits
+    as two little-endian words (``quant[..., :2].view(float64)``); absent: the scalar fields."""
+
+    OPCODE: ClassVar[int] = 0x08
+    KIND: ClassVar[str] = "cast"
+    TENSORS: ClassVar[tuple[str, ...]] = ("input", "quant", "output")
+    OPTIONAL: ClassVar[frozenset[str]] = frozenset({"quant"})
+    SCALARS: ClassVar[tuple[tuple[str, str], ...]] = (
+        ("scale", "d"),
+        ("zero_point", "i"),
+        ("out_min", "i"),
+        ("out_max", "i"),
+        ("round_mode", "B"),
+    )
+    ENUMS: ClassVar[dict[str, type[enum.IntEnum]]] = {"round_mode": RoundMode}
+    input: Tensor
+    quant: Tensor | None = None
+    output: Tensor
+    scale: float = 1.0
+    zero_point: int = 0
+    out_min: int = -128
+    out_max: int = 127
+    round_mode: RoundMode = RoundMode.HALF_AWAY_FROM_ZERO
+
+
+@dataclass(frozen=True, kw_only=True)
+class Permute(TiuCommand):
+    """``output = transpose(input, order)`` over the four NCHW dims."""
+
+    OPCODE: ClassVar[int] = 0x09
+    KIND: ClassVar[str] = "permute"
+    TENSORS: ClassVar[tuple[str, ...]] = ("input", "output")
+    SCALARS: ClassVar[tuple[tuple[str, str], ...]] = (("order", "4B"),)
+    input: Tensor
+    output: Tensor
+    order: tuple[int, int, int, int] = (0, 1, 2, 3)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Reduce(TiuCommand):
+    """Reduction over the NCHW dims set in ``axes`` (bit ``i`` = dim ``i``), the output keeping
+    them as 1 (tpu.Reduce; integer modes requantize with ``multiplier``/``rshift``)."""
+
+    OPCODE: ClassVar[int] = 0x0A
+    KIND: ClassVar[str] = "reduce"
+    TENSORS: ClassVar[tuple[str, ...]] = ("input", "output")
+    SCALARS: ClassVar[tuple[tuple[str, str], ...]] = (
+        ("mode", "B"),
+        ("axes", "B"),
+        ("input_zp", "i"),
+        ("output_zp", "i"),
+        ("multiplier", "i"),
+        ("rshift", "i"),
+        ("out_min", "i"),
+        ("out_max", "i"),
+    )
+    ENUMS: ClassVar[dict[str, type[enum.IntEnum]]] = {"mode": ReduceMode}
+    input: Tensor
+    output: Tensor
+    mode: ReduceMode = ReduceMode.SUM
+    axes: int = 0
+    input_zp: int = 0
+    output_zp: int = 0
+    multiplier: int = 1
+    rshift: int = 0
+    out_min: int = -128
+    out_max: int = 127
+
+
+@dataclass(frozen=True, kw_only=True)
+class Move(GdmaCommand):
+    """Copy ``src`` to ``dst`` element by element (same shape and dtype; either side in DDR or
+    LMEM, each with its own strides and start lane): DDR→LMEM loads, LMEM→DDR stores, LMEM→LMEM
+    moves between lanes, DDR→DDR copies."""
+
+    OPCODE: ClassVar[int] = 0x80
+    TENSORS: ClassVar[tuple[str, ...]] = ("src", "dst")
+    src: Tensor
+    dst: Tensor
+
+    def __post_init__(self) -> None:
+        if self.src.shape != self.dst.shape or self.src.dtype != self.dst.dtype:
+            raise LaminaError(
+                f"GDMA move: src {self.src.shape} {self.src.dtype} and dst {self.dst.shape} "
+                f"{self.dst.dtype} must have one shape and dtype"
+            )
+
+
+#: Every command class by opcode.
+COMMANDS: dict[int, type[Command]] = {
+    c.OPCODE: c
+    for c in (Conv, Depthwise, MatMul, Eltwise, Requant, Pool, Lut, Cast, Permute, Reduce, Active, Move)
+}
+
+
+# -- encoding ------------------------------------------------------------------------------------------
+
+
+def _pack_tensor(t: Tensor | None) -> bytes:
+    if t is None:
+        return bytes(_TENSOR.size)
+    return _TENSOR.pack(t.addr, *t.shape, *t.strides, _CODE_OF[t.dtype], int(t.space), t.lane)
+
+
+def _encode_one(cmd: Command) -> bytes:
+    cls = type(cmd)
+    parts = [_HEAD.pack(cls.OPCODE, cls.record_size(), cmd.id, cmd.wait, cmd.group, 0)]
+    for name in cls.TENSORS:
+        t = getattr(cmd, name)
+        if t is None and name not in cls.OPTIONAL:
+            raise LaminaError(f"{cls.__name__}: operand {name!r} is required")
+        parts.append(_pack_tensor(t))
+    values: list[object] = []
+    for name, code in cls.SCALARS:
+        v = getattr(cmd, name)
+        if code.endswith("s"):
+            v = _name_bytes(v, int(code[:-1]), name)
+        values.extend(v if _is_array(code) else [v])
+    parts.append(cls.scalar_struct().pack(*values))
+    raw = b"".join(parts)
+    return raw + bytes(cls.record_size() - len(raw))
+
+
+def encode(cmds: Iterable[Command]) -> bytes:
+    """A command buffer holding ``cmds`` in order (header + one fixed-size record per command)."""
+    records = []
+    for i, cmd in enumerate(cmds):
+        try:
+            records.append(_encode_one(cmd))
+        except struct.error as e:
+            raise LaminaError(f"command {i} ({type(cmd).__name__}): a field is out of range: {e}") from None
+    payload = b"".join(records)
+    return (
+        _HEADER.pack(MAGIC, FORMAT_VERSION, 0, len(records), len(payload), zlib.crc32(payload), 0) + payload
+    )
+
+
+def decode(buf: bytes | bytearray | memoryview, source: str = "command buffer") -> list[Command]:
+    """The commands of a buffer written by :func:`encode`.
+
+    Raises one :class:`LaminaError` (prefixed by ``source``) on a short or corrupt buffer: bad
+    magic, unsupported version, truncated payload, CRC mismatch, unknown opcode, wrong record size,
+    an invalid dtype, space, enum or shape.
+    """
+    mv = memoryview(buf).cast("B")
+    if len(mv) < _HEADER.size:
+        raise LaminaError(f"{source}: truncated: {len(mv)} bytes, the header alone is {_HEADER.size}")
+    magic, version, reserved, count, size, crc, reserved2 = _HEADER.unpack_from(mv, 0)
+    if magic != MAGIC:
+        raise LaminaError(f"{source}: bad magic {bytes(magic)!r} (expected {MAGIC!r})")
+    if version != FORMAT_VERSION:
+        raise LaminaError(
+            f"{source}: format version {version} is not supported (this Lamina reads {FORMAT_VERSION})"
+        )
+    if reserved or reserved2:
+        raise LaminaError(f"{source}: reserved header fields are not zero")
+    if len(mv) != _HEADER.size + size:
+        raise LaminaError(
+            f"{source}: the header announces {size} payload bytes, the buffer holds {len(mv) - _HEADER.size}"
+            + (" (truncated)" if len(mv) < _HEADER.size + size else "")
+        )
+    payload = mv[_HEADER.size :]
+    if zlib.crc32(payload) != crc:
+        raise LaminaError(f"{source}: CRC-32 mismatch: the payload is corrupt")
+    cmds: list[Command] = []
+    off = 0
+    for i in range(count):
+        where = f"{source}: record {i} at byte {_HEADER.size + off}"
+        if off + _HEAD.size > size:
+            raise LaminaError(f"{where}: truncated (header announces {count} records)")
+        opcode, rsize, cid, wait, group, reserved = _HEAD.unpack_from(payload, off)
+        cls = COMMANDS.get(opcode)
+        if cls is None:
+            raise LaminaError(f"{where}: unknown opcode 0x{opcode:02x}")
+        if reserved:
+            raise LaminaError(f"{where}: reserved head field is {reserved}, not 0")
+        if rsize != cls.record_size() or off + rsize > size:
+            raise LaminaError(
+                f"{where}: {cls.__name__} record of {rsize} bytes, expected {cls.record_size()}"
+            )
+        cmds.append(_decode_one(cls, payload[off : off + rsize], cid, wait, group, where))
+        off += rsize
+    if off != size:
+        raise LaminaError(f"{source}: {size - off} bytes after the last of {count} records")
+    return cmds
+
+
+def _decode_one(cls: type[Command], rec: memoryview, cid: int, wait: int, group: int, where: str) -> Command:
+    kwargs: dict[str, object] = {"id": cid, "wait": wait, "group": group}
+    off = _HEAD.size
+    for name in cls.TENSORS:
+        addr, n, c, h, w, sn, sc, sh, sw, code, space, lane = _TENSOR.unpack_from(rec, off)
+        off += _TENSOR.size
+        if code == 0:
+            if name not in cls.OPTIONAL:
+                raise LaminaError(f"{where}: {cls.__name__} operand {name!r} is missing")
+            kwargs[name] = None
+            continue
+        if code not in DTYPE_CODES or space not in (0, 1):
+            raise LaminaError(f"{where}: operand {name!r}: invalid dtype code {code} or space {space}")
+        try:
+            kwargs[name] = Tensor(Space(space), addr, (n, c, h, w), (sn, sc, sh, sw), DTYPE_CODES[code], lane)
+        except LaminaError as e:
+            raise LaminaError(f"{where}: operand {name!r}: {e}") from None
+    values = iter(cls.scalar_struct().unpack_from(rec, off))
+    for name, code in cls.SCALARS:
+        v: Any = tuple(next(values) for _ in range(int(code[:-1]))) if _is_array(code) else next(values)
+        if code.endswith("s"):
+            text = v.rstrip(b"\0")
+            if not all(32 <= b < 127 for b in text):
+                raise LaminaError(f"{where}: field {name!r}: not an ASCII name: {bytes(v)!r}")
+            v = text.decode("ascii")
+        if name in cls.ENUMS:
+            try:
+                v = cls.ENUMS[name](v)
+            except ValueError:
+                raise LaminaError(f"{where}: field {name!r}: invalid value {v}") from None
+        kwargs[name] = v
+    try:
+        return cls(**kwargs)  # type: ignore[arg-type]
+    except LaminaError as e:
+        raise LaminaError(f"{where}: {e}") from None
+
+
+def _is_array(code: str) -> bool:
+    """A struct code of several values (``4B``, ``4d``), not one (``B``) or a string (``24s``)."""
+    return code[0].isdigit() and not code.endswith("s")
+
+
+def _name_bytes(v: object, size: int, name: str) -> bytes:
+    """A name field's bytes: ASCII, at most ``size`` (zero padded by struct)."""
+    if not isinstance(v, str) or not v.isascii() or not v.isprintable() or len(v) > size:
+        raise LaminaError(
+            f"field {name!r}: expected a printable ASCII name of at most {size} characters, got {v!r}"
+        )
+    return v.encode("ascii")
+
+
+def record_layout(cls: type[Command]) -> list[tuple[int, str, str]]:
+    """``(offset, field, struct code)`` of each field of an opcode's record after the head (tensor
+    operands as ``T`` — the 44-byte :class:`Tensor` descriptor): the tables of ``docs/npu-isa.md``."""
+    rows = []
+    off = _HEAD.size
+    for name in cls.TENSORS:
+        rows.append((off, name, "T"))
+        off += _TENSOR.size
+    for name, code in cls.SCALARS:
+        rows.append((off, name, code))
+        off += struct.calcsize("<" + code)
+    return rows
+
+
+def fields_of(cmd: Command) -> dict[str, object]:
+    """A command's fields by name (``dataclasses.asdict`` without recursing into tensors)."""
+    return {f.name: getattr(cmd, f.name) for f in dataclasses.fields(cmd)}
