@@ -1,0 +1,1 @@
+"""Compilation targets: one package per machine Lamina compiles for."""

@@ -1,0 +1,1 @@
+"""The virtual NPU target."""
