@@ -66,6 +66,8 @@ avg_pool_f         x (float)                              kernel, stride, pad; c
                                                           ceil_extra i32[nd]; out_dtype
 reduce_mean_f,     x (float)                              axes; keepdims; out_dtype
 reduce_sum_f
+active_f           x (float)                              fn (a ``top`` unary op: Relu, SiLU, GELU,
+                                                          ...); params (its properties); out_dtype
 =================  =====================================  ==============================================
 
 :func:`work` gives each command's work count for the cycle model (MACs for conv/depthwise/matmul,
@@ -83,6 +85,7 @@ import numpy as np
 
 from lamina.dialects.quant import UniformQuantizedPerAxisType, UniformQuantizedType
 from lamina.dialects.top.base import const_value, elem_of
+from lamina.dialects.top.elementwise import UNARY_OPS
 from lamina.dialects.tpu.families.common import acc_int32, is_quant
 from lamina.dialects.tpu.quantize import (
     dequantize,
@@ -100,6 +103,7 @@ from lamina.execution.kernels.conv import conv_kernel
 from lamina.execution.kernels.geometry import pool_output_size, window_geometry
 from lamina.execution.kernels.integer import conv_accumulate, matmul_accumulate, window_sums
 from lamina.execution.kernels.pool import max_pool_kernel
+from lamina.ir.attributes import element_type_to_dtype
 from lamina.ir.core import Operation
 from lamina.ir.types import FloatType, IntegerType, NoneType, Type, f32
 from lamina.support.errors import LaminaError
@@ -599,6 +603,33 @@ def reduce_sum_f(x: Array, *, axes: Ints, keepdims: bool, out_dtype: str) -> Arr
     return _finish(np.asarray(np.sum(_widen(x), axis=tuple(axes), keepdims=bool(keepdims))), out_dtype)
 
 
+#: the activations :func:`active_f` computes: the ``top`` unary ops, by short name
+ACTIVATIONS: dict[str, Any] = {c.name.split(".", 1)[1]: c for c in UNARY_OPS}
+
+
+class _Attrs:
+    """An activation's properties as its ``top`` reference reads them (``op.attr(name)``), from a
+    command's ``params``."""
+
+    def __init__(self, params: dict[str, Any]) -> None:
+        self._params = params
+
+    def attr(self, name: str) -> Any:
+        return self._params[name]
+
+
+def active_f(x: Array, *, fn: str, params: dict[str, Any], out_dtype: str) -> Array:
+    """A float activation (``fn``: a ``top`` unary op's short name, ``params`` its properties:
+    LeakyRelu's alpha, GELU's approximation, ...) computed by the ``top`` reference in float32 and
+    rounded once — the ``tpu`` unary op in a float mode."""
+    cls = ACTIVATIONS.get(fn)
+    if cls is None:
+        raise ValueError(f"unknown activation '{fn}'")
+    with np.errstate(all="ignore"):
+        y = cls.fn(_Attrs(params), _widen(x))
+    return _finish(np.asarray(y), out_dtype)
+
+
 #: every TIU command's function, by command name
 FUNCTIONS: dict[str, Callable[..., Array]] = {
     f.__name__: f
@@ -628,6 +659,7 @@ FUNCTIONS: dict[str, Callable[..., Array]] = {
         avg_pool_f,
         reduce_mean_f,
         reduce_sum_f,
+        active_f,
     )
 }
 
@@ -747,6 +779,7 @@ COMMANDS: dict[str, tuple[Field, ...]] = {
     ),
     "reduce_mean_f": (*_AXES, _OUT),
     "reduce_sum_f": (*_AXES, _OUT),
+    "active_f": (Field("fn", "enum", "scalar"), Field("params", "f64", "per_attr"), _OUT),
 }
 
 
@@ -821,14 +854,19 @@ def _zp(t: Type) -> int:
 
 
 def _tname(t: Type) -> str:
+    """The TIU dtype name of a tensor type's elements (storage type of a quantized one), or the
+    element type's own spelling when the TIU has no such dtype."""
     e = elem_of(t)
-    if is_quant(t):
-        return _dtype_name(storage_dtype(e))  # type: ignore[arg-type]
-    if isinstance(e, FloatType):
-        return {"f32": "f32", "f16": "f16", "bf16": "bf16"}.get(str(e), str(e))
-    if isinstance(e, IntegerType):
-        return ("u" if not e.signed else "i") + str(e.width)  # type: ignore[attr-defined]
-    return str(e)
+    try:
+        if is_quant(t):
+            dt = storage_dtype(e)  # type: ignore[arg-type]
+        elif isinstance(e, IntegerType) and e.width not in (8, 16, 32):
+            return str(e)
+        else:
+            dt = element_type_to_dtype(e)
+    except ValueError:
+        return str(e)
+    return next((k for k, v in DTYPES.items() if v == dt), str(e))
 
 
 def _out(op: Operation) -> dict[str, Any]:
@@ -847,7 +885,7 @@ def _ints(v: Any) -> list[int]:
 
 
 def _unsupported(op: Operation, why: str) -> LaminaError:
-    return LaminaError(f"'{op.name}' at {op.location}: {why}; it has no TIU command (run it on the CPU)")
+    return LaminaError(f"'{op.name}' at {op.location} has no TIU command ({why}): it runs on the host CPU")
 
 
 def _conv_cmd(op: Any) -> tuple[str, dict[str, Any]]:
@@ -1068,12 +1106,28 @@ _FROM_OP: dict[str, Callable[[Any], tuple[str, dict[str, Any]]]] = {
 }
 
 
+def _active_cmd(op: Any) -> tuple[str, dict[str, Any]]:
+    if is_quant(op.input.type):
+        raise _unsupported(op, "a quantized activation is a tpu.Lut")
+    short = op.name.split(".", 1)[1]
+    props = ACTIVATIONS[short].op_def.props
+    return "active_f", {"fn": short, "params": {p.name: op.attr(p.name) for p in props}, **_out(op)}
+
+
+for _name in ACTIVATIONS:
+    _FROM_OP["tpu." + _name] = _active_cmd
+
+
 def command_for(op: Operation) -> tuple[str, dict[str, Any]]:
     """The TIU command (name, record fields) that computes ``op``, a ``tpu`` op; a ``LaminaError``
     naming the op when it has none (such ops run on the host CPU)."""
     fn = _FROM_OP.get(op.name)
     if fn is None:
-        raise _unsupported(op, "no TIU command for this op")
+        raise _unsupported(op, "the TIU has no form of this op")
+    data = op.operands[:1] if op.name == "tpu.Reduce" else op.operands  # Reduce's axes are a field
+    for v in (*data, *op.results):
+        if not isinstance(v.type, NoneType) and _tname(v.type) not in DTYPES:
+            raise _unsupported(op, f"its element type {elem_of(v.type)} is not a TIU dtype")
     return fn(op)
 
 
