@@ -39,7 +39,8 @@ sub                a, b                                   as add (n = 2), ``a - 
 mul                a, b                                   a_zp, b_zp i32; multiplier i32; rshift i8;
                                                           out_zp, out_min, out_max; out_dtype
 max_pool           x (any dtype)                          kernel, stride, dilation i32[nd];
-                                                          pad i32[2nd]
+                                                          pad i32[2nd] (ceil mode's extra rows
+                                                          added to the ends)
 avg_pool           x i8/u8                                x_zp; kernel, stride i32[nd];
                                                           pad i32[2nd]; multiplier i32; rshift i8;
                                                           out_zp, out_min, out_max; out_dtype
