@@ -869,3 +869,45 @@ def test_lowered_models_run_bit_exact_through_tiu_commands(
     # the CNNs run wholly on the TIU but for Flatten (a reshape: no data moves in NCHW order)
     if name in ("resnet18", "mobilenetv2"):
         assert without <= {"tpu.Flatten"}, without
+
+
+def test_ops_outside_the_commands_forms_are_named() -> None:
+    """Forms the TIU lacks give one LaminaError naming the op (the op then runs on the host)."""
+    x8 = _t((1, 2, 6, 6), _q8(True, 0.1))
+    with_idx = _op("tpu.MaxPool", [x8], _t((1, 2, 3, 3), _q8(True, 0.1)), _pool_attrs(
+        {"k": (2, 2), "s": (2, 2), "d": (1, 1), "pads": [0] * 4, "ceil": False}))  # fmt: skip
+    assert tiu.command_for(_op_with_none_indices(with_idx))[0] == "max_pool"
+    dil = _op("tpu.AvgPool", [_t((1, 2, 6, 6), "f32")], _t((1, 2, 4, 4), "f32"),
+              "kernel_shape = array<i64: 2, 2>, dilations = array<i64: 2, 2>")  # fmt: skip
+    with pytest.raises(LaminaError, match=r"tpu\.AvgPool.*dilations.*host CPU"):
+        tiu.command_for(dil)
+    ax = ("const", "dense<[1]>", "tensor<1xi64>")
+    prod = _op("tpu.Reduce", [_t((2, 3), "f32"), ax], _t((2, 1), "f32"), 'mode = "ReduceProd"')
+    with pytest.raises(LaminaError, match="ReduceProd in a float mode"):
+        tiu.command_for(prod)
+    f64 = _op("tpu.Add", [_t((2, 3), "f64"), _t((2, 3), "f64")], _t((2, 3), "f64"))
+    with pytest.raises(LaminaError, match="f64 is not a TIU dtype"):
+        tiu.command_for(f64)
+    with pytest.raises(ValueError, match="unknown activation"):
+        tiu.active_f(np.zeros(2, np.float32), fn="Nope", params={}, out_dtype="f32")
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.integers(2, 8), st.data())
+def test_per_channel_commands_on_channel_slices_equal_the_whole(c: int, data: Any) -> None:
+    """Requant and per-channel add on a channel range, with that range of their parameters."""
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**31)))
+    x, y = _storage(rng, (2, c, 3), True), _storage(rng, (2, c, 3), True)
+    mu, r = _mults(rng, c, 0.05, 4.0)
+    q: dict[str, Any] = {"x_zp": 0, "multiplier": mu, "rshift": r, "channel_axis": 1, "out_zp": 1, "out_min": -128,
+         "out_max": 127, "out_dtype": "i8"}  # fmt: skip
+    whole = tiu.requant(x, **q)
+    cut = data.draw(st.integers(1, c - 1))
+    part = tiu.requant(x[:, cut:], **{**q, "multiplier": mu[cut:], "rshift": r[cut:]})
+    np.testing.assert_array_equal(part, whole[:, cut:])
+    ms = np.array([mu, mu[::-1]])
+    a: dict[str, Any] = {"x_zps": [0, 0], "multipliers": ms, "rshift": r, "channel_axis": 1, "out_zp": 0, "out_min": -128,
+         "out_max": 127, "out_dtype": "i8"}  # fmt: skip
+    whole = tiu.add([x, y], **a)
+    part = tiu.add([x[:, :cut], y[:, :cut]], **{**a, "multipliers": ms[:, :cut], "rshift": r[:cut]})
+    np.testing.assert_array_equal(part, whole[:, :cut])
