@@ -87,7 +87,7 @@ import numpy as np
 from lamina.dialects.quant import UniformQuantizedPerAxisType, UniformQuantizedType
 from lamina.dialects.top.base import const_value, elem_of
 from lamina.dialects.top.elementwise import UNARY_OPS
-from lamina.dialects.tpu.families.common import acc_int32, is_quant
+from lamina.dialects.tpu.families.common import acc_int32, along, is_quant
 from lamina.dialects.tpu.quantize import (
     dequantize,
     lut_index,
@@ -158,11 +158,7 @@ def _finish(y: Array, out_dtype: str) -> Array:
 def _per(v: Any, ndim: int, axis: int) -> Any:
     """A per-channel 1-d array shaped to broadcast along ``axis``; a scalar unchanged."""
     a = np.asarray(v, dtype=np.int64)
-    if a.ndim == 0 or a.size == 1:
-        return a.reshape(())
-    shape = [1] * ndim
-    shape[axis] = -1
-    return a.reshape(shape)
+    return a.reshape(()) if a.size == 1 else along(a, ndim, axis)
 
 
 # ---- integer commands ---------------------------------------------------------------------------
@@ -175,6 +171,8 @@ _CONV_PLANS: dict[Any, dict[Any, Any]] = {}
 def _requant_out(
     acc: Array, multiplier: Any, rshift: Any, axis: int | None, out_zp: int, out_min: int, out_max: int
 ) -> Array:
+    """``acc`` requantized by one ``(multiplier, rshift)`` pair, or one pair per channel along
+    ``axis``, and clamped to ``[out_min, out_max]``."""
     m = np.asarray(multiplier, np.int64).reshape(-1)
     s = np.asarray(rshift, np.int64).reshape(-1)
     if m.size == 1 and s.size == 1:
