@@ -370,7 +370,9 @@ def mul(
 
 def max_pool(x: Array, *, kernel: Ints, stride: Ints, dilation: Ints, pad: Ints) -> Array:
     """The window maximum (padding never wins: the dtype's lowest value, -inf for floats) of any
-    dtype — ``tpu.MaxPool`` on storage integers or floats (a maximum needs no rounding)."""
+    dtype — ``tpu.MaxPool`` on storage integers or floats (a maximum needs no rounding). A window
+    wholly in padding (possible with dilations) gives the lowest value, where the reference's -inf
+    has no integer value."""
     run = max_pool_kernel(list(kernel), list(stride), list(dilation), list(pad), "NOTSET", False)
     xa = np.asarray(x)
     if xa.dtype.kind in "iuf":
