@@ -568,6 +568,8 @@ def test_reduce_float_is_bit_exact(mode: str, ft: str) -> None:
     _check(op, [_fl(rng, xs, ft), np.array([1, 3], np.int64)])
 
 
+# Random normal inputs leave the domain of sqrt/log/acos…: NaN there is the contract, not a problem.
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
 @pytest.mark.parametrize("ft", ["f32", "f16", "bf16"])
 def test_float_activations_round_once(ft: str) -> None:
     """Every ``top`` unary op in a float mode (default properties) as an ``active_f`` command."""
