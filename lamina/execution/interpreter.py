@@ -41,6 +41,7 @@ import numpy as np
 
 from lamina.execution.memory import size_error
 from lamina.ir.attributes import ArrayAttr, DictionaryAttr, StringAttr, SymbolRefAttr
+from lamina.ir.constants import holds_constant
 from lamina.ir.core import Block, Operation, Region, Value
 from lamina.ir.diagnostics import diagnostic_location
 from lamina.ir.location import FileLineColLoc, NameLoc
@@ -52,7 +53,6 @@ from lamina.ir.traits import (
     CallOpInterface,
     ConstantLike,
     ExecutableOpInterface,
-    NotALayer,
     ReturnLike,
     SymbolOpInterface,
 )
@@ -119,7 +119,7 @@ def _body(func: Operation) -> Region:
 def _is_materialized(op: Operation) -> bool:
     """Whether ``op``'s results are computed once, at plan time: a constant (``ConstantLike``) or
     operand-free model plumbing (``NotALayer``: the absent operand)."""
-    return not op.operands and not op.regions and (op.has_trait(ConstantLike) or op.has_trait(NotALayer))
+    return not op.regions and (holds_constant(op) or (not op.operands and op.has_trait(ConstantLike)))
 
 
 def _attr_names(func: Operation, key: str, n: int, prefix: str, values: Sequence[Value] = ()) -> list[str]:

@@ -125,12 +125,12 @@ def weight_names(module: Any) -> set[str]:
     """Location names of the weights and of the absent operand (``top.Weight``, ``tpu.Weight``,
     ``top.None``): left out of tensor dumps. They are the model's plumbing (:class:`NotALayer`) that
     reads nothing; a ``top.Input``, which reads its argument, is dumped under the input's name."""
+    from lamina.ir.constants import holds_constant
     from lamina.ir.naming import result_names
-    from lamina.ir.traits import NotALayer
 
     out: set[str] = set()
     for op in module.walk_ops():
-        if op.has_trait(NotALayer) and not op.operands:
+        if holds_constant(op):
             out.update(result_names(op))
     return out
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from lamina.ir.attributes import TypeAttr
+from lamina.ir.constants import holds_constant
 from lamina.ir.core import Operation, Value
 from lamina.ir.location import Location
 from lamina.ir.traits import NotALayer
@@ -95,7 +96,7 @@ def _droppable(op: Operation) -> bool:
     quantization plumbing (``tpu.Cast``, ``tpu.Requant``): erased by :func:`finalize` when unused."""
     if not op.results:
         return False
-    return op.has_trait(QuantCast) or (op.has_trait(NotALayer) and not op.operands)
+    return op.has_trait(QuantCast) or holds_constant(op)
 
 
 def finalize(module: Operation) -> None:
