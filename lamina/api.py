@@ -720,6 +720,17 @@ class DeployedModel(Model):
     def outputs(self) -> dict[str, np.ndarray] | None:
         return self.result.outputs
 
+    @property
+    def compiled(self) -> Any:
+        """The compiled model (a :class:`lamina.runtime.CompiledModel`) for a processor with a
+        target, else None."""
+        return self.result.compiled
+
+    @property
+    def placement(self) -> dict[str, str]:
+        """Where each layer runs on the compiled target (layer name → ``npu``/``cpu``...)."""
+        return dict(self.result.placement)
+
 
 def deploy(
     model: Model | PathLike,
@@ -736,6 +747,8 @@ def deploy(
     compare_all: bool = False,
     output: PathLike | None = None,
     verbose: bool = False,
+    chip_config: PathLike | None = None,
+    disable_layer_group: bool = False,
 ) -> DeployedModel:
     """``model_deploy`` as a function (same names as the flags): lower a ``top`` model (a :class:`Model`,
     left untouched, or a ``.mlir`` path) to the quantized ``tpu`` IR in ``quantize`` mode (F32, F16,
@@ -743,7 +756,10 @@ def deploy(
     one); ``quantize_table``: a path or a mapping ``op name -> mode``; ``test_input`` /
     ``test_reference``: paths or arrays by name, to run the result and compare it under ``tolerance``
     (the mode's default as ``model_deploy``'s). ``output`` (``model_deploy --model``) writes
-    ``<prefix>_tpu.mlir``, its weights and, with ``test_input``, ``<prefix>_tpu_outputs.npz``.
+    ``<prefix>_tpu.mlir``, its weights and, with ``test_input``, ``<prefix>_tpu_outputs.npz``; for a
+    processor with a compiled target (``lnpu``, ``lnpu-edge``; ``chip_config``: a chip JSON file) also
+    the compiled ``.lamina`` file (``output`` itself when it ends in ``.lamina`` or ``.bmodel``),
+    checked against the interpreter on ``test_input``. ``disable_layer_group``: NPU — every op alone.
     Returns a :class:`DeployedModel`; prints the step commands when ``verbose``."""
     from lamina.dialects.tpu.tables import CalibrationTable
     from lamina.flows.deploy import DeployOptions
@@ -773,6 +789,8 @@ def deploy(
         tolerance=None if tolerance is None else _tolerance(tolerance),
         compare_all=_bool(compare_all, "compare_all"),
         excepts=_names(excepts, "excepts"),
+        chip_config=_opt_path(chip_config, "chip_config"),
+        disable_layer_group=_bool(disable_layer_group, "disable_layer_group"),
     )
     verbose = _bool(verbose, "verbose")
     res = run_deploy(o, log=print if verbose else None, module=module, ctx=ctx)

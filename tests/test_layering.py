@@ -58,6 +58,7 @@ FLOORS: dict[str, float] = {
     "lamina.flows": 7,
     "lamina.tools": 7.5,
     "lamina.api": 7.5,
+    "lamina.runtime": 7.5,
 }
 
 

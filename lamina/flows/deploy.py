@@ -10,13 +10,20 @@ Steps (each logged as its equivalent command):
 
 1. parse ``mlir`` (a ``top`` module, as ``model_transform`` writes it), unless given the module;
 2. lower it (:func:`lamina.quant.deploy.deploy_module`: ``import-calibration-table``,
-   ``convert-top-to-tpu``, ``tpu-canonicalize``) and, with ``model``, write ``<prefix>_tpu.mlir``
-   (weights in ``<prefix>_tpu_weights.npz``), ``<prefix>`` being ``model`` without its extension
-   (``.bmodel``, ``.cvimodel``, ``.mlir``, ``.lmodel``);
-3. with ``test_input``: run the ``tpu`` module on Lamina's bit-exact ``tpu`` interpreter (outputs, or
+   ``convert-top-to-tpu`` for the processor's capabilities, ``tpu-canonicalize``) and, with
+   ``model``, write ``<prefix>_tpu.mlir`` (weights in ``<prefix>_tpu_weights.npz``), ``<prefix>``
+   being ``model`` without its extension (``.lamina``, ``.bmodel``, ``.cvimodel``, ``.mlir``,
+   ``.lmodel``);
+3. compile it for the processor's target when one is built (:mod:`lamina.targets.base`: the NPU
+   chips ``lnpu``, ``lnpu-edge`` or a ``chip_config`` file; the CPU) and, with ``model``, write the
+   compiled ``.lamina`` file: ``model`` itself when its extension is a model file's (``.lamina``,
+   ``.bmodel``, ``.cvimodel``, ``.lmodel``), else ``<prefix>.lamina``;
+4. with ``test_input``: run the ``tpu`` module on Lamina's bit-exact ``tpu`` interpreter (outputs, or
    every tensor with ``compare_all``, dequantized to float32, keyed by tensor name), written to
-   ``<prefix>_tpu_outputs.npz`` with ``model``;
-4. with ``test_reference``: compare under ``tolerance`` (defaults as TPU-MLIR's:
+   ``<prefix>_tpu_outputs.npz`` with ``model``; run the compiled model (read back from its file) and
+   check it against the interpreter — bit for bit in INT8, within cosine :data:`FLOAT_TARGET_COSINE`
+   in a float mode — writing ``<prefix>_model_outputs.npz``;
+5. with ``test_reference``: compare under ``tolerance`` (defaults as TPU-MLIR's:
    :data:`DEFAULT_TOLERANCE`); outside it, :attr:`DeployResult.diverging` names the first diverging
    layers in network order.
 
@@ -38,11 +45,12 @@ from lamina.compare import CompareReport, compare_sets
 from lamina.frontends.model_io import check_inputs, load_npz, module_signature, save_npz
 from lamina.ir.traits import ConstantLike, NotALayer
 from lamina.quant.deploy import MODES, deploy_module, run_tpu_module
-from lamina.support.errors import ToolError, UsageError
+from lamina.support.errors import LaminaError, ToolError, UsageError
 from lamina.support.paths import check_outputs
 
 __all__ = [
     "DEFAULT_TOLERANCE",
+    "FLOAT_TARGET_COSINE",
     "MODES",
     "PROCESSORS",
     "QTABLE_LOWERABLE",
@@ -58,8 +66,11 @@ __all__ = [
 
 #: Modes a qtable may give an op (TPU-MLIR also has INT4/F8/UINT8 entries; they are not lowered yet).
 QTABLE_LOWERABLE = ("F32", "F16", "BF16", "INT8")
-#: ``--processor`` values: the CPU backend and a placeholder NPU (the backends come in later issues).
-PROCESSORS = ("cpu", "lnpu")
+#: ``--processor`` values without a compiled target: ``cpu`` runs the ``tpu`` interpreter until the CPU
+#: target is built; the built targets add theirs (:func:`processor_names`).
+PROCESSORS = ("cpu",)
+#: The least cosine between a compiled float model's outputs and the ``tpu`` interpreter's.
+FLOAT_TARGET_COSINE = 0.99999
 #: TPU-MLIR's default ``--tolerance`` per mode (cosine, euclidean).
 DEFAULT_TOLERANCE: dict[str, tuple[float, float]] = {
     "INT8": (0.90, 0.80),
@@ -67,7 +78,9 @@ DEFAULT_TOLERANCE: dict[str, tuple[float, float]] = {
     "BF16": (0.99, 0.90),
     "F32": (0.99, 0.99),
 }
-MODEL_EXTENSIONS = (".bmodel", ".cvimodel", ".mlir", ".lmodel")
+MODEL_EXTENSIONS = (".lamina", ".bmodel", ".cvimodel", ".mlir", ".lmodel")
+#: ``--model`` extensions naming the compiled file itself
+COMPILED_EXTENSIONS = (".lamina", ".bmodel", ".cvimodel", ".lmodel")
 #: How many diverging layers a failed comparison names.
 FIRST_DIVERGING = 5
 
@@ -101,6 +114,8 @@ class DeployOptions:
     compare_all: bool = False
     excepts: list[str] = field(default_factory=list)
     debug: bool = False
+    chip_config: str | None = None
+    disable_layer_group: bool = False
 
     @property
     def prefix(self) -> str | None:
@@ -108,6 +123,15 @@ class DeployOptions:
             return None
         stem, ext = os.path.splitext(self.model)
         return stem if ext.lower() in MODEL_EXTENSIONS else self.model
+
+    @property
+    def compiled_path(self) -> str | None:
+        """Where the compiled model goes (None without ``model``)."""
+        if self.model is None:
+            return None
+        if os.path.splitext(self.model)[1].lower() in COMPILED_EXTENSIONS:
+            return self.model
+        return f"{self.prefix}.lamina"
 
     @property
     def effective_tolerance(self) -> tuple[float, float]:
@@ -125,10 +149,19 @@ class DeployResult:
     outputs: dict[str, np.ndarray] | None = None
     report: CompareReport | None = None
     diverging: list[str] = field(default_factory=list)
+    #: the compiled model (when the processor has a target), its file, where each layer runs, the
+    #: lines about it, its outputs on ``test_input`` and their check against the interpreter
+    compiled: Any = None
+    model_file: str | None = None
+    placement: dict[str, str] = field(default_factory=dict)
+    compile_report: list[str] = field(default_factory=list)
+    model_outputs: dict[str, np.ndarray] | None = None
+    model_outputs_npz: str | None = None
+    target_check: list[str] = field(default_factory=list)
 
     @property
     def passed(self) -> bool:
-        return self.report is None or self.report.passed
+        return (self.report is None or self.report.passed) and not self.target_check
 
 
 # ---- validation ---------------------------------------------------------------------------------------
@@ -191,23 +224,54 @@ def check_qtable_entries(qtable: Mapping[str, str], module: Any | None, name: st
     return upper
 
 
+def processor_names() -> tuple[str, ...]:
+    """Every ``--processor`` value: ``cpu`` and the names the built targets compile for."""
+    from lamina.targets.base import processors
+
+    return tuple(dict.fromkeys((*PROCESSORS, *processors())))
+
+
+def target_of(o: DeployOptions) -> Any:
+    """The compiled target of the options' processor (None: ``cpu`` without a CPU target, which
+    runs the ``tpu`` interpreter); a bad ``chip_config`` is a ToolError naming the file."""
+    from lamina.targets.base import get_target
+
+    extra: dict[str, Any] = {}
+    if o.chip_config:
+        extra["chip_config"] = o.chip_config
+    try:
+        return get_target(o.processor, **extra)
+    except LaminaError as e:
+        raise ToolError(str(e)) from None
+
+
 def validate(o: DeployOptions) -> None:
     """Reject invalid flags and combinations (module-independent checks) with a UsageError."""
     o.quantize = o.quantize.upper()
     if o.quantize not in MODES:
         raise UsageError(f"--quantize must be one of {', '.join(MODES)}, got '{o.quantize}'")
-    if o.processor.lower() not in PROCESSORS:
-        raise UsageError(
-            f"--processor '{o.processor}' is not supported: Lamina targets {', '.join(PROCESSORS)} "
-            "(cpu: the CPU backend; lnpu: the placeholder NPU)"
-        )
+    names = processor_names()
+    if o.processor.lower() not in names:
+        raise UsageError(f"--processor '{o.processor}' is not supported: Lamina targets {', '.join(names)}")
     o.processor = o.processor.lower()
+    kinds = _processor_kinds()
+    if o.chip_config is not None and kinds.get(o.processor) != "npu":
+        raise UsageError(f"--chip_config describes an NPU chip; --processor {o.processor} is not an NPU")
+    if o.chip_config is not None and not os.path.isfile(o.chip_config):
+        raise UsageError(
+            f"--chip_config '{o.chip_config}' does not exist"
+            if not os.path.exists(o.chip_config)
+            else f"--chip_config '{o.chip_config}' is not a file"
+        )
+    if o.disable_layer_group and kinds.get(o.processor) != "npu":
+        raise UsageError(f"--disable_layer_group applies to an NPU processor, not {o.processor}")
     if o.asymmetric and o.quantize != "INT8":
         raise UsageError(f"--asymmetric applies to --quantize INT8 only, not {o.quantize}")
     if o.quantize == "INT8" and not _given(o.calibration_table):
         raise UsageError("--quantize INT8 needs --calibration_table (run run_calibration first)")
     inputs = [
         ("--mlir", o.mlir),
+        ("--chip_config", o.chip_config),
         ("--calibration_table", _path(o.calibration_table)),
         ("--quantize_table", _path(o.quantize_table)),
         ("--test_input", _path(o.test_input)),
@@ -239,15 +303,27 @@ def validate(o: DeployOptions) -> None:
     d = os.path.dirname(os.path.abspath(prefix))
     if not os.path.isdir(d):
         raise UsageError(f"--model '{o.model}': directory '{d}' does not exist")
+    compiled = o.compiled_path if o.processor in _processor_kinds() else None
     check_outputs(
         inputs,
         [
-            ("--model", o.model),
+            ("--model", o.model if compiled != o.model else None),
             ("the tpu .mlir", prefix + "_tpu.mlir"),
             ("the tpu weight file", prefix + "_tpu_weights.npz"),
             ("the tpu outputs", prefix + "_tpu_outputs.npz" if _given(o.test_input) else None),
+            ("the compiled model", compiled),
+            (
+                "the compiled model's outputs",
+                prefix + "_model_outputs.npz" if compiled and _given(o.test_input) else None,
+            ),
         ],
     )
+
+
+def _processor_kinds() -> dict[str, str]:
+    from lamina.targets.base import processors
+
+    return processors()
 
 
 def validate_with_module(o: DeployOptions, module: Any) -> dict[str, str]:
@@ -307,6 +383,10 @@ def deploy_command(o: DeployOptions) -> str:
     if _given(o.quantize_table):
         cmd += f" --quantize_table {_shown(o.quantize_table, 'qtable')}"
     cmd += f" --processor {o.processor}"
+    if o.chip_config:
+        cmd += f" --chip_config {o.chip_config}"
+    if o.disable_layer_group:
+        cmd += " --disable_layer_group"
     if _given(o.test_input):
         cmd += f" --test_input {_shown(o.test_input, 'inputs')}"
     if _given(o.test_reference):
@@ -362,6 +442,11 @@ def deploy(
     if _given(o.test_reference):
         t = o.test_reference
         ref = load_npz(t, "--test_reference") if isinstance(t, str) else dict(t)
+    target = target_of(o)
+    if target is not None and o.quantize not in target.modes:
+        raise UsageError(
+            f"--processor {o.processor} does not run {o.quantize} models (it runs {', '.join(target.modes)})"
+        )
     tpu = deploy_module(
         module,
         o.quantize,
@@ -371,6 +456,7 @@ def deploy(
         ctx=ctx,
         clone=given,
         warn=warn,
+        capabilities=None if target is None else target.capabilities,
     )
     res = DeployResult(tpu, None)
     prefix = o.prefix
@@ -381,6 +467,8 @@ def deploy(
         res.weights = write_mlir(tpu, mlir_out, prefix + "_tpu_weights.npz")
         done = f"wrote {mlir_out}" + (f" and {res.weights}" if res.weights else "")
     say(f"{done} ({o.quantize}, {time.perf_counter() - t0:.2f} s): {summarize_tpu_module(tpu)}")
+    if target is not None:
+        _compile(o, target, tpu, res, say, sig)
     if inputs is None:
         return res
     out_npz = prefix + "_tpu_outputs.npz" if prefix is not None else None
@@ -392,6 +480,8 @@ def deploy(
     if out_npz is not None:
         save_npz(out_npz, outs)
     res.outputs_npz, res.outputs = out_npz, outs
+    if res.compiled is not None:
+        _check_compiled(o, res, inputs, outs, sig.output_names, say)
     if ref is None:
         return res
     tol = o.effective_tolerance
@@ -412,6 +502,110 @@ def deploy(
             full = compare_sets(every, ref, tol, o.excepts)
         res.diverging = first_diverging(full)
     return res
+
+
+# ---- the compiled model -------------------------------------------------------------------------------
+
+
+def _compile(
+    o: DeployOptions, target: Any, tpu: Any, res: DeployResult, say: Callable[[str], None], sig: Any
+) -> None:
+    """Compile the ``tpu`` module for ``target``, write the file (with ``model``) and load it back."""
+    from lamina.targets.base import CompileOptions
+    from lamina.targets.container import write_model
+
+    t0 = time.perf_counter()
+    name = (
+        os.path.basename(o.prefix) if o.prefix else (os.path.splitext(os.path.basename(o.mlir or "model"))[0])
+    )
+    opts = CompileOptions(name=name or "model", mode=o.quantize, disable_layer_group=o.disable_layer_group)
+    built = target.compile(tpu, opts)
+    res.placement, res.compile_report = dict(built.placement), list(built.report)
+    path = o.compiled_path
+    if path is not None:
+        write_model(path, built.model)
+        res.model_file = path
+    where = f"wrote {path}" if path else "compiled"
+    say(f"{where} for {target.processor} ({time.perf_counter() - t0:.2f} s)")
+    for line in built.report:
+        say(f"  {line}")
+    from lamina.targets.base import load_model_file
+
+    if path is not None:
+        res.compiled = load_model_file(path, **({"chip_config": o.chip_config} if o.chip_config else {}))
+    else:
+        import importlib
+
+        from lamina.targets.base import TARGET_PACKAGES
+
+        pkg = importlib.import_module(TARGET_PACKAGES[target.kind])
+        res.compiled = pkg.load(
+            built.model, "<compiled in memory>", **({"chip_config": o.chip_config} if o.chip_config else {})
+        )
+
+
+def _check_compiled(
+    o: DeployOptions,
+    res: DeployResult,
+    inputs: Mapping[str, np.ndarray],
+    tpu_outs: Mapping[str, np.ndarray],
+    output_names: list[str],
+    say: Callable[[str], None],
+) -> None:
+    """Run the compiled model on the test inputs and check its outputs against the interpreter's:
+    equal bit for bit in INT8 (the ``tpu`` contract), within :data:`FLOAT_TARGET_COSINE` otherwise.
+    Failures are named in :attr:`DeployResult.target_check`."""
+    from lamina.compare import cosine_similarity
+
+    prefix = o.prefix
+    npz = prefix + "_model_outputs.npz" if prefix is not None else None
+    say(
+        f"# model_runner --input {_shown(o.test_input, 'inputs')} --model {res.model_file or '<compiled model>'} "
+        f"--output {_shown(npz, 'outputs')}"
+    )
+    t0 = time.perf_counter()
+    got = res.compiled.run(inputs)
+    wall = time.perf_counter() - t0
+    if npz is not None:
+        save_npz(npz, got)
+    res.model_outputs, res.model_outputs_npz = got, npz
+    exact = o.quantize == "INT8"
+    problems: list[str] = []
+    worst = 1.0
+    for name in output_names:
+        a, b = got.get(name), tpu_outs.get(name)
+        if a is None or b is None:
+            problems.append(f"output '{name}' is missing from the compiled model's outputs")
+            continue
+        a, b = np.asarray(a), np.asarray(b)
+        if a.shape != b.shape:
+            problems.append(f"output '{name}': shape {list(a.shape)}, the interpreter's {list(b.shape)}")
+            continue
+        if exact:
+            if not _bit_equal(a, b):
+                n = int(np.count_nonzero(a != b))
+                problems.append(f"output '{name}': {n} of {a.size} elements differ from the interpreter's")
+        else:
+            c = float(cosine_similarity(a, b))
+            worst = min(worst, c)
+            if not c >= FLOAT_TARGET_COSINE:
+                problems.append(
+                    f"output '{name}': cosine {c:.6f} to the interpreter's (< {FLOAT_TARGET_COSINE})"
+                )
+    res.target_check = problems
+    what = "bit-exact with the tpu interpreter" if exact else f"cosine >= {worst:.6f} to the tpu interpreter"
+    say(f"compiled model: {what if not problems else 'DIFFERS from the tpu interpreter'} ({wall:.2f} s)")
+
+
+def _bit_equal(a: np.ndarray, b: np.ndarray) -> bool:
+    """Equal bit for bit (NaNs of one payload equal; -0.0 and 0.0 differ)."""
+    if a.dtype != b.dtype:
+        return bool(np.array_equal(a, b))
+    if a.dtype.kind in "fcV" or str(a.dtype) == "bfloat16":
+        return bool(
+            np.array_equal(np.ascontiguousarray(a).view(np.uint8), np.ascontiguousarray(b).view(np.uint8))
+        )
+    return bool(np.array_equal(a, b))
 
 
 # ---- the summary line ----------------------------------------------------------------------------------

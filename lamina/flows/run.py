@@ -1,6 +1,8 @@
 """The ``model_runner`` flow: run a model file on inputs and return its tensors.
 
-A ``.mlir`` model runs on Lamina's interpreter (a ``top`` module, or a quantized ``tpu`` module with its
+A compiled ``.lamina`` model (whatever its extension: ``model_deploy --model x.bmodel`` writes one)
+runs on its target's runtime (:func:`lamina.targets.base.load_model_file`: the NPU simulator, the
+CPU target's code), optionally profiled. A ``.mlir`` model runs on Lamina's interpreter (a ``top`` module, or a quantized ``tpu`` module with its
 outputs dequantized to float32 unless ``out_fixed``); an ``.onnx`` model runs on onnxruntime (as
 TPU-MLIR's model_runner does), or imported and interpreted by Lamina with ``engine="lamina"``.
 Outputs are keyed by the model's output names; ``dump_all`` adds every intermediate tensor keyed by
@@ -42,12 +44,31 @@ def run_model_file(
     dump_all: bool = False,
     engine: str | None = None,
     out_fixed: bool = False,
+    profile: str | None = None,
 ) -> dict[str, np.ndarray]:
-    """Run ``model_path`` (``.mlir`` — a ``top`` or a quantized ``tpu`` module — or ``.onnx``) on
-    ``inputs`` (arrays by name, or an npz path)."""
+    """Run ``model_path`` (``.mlir`` — a ``top`` or a quantized ``tpu`` module —, ``.onnx``, or a
+    compiled ``.lamina`` file) on ``inputs`` (arrays by name, or an npz path). ``profile``
+    (``trace.json``, compiled models only) also writes the run's Chrome trace and summary."""
     source = inputs if isinstance(inputs, str) else "inputs"
     arrays = load_npz(inputs, "input file") if isinstance(inputs, str) else dict(inputs)
     check_input_file(model_path, "model")
+    from lamina.targets.base import is_model_file, load_model_file
+
+    if is_model_file(model_path):
+        for flag, given in (
+            ("--dump_all_tensors", dump_all),
+            ("--engine", engine),
+            ("--out_fixed", out_fixed),
+        ):
+            if given:
+                raise ToolError(
+                    f"{flag} does not apply to a compiled model ('{model_path}' gives its outputs)"
+                )
+        compiled = load_model_file(model_path)
+        feeds = compiled.check_inputs(arrays, source)
+        return compiled.run(feeds, profile=profile)
+    if profile is not None:
+        raise ToolError(f"--profile needs a compiled model (.lamina); '{model_path}' is not one")
     if model_path.endswith(".onnx"):
         from lamina.frontends.onnx import OnnxImportError, load_model
 

@@ -81,6 +81,7 @@ def deploy_module(
     ctx: Any = None,
     clone: bool = True,
     warn: Callable[[str], None] | None = None,
+    capabilities: Any = None,
 ) -> Any:
     """Lower a ``top`` module to ``tpu`` in ``mode`` (F32/F16/BF16/INT8) and return the ``tpu`` module.
 
@@ -89,8 +90,9 @@ def deploy_module(
     Both are checked against the model first: a table naming none of its tensors, a ``#channel_th``
     that does not fit its tensor, an unknown qtable mode are errors, and the names the model does not
     have are one warning each, passed to ``warn`` (default: :func:`warnings.warn`; ``lambda m: None``
-    silences them). Failures (a missing threshold, an op that cannot be lowered) raise
-    :class:`ToolError` with the pass diagnostics."""
+    silences them). ``capabilities`` (a :class:`~lamina.dialects.tpu.TargetCapabilities`) lowers for
+    a target other than the reference interpreter. Failures (a missing threshold, an op that cannot
+    be lowered) raise :class:`ToolError` with the pass diagnostics."""
     import lamina.dialects
     from lamina.ir.context import Context
     from lamina.passes import PassManager
@@ -136,6 +138,8 @@ def deploy_module(
                 p.table = table
             if entries is not None and isinstance(p, ConvertTopToTpu):
                 p.qtable_entries = entries
+            if capabilities is not None and isinstance(p, ConvertTopToTpu):
+                p.capabilities = capabilities
         if not pm.run(work):
             table_errors = _file_errors(
                 diags, (table_name if calibration_table is not None else None, qtable_name)

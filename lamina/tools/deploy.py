@@ -37,7 +37,7 @@ import sys
 from collections.abc import Sequence
 
 from lamina.compare import parse_tolerance
-from lamina.flows.deploy import PROCESSORS, DeployOptions, deploy
+from lamina.flows.deploy import DeployOptions, deploy, processor_names
 from lamina.support.errors import ToolError, UsageError
 from lamina.tools.common import check_not_empty, internal_error_guard
 
@@ -57,7 +57,15 @@ def build_parser(prog: str = TOOL) -> argparse.ArgumentParser:
     p.add_argument(
         "--quantize_table", help="qtable: 'op_name MODE' lines forcing per-op modes (mixed precision)"
     )
-    p.add_argument("--processor", default="cpu", help=f"target: {', '.join(PROCESSORS)} (default cpu)")
+    p.add_argument("--processor", default="cpu", help=f"target: {', '.join(processor_names())} (default cpu)")
+    p.add_argument(
+        "--chip_config", help="an NPU chip description (JSON, docs/npu-isa.md) instead of the processor's own"
+    )
+    p.add_argument(
+        "--disable_layer_group",
+        action="store_true",
+        help="NPU: compile every op alone, through DDR (no layer groups), to measure what grouping gains",
+    )
     p.add_argument("--test_input", help="input .npz (model_transform's _in_f32.npz) to run the tpu IR on")
     p.add_argument("--test_reference", help="reference .npz (model_transform's _top_outputs.npz)")
     p.add_argument(
@@ -84,6 +92,7 @@ def options_from_args(a: argparse.Namespace) -> DeployOptions:
                 "--test_input",
                 "--test_reference",
                 "--model",
+                "--chip_config",
             )
         )
     )
@@ -107,6 +116,8 @@ def options_from_args(a: argparse.Namespace) -> DeployOptions:
         compare_all=a.compare_all,
         excepts=[x.strip() for x in a.excepts.split(",") if x.strip()],
         debug=a.debug,
+        chip_config=a.chip_config,
+        disable_layer_group=a.disable_layer_group,
     )
 
 
@@ -131,6 +142,11 @@ def _run(a: argparse.Namespace, tool: str) -> int:
         return 1
     if res.outputs_npz:
         print(f"wrote {res.outputs_npz} ({len(res.outputs or {})} tensor(s))")
+    if res.model_outputs_npz:
+        print(f"wrote {res.model_outputs_npz} ({len(res.model_outputs or {})} tensor(s))")
+    if res.target_check:
+        for line in res.target_check:
+            print(f"{tool}: error: the compiled model: {line}", file=sys.stderr)
     if res.report is not None:
         print_report(res.report, 2 if o.debug else 1)
         if not res.passed:
@@ -141,7 +157,7 @@ def _run(a: argparse.Namespace, tool: str) -> int:
                 file=sys.stderr,
             )
             return 1
-    return 0
+    return 1 if res.target_check else 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

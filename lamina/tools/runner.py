@@ -2,8 +2,11 @@
 
     model_runner --input x.npz --model M.mlir --output out.npz [--dump_all_tensors]
     model_runner --input x.npz --model M.onnx --output ref.npz [--dump_all_tensors] [--engine lamina]
+    model_runner --input x.npz --model M.lamina --output out.npz [--profile trace.json]
 
-A ``.mlir`` model runs on Lamina's ``top`` interpreter; an ``.onnx`` model runs on onnxruntime (as
+A compiled ``.lamina`` model (``model_deploy --model``; any extension) runs on its target's runtime —
+the NPU simulator, the CPU target's code — and ``--profile`` writes a Chrome trace of the run (open it
+in Perfetto) with its summary beside it (``trace.summary.json``). A ``.mlir`` model runs on Lamina's ``top`` interpreter; an ``.onnx`` model runs on onnxruntime (as
 TPU-MLIR's model_runner does), or imported and interpreted by Lamina with ``--engine lamina``.
 Outputs are keyed by the model's output names; ``--dump_all_tensors`` adds every intermediate tensor
 keyed by its tensor (location) name, in network order. The output file is written atomically.
@@ -41,6 +44,11 @@ def build_parser(prog: str = TOOL) -> argparse.ArgumentParser:
         help="for a quantized _tpu.mlir: keep integer outputs (no dequantizing)",
     )
     p.add_argument(
+        "--profile",
+        metavar="TRACE.json",
+        help="for a compiled .lamina model: write a Chrome trace of the run and its summary (TRACE.summary.json)",
+    )
+    p.add_argument(
         "--engine",
         choices=("onnxruntime", "lamina"),
         default=None,
@@ -52,8 +60,15 @@ def build_parser(prog: str = TOOL) -> argparse.ArgumentParser:
 def _run(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     try:
-        check_outputs([("--input", args.input), ("--model", args.model)], [("--output", args.output)])
-        res = run_model_file(args.model, args.input, args.dump_all_tensors, args.engine, args.out_fixed)
+        outputs = [("--output", args.output)]
+        if args.profile:
+            from lamina.targets.profile import summary_path
+
+            outputs += [("--profile", args.profile), ("the profile summary", summary_path(args.profile))]
+        check_outputs([("--input", args.input), ("--model", args.model)], outputs)
+        res = run_model_file(
+            args.model, args.input, args.dump_all_tensors, args.engine, args.out_fixed, profile=args.profile
+        )
         save_npz(args.output, res)
     except ToolError as e:
         print(f"{TOOL}: error: {e}", file=sys.stderr)

@@ -72,7 +72,7 @@ def test_unknown_processor_and_mode(top: dict[str, str], capsys: pytest.CaptureF
     rc = main(["--mlir", top["mlir"], "--quantize", "F32", "--processor", "bm1684x", "--model", "m"])
     assert rc == 2
     err = _err(capsys)
-    assert "--processor 'bm1684x' is not supported" in err and "cpu, lnpu" in err
+    assert "--processor 'bm1684x' is not supported" in err and "cpu, lnpu, lnpu-edge" in err
     assert main(["--mlir", top["mlir"], "--quantize", "INT4", "--model", "m"]) == 2
     assert "--quantize must be one of F32, F16, BF16, INT8" in _err(capsys)
 

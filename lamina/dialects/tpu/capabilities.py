@@ -91,6 +91,14 @@ class TargetCapabilities:
         """The float modes in which the target runs every op, in declaration order."""
         return tuple(dict.fromkeys(c.mode for c in self.entries if c.ops is None and c.mode != "INT8"))
 
+    @property
+    def fallback_mode(self) -> str:
+        """The float mode of an op the target cannot run as asked (no INT8 form, or not in the
+        requested float mode): F32 where the target runs every op in F32 (or lists no float mode),
+        else its first float mode (an INT8/BF16 chip: BF16)."""
+        modes = self.float_modes
+        return "F32" if "F32" in modes or not modes else modes[0]
+
     def __repr__(self) -> str:
         return f"TargetCapabilities({self.name!r}, {len(self.entries)} entries)"
 

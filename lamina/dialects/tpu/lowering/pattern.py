@@ -61,9 +61,9 @@ class FamilyLowering(ConversionPattern):
                     return True
             except NoInt8:
                 pass
-            mode = "F32"
+            mode = caps.fallback_mode
         if not caps.supports(op.name, mode):
-            mode = "F32"
+            mode = caps.fallback_mode
         self.lower_float(op, ins, rw, mode)
         self.s.stats["float"] += 1
         return True

@@ -27,7 +27,7 @@ a caller holding it in memory, :attr:`ConvertTopToTpu.qtable_entries` (no file t
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any
 
 from lamina.ir.attributes import TypeAttr
 from lamina.ir.constants import holds_constant
@@ -146,7 +146,7 @@ class ConvertTopToTpu(Pass):
     #: memory; used instead of reading ``qtable`` when set.
     qtable_entries: dict[str, str] | None = None
     #: What the target runs natively (set on the instance for another target).
-    capabilities: ClassVar[TargetCapabilities] = REFERENCE
+    capabilities: TargetCapabilities = REFERENCE
 
     num_int8 = Statistic("num-int8", "Ops lowered to INT8")
     num_float = Statistic("num-float", "Ops lowered to a float mode")
