@@ -220,28 +220,29 @@ class RunResult:
     busy: dict[str, int] = field(default_factory=lambda: {"tiu": 0, "gdma": 0})
 
 
-def _gdma(machine: Machine, cmd: GdmaCommand) -> tuple[int, int]:
-    """Execute a GDMA command: (cycles, DDR bytes)."""
+def _gdma(machine: Machine | None, cmd: GdmaCommand, chip: Chip) -> tuple[int, int]:
+    """Execute a GDMA command (only time it without a machine): (cycles, DDR bytes)."""
     if not isinstance(cmd, Move):
         raise LaminaError(f"the simulator has no GDMA engine for {type(cmd).__name__} commands")
-    machine.write(cmd.dst, machine.read(cmd.src))
+    if machine is not None:
+        machine.write(cmd.dst, machine.read(cmd.src))
     ddr = cmd.src.nbytes * ((cmd.src.space is Space.DDR) + (cmd.dst.space is Space.DDR))
-    return machine.chip.gdma_cycles(cmd.src.nbytes, ddr > 0), ddr
+    return chip.gdma_cycles(cmd.src.nbytes, ddr > 0), ddr
 
 
-def _tiu(machine: Machine, cmd: TiuCommand, table: TiuTable) -> tuple[int, int, bool]:
-    """Execute a TIU command: (cycles, MACs, bank conflict)."""
+def _tiu(machine: Machine | None, cmd: TiuCommand, table: TiuTable, chip: Chip) -> tuple[int, int, bool]:
+    """Execute a TIU command (only time it without a machine): (cycles, MACs, bank conflict)."""
     kernel = table.lookup(type(cmd))
     for name, t in cmd.tensors().items():
         if t.space is not Space.LMEM:
             raise LaminaError(
                 f"TIU {type(cmd).__name__}: operand {name!r} is in DDR (TIU operands live in LMEM)"
             )
-    inputs = {name: machine.read(t) for name, t in cmd.inputs.items()}
-    result = np.asarray(kernel.execute(cmd, inputs))
-    machine.write(cmd.output, result)
+    if machine is not None:
+        inputs = {name: machine.read(t) for name, t in cmd.inputs.items()}
+        result = np.asarray(kernel.execute(cmd, inputs))
+        machine.write(cmd.output, result)
     work = int(kernel.work(cmd))
-    chip = machine.chip
     conflict = bank_conflict(chip, cmd)
     cycles = chip.tiu_cycles(cmd.KIND, cmd.compute_dtype, work)
     if conflict:  # the operations run at half rate; the start-up latency is paid once
@@ -249,14 +250,21 @@ def _tiu(machine: Machine, cmd: TiuCommand, table: TiuTable) -> tuple[int, int, 
     return cycles, work if cmd.KIND in MAC_KINDS else 0, conflict
 
 
-def run(machine: Machine, cmds: Sequence[Command], table: TiuTable | None = None) -> RunResult:
-    """Execute ``cmds`` on ``machine``, counting cycles (see the module docstring).
+def run(
+    machine: Machine | None, cmds: Sequence[Command], table: TiuTable | None = None, chip: Chip | None = None
+) -> RunResult:
+    """Execute ``cmds`` on ``machine``, counting cycles (see the module docstring); with no machine
+    (give the ``chip``), only count them: the same schedule, no data.
 
     Each engine's commands must be numbered 1, 2, ... in list order, and a ``wait`` must name an
     id the other engine has; a program whose waits form a cycle is a deadlock. Both are reported as
     one :class:`LaminaError` naming the command.
     """
     table = TIU_TABLE if table is None else table
+    if machine is not None:
+        chip = machine.chip
+    if chip is None:
+        raise ValueError("run: give a machine or a chip")
     queues: dict[Engine, list[tuple[int, Command]]] = {Engine.TIU: [], Engine.GDMA: []}
     for i, cmd in enumerate(cmds):
         q = queues[cmd.ENGINE]
@@ -299,11 +307,11 @@ def run(machine: Machine, cmds: Sequence[Command], table: TiuTable | None = None
         cmd = queues[engine][pos[engine]][1]
         try:
             if isinstance(cmd, TiuCommand):
-                cycles, macs, conflict = _tiu(machine, cmd, table)
+                cycles, macs, conflict = _tiu(machine, cmd, table, chip)
                 ddr = 0
             else:
                 assert isinstance(cmd, GdmaCommand)
-                cycles, ddr = _gdma(machine, cmd)
+                cycles, ddr = _gdma(machine, cmd, chip)
                 macs, conflict = 0, False
         except LaminaError as e:
             raise LaminaError(f"command {i} ({type(cmd).__name__}): {e}") from None
@@ -317,6 +325,12 @@ def run(machine: Machine, cmds: Sequence[Command], table: TiuTable | None = None
         )
     result.total_cycles = max(free.values())
     return result
+
+
+def time_commands(chip: Chip, cmds: Sequence[Command], table: TiuTable | None = None) -> tuple[int, int]:
+    """The cycles and MACs of a command list on ``chip`` (:func:`run` without data)."""
+    res = run(None, cmds, table, chip)
+    return res.total_cycles, total_macs(res.records)
 
 
 def total_macs(records: Sequence[CommandRecord]) -> int:

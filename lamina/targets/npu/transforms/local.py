@@ -1,0 +1,182 @@
+"""The passes that plan a layer group's local work, each writing its decisions as attributes:
+
+* ``npu-slice`` — the **slices**: from the group's slicing (``secs``), backward slice propagation
+  (:func:`lamina.targets.npu.planner.propagate`: conv/pool halos, stored values widened to their
+  whole tensor) gives every value its region per slice, written on its producer (the load or the
+  command) as ``npu.slices = {n = array<i64: start, stop, ...>, c = ..., h = ..., w = ...}``;
+* ``npu-schedule`` — the **timesteps** of the 3-stage software pipeline (load slice ``t`` / compute
+  ``t - 1`` / store ``t - 2``): each load's stage (``npu.stage = 0``) and whether it happens once, in
+  the prologue (``npu.once``: its region is the same in every slice, as an h-sliced group's
+  weights), each command's (``1``) and store's (``2``), the buffers of each value (``npu.buffers``: 2
+  for what the GDMA fills or drains while the TIU works on the other slice), the group's
+  ``npu.timesteps``;
+* ``npu-lmem-alloc`` — **local memory**: every buffer placed in a lane's LMEM, address x time
+  (:func:`lamina.targets.npu.planner.pack`: EU-aligned, avoiding a command's operands sharing a bank
+  where a placement allows), as ``npu.lmem = array<i64: address, bytes per buffer, buffers>``; the
+  group's ``npu.lmem_bytes``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from lamina.ir.attributes import BoolAttr, DenseArrayAttr, DictionaryAttr, IntegerAttr
+from lamina.ir.core import Operation, Value
+from lamina.ir.types import i64
+from lamina.passes import Option, Pass, Statistic, register_pass
+
+from ..arch import Chip
+from ..dialect import GroupOp
+from ..planner import DIMS, Local, Parts, conflict_sets, local_values, pack, propagate
+from .layer_group import chip_of, group_nodes
+
+__all__ = ["LmemAlloc", "Schedule", "Slice", "group_locals", "read_parts"]
+
+
+def _groups(module: Operation) -> list[GroupOp]:
+    return [o for o in module.walk_ops() if isinstance(o, GroupOp)]
+
+
+def _producer(v: Value) -> Operation:
+    d = v.defining_op()
+    assert d is not None
+    return d
+
+
+def write_parts(op: Operation, p: Parts) -> None:
+    op.set_attr(
+        "npu.slices",
+        DictionaryAttr({DIMS[d]: DenseArrayAttr(i64, [x for r in p[d] for x in r]) for d in range(4)}),
+    )
+
+
+def read_parts(op: Operation) -> Parts | None:
+    a = op.get_attr("npu.slices")
+    if not isinstance(a, DictionaryAttr):
+        return None
+    out: Parts = []
+    for d in DIMS:
+        v = list(a[d].values)  # type: ignore[attr-defined]
+        out.append([(int(v[k]), int(v[k + 1])) for k in range(0, len(v), 2)])
+    return out
+
+
+def slice_group(g: GroupOp, chip: Chip) -> bool:
+    nodes, stored, loads = group_nodes(g)
+    secs = tuple(g.secs or (1, 1, 1, 1))
+    parts = propagate(nodes, secs, chip, stored)
+    if parts is None:
+        g.emit_error(f"the slicing {list(secs)} leaves a slice empty")
+        return False
+    for ld in loads:
+        write_parts(ld, parts[ld.results[0]])
+    for n in nodes:
+        write_parts(n.op, parts[n.out])
+    return True
+
+
+def group_locals(g: GroupOp, chip: Chip) -> tuple[list[Any], list[Value], list[Local], dict[Value, Parts]]:
+    """A sliced group's nodes, stored values, buffers (from the ``npu.slices`` attributes) and parts."""
+    nodes, stored, loads = group_nodes(g)
+    parts: dict[Value, Parts] = {}
+    for op in [*loads, *(n.op for n in nodes)]:
+        p = read_parts(op)
+        if p is None:
+            raise ValueError(f"'{op.name}' in a group has no npu.slices (run npu-slice first)")
+        parts[op.results[0]] = p
+    secs = tuple(g.secs or (1, 1, 1, 1))
+    locs = local_values(nodes, parts, stored, chip, math.prod(secs))
+    return nodes, stored, locs, parts
+
+
+@register_pass
+class Slice(Pass):
+    name = "npu-slice"
+    summary = "Every value of a layer group gets its region per slice (backward propagation, halos)"
+    display_name = "SlicePass"
+    op_name = "builtin.module"
+
+    chip = Option(str, "lnpu", "The chip: a shipped name (lnpu, lnpu-edge) or a chip JSON file")
+
+    def run_on_operation(self, op: Operation) -> Any:
+        chip = chip_of(self.chip, op)
+        if chip is None or not all(slice_group(g, chip) for g in _groups(op)):
+            self.signal_failure()
+
+
+@register_pass
+class Schedule(Pass):
+    name = "npu-schedule"
+    summary = "Timesteps of each group's 3-stage pipeline: prologue loads, stages, double buffers"
+    display_name = "SchedulePass"
+    op_name = "builtin.module"
+
+    chip = Option(str, "lnpu", "The chip: a shipped name (lnpu, lnpu-edge) or a chip JSON file")
+    num_double = Statistic("num-double-buffered", "Values double-buffered")
+
+    def run_on_operation(self, op: Operation) -> Any:
+        chip = chip_of(self.chip, op)
+        if chip is None:
+            self.signal_failure()
+            return
+        for g in _groups(op):
+            try:
+                nodes, _stored, locs, _ = group_locals(g, chip)
+            except ValueError as e:
+                g.emit_error(str(e))
+                self.signal_failure()
+                return
+            for loc in locs:
+                p = _producer(loc.value)
+                p.set_attr("npu.buffers", IntegerAttr(loc.buffers, i64))
+                if loc.load:
+                    p.set_attr("npu.stage", IntegerAttr(0, i64))
+                    p.set_attr("npu.once", BoolAttr(loc.once))
+                self.num_double += loc.buffers == 2
+            for n in nodes:
+                n.op.set_attr("npu.stage", IntegerAttr(1, i64))
+            for o in g.block.ops:
+                if o.name == "npu.Store":
+                    o.set_attr("npu.stage", IntegerAttr(2, i64))
+            g.set_attr("npu.timesteps", IntegerAttr(math.prod(g.secs or (1, 1, 1, 1)) + 2, i64))
+
+
+@register_pass
+class LmemAlloc(Pass):
+    name = "npu-lmem-alloc"
+    summary = "Place every local buffer in LMEM (address x time, EU-aligned, avoiding bank conflicts)"
+    display_name = "LmemAllocPass"
+    op_name = "builtin.module"
+
+    chip = Option(str, "lnpu", "The chip: a shipped name (lnpu, lnpu-edge) or a chip JSON file")
+    peak = Statistic("peak-lmem-bytes", "Largest LMEM use of a group, bytes per lane")
+
+    def run_on_operation(self, op: Operation) -> Any:
+        chip = chip_of(self.chip, op)
+        if chip is None:
+            self.signal_failure()
+            return
+        for g in _groups(op):
+            try:
+                nodes, _stored, locs, _ = group_locals(g, chip)
+            except ValueError as e:
+                g.emit_error(str(e))
+                self.signal_failure()
+                return
+            used = pack(locs, chip, conflict_sets(nodes, locs))
+            if used is None:
+                g.emit_error(
+                    f"the group's buffers do not fit the {chip.lmem_bytes_per_lane} bytes of a lane's LMEM"
+                )
+                self.signal_failure()
+                return
+            for loc in locs:
+                _producer(loc.value).set_attr(
+                    "npu.lmem",
+                    DenseArrayAttr(
+                        i64, [loc.addr, -(-loc.bytes // chip.eu_bytes) * chip.eu_bytes, loc.buffers]
+                    ),
+                )
+            g.set_attr("npu.lmem_bytes", IntegerAttr(used, i64))
+            self.peak = max(int(self.peak), used)
