@@ -18,7 +18,9 @@ def _norm_axis(axis: int, rank: int) -> int:
 
 def layer_norm_kernel(axis: int, epsilon: float, fallback: Step) -> Step:
     """LayerNorm ``(x, w, b) -> [y, None, None]`` for float32 with only the normalized output
-    wanted: one subtraction, one square, in-place scale and shift (no float64 temporaries)."""
+    wanted: one subtraction, one square, in-place scale and shift (no float64 temporaries). Bit for
+    bit the contract: the same float32 operations in the same order (``diff * (1 / sqrt(var +
+    eps))``), only in place."""
 
     def run(inputs: Sequence[Any]) -> Sequence[Any]:
         x, w, b = inputs
@@ -30,7 +32,8 @@ def layer_norm_kernel(axis: int, epsilon: float, fallback: Step) -> Step:
         var = sq.mean(axis=axes, keepdims=True)
         var += np.float32(epsilon)
         np.sqrt(var, out=var)
-        y /= var
+        np.divide(np.float32(1.0), var, out=var)
+        y *= var
         y *= w
         if b is not None:
             y += b

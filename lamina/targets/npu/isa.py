@@ -8,8 +8,9 @@ Every command is a frozen dataclass. Its record is, in order (``docs/npu-isa.md`
   engine's command that must have finished before this one starts (0: none), ``group`` the layer
   group the command belongs to (for the profile);
 * its **tensor operands** (44 bytes each, :class:`Tensor`; an absent optional operand is all zeros);
-* its **scalar fields** (``struct`` codes listed in the class's ``SCALARS``), then zero padding to a
-  multiple of 8 bytes.
+* its **scalar fields** (``struct`` codes: each field's annotation names its own — ``U16``, ``I32``,
+  ``F64``, ... — and :func:`_record` derives the class's ``SCALARS`` from the dataclass fields),
+  then zero padding to a multiple of 8 bytes.
 
 :func:`encode` writes a buffer (a 24-byte header: magic ``LNPC``, version, record count, payload
 size, CRC-32 of the payload) and :func:`decode` reads it back, exactly; anything inconsistent in a
@@ -28,15 +29,22 @@ import struct
 import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar, get_origin, get_type_hints
 
 from lamina.support.errors import LaminaError
 
 from .arch import DTYPES
 
 __all__ = [
+    "ACTIVE_CHOICES",
     "COMMANDS",
+    "F64",
+    "I32",
+    "U8",
+    "U16",
+    "U32",
     "Active",
+    "Attention",
     "FORMAT_VERSION",
     "MAGIC",
     "Command",
@@ -46,6 +54,7 @@ __all__ = [
     "EltwiseOp",
     "Engine",
     "GdmaCommand",
+    "LayerNorm",
     "Lut",
     "MatMul",
     "Move",
@@ -57,6 +66,7 @@ __all__ = [
     "Requant",
     "Cast",
     "RoundMode",
+    "Softmax",
     "Space",
     "Tensor",
     "TiuCommand",
@@ -65,7 +75,7 @@ __all__ = [
 ]
 
 MAGIC = b"LNPC"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 _HEADER = struct.Struct("<4sHHIIII")  # magic, version, reserved, count, payload bytes, crc32, reserved
 _HEAD = struct.Struct("<HHIIHH")  # opcode, size, id, wait, group, reserved
 _TENSOR = struct.Struct("<QIIIIiiiiBBH")  # addr, n c h w, strides n c h w, dtype, space, lane
@@ -93,6 +103,7 @@ class EltwiseOp(enum.IntEnum):
     MUL = 2
     MAX = 3
     MIN = 4
+    DIV = 5
 
 
 class PoolMode(enum.IntEnum):
@@ -169,12 +180,86 @@ class Tensor:
 # -- commands --------------------------------------------------------------------------------------------
 
 
+# -- scalar field types: each annotation says the field's struct code ------------------------------------
+
+#: an unsigned byte (``B``)
+U8 = Annotated[int, "B"]
+#: an unsigned 16-bit integer (``H``)
+U16 = Annotated[int, "H"]
+#: an unsigned 32-bit integer (``I``)
+U32 = Annotated[int, "I"]
+#: a signed 32-bit integer (``i``)
+I32 = Annotated[int, "i"]
+#: an IEEE double (``d``)
+F64 = Annotated[float, "d"]
+#: four unsigned bytes (``4B``): a permutation of (n, c, h, w)
+Order4 = Annotated[tuple[int, int, int, int], "4B"]
+#: four doubles (``4d``)
+F64x4 = Annotated[tuple[float, float, float, float], "4d"]
+#: an ASCII name of at most 24 bytes, zero padded (``24s``)
+Name24 = Annotated[str, "24s"]
+
+#: the values of an ``Active`` command's string properties, by (activation, property): such a
+#: property travels in ``params`` as the index of its value here
+ACTIVE_CHOICES: dict[tuple[str, str], tuple[str, ...]] = {("GELU", "approximate"): ("none", "tanh")}
+
+#: the head's fields (every command has them; they are not part of the scalar fields)
+_HEAD_FIELDS = frozenset({"id", "wait", "group"})
+
+
+def _struct_code(cls: type, name: str, t: Any) -> tuple[str, type[enum.IntEnum] | None]:
+    """The struct code of a scalar field's annotation (and its enum class, for an enum field)."""
+    if get_origin(t) is Annotated:
+        return str(t.__metadata__[0]), None
+    if t is bool:
+        return "?", None
+    if isinstance(t, type) and issubclass(t, enum.IntEnum):
+        return "B", t
+    raise TypeError(
+        f"{cls.__name__}.{name}: a record field is annotated with a struct type (U8, U16, U32, I32, "
+        f"F64, bool, an IntEnum, Order4, F64x4, Name24) or Tensor, not {t!r}"
+    )
+
+
+def _record(cls: type[Command]) -> type[Command]:
+    """Derive a command class's record from its dataclass fields, in declaration order: the fields
+    annotated ``Tensor`` (``Tensor | None``: optional) are its ``TENSORS`` (``output`` last), every
+    other field but the head's is a scalar whose struct code its annotation names (``SCALARS``;
+    ``ENUMS`` for IntEnum fields)."""
+    hints = get_type_hints(cls, include_extras=True)
+    tensors: list[str] = []
+    optional: set[str] = set()
+    scalars: list[tuple[str, str]] = []
+    enums: dict[str, type[enum.IntEnum]] = {}
+    for f in dataclasses.fields(cls):
+        if f.name in _HEAD_FIELDS:
+            continue
+        t = hints[f.name]
+        if t is Tensor or t == (Tensor | None):
+            tensors.append(f.name)
+            if t is not Tensor:
+                optional.add(f.name)
+            continue
+        code, enum_cls = _struct_code(cls, f.name, t)
+        scalars.append((f.name, code))
+        if enum_cls is not None:
+            enums[f.name] = enum_cls
+    if "output" in tensors:
+        tensors.remove("output")
+        tensors.append("output")
+    cls.TENSORS = tuple(tensors)
+    cls.OPTIONAL = frozenset(optional)
+    cls.SCALARS = tuple(scalars)
+    cls.ENUMS = enums
+    return cls
+
+
 @dataclass(frozen=True, kw_only=True)
 class Command:
     """Fields every command has: its id on its engine, the other engine's id it waits for, its
-    layer group. Subclasses declare ``OPCODE``, ``ENGINE``, ``TENSORS`` (their tensor operand
-    fields, in record order; names in ``OPTIONAL`` may be None) and ``SCALARS`` ((field, struct
-    code) in record order)."""
+    layer group. Subclasses declare ``OPCODE`` and ``ENGINE`` and their fields; :func:`_record`
+    derives the record from the fields (``TENSORS``: the tensor operands in record order, names in
+    ``OPTIONAL`` may be None; ``SCALARS``: (field, struct code) in record order; ``ENUMS``)."""
 
     id: int = 0
     wait: int = 0
@@ -228,73 +313,44 @@ class GdmaCommand(Command):
     ENGINE: ClassVar[Engine] = Engine.GDMA
 
 
-_WINDOW = (
-    ("kh", "H"),
-    ("kw", "H"),
-    ("stride_h", "H"),
-    ("stride_w", "H"),
-    ("pad_top", "H"),
-    ("pad_bottom", "H"),
-    ("pad_left", "H"),
-    ("pad_right", "H"),
-    ("dilation_h", "H"),
-    ("dilation_w", "H"),
-)
-_REQUANT = (
-    ("multiplier", "i"),
-    ("rshift", "i"),
-    ("out_min", "i"),
-    ("out_max", "i"),
-    ("do_relu", "?"),
-    ("relu_limit", "d"),
-)
-
-
+@_record
 @dataclass(frozen=True, kw_only=True)
 class Conv(TiuCommand):
     """Convolution. ``weight``: ``(1, Cout, Cin/groups, kh*kw)`` — output channels across lanes;
-    ``bias``: ``(1, Cout, 1, 1)`` int32 (f32 in float modes); ``quant``: ``(1, Cout, 1, 2)`` int32
-    ``[multiplier, rshift]`` per output channel (absent: the scalar ``multiplier``/``rshift``)."""
+    ``bias``: ``(1, Cout, 1, 1)`` int32 (the float dtype in float modes); ``quant``:
+    ``(1, Cout, 1, 2)`` int32 ``[multiplier, rshift]`` per output channel (absent: the scalar
+    ``multiplier``/``rshift``)."""
 
     OPCODE: ClassVar[int] = 0x01
     KIND: ClassVar[str] = "conv"
-    TENSORS: ClassVar[tuple[str, ...]] = ("input", "weight", "bias", "quant", "output")
-    OPTIONAL: ClassVar[frozenset[str]] = frozenset({"bias", "quant"})
-    SCALARS: ClassVar[tuple[tuple[str, str], ...]] = (
-        *_WINDOW,
-        ("groups", "I"),
-        ("input_zp", "i"),
-        ("weight_zp", "i"),
-        ("output_zp", "i"),
-        *_REQUANT,
-    )
     input: Tensor
     weight: Tensor
     bias: Tensor | None = None
     quant: Tensor | None = None
     output: Tensor
-    kh: int = 1
-    kw: int = 1
-    stride_h: int = 1
-    stride_w: int = 1
-    pad_top: int = 0
-    pad_bottom: int = 0
-    pad_left: int = 0
-    pad_right: int = 0
-    dilation_h: int = 1
-    dilation_w: int = 1
-    groups: int = 1
-    input_zp: int = 0
-    weight_zp: int = 0
-    output_zp: int = 0
-    multiplier: int = 1
-    rshift: int = 0
-    out_min: int = -128
-    out_max: int = 127
+    kh: U16 = 1
+    kw: U16 = 1
+    stride_h: U16 = 1
+    stride_w: U16 = 1
+    pad_top: U16 = 0
+    pad_bottom: U16 = 0
+    pad_left: U16 = 0
+    pad_right: U16 = 0
+    dilation_h: U16 = 1
+    dilation_w: U16 = 1
+    groups: U32 = 1
+    input_zp: I32 = 0
+    weight_zp: I32 = 0
+    output_zp: I32 = 0
+    multiplier: I32 = 1
+    rshift: I32 = 0
+    out_min: I32 = -128
+    out_max: I32 = 127
     do_relu: bool = False
-    relu_limit: float = -1.0
+    relu_limit: F64 = -1.0
 
 
+@_record
 @dataclass(frozen=True, kw_only=True)
 class Depthwise(Conv):
     """Depthwise convolution (``groups`` = channels): the Conv record under its own opcode and
@@ -304,6 +360,7 @@ class Depthwise(Conv):
     KIND: ClassVar[str] = "depthwise"
 
 
+@_record
 @dataclass(frozen=True, kw_only=True)
 class MatMul(TiuCommand):
     """Batched matrix product. ``left``: ``(B, M, 1, K)`` — rows across lanes; ``right``:
@@ -313,102 +370,74 @@ class MatMul(TiuCommand):
 
     OPCODE: ClassVar[int] = 0x03
     KIND: ClassVar[str] = "matmul"
-    TENSORS: ClassVar[tuple[str, ...]] = ("left", "right", "bias", "quant", "output")
-    OPTIONAL: ClassVar[frozenset[str]] = frozenset({"bias", "quant"})
-    SCALARS: ClassVar[tuple[tuple[str, str], ...]] = (
-        ("right_transpose", "?"),
-        ("left_zp", "i"),
-        ("right_zp", "i"),
-        ("output_zp", "i"),
-        *_REQUANT,
-    )
     left: Tensor
     right: Tensor
     bias: Tensor | None = None
     quant: Tensor | None = None
     output: Tensor
     right_transpose: bool = False
-    left_zp: int = 0
-    right_zp: int = 0
-    output_zp: int = 0
-    multiplier: int = 1
-    rshift: int = 0
-    out_min: int = -128
-    out_max: int = 127
+    left_zp: I32 = 0
+    right_zp: I32 = 0
+    output_zp: I32 = 0
+    multiplier: I32 = 1
+    rshift: I32 = 0
+    out_min: I32 = -128
+    out_max: I32 = 127
     do_relu: bool = False
-    relu_limit: float = -1.0
+    relu_limit: F64 = -1.0
 
 
+@_record
 @dataclass(frozen=True, kw_only=True)
 class Eltwise(TiuCommand):
-    """Binary element-wise op ``a (op) b`` with requantization (the tpu.Add/Sub/Mul/Max/Min
-    contract). ``b`` broadcasts over dims where it is 1. ``quant``: ``(1, C, 1, 3)`` int32
-    ``[a_multiplier, b_multiplier, rshift]`` per channel (absent: the scalar fields). ``mul``
-    requantizes the product ``(a - a_zp) * (b - b_zp)`` with ``a_multiplier`` and ``rshift``."""
+    """Binary element-wise op ``a (op) b`` with requantization (the tpu.Add/Sub/Mul contract; max,
+    min and div in float modes). ``a`` and ``b`` broadcast to ``output``'s shape over dims where
+    they are 1. ``quant``: ``(1, C, 1, 3)`` int32 ``[a_multiplier, b_multiplier, rshift]`` per
+    channel, channel ``j`` applying to index ``j`` of dim ``quant_axis`` of the output (absent: the
+    scalar fields). ``mul`` requantizes the product ``(a - a_zp) * (b - b_zp)`` with
+    ``a_multiplier`` and ``rshift``."""
 
     OPCODE: ClassVar[int] = 0x04
     KIND: ClassVar[str] = "elementwise"
-    TENSORS: ClassVar[tuple[str, ...]] = ("a", "b", "quant", "output")
-    OPTIONAL: ClassVar[frozenset[str]] = frozenset({"quant"})
-    SCALARS: ClassVar[tuple[tuple[str, str], ...]] = (
-        ("op", "B"),
-        ("a_zp", "i"),
-        ("b_zp", "i"),
-        ("output_zp", "i"),
-        ("a_multiplier", "i"),
-        ("b_multiplier", "i"),
-        ("rshift", "i"),
-        ("out_min", "i"),
-        ("out_max", "i"),
-        ("do_relu", "?"),
-        ("relu_limit", "d"),
-    )
-    ENUMS: ClassVar[dict[str, type[enum.IntEnum]]] = {"op": EltwiseOp}
     a: Tensor
     b: Tensor
     quant: Tensor | None = None
     output: Tensor
     op: EltwiseOp = EltwiseOp.ADD
-    a_zp: int = 0
-    b_zp: int = 0
-    output_zp: int = 0
-    a_multiplier: int = 1
-    b_multiplier: int = 1
-    rshift: int = 0
-    out_min: int = -128
-    out_max: int = 127
+    a_zp: I32 = 0
+    b_zp: I32 = 0
+    output_zp: I32 = 0
+    a_multiplier: I32 = 1
+    b_multiplier: I32 = 1
+    rshift: I32 = 0
+    out_min: I32 = -128
+    out_max: I32 = 127
     do_relu: bool = False
-    relu_limit: float = -1.0
+    relu_limit: F64 = -1.0
+    quant_axis: U8 = 1
 
 
+@_record
 @dataclass(frozen=True, kw_only=True)
 class Requant(TiuCommand):
     """``y = sat(output_zp + rdiv((x - input_zp) * multiplier, 2^(31 + rshift)))`` (tpu.Requant);
-    ``quant``: ``(1, C, 1, 2)`` int32 ``[multiplier, rshift]`` per channel."""
+    ``quant``: ``(1, C, 1, 2)`` int32 ``[multiplier, rshift]`` per channel of dim ``quant_axis``."""
 
     OPCODE: ClassVar[int] = 0x05
     KIND: ClassVar[str] = "elementwise"
-    TENSORS: ClassVar[tuple[str, ...]] = ("input", "quant", "output")
-    OPTIONAL: ClassVar[frozenset[str]] = frozenset({"quant"})
-    SCALARS: ClassVar[tuple[tuple[str, str], ...]] = (
-        ("input_zp", "i"),
-        ("output_zp", "i"),
-        ("multiplier", "i"),
-        ("rshift", "i"),
-        ("out_min", "i"),
-        ("out_max", "i"),
-    )
     input: Tensor
     quant: Tensor | None = None
     output: Tensor
-    input_zp: int = 0
-    output_zp: int = 0
-    multiplier: int = 1
-    rshift: int = 0
-    out_min: int = -128
-    out_max: int = 127
+    input_zp: I32 = 0
+    output_zp: I32 = 0
+    multiplier: I32 = 1
+    rshift: I32 = 0
+    out_min: I32 = -128
+    out_max: I32 = 127
+    quant_axis: U8 = 1
 
 
+@_record
 @dataclass(frozen=True, kw_only=True)
 class Pool(TiuCommand):
     """Max or average pooling over ``kh x kw`` windows with explicit pads (the tpu pool contract;
@@ -417,44 +446,33 @@ class Pool(TiuCommand):
 
     OPCODE: ClassVar[int] = 0x06
     KIND: ClassVar[str] = "pool"
-    TENSORS: ClassVar[tuple[str, ...]] = ("input", "output")
-    SCALARS: ClassVar[tuple[tuple[str, str], ...]] = (
-        ("mode", "B"),
-        *_WINDOW,
-        ("count_include_pad", "?"),
-        ("ceil_extra_h", "H"),
-        ("ceil_extra_w", "H"),
-        ("input_zp", "i"),
-        ("output_zp", "i"),
-        *_REQUANT,
-    )
-    ENUMS: ClassVar[dict[str, type[enum.IntEnum]]] = {"mode": PoolMode}
     input: Tensor
     output: Tensor
     mode: PoolMode = PoolMode.MAX
-    kh: int = 1
-    kw: int = 1
-    stride_h: int = 1
-    stride_w: int = 1
-    pad_top: int = 0
-    pad_bottom: int = 0
-    pad_left: int = 0
-    pad_right: int = 0
-    dilation_h: int = 1
-    dilation_w: int = 1
+    kh: U16 = 1
+    kw: U16 = 1
+    stride_h: U16 = 1
+    stride_w: U16 = 1
+    pad_top: U16 = 0
+    pad_bottom: U16 = 0
+    pad_left: U16 = 0
+    pad_right: U16 = 0
+    dilation_h: U16 = 1
+    dilation_w: U16 = 1
     count_include_pad: bool = False
-    ceil_extra_h: int = 0
-    ceil_extra_w: int = 0
-    input_zp: int = 0
-    output_zp: int = 0
-    multiplier: int = 1
-    rshift: int = 0
-    out_min: int = -128
-    out_max: int = 127
+    ceil_extra_h: U16 = 0
+    ceil_extra_w: U16 = 0
+    input_zp: I32 = 0
+    output_zp: I32 = 0
+    multiplier: I32 = 1
+    rshift: I32 = 0
+    out_min: I32 = -128
+    out_max: I32 = 127
     do_relu: bool = False
-    relu_limit: float = -1.0
+    relu_limit: F64 = -1.0
 
 
+@_record
 @dataclass(frozen=True, kw_only=True)
 class Lut(TiuCommand):
     """Table look-up (tpu.Lut): ``y = table[x - base]`` for 8-bit ``x``, ``base`` -128 for int8 and
@@ -462,72 +480,48 @@ class Lut(TiuCommand):
 
     OPCODE: ClassVar[int] = 0x07
     KIND: ClassVar[str] = "lut"
-    TENSORS: ClassVar[tuple[str, ...]] = ("input", "table", "output")
     input: Tensor
     table: Tensor
     output: Tensor
 
 
-@dataclass(frozen=True, kw_only=True)
-class Active(TiuCommand):
-    """A float activation in the output's float dtype (the ``tpu`` unary op in a float mode):
-    ``fn`` is the ``top`` unary op's short name (``Sigmoid``, ``GELU``, ``LeakyRelu``, ...) and
-    ``params`` its numeric properties in their declaration order (unused ones 0) — INT8
-    activations are ``Lut`` commands."""
-
-    OPCODE: ClassVar[int] = 0x0B
-    KIND: ClassVar[str] = "lut"
-    TENSORS: ClassVar[tuple[str, ...]] = ("input", "output")
-    SCALARS: ClassVar[tuple[tuple[str, str], ...]] = (("fn", "24s"), ("params", "4d"))
-    input: Tensor
-    output: Tensor
-    fn: str
-    params: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)
-
-
+@_record
 @dataclass(frozen=True, kw_only=True)
 class Cast(TiuCommand):
     """Conversion between the input's and the output's dtype (tpu.Cast): quantize ``round(x /
     scale) + zero_point`` saturated to ``[out_min, out_max]``, dequantize ``(x - zero_point) *
     scale``, or float to float. ``quant`` (per-channel, for per-axis types): ``(1, C, 1, 3)`` int32
-    ``[scale bits 0..31, scale bits 32..63, zero_point]`` per channel — the f64 scale's IEEE bits
-    as two little-endian words (``quant[..., :2].view(float64)``); absent: the scalar fields."""
+    ``[scale bits 0..31, scale bits 32..63, zero_point]`` per channel of dim ``quant_axis`` — the
+    f64 scale's IEEE bits as two little-endian words (``quant[..., :2].view(float64)``); absent:
+    the scalar fields."""
 
     OPCODE: ClassVar[int] = 0x08
     KIND: ClassVar[str] = "cast"
-    TENSORS: ClassVar[tuple[str, ...]] = ("input", "quant", "output")
-    OPTIONAL: ClassVar[frozenset[str]] = frozenset({"quant"})
-    SCALARS: ClassVar[tuple[tuple[str, str], ...]] = (
-        ("scale", "d"),
-        ("zero_point", "i"),
-        ("out_min", "i"),
-        ("out_max", "i"),
-        ("round_mode", "B"),
-    )
-    ENUMS: ClassVar[dict[str, type[enum.IntEnum]]] = {"round_mode": RoundMode}
     input: Tensor
     quant: Tensor | None = None
     output: Tensor
-    scale: float = 1.0
-    zero_point: int = 0
-    out_min: int = -128
-    out_max: int = 127
+    scale: F64 = 1.0
+    zero_point: I32 = 0
+    out_min: I32 = -128
+    out_max: I32 = 127
     round_mode: RoundMode = RoundMode.HALF_AWAY_FROM_ZERO
+    quant_axis: U8 = 1
 
 
+@_record
 @dataclass(frozen=True, kw_only=True)
 class Permute(TiuCommand):
-    """``output = transpose(input, order)`` over the four NCHW dims."""
+    """``output = transpose(input, order)`` over the four NCHW dims (output dim ``i`` is input dim
+    ``order[i]``)."""
 
     OPCODE: ClassVar[int] = 0x09
     KIND: ClassVar[str] = "permute"
-    TENSORS: ClassVar[tuple[str, ...]] = ("input", "output")
-    SCALARS: ClassVar[tuple[tuple[str, str], ...]] = (("order", "4B"),)
     input: Tensor
     output: Tensor
-    order: tuple[int, int, int, int] = (0, 1, 2, 3)
+    order: Order4 = (0, 1, 2, 3)
 
 
+@_record
 @dataclass(frozen=True, kw_only=True)
 class Reduce(TiuCommand):
     """Reduction over the NCHW dims set in ``axes`` (bit ``i`` = dim ``i``), the output keeping
@@ -535,30 +529,89 @@ class Reduce(TiuCommand):
 
     OPCODE: ClassVar[int] = 0x0A
     KIND: ClassVar[str] = "reduce"
-    TENSORS: ClassVar[tuple[str, ...]] = ("input", "output")
-    SCALARS: ClassVar[tuple[tuple[str, str], ...]] = (
-        ("mode", "B"),
-        ("axes", "B"),
-        ("input_zp", "i"),
-        ("output_zp", "i"),
-        ("multiplier", "i"),
-        ("rshift", "i"),
-        ("out_min", "i"),
-        ("out_max", "i"),
-    )
-    ENUMS: ClassVar[dict[str, type[enum.IntEnum]]] = {"mode": ReduceMode}
     input: Tensor
     output: Tensor
     mode: ReduceMode = ReduceMode.SUM
-    axes: int = 0
-    input_zp: int = 0
-    output_zp: int = 0
-    multiplier: int = 1
-    rshift: int = 0
-    out_min: int = -128
-    out_max: int = 127
+    axes: U8 = 0
+    input_zp: I32 = 0
+    output_zp: I32 = 0
+    multiplier: I32 = 1
+    rshift: I32 = 0
+    out_min: I32 = -128
+    out_max: I32 = 127
 
 
+@_record
+@dataclass(frozen=True, kw_only=True)
+class Active(TiuCommand):
+    """A float activation in the output's float dtype (the ``tpu`` unary op in a float mode):
+    ``fn`` is the ``top`` unary op's short name (``Sigmoid``, ``GELU``, ``LeakyRelu``, ...) and
+    ``params`` its properties in their declaration order (numbers as they are; a string property
+    as the index of its value among the ones it takes, GELU's ``approximate``: 0 none, 1 tanh;
+    unused ones 0) — INT8 activations are ``Lut`` commands."""
+
+    OPCODE: ClassVar[int] = 0x0B
+    KIND: ClassVar[str] = "lut"
+    input: Tensor
+    output: Tensor
+    fn: Name24
+    params: F64x4 = (0.0, 0.0, 0.0, 0.0)
+
+
+@_record
+@dataclass(frozen=True, kw_only=True)
+class Softmax(TiuCommand):
+    """Softmax (``log``: log-softmax) of a float tensor along dim ``axis`` of (n, c, h, w), in the
+    output's float dtype: the ``top`` reference in float32, rounded once (tpu.Softmax in a float
+    mode). Work: 5 element-wise passes (max, subtract, exp, sum, divide)."""
+
+    OPCODE: ClassVar[int] = 0x0C
+    KIND: ClassVar[str] = "elementwise"
+    input: Tensor
+    output: Tensor
+    axis: U8 = 3
+    log: bool = False
+
+
+@_record
+@dataclass(frozen=True, kw_only=True)
+class LayerNorm(TiuCommand):
+    """Layer normalization of a float tensor over dims ``axis..3`` of (n, c, h, w), scaled by
+    ``gamma`` and shifted by ``beta`` (each optional; the input's shape with 1 in dims before
+    ``axis``), in the output's float dtype: the ``top`` reference in float32, rounded once
+    (tpu.LayerNorm in a float mode, without its mean / rstd results). Work: 7 element-wise passes
+    (mean, subtract, square, mean, rsqrt and scale, gamma, beta)."""
+
+    OPCODE: ClassVar[int] = 0x0D
+    KIND: ClassVar[str] = "elementwise"
+    input: Tensor
+    gamma: Tensor | None = None
+    beta: Tensor | None = None
+    output: Tensor
+    axis: U8 = 3
+    epsilon: F64 = 1e-5
+
+
+@_record
+@dataclass(frozen=True, kw_only=True)
+class Attention(TiuCommand):
+    """Scaled dot-product attention of float tensors, ``softmax(scale * query key^T + mask) value``
+    per batch and head: ``query`` ``(B, H, M, D)``, ``key`` ``(B, H, N, D)``, ``value``
+    ``(B, H, N, Dv)``, ``mask`` (optional, additive) ``(B or 1, H or 1, M or 1, N)``, ``output``
+    ``(B, H, M, Dv)``; the ``top`` reference in float32, rounded once (tpu.Attention in a float
+    mode, 4-d, no cache, causal mask or softcap). Work: ``B*H*M*N*(D + Dv)`` MACs."""
+
+    OPCODE: ClassVar[int] = 0x0E
+    KIND: ClassVar[str] = "matmul"
+    query: Tensor
+    key: Tensor
+    value: Tensor
+    mask: Tensor | None = None
+    output: Tensor
+    scale: F64 = 1.0
+
+
+@_record
 @dataclass(frozen=True, kw_only=True)
 class Move(GdmaCommand):
     """Copy ``src`` to ``dst`` element by element (same shape and dtype; either side in DDR or
@@ -566,7 +619,6 @@ class Move(GdmaCommand):
     moves between lanes, DDR→DDR copies."""
 
     OPCODE: ClassVar[int] = 0x80
-    TENSORS: ClassVar[tuple[str, ...]] = ("src", "dst")
     src: Tensor
     dst: Tensor
 
@@ -581,7 +633,23 @@ class Move(GdmaCommand):
 #: Every command class by opcode.
 COMMANDS: dict[int, type[Command]] = {
     c.OPCODE: c
-    for c in (Conv, Depthwise, MatMul, Eltwise, Requant, Pool, Lut, Cast, Permute, Reduce, Active, Move)
+    for c in (
+        Conv,
+        Depthwise,
+        MatMul,
+        Eltwise,
+        Requant,
+        Pool,
+        Lut,
+        Cast,
+        Permute,
+        Reduce,
+        Active,
+        Softmax,
+        LayerNorm,
+        Attention,
+        Move,
+    )
 }
 
 

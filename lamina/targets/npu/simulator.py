@@ -8,7 +8,8 @@ cycle model.
 * :class:`TiuTable` — what each TIU command class computes: ``register(cls, execute, work)``;
   ``execute(cmd, inputs)`` gets the command and its input operands as NCHW arrays (by field name)
   and returns the output array; ``work(cmd)`` its operation count (MACs for conv, depthwise and
-  matmul). :data:`TIU_TABLE` is the default table, filled from ``tiu.py``.
+  matmul). :data:`TIU_TABLE` is the default table, holding every TIU command class's kernel
+  (:mod:`~lamina.targets.npu.kernels`, computing through ``tiu.py``).
 * :func:`run` — executes a command list on a machine. The TIU and the GDMA each run their own
   commands in order, in parallel: a command starts when its engine is free and, if it waits, when
   the other engine's command of that id has finished; it lasts the chip's cycles for it (TIU:
@@ -29,6 +30,7 @@ from lamina.support.errors import LaminaError
 
 from .arch import DTYPES, MAC_KINDS, Chip
 from .isa import Command, Engine, GdmaCommand, Move, Space, Tensor, TiuCommand
+from .kernels import KERNELS
 
 __all__ = [
     "TIU_TABLE",
@@ -185,9 +187,12 @@ class TiuTable:
         return cls in self._kernels
 
 
-#: The simulator's default table (filled from ``tiu.py``).
+#: The simulator's default table: every TIU command class's kernel (``kernels.py``, which computes
+#: through ``tiu.py``).
 TIU_TABLE = TiuTable()
 register_tiu = TIU_TABLE.register
+for _cls, (_execute, _work) in KERNELS.items():
+    register_tiu(_cls, _execute, _work)
 
 
 # -- the cycle model ---------------------------------------------------------------------------------------

@@ -85,6 +85,8 @@ import ml_dtypes
 import numpy as np
 
 from lamina.dialects.quant import UniformQuantizedPerAxisType, UniformQuantizedType
+from lamina.dialects.top import extra as top_extra
+from lamina.dialects.top import nn as top_nn
 from lamina.dialects.top.base import const_value, elem_of
 from lamina.dialects.top.elementwise import UNARY_OPS
 from lamina.dialects.tpu.families.common import acc_int32, along, is_quant
@@ -102,12 +104,14 @@ from lamina.dialects.tpu.quantize import (
 )
 from lamina.execution.kernels.conv import conv_kernel
 from lamina.execution.kernels.geometry import pool_output_size, window_geometry
-from lamina.execution.kernels.integer import conv_accumulate, matmul_accumulate, window_sums
+from lamina.execution.kernels.integer import conv_accumulate, window_sums
 from lamina.execution.kernels.pool import max_pool_kernel
 from lamina.ir.attributes import element_type_to_dtype
 from lamina.ir.core import Operation
 from lamina.ir.types import FloatType, IntegerType, NoneType, Type, f32
 from lamina.support.errors import LaminaError
+
+from . import fast
 
 __all__ = [
     "COMMANDS",
@@ -201,17 +205,31 @@ def conv(
     """Grouped N-d convolution of 8-bit ``x`` (N, C, *sp) with ``w`` (M, C/group, *k): the exact sum
     of ``(x - x_zp) * (w - w_zp)`` in the int32 register (wrap), ``+ bias`` (wrap), requantized per
     output channel (``multiplier``/``rshift`` of M entries, or one) and clamped to
-    ``[out_min, out_max]`` — ``tpu.Conv``'s INT8 form."""
-    geometry = (None, tuple(stride), tuple(dilation), tuple(pad), "NOTSET")
-    key = (geometry, int(group))
-    cache = _CONV_PLANS.get(key)
-    if cache is None:
-        if len(_CONV_PLANS) > 256:
-            _CONV_PLANS.clear()
-        cache = _CONV_PLANS[key] = {}
-    xf = np.asarray(x, np.float64) - float(x_zp)
-    wf = np.asarray(w, np.float64) - float(w_zp)
-    acc = acc_int32(conv_accumulate(xf, wf, int(group), geometry, cache))
+    ``[out_min, out_max]`` — ``tpu.Conv``'s INT8 form. 2-d convolutions sum in float32 chunks
+    (:func:`lamina.targets.npu.fast.conv_accumulate`, exact), others in the contract's float64."""
+    exact = fast.conv_accumulate(
+        np.asarray(x),
+        np.asarray(w),
+        x_zp=int(x_zp),
+        w_zp=int(w_zp),
+        stride=stride,
+        dilation=dilation,
+        pad=pad,
+        group=int(group),
+    )
+    if exact is not None:
+        acc = wrap_int32(exact)
+    else:
+        geometry = (None, tuple(stride), tuple(dilation), tuple(pad), "NOTSET")
+        key = (geometry, int(group))
+        cache = _CONV_PLANS.get(key)
+        if cache is None:
+            if len(_CONV_PLANS) > 256:
+                _CONV_PLANS.clear()
+            cache = _CONV_PLANS[key] = {}
+        xf = np.asarray(x, np.float64) - float(x_zp)
+        wf = np.asarray(w, np.float64) - float(w_zp)
+        acc = acc_int32(conv_accumulate(xf, wf, int(group), geometry, cache))
     if bias is not None:
         b = np.asarray(bias, np.int64).reshape((1, -1) + (1,) * (acc.ndim - 2))
         acc = wrap_int32(acc.astype(np.int64) + b)
@@ -276,9 +294,13 @@ def matmul(
     the int32 register, ``+ bias`` (wrap), requantized per tensor or per column — ``tpu.MatMul``."""
     bz = np.asarray(b_zp, np.int64)
     per_b = bz.ndim > 0 and bz.size > 1
-    xa = np.asarray(a, np.float64) - float(a_zp)
-    acc = acc_int32(
-        matmul_accumulate(xa, b, bz if per_b else int(bz.reshape(-1)[0]), b.ndim - 1 if per_b else None)
+    acc = wrap_int32(
+        fast.matmul_accumulate(
+            np.asarray(a),
+            np.asarray(b),
+            a_zp=int(a_zp),
+            b_zp=bz.reshape(-1) if per_b else int(bz.reshape(-1)[0]),
+        )
     )
     if bias is not None:
         acc = wrap_int32(acc.astype(np.int64) + np.asarray(bias, np.int64))
@@ -604,6 +626,88 @@ def reduce_sum_f(x: Array, *, axes: Ints, keepdims: bool, out_dtype: str) -> Arr
     return _finish(np.asarray(np.sum(_widen(x), axis=tuple(axes), keepdims=bool(keepdims))), out_dtype)
 
 
+def max_f(xs: Sequence[Array], *, out_dtype: str) -> Array:
+    """Float maximum of broadcast inputs, left to right in float32 — ``tpu.Max`` in a float mode."""
+    y = _widen(xs[0])
+    for x in xs[1:]:
+        y = np.maximum(y, _widen(x))
+    return _finish(y, out_dtype)
+
+
+def min_f(xs: Sequence[Array], *, out_dtype: str) -> Array:
+    """Float minimum of broadcast inputs, left to right in float32 — ``tpu.Min`` in a float mode."""
+    y = _widen(xs[0])
+    for x in xs[1:]:
+        y = np.minimum(y, _widen(x))
+    return _finish(y, out_dtype)
+
+
+def div_f(a: Array, b: Array, *, out_dtype: str) -> Array:
+    """Float ``a / b`` in float32 (IEEE: ``x / 0`` is ±inf or NaN) — ``tpu.Div`` in a float mode."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return _finish(np.divide(_widen(a), _widen(b)), out_dtype)
+
+
+class _Props:
+    """An op's properties as its ``top`` reference reads them (``op.<name>`` or ``op.attr(name)``),
+    from a command's fields — so a float command runs the reference itself, never a restatement."""
+
+    def __init__(self, **props: Any) -> None:
+        self.__dict__.update(props)
+
+    def attr(self, name: str) -> Any:
+        return self.__dict__[name]
+
+
+def softmax_f(x: Array, *, axis: int, log: bool, out_dtype: str) -> Array:
+    """Softmax (``log``: log-softmax) along ``axis``: the ``top.Softmax`` reference in float32,
+    rounded once — ``tpu.Softmax`` in a float mode."""
+    with np.errstate(all="ignore"):
+        y = top_nn.SoftmaxOp.execute(_Props(axis=int(axis), log=bool(log)), [_widen(x)])[0]  # type: ignore[arg-type]
+    return _finish(y, out_dtype)
+
+
+def layer_norm_f(
+    x: Array, gamma: Array | None, beta: Array | None, *, axis: int, epsilon: float, out_dtype: str
+) -> Array:
+    """Layer normalization over dims ``axis..`` (``gamma`` absent: 1; ``beta`` absent: none): the
+    ``top.LayerNorm`` reference in float32, rounded once — ``tpu.LayerNorm`` in a float mode
+    (its normalized result)."""
+    g = _widen(gamma) if gamma is not None else np.float32(1.0)
+    with np.errstate(all="ignore"):
+        y = top_nn.LayerNormOp.execute(
+            _Props(axis=int(axis), epsilon=float(epsilon)),  # type: ignore[arg-type]
+            [_widen(x), g, _widen(beta)],
+        )[0]
+    return _finish(y, out_dtype)
+
+
+class _Result:
+    def __init__(self, t: Type) -> None:
+        self.type = t
+
+
+def attention_f(q: Array, k: Array, v: Array, mask: Array | None, *, scale: float, out_dtype: str) -> Array:
+    """``softmax(scale * q @ k^T + mask) @ v`` over 4-d ``(B, H, S, D)`` inputs (``mask`` additive,
+    broadcast): the ``top.Attention`` reference in float32 (no cache, causal mask or softcap),
+    rounded once — ``tpu.Attention`` in a float mode."""
+    props = _Props(
+        is_causal=False,
+        q_num_heads=None,
+        kv_num_heads=None,
+        qk_matmul_output_mode=0,
+        scale=float(scale),
+        softcap=0.0,
+        softmax_precision=None,
+        results=[_Result(f32), _Result(NoneType()), _Result(NoneType()), _Result(NoneType())],
+    )
+    with np.errstate(all="ignore"):
+        y = top_extra.AttentionOp.execute(
+            props, [_widen(q), _widen(k), _widen(v), _widen(mask), None, None, None]
+        )[0]  # type: ignore[arg-type]
+    return _finish(y, out_dtype)
+
+
 #: the activations :func:`active_f` computes: the ``top`` unary ops, by short name
 ACTIVATIONS: dict[str, Any] = {c.name.split(".", 1)[1]: c for c in UNARY_OPS}
 
@@ -661,6 +765,12 @@ FUNCTIONS: dict[str, Callable[..., Array]] = {
         reduce_mean_f,
         reduce_sum_f,
         active_f,
+        max_f,
+        min_f,
+        div_f,
+        softmax_f,
+        layer_norm_f,
+        attention_f,
     )
 }
 
@@ -781,14 +891,27 @@ COMMANDS: dict[str, tuple[Field, ...]] = {
     "reduce_mean_f": (*_AXES, _OUT),
     "reduce_sum_f": (*_AXES, _OUT),
     "active_f": (Field("fn", "enum", "scalar"), Field("params", "f64", "per_attr"), _OUT),
+    "max_f": (_OUT,),
+    "min_f": (_OUT,),
+    "div_f": (_OUT,),
+    "softmax_f": (Field("axis", "i32", "scalar"), Field("log", "bool", "scalar"), _OUT),
+    "layer_norm_f": (Field("axis", "i32", "scalar"), Field("epsilon", "f64", "scalar"), _OUT),
+    "attention_f": (Field("scale", "f64", "scalar"), _OUT),
 }
 
 
 # ---- work counts ---------------------------------------------------------------------------------
 
+#: element-wise passes of a softmax (max, subtract, exp, sum, divide)
+SOFTMAX_PASSES = 5
+#: element-wise passes of a layer norm before its affine operands (mean, subtract, square, mean,
+#: rsqrt-and-scale); gamma and beta add one each
+LAYER_NORM_PASSES = 5
+
 #: what :func:`work` counts per command: multiply-accumulates or element operations
 WORK_UNIT: dict[str, str] = {
-    k: ("mac" if k in ("conv", "depthwise", "matmul", "conv_f", "matmul_f") else "elem") for k in FUNCTIONS
+    k: ("mac" if k in ("conv", "depthwise", "matmul", "conv_f", "matmul_f", "attention_f") else "elem")
+    for k in FUNCTIONS
 }
 
 
@@ -797,8 +920,12 @@ def work(
 ) -> int:
     """The work of one command for the cycle model (:data:`WORK_UNIT` says which unit): conv /
     depthwise MACs ``prod(out) * prod(w.shape[1:])``; matmul ``prod(out) * K``; pooling
-    ``prod(out) * prod(kernel)``; add/sub/mul ``prod(out) * (inputs - 1)`` (at least ``prod(out)``);
-    reductions ``prod(input)``; everything else ``prod(out)``."""
+    ``prod(out) * prod(kernel)``; add/sub/mul/max/min/div ``prod(out) * (inputs - 1)`` (at least
+    ``prod(out)``); reductions ``prod(input)``; softmax ``5 * prod(out)`` (max, subtract, exp, sum,
+    divide: :data:`SOFTMAX_PASSES`); layer norm ``(5 + affine operands) * prod(out)`` (mean,
+    subtract, square, mean, rsqrt-and-scale, then gamma and beta: :data:`LAYER_NORM_PASSES`);
+    attention the MACs of its two products, ``B*H*M*N*D + B*H*M*Dv*N``; everything else
+    ``prod(out)``."""
     out = math.prod(out_shape)
     if command in ("conv", "depthwise", "conv_f"):
         return out * math.prod(in_shapes[1][1:])
@@ -806,8 +933,15 @@ def work(
         return out * int(in_shapes[0][-1])
     if command in ("max_pool", "avg_pool", "avg_pool_f"):
         return out * math.prod(params["kernel"])
-    if command in ("add", "sub", "mul", "add_f", "sub_f", "mul_f"):
+    if command in ("add", "sub", "mul", "add_f", "sub_f", "mul_f", "max_f", "min_f", "div_f"):
         return out * max(len(in_shapes) - 1, 1)
+    if command == "softmax_f":
+        return out * SOFTMAX_PASSES
+    if command == "layer_norm_f":
+        return out * (LAYER_NORM_PASSES + len(in_shapes) - 1)
+    if command == "attention_f":
+        q, k = in_shapes[0], in_shapes[1]
+        return math.prod(q[:-1]) * int(k[-2]) * int(q[-1]) + out * int(k[-2])
     if command.startswith("reduce"):
         return math.prod(in_shapes[0])
     if command not in FUNCTIONS:
@@ -1104,7 +1238,66 @@ _FROM_OP: dict[str, Callable[[Any], tuple[str, dict[str, Any]]]] = {
     "tpu.Requant": _requant_cmd,
     "tpu.Lut": lambda op: ("lut", {}),
     "tpu.Permute": lambda op: ("permute", {"order": op._perm(len(op.input.type.shape))}),
+    "tpu.Max": lambda op: _minmax_div_cmd(op),
+    "tpu.Min": lambda op: _minmax_div_cmd(op),
+    "tpu.Div": lambda op: _minmax_div_cmd(op),
+    "tpu.Softmax": lambda op: _softmax_cmd(op),
+    "tpu.LayerNorm": lambda op: _layer_norm_cmd(op),
+    "tpu.Attention": lambda op: _attention_cmd(op),
 }
+
+
+def _minmax_div_cmd(op: Any) -> tuple[str, dict[str, Any]]:
+    kind = op.name.split(".")[1].lower()
+    if any(is_quant(v.type) for v in (*op.operands, *op.results)):
+        raise _unsupported(op, f"{op.name.split('.')[1]} has no integer form")
+    return kind + "_f", _out(op)
+
+
+def _float_only(op: Any) -> None:
+    if any(is_quant(v.type) for v in (*op.operands, *op.results) if not isinstance(v.type, NoneType)):
+        raise _unsupported(op, "it runs in float modes only")
+
+
+def _softmax_cmd(op: Any) -> tuple[str, dict[str, Any]]:
+    _float_only(op)
+    rank = len(op.input.type.shape)
+    return "softmax_f", {"axis": int(op.attr("axis")) % max(rank, 1), "log": bool(op.attr("log")), **_out(op)}
+
+
+def _layer_norm_cmd(op: Any) -> tuple[str, dict[str, Any]]:
+    _float_only(op)
+    if any(not isinstance(r.type, NoneType) and r.has_uses for r in op.results[1:]):
+        raise _unsupported(op, "LayerNorm's mean or rstd result is used")
+    rank = len(op.input.type.shape)
+    axis = int(op.attr("axis"))
+    axis = axis + rank if axis < 0 else axis
+    return "layer_norm_f", {"axis": axis, "epsilon": float(op.attr("epsilon")), **_out(op)}
+
+
+def _attention_cmd(op: Any) -> tuple[str, dict[str, Any]]:
+    _float_only(op)
+    q, k, v, mask, past_k, past_v, nonpad = op.operands
+    if any(not isinstance(x.type, NoneType) for x in (past_k, past_v, nonpad)):
+        raise _unsupported(op, "Attention with a KV cache or padding lengths")
+    if any(not isinstance(r.type, NoneType) for r in op.results[1:]):
+        raise _unsupported(op, "Attention's present key/value or qk results")
+    if op.attr("is_causal") or (op.attr("softcap") or 0) > 0 or op.attr("softmax_precision") is not None:
+        raise _unsupported(op, "Attention with a causal mask, softcap or another softmax precision")
+    shapes = [x.type.shape for x in (q, k, v)]
+    if any(len(sh) != 4 for sh in shapes):
+        raise _unsupported(op, "Attention of 3-d (B, S, H*D) inputs")
+    (b, h, _m, d), (bk, hk, n, dk), (bv, hv, nv, _dv) = shapes
+    if (bk, hk, dk) != (b, h, d) or (bv, hv, nv) != (b, h, n):
+        raise _unsupported(op, "Attention with grouped or broadcast key/value heads")
+    if not isinstance(mask.type, NoneType):
+        ms = mask.type.shape
+        if not isinstance(elem_of(mask.type), FloatType):
+            raise _unsupported(op, "Attention with a boolean mask")
+        if len(ms) > 4 or ms[-1] != n:
+            raise _unsupported(op, "Attention with a mask shorter than the keys")
+    scale = op.attr("scale")
+    return "attention_f", {"scale": float(1.0 / math.sqrt(d)) if scale is None else float(scale), **_out(op)}
 
 
 def _active_cmd(op: Any) -> tuple[str, dict[str, Any]]:
@@ -1141,8 +1334,18 @@ def execute_op(op: Operation, inputs: Sequence[Any]) -> Array:
         raw = op.properties["table"].to_numpy()  # type: ignore[attr-defined]
         table = np.asarray(raw).astype(storage_dtype(elem_of(op.results[0].type)))  # type: ignore[arg-type]
         return fn(inputs[0], table)
-    if name in ("add", "add_f", "mul_f"):
+    if name in ("add", "add_f", "mul_f", "max_f", "min_f"):
         return fn(list(inputs), **params)
-    if name in ("reduce_mean", "reduce_max", "reduce_min", "reduce_mean_f", "reduce_sum_f", "permute"):
+    if name in (
+        "reduce_mean",
+        "reduce_max",
+        "reduce_min",
+        "reduce_mean_f",
+        "reduce_sum_f",
+        "permute",
+        "softmax_f",
+    ):
         return fn(inputs[0], **params)
+    if name == "attention_f":
+        return fn(*inputs[:4], **params)
     return fn(*inputs, **params)

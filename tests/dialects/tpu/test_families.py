@@ -186,3 +186,28 @@ def test_quantized_forms_execute_like_before() -> None:
 @pytest.mark.parametrize("name", ["tpu.Conv", "tpu.Add", "tpu.Relu", "tpu.Cast", "tpu.Lut"])
 def test_registered_by_name(name: str) -> None:
     assert any(c.name == name for c in ALL_TPU_OPS)
+
+
+def test_concat_inputs_are_requantized_in_their_own_shape() -> None:
+    """A Concat's inputs are brought to the result's element type, each keeping its shape (the
+    requant of a 1x2 input is 1x2, not the 1x5 of the concatenation)."""
+    from lamina.ir.verifier import verify
+
+    cal = "!quant.calibrated<f32<-{0}:{0}>>"
+    a_t, b_t, r_t = (f"tensor<1x{c}x{cal.format(t)}>" for c, t in ((2, 1.0), (3, 1.5), (5, 1.5)))
+    m = _parse(
+        f"""
+func.func @main(%a: {a_t}, %b: {b_t}) -> {r_t} {{
+  %x = "top.Input"(%a) : ({a_t}) -> {a_t} loc("a")
+  %y = "top.Input"(%b) : ({b_t}) -> {b_t} loc("b")
+  %c = "top.Concat"(%x, %y) <{{axis = 1 : i64}}> : ({a_t}, {b_t}) -> {r_t} loc("c")
+  return %c : {r_t}
+}}
+"""
+    )
+    assert convert_top_to_tpu(m, "INT8")[0]  # type: ignore[arg-type]
+    requants = [op for op in m.walk_ops() if op.name == "tpu.Requant"]  # type: ignore[attr-defined]
+    assert requants
+    for op in requants:
+        assert op.operands[0].type.shape == op.results[0].type.shape == (1, 2)
+    verify(m)  # type: ignore[arg-type]

@@ -131,7 +131,7 @@ def test_layer_norm_kernel_equals_contract(shape: list[int], axis_pick: int, see
     args = [x, w, ins.get("b")]
     want = op.execute(args)[0]
     got = op.executor()(args)[0]
-    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(got, want)  # bit for bit: the NPU's LayerNorm is held to both
 
 
 @settings(max_examples=60, deadline=None)

@@ -85,7 +85,7 @@ def test_records_are_fixed_size_and_aligned() -> None:
         extra = {"fn": "Sigmoid"} if cls is isa.Active else {}
         one = encode([cls(**tensors_, **extra)])  # type: ignore[arg-type]
         assert len(one) == 24 + cls.record_size()
-    assert len(set(COMMANDS)) == len(COMMANDS) == 12
+    assert len(set(COMMANDS)) == len(COMMANDS) == 15
 
 
 def test_encode_errors() -> None:
@@ -213,7 +213,7 @@ def test_doc_tables_match_the_code() -> None:
 
 
 #: What each scalar field means, for the tables of docs/npu-isa.md (:func:`opcode_tables`).
-MEANINGS = {
+MEANINGS: dict[str | tuple[str, str], str] = {
     "kh": "kernel height",
     "kw": "kernel width",
     "stride_h": "vertical stride",
@@ -249,7 +249,13 @@ MEANINGS = {
     "order": "permutation of (n, c, h, w)",
     "axes": "bit i set: reduce dim i of (n, c, h, w)",
     "fn": "the activation's name, ASCII, zero padded",
-    "params": "its numeric properties in declaration order",
+    "params": "its properties in declaration order (a string property: the index of its value)",
+    "quant_axis": "the dim of (n, c, h, w) the `quant` tensor's channels run along (0..3)",
+    ("Softmax", "axis"): "the dim of (n, c, h, w) the softmax runs along",
+    "log": "log-softmax (0/1)",
+    ("LayerNorm", "axis"): "the first normalized dim: dims `axis..3` of (n, c, h, w) are normalized",
+    "epsilon": "added to the variance",
+    ("Attention", "scale"): "the factor of `query key^T`",
 }
 
 
@@ -278,7 +284,7 @@ def opcode_tables() -> str:
             elif name in cls.ENUMS:
                 meaning = ", ".join(f"{m.value} {m.name.lower()}" for m in cls.ENUMS[name])
             else:
-                meaning = MEANINGS[name]
+                meaning = MEANINGS.get((cls.__name__, name)) or MEANINGS[name]
             out.append(f"| {off} | `{name}` | `{code}` | {meaning} |")
         out.append("")
     return "\n".join(out)

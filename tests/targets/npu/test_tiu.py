@@ -592,6 +592,135 @@ def test_float_activations_round_once(ft: str) -> None:
     _check(lrelu, [x])
 
 
+# ---- float-only commands: max, min, div, softmax, layer norm, attention ---------------------------------
+
+
+@pytest.mark.parametrize("ft", ["f32", "f16", "bf16"])
+@pytest.mark.parametrize("name", ["tpu.Max", "tpu.Min", "tpu.Div"])
+def test_float_max_min_div_round_once(name: str, ft: str) -> None:
+    rng = np.random.default_rng(12)
+    shp = (2, 3, 4)
+    op = _op(name, [_t(shp, ft), _t((1, 3, 1), ft)], _t(shp, ft))
+    assert tiu.command_for(op)[0] == name.split(".")[1].lower() + "_f"
+    b = _fl(rng, (1, 3, 1), ft)
+    b.reshape(-1)[0] = 0  # x / 0
+    _check(op, [_fl(rng, shp, ft), b])
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    st.lists(st.integers(1, 5), min_size=1, max_size=4),
+    st.integers(0, 7),
+    st.booleans(),
+    st.sampled_from(["f32", "f16", "bf16"]),
+    st.integers(0, 2**31),
+)
+def test_softmax_rounds_once(shape: list[int], axis: int, log: bool, ft: str, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    ax = axis % len(shape) - (len(shape) if axis % 2 else 0)  # negative axes too
+    t = _t(tuple(shape), ft)
+    op = _op("tpu.Softmax", [t], t, f"axis = {ax} : i64, log = {str(log).lower()}")
+    name, p = tiu.command_for(op)
+    assert name == "softmax_f" and p["axis"] == ax % len(shape)
+    _check(op, [_fl(rng, tuple(shape), ft) * 4])
+
+
+def _layer_norm_op(shape: tuple[int, ...], axis: int, ft: str, bias: bool, stats: bool) -> Operation:
+    norm = shape[axis:]
+    st_t = _t(shape[:axis] + (1,) * len(norm), ft) if stats else "none"
+    x_t, w_t, y_t = _t(shape, ft), _t(norm, ft), _t(shape, ft)
+    b_t = w_t if bias else "none"
+    b_def = "" if bias else '  %nb = "top.None"() : () -> none\n'
+    b_arg = "%b" if bias else "%nb"
+    text = (
+        f"func.func @main(%x: {x_t}, %w: {w_t}{', %b: ' + b_t if bias else ''}) -> {y_t} {{\n{b_def}"
+        f'  %y:3 = "tpu.LayerNorm"(%x, %w, {b_arg}) <{{axis = {axis} : i64, epsilon = 1.0e-3 : f64}}> : '
+        f"({x_t}, {w_t}, {b_t}) -> ({y_t}, {st_t}, {st_t})\n  return %y#0 : {y_t}\n}}\n"
+    )
+    m = parse_module(text, Context())
+    assert m is not None
+    return next(o for o in m.walk_ops() if o.name == "tpu.LayerNorm")  # type: ignore[attr-defined]
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    st.lists(st.integers(1, 6), min_size=1, max_size=4),
+    st.integers(0, 3),
+    st.booleans(),
+    st.booleans(),
+    st.sampled_from(["f32", "f16", "bf16"]),
+    st.integers(0, 2**31),
+)
+def test_layer_norm_rounds_once(
+    shape: list[int], axis: int, bias: bool, stats: bool, ft: str, seed: int
+) -> None:
+    rng = np.random.default_rng(seed)
+    shp = tuple(shape)
+    ax = axis % len(shp)
+    op = _layer_norm_op(shp, ax, ft, bias, stats)
+    assert tiu.command_for(op) == ("layer_norm_f", {"axis": ax, "epsilon": 1e-3, "out_dtype": ft})
+    ins = [_fl(rng, shp, ft) * 3 + 1, _fl(rng, shp[ax:], ft)] + ([_fl(rng, shp[ax:], ft)] if bias else [None])
+    got = tiu.execute_op(op, ins)
+    ref = np.asarray(op.execute(ins)[0])  # type: ignore[attr-defined]
+    np.testing.assert_array_equal(_bits(got), _bits(ref))
+    np.testing.assert_array_equal(_bits(got), _bits(np.asarray(op.executor()(ins)[0])))  # type: ignore[attr-defined]
+
+
+def test_layer_norm_with_used_statistics_has_no_command() -> None:
+    x_t, w_t, s_t = "tensor<2x3x4xf32>", "tensor<4xf32>", "tensor<2x3x1xf32>"
+    text = (
+        f"func.func @main(%x: {x_t}, %w: {w_t}) -> {s_t} {{\n"
+        '  %nb = "top.None"() : () -> none\n'
+        f'  %y:3 = "tpu.LayerNorm"(%x, %w, %nb) : ({x_t}, {w_t}, none) -> ({x_t}, {s_t}, {s_t})\n'
+        f"  return %y#1 : {s_t}\n}}\n"
+    )
+    m = parse_module(text, Context())
+    assert m is not None
+    used = next(o for o in m.walk_ops() if o.name == "tpu.LayerNorm")  # type: ignore[attr-defined]
+    with pytest.raises(LaminaError, match="mean or rstd result is used"):
+        tiu.command_for(used)
+
+
+def _attention_op(b: int, h: int, m: int, n: int, d: int, dv: int, ft: str, mask: tuple[int, ...] | None,
+                  attrs: str = "scale = 0.3 : f64") -> Operation:  # fmt: skip
+    q_t, k_t, v_t, o_t = (_t(s, ft) for s in ((b, h, m, d), (b, h, n, d), (b, h, n, dv), (b, h, m, dv)))
+    m_t = _t(mask, ft) if mask else "none"
+    text = (
+        f"func.func @main(%q: {q_t}, %k: {k_t}, %v: {v_t}{', %m: ' + m_t if mask else ''}) -> {o_t} {{\n"
+        + ('  %m = "top.None"() : () -> none\n' if not mask else "")
+        + '  %n = "top.None"() : () -> none\n'
+        f'  %y:4 = "tpu.Attention"(%q, %k, %v, %m, %n, %n, %n) <{{{attrs}}}> : '
+        f"({q_t}, {k_t}, {v_t}, {m_t}, none, none, none) -> ({o_t}, none, none, none)\n"
+        f"  return %y#0 : {o_t}\n}}\n"
+    )
+    mod = parse_module(text, Context())
+    assert mod is not None
+    return next(o for o in mod.walk_ops() if o.name == "tpu.Attention")  # type: ignore[attr-defined]
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    st.integers(1, 2), st.integers(1, 3), st.integers(1, 5), st.integers(1, 6), st.integers(1, 4),
+    st.integers(1, 4), st.sampled_from(["none", "keys", "full"]), st.sampled_from(["f32", "bf16"]),
+    st.integers(0, 2**31),
+)  # fmt: skip
+def test_attention_rounds_once(
+    b: int, h: int, m: int, n: int, d: int, dv: int, mask: str, ft: str, seed: int
+) -> None:
+    rng = np.random.default_rng(seed)
+    ms = {"none": None, "keys": (b, 1, 1, n), "full": (b, h, m, n)}[mask]
+    op = _attention_op(b, h, m, n, d, dv, ft, ms)
+    assert tiu.command_for(op) == ("attention_f", {"scale": 0.3, "out_dtype": ft})
+    ins = [_fl(rng, s, ft) for s in ((b, h, m, d), (b, h, n, d), (b, h, n, dv))]
+    ins += [_fl(rng, ms, ft) if ms else None, None, None, None]
+    _check(op, ins)
+    no_scale = _attention_op(1, 1, 2, 3, 4, 2, "f32", None, "is_causal = false")
+    assert tiu.command_for(no_scale)[1]["scale"] == 0.5
+    for attrs, why in (("is_causal = true", "causal"), ("softcap = 2.0 : f64", "softcap")):
+        with pytest.raises(LaminaError, match=why):
+            tiu.command_for(_attention_op(1, 1, 2, 3, 4, 2, "f32", None, attrs))
+
+
 # ---- float conv and matmul ----------------------------------------------------------------------------
 
 
@@ -802,6 +931,13 @@ def test_work_counts() -> None:
     assert tiu.work("add", [(4,), (4,), (4,)], (4,), {}) == 8
     assert tiu.work("reduce_mean", [(2, 3, 4)], (2, 1, 1), {}) == 24
     assert tiu.work("lut", [(2, 3)], (2, 3), {}) == 6
+    assert tiu.work("softmax_f", [(2, 3)], (2, 3), {}) == 6 * tiu.SOFTMAX_PASSES == 30
+    assert tiu.work("layer_norm_f", [(2, 3), (3,), (3,)], (2, 3), {}) == 6 * 7
+    assert tiu.work("layer_norm_f", [(2, 3)], (2, 3), {}) == 6 * 5
+    assert tiu.work(
+        "attention_f", [(2, 4, 5, 8), (2, 4, 7, 8), (2, 4, 7, 3)], (2, 4, 5, 3), {}
+    ) == 2 * 4 * 5 * 7 * (8 + 3)
+    assert tiu.WORK_UNIT["attention_f"] == "mac" and tiu.WORK_UNIT["div_f"] == "elem"
     with pytest.raises(ValueError, match="unknown TIU command"):
         tiu.work("nope", [], (1,), {})
 
@@ -816,8 +952,8 @@ def test_window_slice() -> None:
 
 
 def test_ops_without_a_command_are_named() -> None:
-    op = _op("tpu.Softmax", [_t((2, 3), "f32")], _t((2, 3), "f32"), "axis = 1 : i64")
-    with pytest.raises(LaminaError, match=r"tpu\.Softmax.*no TIU command"):
+    op = _op("tpu.Hardmax", [_t((2, 3), "f32")], _t((2, 3), "f32"), "axis = 1 : i64")
+    with pytest.raises(LaminaError, match=r"tpu\.Hardmax.*no TIU command"):
         tiu.command_for(op)
     with pytest.raises(ValueError, match="unknown TIU dtype"):
         tiu.cast_float(np.zeros(2, np.float32), out_dtype="f64")

@@ -137,5 +137,6 @@ class MoveLowering(FamilyLowering):
             et = UniformQuantizedPerAxisType(8, signed, f32, seg_scales, [0] * len(seg_scales), ax, lo, hi)
             self.s.stats["per_channel"] += 1
             return self.emit(op, rw, parts, [RankedTensorType(rt.shape, et)])
-        xs = [self.s.cast(rw, x, out_t) for x in xs]
+        # each input keeps its own shape: only its element type becomes the result's
+        xs = [self.s.cast(rw, x, with_elem(x.type, elem(out_t))) for x in xs]
         return self.emit(op, rw, xs, [out_t])

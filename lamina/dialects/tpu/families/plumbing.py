@@ -101,6 +101,9 @@ class RequantOp(PlumbingOp):
         a, b = self.input.type, self.output.type
         if not (is_quant(a) and is_quant(b)):
             raise VerifyError("input and result must be quantized")
+        ranked = isinstance(a, ShapedType) and isinstance(b, ShapedType) and a.has_rank and b.has_rank
+        if ranked and a.shape != b.shape:
+            raise VerifyError(f"input shape {list(a.shape)} and result shape {list(b.shape)} differ")
         m, s = self.multiplier, self.rshift
         nm, ns = np.size(m), np.size(s)
         axis = channel_axis(b) if channel_axis(b) is not None else channel_axis(a)
