@@ -20,7 +20,7 @@ from __future__ import annotations
 import datetime
 import json
 import time
-from dataclasses import asdict
+from dataclasses import fields
 from typing import Any
 
 from lamina.ir.attributes import ArrayAttr, DictionaryAttr, StringAttr, TypeAttr
@@ -189,7 +189,6 @@ def build_model(
     planned: Any, program: Program, chip: Chip, options: CompileOptions
 ) -> tuple[Model, dict[str, str]]:
     """The ``.lamina`` contents of a planned module and its program; and the layers' placement."""
-    from lamina import __version__ as version
     from lamina.execution.interpreter import io_names
 
     func = _main(planned)
@@ -240,7 +239,7 @@ def build_model(
     for t, v in zip(outputs, ret.operands):
         tensors.setdefault(t.name, tensor_desc(v, func, t.name))
     metadata = {
-        "lamina_version": version,
+        "lamina_version": lamina_version(),
         "created": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
         "mode": options.mode,
         "layer_group": not options.disable_layer_group,
@@ -271,8 +270,18 @@ def build_model(
     return model, _layers(func, names)
 
 
+def lamina_version() -> str:
+    """The installed Lamina's version (``unknown`` when run from a checkout that is not installed)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("lamina")
+    except PackageNotFoundError:
+        return "unknown"
+
+
 def _chip_json(chip: Chip) -> dict[str, Any]:
-    d = asdict(chip)
+    d = {f.name: getattr(chip, f.name) for f in fields(chip)}
     d["dtypes"] = list(chip.dtypes)
     d["tiu_ops_per_cycle"] = {k: dict(v) for k, v in chip.tiu_ops_per_cycle.items()}
     return json.loads(json.dumps(d))

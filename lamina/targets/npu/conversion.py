@@ -39,7 +39,7 @@ from lamina.passes import Option, Pass, Statistic, register_pass
 from lamina.support.errors import LaminaError
 
 from .arch import DTYPES, Chip, load_chip
-from .dialect import COMMAND_OPS, CopyOp, ReshapeOp, WeightOp, dtype_name
+from .dialect import COMMAND_OPS, CopyOp, ReshapeOp, WeightOp, dtype_name, reshaped_type
 from .moves import index_map, moves_of
 
 __all__ = ["ConvertTpuToNpu", "convert_tpu_to_npu", "MOVEMENT", "RESHAPES"]
@@ -67,6 +67,7 @@ class _Converter:
         self.weights = WeightFactory(func.parent_op() if func.parent_op() is not None else func, resources)
         self.stats = {"commands": 0, "moves": 0, "host": 0}
         self.host: list[tuple[str, str]] = []  # (op name, why) of ops left for the host
+        self.views: dict[tuple[Value, tuple[int, ...]], Value] = {}
 
     # -- helpers ------------------------------------------------------------------------------------
 
@@ -74,8 +75,17 @@ class _Converter:
         t = v.type
         if tuple(t.shape) == tuple(shape):  # type: ignore[attr-defined]
             return v
-        nt = RankedTensorType(shape, t.element_type)  # type: ignore[attr-defined]
-        return b.insert(ReshapeOp.build(input=v, output=nt, loc=loc)).results[0]
+        key = (v, tuple(shape))
+        if key in self.views:
+            return self.views[key]
+        nt = reshaped_type(t, shape)
+        if nt is None:
+            raise LaminaError(f"'{t}' has no view of shape {list(shape)} keeping its per-channel axis")
+        d = v.defining_op()
+        at = Builder.after(d) if d is not None else Builder.at_start(v.owner)  # type: ignore[arg-type]
+        r = at.insert(ReshapeOp.build(input=v, output=nt, loc=loc)).results[0]
+        self.views[key] = r
+        return r
 
     def weight(self, b: Builder, array: np.ndarray, hint: str, loc: Location) -> Value:
         a = np.ascontiguousarray(array)
@@ -190,20 +200,26 @@ class _Converter:
             self.stats["host"] += 1
             return
         cls = COMMAND_OPS[low.cls]
+        res = op.results[0]
+        out_shape = low.operands["output"].shape
+        out_t = reshaped_type(res.type, out_shape)
+        if out_t is None or any(
+            reshaped_type(op.operands[od.value].type, od.shape) is None
+            for n, od in low.operands.items()
+            if n != "output"
+        ):
+            self.host.append((op.name, "a per-channel axis its command's view does not keep"))
+            self.stats["host"] += 1
+            return
         b = Builder.before(op)
         kwargs: dict[str, Any] = {}
-        out_shape = None
         for name, od in low.operands.items():
             if name == "output":
-                out_shape = od.shape
                 continue
             kwargs[name] = self.reshape(b, op.operands[od.value], tuple(od.shape), op.location)
         base = result_names(op)[0] if op.results else "w"
         for name, arr in low.params.items():
             kwargs[name] = self.weight(b, np.asarray(arr), f"{base}_{name}", op.location)
-        res = op.results[0]
-        assert out_shape is not None
-        out_t = RankedTensorType(tuple(out_shape), res.type.element_type)  # type: ignore[attr-defined]
         for k, v in low.fields.items():
             kwargs[k] = v.name if hasattr(v, "name") and not isinstance(v, (int, float, str, tuple)) else v
         new = b.insert(cls.build(output=out_t, loc=op.location, **_fields(cls, kwargs)))

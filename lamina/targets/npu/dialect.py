@@ -28,13 +28,15 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
+import math
 import typing
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
 
-from lamina.dialects.quant import QuantizedType
+from lamina.dialects.quant import QuantizedType, UniformQuantizedPerAxisType
 from lamina.dialects.tpu.quantize import storage_dtype
 from lamina.ir.attributes import element_type_to_dtype
 from lamina.ir.constraints import (
@@ -97,6 +99,7 @@ def np_dtype(t: Type) -> np.dtype:
     return element_type_to_dtype(e)
 
 
+@functools.lru_cache(maxsize=4096)
 def dtype_name(t: Type) -> str:
     """The NPU dtype name (:data:`lamina.targets.npu.arch.DTYPES`) of a tensor type's elements."""
     from .arch import DTYPES
@@ -106,6 +109,32 @@ def dtype_name(t: Type) -> str:
         if v == dt:
             return k
     raise LaminaError(f"element type of '{t}' is not an NPU dtype ({', '.join(DTYPES)})")
+
+
+def reshaped_type(t: Type, shape: Sequence[int]) -> RankedTensorType | None:
+    """``t`` with ``shape`` (same elements): a per-axis quantized element type's axis moves to the dim
+    of the new shape that is the old axis (same size, same elements before it); None when no dim is."""
+    e = t.element_type  # type: ignore[attr-defined]
+    if isinstance(e, UniformQuantizedPerAxisType):
+        old = tuple(int(d) for d in t.shape)  # type: ignore[attr-defined]
+        before = math.prod(old[: e.axis])
+        axis = next(
+            (j for j in range(len(shape)) if int(shape[j]) == old[e.axis] and math.prod(shape[:j]) == before),
+            None,
+        )
+        if axis is None:
+            return None
+        e = UniformQuantizedPerAxisType(
+            e.storage_width,
+            e.signed,
+            e.expressed_type,
+            e.scales,
+            e.zero_points,
+            axis,
+            e.storage_min,
+            e.storage_max,
+        )
+    return RankedTensorType(tuple(int(d) for d in shape), e)
 
 
 def shape4(t: Type) -> tuple[int, int, int, int]:
@@ -310,7 +339,7 @@ class ReshapeOp(Op, ExecutableOpInterface):
         a, b = self.input.type, self.output.type
         if not (isinstance(a, RankedTensorType) and isinstance(b, RankedTensorType)):
             raise VerifyError("operand and result must be ranked tensors")
-        if a.num_elements != b.num_elements or a.element_type is not b.element_type:
+        if a.num_elements != b.num_elements or reshaped_type(a, b.shape) is not b:
             raise VerifyError(f"'{a}' and '{b}' differ in element count or type")
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:

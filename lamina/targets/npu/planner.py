@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from lamina.ir.core import Value
+from lamina.support.errors import LaminaError
 
 from .arch import DTYPES, MAC_KINDS, Chip
 from .dialect import CommandOp, dtype_name, shape4
@@ -124,7 +125,17 @@ def propagate(
 ) -> dict[Value, Parts] | None:
     """Every value's parts (per dim, one range per slice part) when ``nodes`` (in order, the last the
     sink) compute the sink's output in ``secs`` slices; values in ``escapes`` (stored to DDR) are
-    widened to cover their whole tensor. None when a slice would be empty."""
+    widened to cover their whole tensor. None when a slice would be empty or a command cannot be
+    split along a sliced dim."""
+    try:
+        return _propagate(nodes, secs, chip, escapes)
+    except LaminaError:
+        return None
+
+
+def _propagate(
+    nodes: Sequence[Node], secs: Sequence[int], chip: Chip, escapes: Iterable[Value]
+) -> dict[Value, Parts] | None:
     from .records import slice_command
 
     sink = nodes[-1]
@@ -249,54 +260,63 @@ def local_values(
 
 def pack(locals_: list[Local], chip: Chip, conflicts: Sequence[Sequence[int]] = ()) -> int | None:
     """Place the buffers in one lane's LMEM (sets ``addr``); returns the bytes used, None when they do
-    not fit. Whole-group buffers are stacked first (largest first); intermediates then go first-fit
-    among the buffers they overlap in time. ``conflicts`` lists, per command, the indices of the
-    locals it touches: a placement whose banks meet another operand's of the same command is taken
-    only when no conflict-free one fits."""
+    not fit. Whole-group buffers are stacked first (largest first); intermediates then go, largest
+    first, to the lowest gap free over their life. With ``conflicts`` (per command, the indices of the
+    locals it touches), a gap position whose banks meet another operand's of the same command is taken
+    only when no conflict-free position fits."""
     eu = chip.eu_bytes
     cap = chip.lmem_bytes_per_lane
-    placed: list[tuple[int, int, tuple[int, int] | None, int]] = []  # addr, end, live, index
+    sizes = [_align(loc.bytes, eu) * loc.buffers for loc in locals_]
+    whole = sorted((i for i, loc in enumerate(locals_) if loc.live is None), key=lambda i: -sizes[i])
+    inter = sorted((i for i, loc in enumerate(locals_) if loc.live is not None), key=lambda i: -sizes[i])
     partners: dict[int, set[int]] = {}
     for c in conflicts:
         for a in c:
             partners.setdefault(a, set()).update(b for b in c if b != a)
+    bank = chip.bank_bytes
 
-    def overlaps_time(a: tuple[int, int] | None, b: tuple[int, int] | None) -> bool:
-        return a is None or b is None or (a[0] <= b[1] and b[0] <= a[1])
+    def banks(addr: int, size: int) -> set[int]:
+        return set(range(addr // bank, (addr + max(size, 1) - 1) // bank + 1))
 
-    def banks(addr: int, size: int) -> range:
-        return range(addr // chip.bank_bytes, (addr + max(size, 1) - 1) // chip.bank_bytes + 1)
-
-    order = sorted(
-        range(len(locals_)),
-        key=lambda i: (locals_[i].live is not None, -locals_[i].bytes * locals_[i].buffers),
-    )
+    placed: list[tuple[int, int, tuple[int, int] | None, int]] = []  # start, end, live, index
     top = 0
-    for i in order:
-        loc = locals_[i]
-        size = _align(loc.bytes, eu) * loc.buffers
-        busy = sorted((a, e) for a, e, live, _ in placed if overlaps_time(live, loc.live))
-        # candidate addresses: 0 and the end of every busy span, plus each bank start
-        cands = sorted({0, *(e for _, e in busy), *(b * chip.bank_bytes for b in range(chip.lmem_banks))})
-        best = None
-        for a in cands:
-            a = _align(a, eu)
-            if a + size > cap or any(a < e and s < a + size for s, e in busy):
-                continue
-            mine = banks(a, size)
-            clash = any(
-                j in partners.get(i, ()) and set(banks(pa, pe - pa)) & set(mine) for pa, pe, _, j in placed
-            )
-            key = (clash, a)
-            if best is None or key < best[0]:
-                best = (key, a)
-                if not clash:
-                    break
-        if best is None:
+    for i in whole + inter:
+        loc, size = locals_[i], sizes[i]
+        live = loc.live
+        busy = sorted(
+            (a, e)
+            for a, e, lv, _ in placed
+            if live is None or lv is None or (lv[0] <= live[1] and live[0] <= lv[1])
+        )
+        gaps: list[tuple[int, int]] = []  # free [start, end) spans
+        at = 0
+        for a, e in busy:
+            if a > at:
+                gaps.append((at, a))
+            at = max(at, e)
+        gaps.append((at, cap))
+        fits = [(a, e) for a, e in gaps if e - a >= size]
+        if not fits:
             return None
-        loc.addr = best[1]
-        placed.append((loc.addr, loc.addr + size, loc.live, i))
-        top = max(top, loc.addr + size)
+        choice = fits[0][0]
+        mine_partners = partners.get(i)
+        if mine_partners:
+            taken = [banks(a, e - a) for a, e, _, j in placed if j in mine_partners]
+            found = False
+            for a, e in fits:
+                starts = [a] + [b * bank for b in range(-(-a // bank), (e - size) // bank + 1)]
+                for s0 in starts:
+                    if s0 + size > e:
+                        continue
+                    mb = banks(s0, size)
+                    if not any(mb & t for t in taken):
+                        choice, found = s0, True
+                        break
+                if found:
+                    break
+        loc.addr = choice
+        placed.append((choice, choice + size, live, i))
+        top = max(top, choice + size)
     return top
 
 
@@ -319,14 +339,14 @@ def _lens(p: Parts) -> list[np.ndarray]:
 
 def _grid(p: Parts, secs: Sequence[int]) -> np.ndarray:
     """Elements of the value's region in each slice, over the slice grid (n, c, h, w order)."""
-    ls = [np.broadcast_to(x, (s,)) if len(x) == 1 else x for x, s in zip(_lens(p), secs)]
-    g = (
-        ls[0].reshape(-1, 1, 1, 1)
-        * ls[1].reshape(1, -1, 1, 1)
-        * ls[2].reshape(1, 1, -1, 1)
-        * ls[3].reshape(1, 1, 1, -1)
-    )
-    return g.reshape(-1)
+    lens = [[b - a for a, b in dim] for dim in p]
+    if all(s == 1 for s in secs):
+        return np.array([math.prod(x[0] for x in lens)], dtype=np.int64)
+    g = np.ones(1, dtype=np.int64)
+    for x, s in zip(lens, secs):
+        v = np.array(x * s if len(x) == 1 else x, dtype=np.int64)
+        g = np.multiply.outer(g, v).reshape(-1)
+    return g
 
 
 def _stored_grid(p: Parts, secs: Sequence[int]) -> np.ndarray:
@@ -412,15 +432,21 @@ def group_cycles(
 # ---- choosing the slicing -------------------------------------------------------------------------
 
 
-def candidate_secs(shape: Sequence[int], chip: Chip, limit: int = 256) -> list[tuple[int, int, int, int]]:
-    """Slicings of an output of ``shape`` to try, fewest slices first: n, then h, then c (in lane
-    multiples), then w."""
+def candidate_secs(shape: Sequence[int], chip: Chip, limit: int = 512) -> list[tuple[int, int, int, int]]:
+    """Slicings of an output of ``shape`` to try, fewest slices first: n (the batch), then one more dim
+    — h, else c (in lane multiples), else w — as TPU-MLIR's layer groups slice n and h first."""
     n, c, h, w = (int(d) for d in shape)
-    cs = sorted({min(k, -(-c // chip.lanes)) for k in (1, 2, 4, 8, 16, 32, 64)})
-    ns = sorted({1, n} | ({k for k in (2, 4, 8) if k < n}))
-    hs = sorted({min(k, h) for k in (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)})
-    ws = sorted({min(k, w) for k in (1, 2, 4, 8, 16, 32)})
-    out = {(a, b, d, e) for a in ns for b in cs for d in hs for e in ws}
+    steps = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)
+    ns = sorted({1, n} | {k for k in (2, 4, 8, 16) if k < n})
+    hs = sorted({min(k, h) for k in steps})
+    cs = sorted({min(k, -(-c // chip.lanes)) for k in steps})
+    ws = sorted({min(k, w) for k in steps})
+    out: set[tuple[int, int, int, int]] = set()
+    for a in ns:
+        out |= {(a, 1, b, 1) for b in hs}
+        out |= {(a, b, 1, 1) for b in cs}
+        out |= {(a, 1, 1, b) for b in ws}
+        out |= {(a, b, h, 1) for b in cs}  # every row apart and channels too: the last resort
     return sorted((s for s in out if math.prod(s) <= limit), key=lambda s: (math.prod(s), s[3], s[1], s[0]))
 
 

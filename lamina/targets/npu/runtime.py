@@ -54,7 +54,7 @@ class NpuModel(CompiledModel):
 
     def __init__(self, model: Model, path: str, chip: Chip) -> None:
         super().__init__(model, path)
-        self.chip = chip
+        self.arch = chip
         self.clock_hz = float(chip.clock_hz)
         self.peak_macs_per_cycle = float(chip.peak_macs_per_cycle)
         meta = model.metadata
@@ -82,14 +82,16 @@ class NpuModel(CompiledModel):
                 raise LaminaError(f"'{path}': subnet '{sn.name}' of kind '{sn.kind}' (expected npu or cpu)")
             for name in (*sn.inputs, *sn.outputs):
                 if name not in self.tensors:
-                    raise LaminaError(f"'{path}': subnet '{sn.name}' names tensor '{name}' without a descriptor")
+                    raise LaminaError(
+                        f"'{path}': subnet '{sn.name}' names tensor '{name}' without a descriptor"
+                    )
         self.machine: Any = None
 
     def _machine(self) -> Any:
         from .simulator import Machine
 
         if self.machine is None:
-            m = Machine(self.chip, max(self.ddr_size, 64))
+            m = Machine(self.arch, max(self.ddr_size, 64))
             w = np.frombuffer(self.weights, np.uint8)
             m.ddr[: w.size] = w
             self.machine = m
@@ -97,8 +99,10 @@ class NpuModel(CompiledModel):
 
     # -- DDR tensors --------------------------------------------------------------------------------
 
-    def _view(self, name: str) -> np.ndarray:
-        d = self.tensors[name]
+    def _view(self, name: str, desc: Any = None) -> np.ndarray:
+        """The DDR bytes of a tensor as an array: a subnet tensor by name, or a model input or output
+        by its descriptor."""
+        d = self.tensors[name] if desc is None else {"dtype": desc.dtype, "shape": list(desc.shape), "address": desc.address}
         m = self._machine()
         dt = np.dtype(_numpy_dtype(d["dtype"]))
         n = int(np.prod(d["shape"])) if d["shape"] else 1
@@ -111,7 +115,8 @@ class NpuModel(CompiledModel):
         from .simulator import run
 
         for t in self.model.inputs:
-            self._view(t.name)[...] = np.asarray(feeds[t.name]).astype(self._view(t.name).dtype, copy=False)
+            v = self._view(t.name, t)
+            v[...] = np.asarray(feeds[t.name]).astype(v.dtype, copy=False)
         records: list[CommandRecord] = []
         cpu: list[dict[str, Any]] = []
         base = 0
@@ -127,11 +132,17 @@ class NpuModel(CompiledModel):
                 for r in res.records:
                     op = names[of[r.index]] if r.index < len(of) and of[r.index] < len(names) else ""
                     g = self.groups[r.group]["name"] if r.group < len(self.groups) else f"group{r.group}"
-                    records.append(CommandRecord(r.engine, r.name, g, base + r.start, base + r.end, op, r.macs, r.ddr_bytes))
+                    records.append(
+                        CommandRecord(
+                            r.engine, r.name, g, base + r.start, base + r.end, op, r.macs, r.ddr_bytes
+                        )
+                    )
                 base += res.total_cycles
             else:
                 t0 = time.perf_counter()
-                outs = _run_subnet(code, {n: self._view(n).copy() for n in sn.inputs}, f"{self.path}:{sn.name}")
+                outs = _run_subnet(
+                    code, {n: self._view(n).copy() for n in sn.inputs}, f"{self.path}:{sn.name}"
+                )
                 for n in sn.outputs:
                     v = self._view(n)
                     v[...] = np.asarray(outs[n]).astype(v.dtype, copy=False).reshape(v.shape)
@@ -140,11 +151,11 @@ class NpuModel(CompiledModel):
         self._cpu = cpu
         out: dict[str, np.ndarray] = {}
         for t in self.model.outputs:
-            a = self._view(t.name).copy()
+            a = self._view(t.name, t).copy()
             if a.dtype.kind in "iu" and (t.scale != 1.0 or t.zero_point != 0):
                 a = ((a.astype(np.float64) - t.zero_point) * t.scale).astype(np.float32)
-            elif a.dtype.kind == "f" and a.dtype != np.float32 or a.dtype.kind == "V" or str(a.dtype) == "bfloat16":
-                a = a.astype(np.float32)
+            elif a.dtype == np.float16 or a.dtype.kind == "V" or str(a.dtype) == "bfloat16":
+                a = a.astype(np.float32)  # as the interpreter's outputs: f16/bf16 widened, f64 kept
             out[t.name] = a
         return out
 
@@ -157,7 +168,7 @@ class NpuModel(CompiledModel):
 
 
 def _parse_subnet(text: str, where: str) -> Any:
-    import lamina.dialects  # noqa: F401
+    import lamina.dialects
     import lamina.targets  # noqa: F401
     from lamina.ir.context import Context
     from lamina.ir.parser import parse_module
@@ -167,7 +178,9 @@ def _parse_subnet(text: str, where: str) -> Any:
     with ctx.diagnostics.handler(diags.append):
         module = parse_module(text, ctx, where)
     if module is None:
-        raise LaminaError(f"'{where}': the CPU subnet does not parse: " + "; ".join(str(d) for d in diags[:3]))
+        raise LaminaError(
+            f"'{where}': the CPU subnet does not parse: " + "; ".join(str(d) for d in diags[:3])
+        )
     from lamina.execution import Interpreter
 
     return Interpreter(module)

@@ -17,6 +17,7 @@ from typing import Any
 
 from lamina.ir.attributes import IntegerAttr
 from lamina.ir.core import Block, Operation, Region, Value
+from lamina.ir.location import FusedLoc
 from lamina.ir.traits import ConstantLike
 from lamina.ir.types import i64
 from lamina.passes import Option, Pass, Statistic, register_pass
@@ -77,11 +78,12 @@ def build_group(plan: Plan) -> GroupOp:
                 inputs.append(v)
     outs = list(plan.escapes)
     sink = ops[-1]
-    g = GroupOp.build(
-        inputs=inputs, outputs=[v.type for v in outs], secs=plan.secs, body=Region(), loc=sink.location
-    )
+    # the group's results are named by the values it stores (per-layer dumps find them by name)
+    locs = [v.defining_op().location for v in outs]  # type: ignore[union-attr]
+    loc = locs[0] if len(locs) == 1 else FusedLoc(locs)
+    g = GroupOp.build(inputs=inputs, outputs=[v.type for v in outs], secs=plan.secs, body=Region(), loc=loc)
     g.set_attr("npu.cycles", IntegerAttr(int(plan.cycles), i64))
-    ops[0].parent_block().insert_before(ops[0], g)  # type: ignore[union-attr]
+    ops[0].parent.insert_before(ops[0], g)  # type: ignore[union-attr]
     body = Block([v.type for v in inputs])
     g.regions[0].add_block(body)
     from lamina.ir.core import IRMapping
@@ -100,7 +102,7 @@ def build_group(plan: Plan) -> GroupOp:
         st = StoreOp.build(input=mapping.lookup(v), output=v.type, loc=v.defining_op().location)  # type: ignore[union-attr]
         body.append(st)
         stores.append(st.results[0])
-    body.append(YieldOp.build(values=stores, loc=sink.location))
+    body.append(YieldOp.build(values=stores, loc=loc))
     for v, r in zip(outs, g.results):
         v.replace_uses_with_if(r, lambda use: id(use.owner) not in inside)
     for op in reversed(ops):
