@@ -196,7 +196,7 @@ def _list_passes() -> str:
 
 
 def run(argv: Sequence[str] | None = None) -> int:
-    import lamina.dialects  # noqa: F401 - makes the dialects loadable by name (each on first use)
+    import lamina.dialects
     import lamina.targets  # noqa: F401 - and the targets' dialects and passes
     from lamina.ir.context import Context
 
