@@ -59,12 +59,18 @@ def _to_int64(acc: np.ndarray) -> np.ndarray:
     return acc.astype(np.int64)
 
 
+def _from_one_chunk(acc: np.ndarray) -> np.ndarray:
+    """A one-chunk float32 result (every value an integer of magnitude at most 2**24) as int32:
+    exact, and already what the int32 register holds (no wrap can occur)."""
+    return acc.astype(np.int32)
+
+
 def _gemm_chunks(wm: np.ndarray, cols: np.ndarray, chunk: int) -> np.ndarray:
     """``wm @ cols`` (``wm`` (M, K), ``cols`` (..., K, P), float32) summed exactly over chunks of
     ``chunk`` columns of ``K`` — int64."""
     k = wm.shape[1]
     if chunk >= k:
-        return _to_int64(np.matmul(wm, cols))
+        return _from_one_chunk(np.matmul(wm, cols))
     acc: np.ndarray | None = None
     for k0 in range(0, k, chunk):
         part = np.matmul(wm[:, k0 : k0 + chunk], cols[..., k0 : k0 + chunk, :])
@@ -144,8 +150,9 @@ def conv_accumulate(
 ) -> np.ndarray | None:
     """The exact sums ``sum((x - x_zp) * (w - w_zp))`` of a grouped 2-d convolution of storage
     integers ``x`` (N, C, H, W) and ``w`` (M, C/group, kh, kw) — padding contributes 0 after
-    centring — as int64 (N, M, OH, OW); ``pad`` is ``(top, left, bottom, right)``. None for
-    anything but 2-d (the caller then takes the contract's float64 path)."""
+    centring — as int64 (N, M, OH, OW), or int32 when one chunk held the whole sum (it then fits
+    the int32 register as it is); ``pad`` is ``(top, left, bottom, right)``. None for anything
+    but 2-d (the caller then takes the contract's float64 path)."""
     if x.ndim != 4 or w.ndim != 4 or len(pad) != 4:
         return None
     c, m = x.shape[1], w.shape[0]
@@ -167,7 +174,7 @@ def conv_accumulate(
                 _DEPTHWISE.clear()
             geo = ([kh, kw], list(stride), list(dilation), [pad[0], pad[1], pad[2], pad[3]])
             plan = _DEPTHWISE[key] = DepthwisePlan(geo, xc)
-        return _to_int64(plan.run(xc, wc, None, False))
+        return _from_one_chunk(plan.run(xc, wc, None, False))
     chunk = chunk_size(w.shape[1] * kh * kw, bx, bw)
     if group == 1:
         return _conv_group(xc, wc, stride, dilation, pad, chunk)
@@ -181,7 +188,7 @@ def conv_accumulate(
 
 def matmul_accumulate(a: np.ndarray, b: np.ndarray, *, a_zp: int, b_zp: Any) -> np.ndarray:
     """The exact sums of ``(a - a_zp) @ (b - b_zp)`` (numpy matmul broadcasting; ``b_zp`` one
-    value or one per column of ``b``) as int64."""
+    value or one per column of ``b``) as int64 (int32 when one chunk held the whole sum)."""
     bx = _bound(a, a_zp)
     bz = np.asarray(b_zp, np.float64)
     bw = _bound(b, bz if bz.ndim == 0 else bz.reshape(-1))
@@ -197,7 +204,7 @@ def matmul_accumulate(a: np.ndarray, b: np.ndarray, *, a_zp: int, b_zp: Any) -> 
     k = a.shape[-1]
     chunk = chunk_size(k, bx, bw)
     if chunk >= k:
-        return _to_int64(np.matmul(ac, bc))
+        return _from_one_chunk(np.matmul(ac, bc))
     acc: np.ndarray | None = None
     for k0 in range(0, k, chunk):
         part = np.matmul(ac[..., k0 : k0 + chunk], bc[..., k0 : k0 + chunk, :])

@@ -218,7 +218,7 @@ def conv(
         group=int(group),
     )
     if exact is not None:
-        acc = wrap_int32(exact)
+        acc = exact if exact.dtype == np.int32 else wrap_int32(exact)
     else:
         geometry = (None, tuple(stride), tuple(dilation), tuple(pad), "NOTSET")
         key = (geometry, int(group))
@@ -294,14 +294,10 @@ def matmul(
     the int32 register, ``+ bias`` (wrap), requantized per tensor or per column — ``tpu.MatMul``."""
     bz = np.asarray(b_zp, np.int64)
     per_b = bz.ndim > 0 and bz.size > 1
-    acc = wrap_int32(
-        fast.matmul_accumulate(
-            np.asarray(a),
-            np.asarray(b),
-            a_zp=int(a_zp),
-            b_zp=bz.reshape(-1) if per_b else int(bz.reshape(-1)[0]),
-        )
+    exact = fast.matmul_accumulate(
+        np.asarray(a), np.asarray(b), a_zp=int(a_zp), b_zp=bz.reshape(-1) if per_b else int(bz.reshape(-1)[0])
     )
+    acc = exact if exact.dtype == np.int32 else wrap_int32(exact)
     if bias is not None:
         acc = wrap_int32(acc.astype(np.int64) + np.asarray(bias, np.int64))
     return _finish(_requant_out(acc, multiplier, rshift, acc.ndim - 1, out_zp, out_min, out_max), out_dtype)
