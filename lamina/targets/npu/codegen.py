@@ -194,7 +194,7 @@ class _GroupCode:
     # -- the commands -------------------------------------------------------------------------------
 
     def emit(self) -> None:
-        from .records import slice_command
+        from .slicing import slice_command
 
         em, gid = self.em, self.gid
         grid = list(itertools.product(*(range(s) for s in self.secs)))
@@ -256,10 +256,10 @@ class _GroupCode:
             if t >= 2:
                 s = t - 2
                 for st in self.stores:
-                    v = st.operands[0]
-                    cid = self._store(st, v, s, grid, tiu_of[(v, s)])
+                    sv = st.operands[0]
+                    cid = self._store(st, sv, s, grid, tiu_of[(sv, s)])
                     if cid:
-                        store_at[(v, s)] = cid
+                        store_at[(sv, s)] = cid
 
     def _load(self, ld: LoadOp, s: int, idx: tuple[int, ...], wait: int) -> int:
         v = ld.results[0]
@@ -363,10 +363,7 @@ def generate(module: Operation, chip: Chip) -> Program:
     for op in block.ops:
         if isinstance(op, WeightOp):
             a = _attr_ints(op, "npu.ddr")[0]
-            data = np.ascontiguousarray(op.properties["value"].to_numpy()).astype(
-                np_dtype(op.results[0].type), copy=False
-            )  # type: ignore[attr-defined]
-            raw = data.tobytes()
+            raw = np.ascontiguousarray(op.array()).tobytes()
             if len(weights) < a:
                 weights.extend(bytes(a - len(weights)))
             weights[a : a + len(raw)] = raw
@@ -425,11 +422,13 @@ def _subnet_io(subnets: list[Subnet], block: Any) -> None:
     """Each subnet's inputs (values it reads that something before it produced, or the function's
     arguments) and outputs (values it produces that a later subnet or the function's result reads),
     through reshape aliases, constants excepted."""
-    owner: dict[Value, int] = {}
+    owner: dict[int, int] = {}  # id(op) -> subnet index
+    made: dict[Value, int] = {}
     for k, sn in enumerate(subnets):
         for op in sn.ops:
+            owner[id(op)] = k
             for r in op.results:
-                owner[r] = k
+                made[r] = k
     ret = block.last_op
     returned = {root_of(v) for v in ret.operands} if ret is not None else set()
     for k, sn in enumerate(subnets):
@@ -437,19 +436,17 @@ def _subnet_io(subnets: list[Subnet], block: Any) -> None:
         outs: list[Value] = []
         for op in sn.ops:
             for v in op.operands:
-                r = root_of(v)
-                d = r.defining_op()
+                src = root_of(v)
+                d = src.defining_op()
                 if d is not None and (d.has_trait(ConstantLike) and not d.operands):
                     continue
-                if owner.get(r) != k and r not in ins and nbytes(r.type):
-                    ins.append(r)
-        for op in sn.ops:
-            for r in op.results:
-                if not nbytes(r.type):
-                    continue
-                readers = _readers(r)
-                if r in returned or any(owner.get(_result_of(u), -1) != k for u in readers):
-                    outs.append(r)
+                if made.get(src) != k and src not in ins and nbytes(src.type):
+                    ins.append(src)
+            for res in op.results:
+                if nbytes(res.type) and (
+                    res in returned or any(owner.get(id(u), -1) != k for u in _readers(res))
+                ):
+                    outs.append(res)
         sn.inputs, sn.outputs = ins, outs
 
 
@@ -465,10 +462,6 @@ def _readers(v: Value) -> list[Operation]:
             else:
                 out.append(u)
     return out
-
-
-def _result_of(op: Operation) -> Value | None:
-    return op.results[0] if op.results else None
 
 
 def tensor_desc(v: Value, func: Operation, name: str) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from lamina.dialects.func.ops import FuncOp
 from lamina.dialects.top.base import const_value, is_none
 from lamina.dialects.top.transforms.utils import WeightFactory
 from lamina.ir.attributes import DenseArrayAttr, dtype_to_element_type
@@ -64,7 +65,7 @@ class _Converter:
     def __init__(self, func: Operation, chip: Chip, resources: Any) -> None:
         self.func = func
         self.chip = chip
-        self.weights = WeightFactory(func.parent_op() if func.parent_op() is not None else func, resources)
+        self.weights = WeightFactory(func.parent_op() or func, resources)
         self.stats = {"commands": 0, "moves": 0, "host": 0}
         self.host: list[tuple[str, str]] = []  # (op name, why) of ops left for the host
         self.views: dict[tuple[Value, tuple[int, ...]], Value] = {}
@@ -148,14 +149,13 @@ class _Converter:
         consts = [None if is_none(v) else const_value(v) for v in rest]
         if any(c is None and not is_none(v) for c, v in zip(consts, rest)):
             return False
-        outs = [r for r in op.results if isinstance(r.type, RankedTensorType)]
-        if any(not r.type.has_static_shape for r in outs):
+        if any(isinstance(r.type, RankedTensorType) and not r.type.has_static_shape for r in op.results):
             return False
 
         def run(arrays: list[np.ndarray]) -> Any:
             return tc.execute(op, [*arrays, *consts])
 
-        shapes = [tuple(v.type.shape) for v in data]
+        shapes = [tuple(v.type.shape) for v in data]  # type: ignore[attr-defined]
         maps = index_map(run, shapes)
         if maps is None:
             return False
@@ -242,7 +242,7 @@ def _fields(cls: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
 def _named(op: Operation, name: str) -> Location:
     from lamina.ir.location import NameLoc
 
-    inner = op.location
+    inner: Location | None = op.location
     if isinstance(inner, NameLoc):
         inner = inner.child
     return NameLoc(name, inner)
@@ -281,7 +281,8 @@ def convert_tpu_to_npu(module: Operation, chip: Chip, resources: Any = None) -> 
     """Convert every function of ``module`` in place; returns statistics and the ops left for the host
     (``host``: ``(op name, why)`` pairs)."""
     stats: dict[str, Any] = {"commands": 0, "moves": 0, "host": 0, "host_ops": []}
-    for func in [o for o in module.walk_ops() if o.name == "func.func"]:
+    funcs = list(module.walk_ops(FuncOp))
+    for func in funcs:
         if not func.regions or not func.regions[0].blocks:
             continue
         c = _Converter(func, chip, resources)

@@ -311,8 +311,13 @@ class WeightOp(Op, ExecutableOpInterface):
     output = result_def()
     value = prop(ElementsAttrC)
 
+    def array(self) -> np.ndarray:
+        """The constant's elements, as the result's storage dtype."""
+        a = self.properties["value"].to_numpy()  # type: ignore[attr-defined]
+        return np.asarray(a).astype(np_dtype(self.output.type), copy=False)
+
     def verify_(self) -> None:
-        v = self.properties["value"].type
+        v = self.properties["value"].type  # type: ignore[attr-defined]
         r = self.output.type
         if not isinstance(v, ShapedType) or not isinstance(r, ShapedType) or tuple(v.shape) != tuple(r.shape):
             raise VerifyError(f"value type '{v}' does not match result type '{r}'")
@@ -320,8 +325,7 @@ class WeightOp(Op, ExecutableOpInterface):
             raise VerifyError(f"value elements '{v}' are not the storage of '{r}'")
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
-        a = self.properties["value"].to_numpy()
-        return [np.asarray(a).astype(np_dtype(self.output.type), copy=False)]
+        return [self.array()]
 
     def constant_value(self) -> Any:
         return self.properties["value"]

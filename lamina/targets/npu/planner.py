@@ -102,11 +102,11 @@ class Node:
 
 
 def split_dim(size: int, parts: int, align: int = 1) -> list[Range]:
-    """``size`` split into ``parts`` contiguous near-equal ranges (each but the last a multiple of
-    ``align`` where that is possible)."""
+    """``size`` split into ``parts`` contiguous near-equal ranges, each but the last a multiple of
+    ``align`` (fewer parts when the alignment leaves no more)."""
     parts = max(1, min(parts, size))
     step = -(-size // parts)
-    if align > 1 and step > align:
+    if align > 1:
         step = -(-step // align) * align
     out = []
     start = 0
@@ -136,13 +136,17 @@ def propagate(
 def _propagate(
     nodes: Sequence[Node], secs: Sequence[int], chip: Chip, escapes: Iterable[Value]
 ) -> dict[Value, Parts] | None:
-    from .records import slice_command
+    from .slicing import slice_command, split_step
 
     sink = nodes[-1]
     s4 = sink.shapes["output"]
-    parts: dict[Value, Parts] = {
-        sink.out: [split_dim(s4[d], secs[d], chip.lanes if d == 1 else 1) for d in range(4)]
-    }
+    sink_parts = []
+    for d in range(4):
+        step = 1 if secs[d] == 1 else split_step(sink.op.command, sink.fields, sink.shapes, d)
+        if step == 0:
+            return None  # the sink cannot be split along this dim
+        sink_parts.append(split_dim(s4[d], secs[d], math.lcm(step, chip.lanes) if d == 1 else step))
+    parts: dict[Value, Parts] = {sink.out: sink_parts}
     if any(len(parts[sink.out][d]) != secs[d] for d in range(4)):
         return None
     stored = set(escapes)

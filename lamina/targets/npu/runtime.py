@@ -102,7 +102,11 @@ class NpuModel(CompiledModel):
     def _view(self, name: str, desc: Any = None) -> np.ndarray:
         """The DDR bytes of a tensor as an array: a subnet tensor by name, or a model input or output
         by its descriptor."""
-        d = self.tensors[name] if desc is None else {"dtype": desc.dtype, "shape": list(desc.shape), "address": desc.address}
+        d = (
+            self.tensors[name]
+            if desc is None
+            else {"dtype": desc.dtype, "shape": list(desc.shape), "address": desc.address}
+        )
         m = self._machine()
         dt = np.dtype(_numpy_dtype(d["dtype"]))
         n = int(np.prod(d["shape"])) if d["shape"] else 1

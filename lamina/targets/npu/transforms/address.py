@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from lamina.dialects.func.ops import FuncOp
 from lamina.ir.attributes import DenseArrayAttr, IntegerAttr
 from lamina.ir.core import Operation, Value
 from lamina.ir.traits import ConstantLike, ReturnLike
@@ -129,7 +130,7 @@ class AddressAssign(Pass):
     activation_bytes = Statistic("activation-bytes", "Bytes of activation memory in DDR")
 
     def run_on_operation(self, op: Operation) -> Any:
-        funcs = [o for o in op.walk_ops() if o.name == "func.func" and o.regions and o.regions[0].blocks]
+        funcs = [o for o in op.walk_ops(FuncOp) if o.regions and o.regions[0].blocks]
         for f in funcs:
             sizes = assign_addresses(f)
             self.weight_bytes += sizes["weight_bytes"]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from lamina.dialects.func.ops import FuncOp
 from lamina.ir.attributes import IntegerAttr
 from lamina.ir.core import Block, Operation, Region, Value
 from lamina.ir.location import FusedLoc
@@ -31,7 +32,7 @@ __all__ = ["LayerGroup", "form_groups", "group_nodes", "segments"]
 
 
 def _funcs(module: Operation) -> list[Operation]:
-    return [o for o in module.walk_ops() if o.name == "func.func" and o.regions and o.regions[0].blocks]
+    return [o for o in module.walk_ops(FuncOp) if o.regions and o.regions[0].blocks]
 
 
 def _constant(op: Operation) -> bool:

@@ -35,7 +35,7 @@ __all__ = ["LmemAlloc", "Schedule", "Slice", "group_locals", "read_parts"]
 
 
 def _groups(module: Operation) -> list[GroupOp]:
-    return [o for o in module.walk_ops() if isinstance(o, GroupOp)]
+    return list(module.walk_ops(GroupOp))
 
 
 def _producer(v: Value) -> Operation:
