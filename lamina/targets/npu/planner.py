@@ -267,7 +267,16 @@ def pack(locals_: list[Local], chip: Chip, conflicts: Sequence[Sequence[int]] = 
     not fit. Whole-group buffers are stacked first (largest first); intermediates then go, largest
     first, to the lowest gap free over their life. With ``conflicts`` (per command, the indices of the
     locals it touches), a gap position whose banks meet another operand's of the same command is taken
-    only when no conflict-free position fits."""
+    only when no conflict-free position fits; when avoiding conflicts leaves a buffer no room, the
+    buffers are placed again without (what fits, fits)."""
+    if conflicts:
+        used = _pack(locals_, chip, conflicts)
+        if used is not None:
+            return used
+    return _pack(locals_, chip, ())
+
+
+def _pack(locals_: list[Local], chip: Chip, conflicts: Sequence[Sequence[int]]) -> int | None:
     eu = chip.eu_bytes
     cap = chip.lmem_bytes_per_lane
     sizes = [_align(loc.bytes, eu) * loc.buffers for loc in locals_]
