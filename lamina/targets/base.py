@@ -14,8 +14,9 @@ file (:mod:`lamina.targets.container`) and runs such files. It plugs in through 
 
 The target package registers by name here (:data:`TARGET_PACKAGES`): a package named in it must
 define ``PROCESSORS`` (the ``--processor`` names it compiles for), ``target(processor,
-options) -> Target`` and ``load(model, path, **options) -> CompiledModel``. Packages are imported
-only when asked for.
+options) -> Target`` and ``load(model, path, **options) -> CompiledModel`` (functions of the
+package itself: a submodule named ``target`` or ``load`` would shadow them once imported). Packages
+are imported only when asked for.
 """
 
 from __future__ import annotations

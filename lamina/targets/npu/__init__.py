@@ -19,7 +19,7 @@ PROCESSORS: tuple[str, ...] = shipped_chips()
 
 def target(processor: str, chip_config: str | None = None) -> Any:
     """The NPU target for a shipped chip, or for the chip described by ``chip_config``."""
-    from .target import NpuTarget
+    from .processor import NpuTarget
 
     return NpuTarget(processor, chip_config)
 

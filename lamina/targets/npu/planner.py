@@ -450,16 +450,22 @@ def candidate_secs(shape: Sequence[int], chip: Chip, limit: int = 512) -> list[t
     — h, else c (in lane multiples), else w — as TPU-MLIR's layer groups slice n and h first."""
     n, c, h, w = (int(d) for d in shape)
     steps = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)
-    ns = sorted({1, n} | {k for k in (2, 4, 8, 16) if k < n})
-    hs = sorted({min(k, h) for k in steps})
-    cs = sorted({min(k, -(-c // chip.lanes)) for k in steps})
-    ws = sorted({min(k, w) for k in steps})
+
+    def counts(size: int, align: int = 1) -> list[int]:  # the part counts split_dim really makes
+        return sorted({len(split_dim(size, k, align)) for k in steps})
+
+    ns = counts(n)
+    hs = counts(h)
+    cs = counts(c, chip.lanes)
+    ws = counts(w)
     out: set[tuple[int, int, int, int]] = set()
     for a in ns:
         out |= {(a, 1, b, 1) for b in hs}
         out |= {(a, b, 1, 1) for b in cs}
         out |= {(a, 1, 1, b) for b in ws}
-        out |= {(a, b, h, 1) for b in cs}  # every row apart and channels too: the last resort
+        # two dims: rows and columns, rows and channels (when one alone does not fit)
+        out |= {(a, 1, b, d) for b in hs[-4:] for d in ws[1:]}
+        out |= {(a, b, d, 1) for b in cs[1:] for d in hs[-4:]}
     return sorted((s for s in out if math.prod(s) <= limit), key=lambda s: (math.prod(s), s[3], s[1], s[0]))
 
 
@@ -482,7 +488,11 @@ def plan_group(
     """The cheapest feasible slicing of ``nodes`` among the first ``tries`` feasible candidates."""
     best: Plan | None = None
     found = 0
-    for secs in candidate_secs(nodes[-1].shapes["output"], chip):
+    cands = candidate_secs(nodes[-1].shapes["output"], chip)
+    # the most finely sliced candidates first: when none of them fits, no slicing does
+    if not any(_fits(nodes, secs, escapes, chip) for secs in cands[-3:]):
+        return None
+    for secs in cands:
         parts = propagate(nodes, secs, chip, escapes)
         if parts is None:
             continue
@@ -497,6 +507,14 @@ def plan_group(
         if found >= tries:
             break
     return best
+
+
+def _fits(nodes: Sequence[Node], secs: Sequence[int], escapes: Sequence[Value], chip: Chip) -> bool:
+    parts = propagate(nodes, secs, chip, escapes)
+    return (
+        parts is not None
+        and pack(local_values(nodes, parts, escapes, chip, math.prod(secs)), chip) is not None
+    )
 
 
 def escaping(nodes: Sequence[Node]) -> list[Value]:
