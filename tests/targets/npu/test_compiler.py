@@ -55,7 +55,7 @@ def _f(shape: tuple[int, ...], seed: int, scale: float = 1.0) -> np.ndarray:
 def conv_net(tmp_path: Path, shape: tuple[int, int, int, int], cout: int, k: tuple[int, int] = (3, 3)) -> str:
     """x → Conv(k, pad same) → Relu → Conv(k) → + (1x1 Conv of x) → Relu → MaxPool 2x2 (where the
     size allows)."""
-    n, c, h, w = shape
+    _n, c, h, w = shape
     ph, pw = k[0] // 2, k[1] // 2
     inits = {
         "W1": _f((cout, c, *k), 1, 0.3),
@@ -243,7 +243,7 @@ def test_corrupt_command_buffer_is_one_error(tmp_path: Path) -> None:
         rt.load(bad)
     raw[-10] ^= 0xFF
     bad.write_bytes(bytes(raw))
-    with pytest.raises(LaminaError, match="not a valid .lamina model file"):
+    with pytest.raises(LaminaError, match=r"not a valid \.lamina model file"):
         rt.load(bad)
     with pytest.raises(LaminaError, match="missing input"):
         rt.load(tmp_path / "m.lamina").run({})
