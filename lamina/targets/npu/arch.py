@@ -89,6 +89,7 @@ class Chip:
     gdma_lmem_bytes_per_cycle: float
     gdma_latency_cycles: int
     ddr_bytes: int
+    ddr_burst_bytes: int = 64
 
     # -- LMEM layout ----------------------------------------------------------------------------------
 
@@ -161,8 +162,14 @@ class Chip:
     def gdma_cycles(self, nbytes: int, ddr: bool) -> int:
         """Cycles of one GDMA move of ``nbytes``: latency + bytes / bandwidth (DDR's when either side
         is in DDR, LMEM-to-LMEM's otherwise)."""
+        return self.gdma_latency_cycles + self.gdma_transfer_cycles(nbytes, ddr)
+
+    def gdma_transfer_cycles(self, nbytes: int, ddr: bool) -> int:
+        """Cycles the GDMA engine is busy moving ``nbytes`` (at least one): bytes / bandwidth. Moves
+        are pipelined: the engine starts the next one when this transfer ends; each completes
+        ``gdma_latency_cycles`` after it was issued plus its transfer."""
         bw = self.gdma_ddr_bytes_per_cycle if ddr else self.gdma_lmem_bytes_per_cycle
-        return self.gdma_latency_cycles + math.ceil(nbytes / bw)
+        return max(1, math.ceil(nbytes / bw))
 
     @property
     def peak_macs_per_cycle(self) -> float:
@@ -187,7 +194,9 @@ _INT_FIELDS = (
     "ddr_bytes",
 )
 _FLOAT_FIELDS = ("gdma_ddr_bytes_per_cycle", "gdma_lmem_bytes_per_cycle")
-_FIELDS = ("name", "description", "dtypes", "tiu_ops_per_cycle", *_INT_FIELDS, *_FLOAT_FIELDS)
+#: keys a chip file may leave out (their defaults)
+_OPTIONAL_FIELDS = {"ddr_burst_bytes": 64}
+_FIELDS = ("name", "description", "dtypes", "tiu_ops_per_cycle", *_INT_FIELDS, *_FLOAT_FIELDS, *_OPTIONAL_FIELDS)
 
 
 def shipped_chips() -> tuple[str, ...]:
@@ -231,8 +240,12 @@ def _parse(text: str, where: str) -> Chip:
         return LaminaError(f"{where}: key {key!r}: expected {expected}, got {data.get(key)!r}")
 
     for key in _FIELDS:
-        if key not in data:
+        if key not in data and key not in _OPTIONAL_FIELDS:
             raise LaminaError(f"{where}: missing key {key!r}")
+    data = {**_OPTIONAL_FIELDS, **data}
+    burst = data["ddr_burst_bytes"]
+    if not isinstance(burst, int) or isinstance(burst, bool) or burst < 1 or burst & (burst - 1):
+        raise LaminaError(f"{where}: key 'ddr_burst_bytes': expected a power of two, got {burst!r}")
     unknown = sorted(set(data) - set(_FIELDS))
     if unknown:
         raise LaminaError(f"{where}: unknown key {unknown[0]!r} (expected: {', '.join(_FIELDS)})")
@@ -283,7 +296,7 @@ def _parse(text: str, where: str) -> Chip:
         raise LaminaError(
             f"{where}: key 'tiu_ops_per_cycle.{extra[0]}': unknown TIU kind (expected: {', '.join(TIU_KINDS)})"
         )
-    fields: dict[str, Any] = {k: data[k] for k in _INT_FIELDS}
+    fields: dict[str, Any] = {k: data[k] for k in (*_INT_FIELDS, *_OPTIONAL_FIELDS)}
     fields.update({k: float(data[k]) for k in _FLOAT_FIELDS})
     return Chip(
         name=data["name"],

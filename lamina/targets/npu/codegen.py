@@ -152,6 +152,7 @@ class _GroupCode:
         self.nodes: list[CommandOp] = []
         self.stores: list[StoreOp] = []
         self.arg_of: dict[Value, Value] = dict(zip(g.block.args, g.inputs))
+        self.loaded_at: dict[tuple[Value, int], int] = {}
         for op in g.block.ops:
             if isinstance(op, LoadOp):
                 self.loads.append(op)
@@ -193,7 +194,23 @@ class _GroupCode:
 
     # -- the commands -------------------------------------------------------------------------------
 
-    def emit(self) -> None:
+    @property
+    def prefetched(self) -> list[LoadOp]:
+        """The loads the group before this one issues (its weights, placed apart from that group's
+        buffers by ``npu-lmem-alloc``)."""
+        return [ld for ld in self.loads if _flag(ld, "npu.prefetch")]
+
+    def emit_prefetch(self) -> None:
+        """Issue this group's prefetched loads now (inside the previous group's GDMA stream): their
+        LMEM is none the previous group uses, and the GDMA's order keeps them after every earlier
+        group's commands that could still read it."""
+        grid0 = tuple(0 for _ in range(4))
+        for ld in self.prefetched:
+            self.loaded_at[(ld.results[0], -1)] = self._load(ld, 0, grid0, 0)
+
+    def emit(self, next_group: _GroupCode | None = None) -> None:
+        """The group's commands (see the module docstring); ``next_group``'s prefetched loads go after
+        this group's last slice loads."""
         from .slicing import slice_command
 
         em, gid = self.em, self.gid
@@ -208,24 +225,27 @@ class _GroupCode:
                 return max(w, barrier)
             return w
 
-        loaded_at: dict[tuple[Value, int], int] = {}  # (value, slice) -> GDMA id; slice -1: once
+        loaded_at = self.loaded_at  # (value, slice) -> GDMA id; slice -1: loaded once
         once = {ld.results[0] for ld in self.loads if _flag(ld, "npu.once")}
-        for ld in self.loads:
-            v = ld.results[0]
-            if v in once:
-                loaded_at[(v, -1)] = self._load(ld, 0, grid[0], gdma_wait(0))
+        pre = {ld.results[0] for ld in self.prefetched if (ld.results[0], -1) in loaded_at}  # issued already
         tiu_last: dict[int, int] = {}
         tiu_of: dict[tuple[Value, int], int] = {}
         store_at: dict[tuple[Value, int], int] = {}
         stored_vals = {st.operands[0] for st in self.stores}
         for t in range(nslices + 2):
             if t < nslices:
+                # in first-use order; what is loaded once comes with slice 0's loads
                 for ld in self.loads:
                     v = ld.results[0]
+                    if v in pre or (v in once and t > 0):
+                        continue
                     if v in once:
+                        loaded_at[(v, -1)] = self._load(ld, 0, grid[0], gdma_wait(0))
                         continue
                     w = tiu_last.get(t - 2, 0)
                     loaded_at[(v, t)] = self._load(ld, t, grid[t], gdma_wait(w))
+                if t == nslices - 1 and next_group is not None:
+                    next_group.emit_prefetch()
             if 1 <= t <= nslices:
                 s = t - 1
                 idx = grid[s]
@@ -347,6 +367,30 @@ def _is_npu_work(op: Operation) -> bool:
     return isinstance(op, (GroupOp, CopyOp))
 
 
+def _next_npu_op(op: Operation) -> Operation | None:
+    """The next group after ``op`` in the same NPU subnet (only copies, reshapes and constants between:
+    none of them uses LMEM), or None."""
+    block = op.parent
+    assert block is not None
+    found = False
+    for o in block.ops:
+        if o is op:
+            found = True
+            continue
+        if not found or isinstance(o, (ReshapeOp, WeightOp, CopyOp)) or (o.has_trait(ConstantLike) and not o.operands):
+            continue
+        return o if isinstance(o, GroupOp) else None
+    return None
+
+
+def _copies_between(a: Operation, b: Operation) -> int:
+    """How many copies lie between two ops (each takes a group number)."""
+    block = a.parent
+    assert block is not None
+    ops = list(block.ops)
+    return sum(1 for o in ops[ops.index(a) + 1 : ops.index(b)] if isinstance(o, CopyOp))
+
+
 def generate(module: Operation, chip: Chip) -> Program:
     """The subnets and commands of a planned module's main function."""
     from lamina.execution.interpreter import find_main
@@ -360,6 +404,7 @@ def generate(module: Operation, chip: Chip) -> Program:
     cur: Subnet | None = None
     gid = 0
     weights = bytearray()
+    pending: _GroupCode | None = None  # the next group's code, when its loads are prefetched
     for op in block.ops:
         if isinstance(op, WeightOp):
             a = _attr_ints(op, "npu.ddr")[0]
@@ -384,7 +429,12 @@ def generate(module: Operation, chip: Chip) -> Program:
         cur.ops.append(op)
         if isinstance(op, GroupOp):
             assert em is not None
-            _GroupCode(op, gid, chip, func, em, names).emit()
+            code = pending if pending is not None else _GroupCode(op, gid, chip, func, em, names)
+            nxt = _next_npu_op(op)
+            pending = None
+            if isinstance(nxt, GroupOp):
+                pending = _GroupCode(nxt, gid + _copies_between(op, nxt) + 1, chip, func, em, names)
+            code.emit(pending if pending is not None and pending.prefetched else None)
             layers = [names.get(o.results[0], "") for o in op.block.ops if isinstance(o, CommandOp)]
             groups.append(
                 {"name": f"group{gid}", "kind": "group", "ops": layers, "secs": list(op.secs or (1, 1, 1, 1))}

@@ -223,6 +223,8 @@ class Local:
     load: bool = False
     store: bool = False
     addr: int = -1
+    #: placed from the top of LMEM down (weights: apart from the activations, which go bottom up)
+    high: bool = False
 
 
 def _extent(p: Parts) -> tuple[int, int, int, int]:
@@ -262,21 +264,35 @@ def local_values(
     return out
 
 
-def pack(locals_: list[Local], chip: Chip, conflicts: Sequence[Sequence[int]] = ()) -> int | None:
+def pack(
+    locals_: list[Local],
+    chip: Chip,
+    conflicts: Sequence[Sequence[int]] = (),
+    reserved: Sequence[tuple[int, int]] = (),
+    fixed: Sequence[int] = (),
+) -> int | None:
     """Place the buffers in one lane's LMEM (sets ``addr``); returns the bytes used, None when they do
     not fit. Whole-group buffers are stacked first (largest first); intermediates then go, largest
     first, to the lowest gap free over their life. With ``conflicts`` (per command, the indices of the
     locals it touches), a gap position whose banks meet another operand's of the same command is taken
     only when no conflict-free position fits; when avoiding conflicts leaves a buffer no room, the
-    buffers are placed again without (what fits, fits)."""
+    buffers are placed again without (what fits, fits). ``reserved`` byte spans are taken for the
+    whole group; the locals of indices ``fixed`` keep the ``addr`` they have."""
+    keep = {i: locals_[i].addr for i in fixed}
     if conflicts:
-        used = _pack(locals_, chip, conflicts)
+        used = _pack(locals_, chip, conflicts, reserved, keep)
         if used is not None:
             return used
-    return _pack(locals_, chip, ())
+    return _pack(locals_, chip, (), reserved, keep)
 
 
-def _pack(locals_: list[Local], chip: Chip, conflicts: Sequence[Sequence[int]]) -> int | None:
+def _pack(
+    locals_: list[Local],
+    chip: Chip,
+    conflicts: Sequence[Sequence[int]],
+    reserved: Sequence[tuple[int, int]],
+    keep: dict[int, int],
+) -> int | None:
     eu = chip.eu_bytes
     cap = chip.lmem_bytes_per_lane
     sizes = [_align(loc.bytes, eu) * loc.buffers for loc in locals_]
@@ -291,9 +307,13 @@ def _pack(locals_: list[Local], chip: Chip, conflicts: Sequence[Sequence[int]]) 
     def banks(addr: int, size: int) -> set[int]:
         return set(range(addr // bank, (addr + max(size, 1) - 1) // bank + 1))
 
-    placed: list[tuple[int, int, tuple[int, int] | None, int]] = []  # start, end, live, index
-    top = 0
+    placed: list[tuple[int, int, tuple[int, int] | None, int]] = [(a, e, None, -1) for a, e in reserved]
+    for i, a in keep.items():
+        placed.append((a, a + sizes[i], locals_[i].live, i))
+    top = max((a + sizes[i] for i, a in keep.items()), default=0)
     for i in whole + inter:
+        if i in keep:
+            continue
         loc, size = locals_[i], sizes[i]
         live = loc.live
         busy = sorted(
@@ -311,6 +331,11 @@ def _pack(locals_: list[Local], chip: Chip, conflicts: Sequence[Sequence[int]]) 
         fits = [(a, e) for a, e in gaps if e - a >= size]
         if not fits:
             return None
+        if loc.high:
+            fits = [((e - size) // eu * eu, e) for a, e in reversed(fits) if (e - size) // eu * eu >= a]
+            if not fits:
+                return None
+            fits = [(a, a + size) for a, _ in fits]
         choice = fits[0][0]
         mine_partners = partners.get(i)
         if mine_partners:
@@ -338,9 +363,15 @@ def _align(x: int, to: int) -> int:
 
 
 def conflict_sets(nodes: Sequence[Node], locals_: Sequence[Local]) -> list[list[int]]:
-    """Per command, the indices (into ``locals_``) of the buffers it reads and writes."""
+    """Per command, the indices (into ``locals_``) of the buffers it streams (reads and writes; its
+    per-channel parameters never conflict: :data:`lamina.targets.npu.simulator.PARAMETER_FIELDS`)."""
+    from .simulator import PARAMETER_FIELDS
+
     idx = {loc.value: k for k, loc in enumerate(locals_)}
-    return [[idx[v] for v in (*n.inputs.values(), n.out) if v in idx] for n in nodes]
+    return [
+        [idx[v] for name, v in (*n.inputs.items(), ("output", n.out)) if v in idx and name not in PARAMETER_FIELDS]
+        for n in nodes
+    ]
 
 
 # ---- the cost model -------------------------------------------------------------------------------
@@ -386,30 +417,27 @@ def _stored_grid(p: Parts, secs: Sequence[int]) -> np.ndarray:
 
 
 def group_cycles(
-    nodes: Sequence[Node],
-    parts: dict[Value, Parts],
-    locals_: Sequence[Local],
-    secs: Sequence[int],
-    chip: Chip,
+    nodes: Sequence[Node], parts: dict[Value, Parts], locals_: Sequence[Local], secs: Sequence[int], chip: Chip
 ) -> int:
-    """Estimated cycles of the group's pipeline (see the module docstring)."""
+    """Estimated cycles of the group's pipeline (see the module docstring): GDMA moves pipelined
+    (the engine busy for the transfers, data there ``gdma_latency_cycles`` later), TIU commands one
+    after the other, each slice's work its share of the op's."""
     nslices = math.prod(secs)
     isz = {loc.value: DTYPES[dtype_name(loc.value.type)].itemsize for loc in locals_}
-    prologue = 0
+    bw = chip.gdma_ddr_bytes_per_cycle
+    lat = float(chip.gdma_latency_cycles)
+    prologue = 0.0
     load = np.zeros(nslices, dtype=np.float64)
     store = np.zeros(nslices, dtype=np.float64)
-    lat = chip.gdma_latency_cycles
-    bw = chip.gdma_ddr_bytes_per_cycle
     for loc in locals_:
         p = parts[loc.value]
         if loc.load:
             if loc.once:
-                prologue += lat + math.ceil(int(_grid(p, [1, 1, 1, 1])[0]) * isz[loc.value] / bw)
+                prologue += math.ceil(int(_grid(p, [1, 1, 1, 1])[0]) * isz[loc.value] / bw)
             else:
-                load += lat + np.ceil(_grid(p, secs) * isz[loc.value] / bw)
+                load += np.ceil(_grid(p, secs) * isz[loc.value] / bw)
         if loc.store:
-            b = _stored_grid(p, secs) * isz[loc.value]
-            store += np.where(b > 0, lat + np.ceil(b / bw), 0)
+            store += np.ceil(_stored_grid(p, secs) * isz[loc.value] / bw)
     comp = np.zeros(nslices, dtype=np.float64)
     for n in nodes:
         full = math.prod(n.shapes["output"])
@@ -417,29 +445,24 @@ def group_cycles(
         rate = chip.tiu_rate(n.kind, n.dtype)
         comp += chip.tiu_latency_cycles + np.ceil(n.work * frac / rate)
     # the pipeline: GDMA per timestep loads slice t, then stores t - 2; TIU computes t - 1
-    gdma = float(prologue)
-    tiu = 0.0
-    load_end = np.zeros(nslices)
+    gdma, tiu = prologue, 0.0
+    load_done = np.zeros(nslices)
     comp_end = np.zeros(nslices)
-    store_end = np.zeros(nslices)
+    store_done = np.zeros(nslices)
     for t in range(nslices + 2):
         if t < nslices:
-            start = max(gdma, comp_end[t - 2] if t >= 2 else 0.0)
-            gdma = start + load[t]
-            load_end[t] = gdma
+            gdma = max(gdma, comp_end[t - 2] if t >= 2 else 0.0) + load[t]
+            load_done[t] = gdma + lat
         if 1 <= t <= nslices:
             s = t - 1
-            start = max(
-                tiu, load_end[s], store_end[s - 2] if s >= 2 else 0.0, float(prologue) if s == 0 else 0.0
-            )
+            start = max(tiu, load_done[s], store_done[s - 2] if s >= 2 else 0.0, prologue + lat if s == 0 else 0.0)
             tiu = start + comp[s]
             comp_end[s] = tiu
         if t >= 2:
             s = t - 2
-            start = max(gdma, comp_end[s])
-            gdma = start + store[s]
-            store_end[s] = gdma
-    return int(max(gdma, tiu))
+            gdma = max(gdma, comp_end[s]) + store[s]
+            store_done[s] = gdma + lat
+    return int(max(gdma + lat, tiu))
 
 
 # ---- choosing the slicing -------------------------------------------------------------------------

@@ -126,13 +126,21 @@ def lmem_extent(chip: Chip, t: Tensor) -> int:
     return (sn * (n - 1) + sc * (groups - 1) + sh * (h - 1) + sw * (w - 1) + 1) * DTYPES[t.dtype].itemsize
 
 
+#: tensor fields a TIU command reads once per channel, not streamed: they never conflict for a bank
+PARAMETER_FIELDS = frozenset({"bias", "quant", "table"})
+
+
 def bank_conflict(chip: Chip, cmd: TiuCommand) -> bool:
-    """Whether two distinct LMEM operands of a TIU command (inputs, parameters or output) share a
-    bank: a bank serves one access per cycle, so the command then runs its operations at half rate.
-    An operand given twice (``a + a``, an in-place output) is one access stream, not a conflict."""
+    """Whether two distinct streamed LMEM operands of a TIU command (its data inputs and its output)
+    share a bank: a bank serves one access per cycle, so the command then runs its operations at
+    half rate. An operand given twice (``a + a``, an in-place output) is one access stream, not a
+    conflict; per-channel parameters (bias, requantization factors) and LUT tables
+    (:data:`PARAMETER_FIELDS`) are read once per channel into the lane and never conflict."""
     spans = [
         chip.banks_of(t.addr, lmem_extent(chip, t))
-        for t in dict.fromkeys(t for t in cmd.tensors().values() if t.space is Space.LMEM)
+        for t in dict.fromkeys(
+            t for n, t in cmd.tensors().items() if t.space is Space.LMEM and n not in PARAMETER_FIELDS
+        )
     ]
     return any(a.start < b.stop and b.start < a.stop for i, a in enumerate(spans) for b in spans[i + 1 :])
 
@@ -225,14 +233,34 @@ class RunResult:
     busy: dict[str, int] = field(default_factory=lambda: {"tiu": 0, "gdma": 0})
 
 
+def ddr_burst_bytes(chip: Chip, t: Tensor) -> int:
+    """The DDR bytes a move of tensor ``t`` in DDR costs: DDR is read and written in bursts of
+    ``ddr_burst_bytes``, so each contiguous run of its elements costs whole bursts (a contiguous
+    tensor its size rounded up to a burst; a column of a matrix one burst per element)."""
+    isz = DTYPES[t.dtype].itemsize
+    run, expect = 1, 1
+    for d, s in zip(reversed(t.shape), reversed(t.strides)):
+        if d == 1:
+            continue
+        if s != expect:
+            break
+        run *= d
+        expect *= d
+    runs = t.elements // run
+    burst = chip.ddr_burst_bytes
+    return runs * (-(-(run * isz) // burst) * burst)
+
+
 def _gdma(machine: Machine | None, cmd: GdmaCommand, chip: Chip) -> tuple[int, int]:
-    """Execute a GDMA command (only time it without a machine): (cycles, DDR bytes)."""
+    """Execute a GDMA command (only time it without a machine): (transfer cycles, DDR bytes). The
+    transfer moves the DDR side's bursts (both sides' for DDR to DDR) at DDR bandwidth, or the
+    bytes at LMEM bandwidth between two LMEM tensors."""
     if not isinstance(cmd, Move):
         raise LaminaError(f"the simulator has no GDMA engine for {type(cmd).__name__} commands")
     if machine is not None:
         machine.write(cmd.dst, machine.read(cmd.src))
-    ddr = cmd.src.nbytes * ((cmd.src.space is Space.DDR) + (cmd.dst.space is Space.DDR))
-    return chip.gdma_cycles(cmd.src.nbytes, ddr > 0), ddr
+    ddr = sum(ddr_burst_bytes(chip, t) for t in (cmd.src, cmd.dst) if t.space is Space.DDR)
+    return chip.gdma_transfer_cycles(ddr if ddr else cmd.src.nbytes, ddr > 0), ddr
 
 
 def _tiu(machine: Machine | None, cmd: TiuCommand, table: TiuTable, chip: Chip) -> tuple[int, int, bool]:
@@ -313,22 +341,25 @@ def run(
         try:
             if isinstance(cmd, TiuCommand):
                 cycles, macs, conflict = _tiu(machine, cmd, table, chip)
-                ddr = 0
+                ddr, latency = 0, 0
             else:
                 assert isinstance(cmd, GdmaCommand)
                 cycles, ddr = _gdma(machine, cmd, chip)
-                macs, conflict = 0, False
+                macs, conflict, latency = 0, False, chip.gdma_latency_cycles
         except LaminaError as e:
             raise LaminaError(f"command {i} ({type(cmd).__name__}): {e}") from None
-        end = start + cycles
+        # a GDMA move is issued at `start`, its data moves after the latency, and the engine issues
+        # the next move when this one's transfer is done (moves are pipelined); the record is the
+        # transfer, the command's end what waits see
+        end = start + latency + cycles
         end_of[engine].append(end)
-        free[engine] = end
+        free[engine] = start + cycles
         pos[engine] += 1
         result.busy[engine.value] += cycles
         result.records.append(
-            CommandRecord(engine.value, type(cmd).__name__, cmd.group, start, end, macs, ddr, i, conflict)
+            CommandRecord(engine.value, type(cmd).__name__, cmd.group, start + latency, end, macs, ddr, i, conflict)
         )
-    result.total_cycles = max(free.values())
+    result.total_cycles = max((r.end for r in result.records), default=0)
     return result
 
 

@@ -13,7 +13,9 @@
 * ``npu-lmem-alloc`` — **local memory**: every buffer placed in a lane's LMEM, address x time
   (:func:`lamina.targets.npu.planner.pack`: EU-aligned, avoiding a command's operands sharing a bank
   where a placement allows), as ``npu.lmem = array<i64: address, bytes per buffer, buffers>``; the
-  group's ``npu.lmem_bytes``.
+  group's ``npu.lmem_bytes``. Across groups: a group's weights are placed, where they fit, apart from
+  every buffer of the group before it (``npu.prefetch = true``), so that the GDMA loads them while
+  that group still computes.
 """
 
 from __future__ import annotations
@@ -21,13 +23,15 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from lamina.dialects.func.ops import FuncOp
 from lamina.ir.attributes import BoolAttr, DenseArrayAttr, DictionaryAttr, IntegerAttr
 from lamina.ir.core import Operation, Value
+from lamina.ir.traits import ConstantLike
 from lamina.ir.types import i64
 from lamina.passes import Option, Pass, Statistic, register_pass
 
 from ..arch import Chip
-from ..dialect import GroupOp
+from ..dialect import CopyOp, GroupOp, ReshapeOp, WeightOp
 from ..planner import DIMS, Local, Parts, conflict_sets, local_values, pack, propagate
 from .layer_group import chip_of, group_nodes
 
@@ -142,6 +146,58 @@ class Schedule(Pass):
             g.set_attr("npu.timesteps", IntegerAttr(math.prod(g.secs or (1, 1, 1, 1)) + 2, i64))
 
 
+def _weight_loads(g: GroupOp, locs: list[Local]) -> list[int]:
+    """Indices of the group's loads of weights (``npu.Weight``) loaded once: what can be prefetched."""
+    src = dict(zip(g.block.args, g.inputs))
+    out = []
+    for i, loc in enumerate(locs):
+        d = loc.value.defining_op()
+        if loc.load and loc.once and d is not None:
+            w = src.get(d.operands[0])
+            if w is not None and isinstance(w.defining_op(), WeightOp):
+                out.append(i)
+    return out
+
+
+def allocate(func: Operation, chip: Chip) -> GroupOp | None:
+    """Place every group's buffers (see :class:`LmemAlloc`); the group that does not fit, if any."""
+    prev: list[tuple[int, int]] | None = None
+    for op in func.regions[0].blocks[0].ops:
+        if isinstance(op, GroupOp):
+            nodes, _stored, locs, _ = group_locals(op, chip)
+            conf = conflict_sets(nodes, locs)
+            wts = _weight_loads(op, locs)
+            for i in wts:
+                locs[i].high = True
+            used = None
+            if prev is not None and wts:
+                # the weights go where the previous group's buffers are not: loaded while it runs
+                sub = [locs[i] for i in wts]
+                if pack(sub, chip, reserved=prev) is not None:
+                    used = pack(locs, chip, conf, fixed=wts)
+            prefetch = used is not None
+            if not prefetch:
+                for loc in locs:
+                    loc.addr = -1
+                used = pack(locs, chip, conf)
+            if used is None:
+                return op
+            eu = chip.eu_bytes
+            for i, loc in enumerate(locs):
+                p = _producer(loc.value)
+                size = -(-loc.bytes // eu) * eu
+                p.set_attr("npu.lmem", DenseArrayAttr(i64, [loc.addr, size, loc.buffers]))
+                if i in wts:
+                    p.set_attr("npu.prefetch", BoolAttr(prefetch))
+            op.set_attr("npu.lmem_bytes", IntegerAttr(used, i64))
+            prev = [(loc.addr, loc.addr + (-(-loc.bytes // eu) * eu) * loc.buffers) for loc in locs]
+        elif isinstance(op, (CopyOp, ReshapeOp)) or (op.has_trait(ConstantLike) and not op.operands):
+            continue  # no LMEM: the previous group's buffers are still the ones in use
+        else:
+            prev = None  # the host runs between: the next group starts a command buffer
+    return None
+
+
 @register_pass
 class LmemAlloc(Pass):
     name = "npu-lmem-alloc"
@@ -150,33 +206,33 @@ class LmemAlloc(Pass):
     op_name = "builtin.module"
 
     chip = Option(str, "lnpu", "The chip: a shipped name (lnpu, lnpu-edge) or a chip JSON file")
-    peak = Statistic("peak-lmem-bytes", "Largest LMEM use of a group, bytes per lane")
+    num_prefetch = Statistic("num-prefetched", "Groups whose weights load while the previous group runs")
 
     def run_on_operation(self, op: Operation) -> Any:
         chip = chip_of(self.chip, op)
         if chip is None:
             self.signal_failure()
             return
-        for g in _groups(op):
+        for f in op.walk_ops(FuncOp):
+            if not f.regions or not f.regions[0].blocks:
+                continue
             try:
-                nodes, _stored, locs, _ = group_locals(g, chip)
+                bad = allocate(f, chip)
             except ValueError as e:
-                g.emit_error(str(e))
+                f.emit_error(str(e))
                 self.signal_failure()
                 return
-            used = pack(locs, chip, conflict_sets(nodes, locs))
-            if used is None:
-                g.emit_error(
+            if bad is not None:
+                bad.emit_error(
                     f"the group's buffers do not fit the {chip.lmem_bytes_per_lane} bytes of a lane's LMEM"
                 )
                 self.signal_failure()
                 return
-            for loc in locs:
-                _producer(loc.value).set_attr(
-                    "npu.lmem",
-                    DenseArrayAttr(
-                        i64, [loc.addr, -(-loc.bytes // chip.eu_bytes) * chip.eu_bytes, loc.buffers]
-                    ),
-                )
-            g.set_attr("npu.lmem_bytes", IntegerAttr(used, i64))
-            self.peak = max(int(self.peak), used)
+            self.num_prefetch += sum(
+                1 for g in f.walk_ops(GroupOp) if any(_flag(o, "npu.prefetch") for o in g.block.ops)
+            )
+
+
+def _flag(op: Operation, name: str) -> bool:
+    a = op.get_attr(name)
+    return a is not None and bool(a.value)  # type: ignore[attr-defined]
