@@ -699,8 +699,9 @@ def attention_f(q: Array, k: Array, v: Array, mask: Array | None, *, scale: floa
     )
     with np.errstate(all="ignore"):
         y = top_extra.AttentionOp.execute(
-            props, [_widen(q), _widen(k), _widen(v), _widen(mask), None, None, None]
-        )[0]  # type: ignore[arg-type]
+            props,  # type: ignore[arg-type]
+            [_widen(q), _widen(k), _widen(v), _widen(mask), None, None, None],
+        )[0]
     return _finish(y, out_dtype)
 
 
