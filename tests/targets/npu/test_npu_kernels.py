@@ -1,4 +1,5 @@
-"""The TIU records' kernels (lamina/targets/npu/kernels.py): the simulator's default table holds one
+"""The TIU records' kernels (lamina/targets/npu/kernels.py; this file is not test_kernels.py, which
+tests/execution/kernels has): the simulator's default table holds one
 for every TIU command class; a record that makes no sense is one LaminaError naming the command
 (never a numpy exception) — checked on hand-made bad records and on random records decoded from
 random bytes of valid layout; the work counts."""
