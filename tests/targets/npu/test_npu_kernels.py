@@ -1,8 +1,8 @@
-"""The TIU records' kernels (lamina/targets/npu/kernels.py; this file is not test_kernels.py, which
-tests/execution/kernels has): the simulator's default table holds one
-for every TIU command class; a record that makes no sense is one LaminaError naming the command
-(never a numpy exception) — checked on hand-made bad records and on random records decoded from
-random bytes of valid layout; the work counts."""
+"""The TIU records' kernels (lamina/targets/npu/kernels.py; named test_npu_kernels.py, as
+tests/execution/kernels has a test_kernels.py): the simulator's default table holds one for every
+TIU command class; a record that makes no sense is one LaminaError naming the command (never a
+numpy exception) — on hand-made bad records, random records, and valid records with one field
+changed; the work counts."""
 
 from __future__ import annotations
 
