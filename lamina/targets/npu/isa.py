@@ -563,7 +563,7 @@ class Active(TiuCommand):
 class Softmax(TiuCommand):
     """Softmax (``log``: log-softmax) of a float tensor along dim ``axis`` of (n, c, h, w), in the
     output's float dtype: the ``top`` reference in float32, rounded once (tpu.Softmax in a float
-    mode). Work: 5 element-wise passes (max, subtract, exp, sum, divide)."""
+    mode)."""
 
     OPCODE: ClassVar[int] = 0x0C
     KIND: ClassVar[str] = "elementwise"
@@ -579,8 +579,7 @@ class LayerNorm(TiuCommand):
     """Layer normalization of a float tensor over dims ``axis..3`` of (n, c, h, w), scaled by
     ``gamma`` and shifted by ``beta`` (each optional; the input's shape with 1 in dims before
     ``axis``), in the output's float dtype: the ``top`` reference in float32, rounded once
-    (tpu.LayerNorm in a float mode, without its mean / rstd results). Work: 7 element-wise passes
-    (mean, subtract, square, mean, rsqrt and scale, gamma, beta)."""
+    (tpu.LayerNorm in a float mode, without its mean / rstd results)."""
 
     OPCODE: ClassVar[int] = 0x0D
     KIND: ClassVar[str] = "elementwise"
@@ -599,7 +598,7 @@ class Attention(TiuCommand):
     per batch and head: ``query`` ``(B, H, M, D)``, ``key`` ``(B, H, N, D)``, ``value``
     ``(B, H, N, Dv)``, ``mask`` (optional, additive) ``(B or 1, H or 1, M or 1, N)``, ``output``
     ``(B, H, M, Dv)``; the ``top`` reference in float32, rounded once (tpu.Attention in a float
-    mode, 4-d, no cache, causal mask or softcap). Work: ``B*H*M*N*(D + Dv)`` MACs."""
+    mode, 4-d, no cache, causal mask or softcap)."""
 
     OPCODE: ClassVar[int] = 0x0E
     KIND: ClassVar[str] = "matmul"

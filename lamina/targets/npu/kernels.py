@@ -94,7 +94,7 @@ def _checked(fn: Execute) -> Execute:
     def run(cmd: Any, ins: Inputs) -> np.ndarray:
         try:
             return fn(cmd, ins)
-        except (ValueError, IndexError, TypeError, KeyError) as e:
+        except (ValueError, IndexError, TypeError, KeyError, ZeroDivisionError, OverflowError) as e:
             raise _bad(
                 cmd, f"inconsistent operands ({', '.join(f'{k} {v.shape}' for k, v in ins.items())}): {e}"
             ) from None
@@ -106,6 +106,26 @@ def _checked(fn: Execute) -> Execute:
 
 
 def _window(cmd: Any) -> dict[str, Any]:
+    """A conv / pool record's stride, dilation and pads, the window checked against the operands:
+    sizes and steps at least 1, and the output's ``h, w`` those the window gives."""
+    for name in ("kh", "kw", "stride_h", "stride_w", "dilation_h", "dilation_w"):
+        if getattr(cmd, name) < 1:
+            raise _bad(cmd, f"{name} is {getattr(cmd, name)}; window sizes and steps are at least 1")
+    extra = (getattr(cmd, "ceil_extra_h", 0), getattr(cmd, "ceil_extra_w", 0))
+    for i, (k, s, d, lo, hi, e) in enumerate(
+        (
+            (cmd.kh, cmd.stride_h, cmd.dilation_h, cmd.pad_top, cmd.pad_bottom, extra[0]),
+            (cmd.kw, cmd.stride_w, cmd.dilation_w, cmd.pad_left, cmd.pad_right, extra[1]),
+        )
+    ):
+        span = cmd.input.shape[2 + i] + lo + hi + e - ((k - 1) * d + 1)
+        want = span // s + 1 if span >= 0 else 0
+        if cmd.output.shape[2 + i] != want:
+            raise _bad(
+                cmd,
+                f"an input {'hw'[i]} of {cmd.input.shape[2 + i]} with this window gives {want} outputs, "
+                f"the output has {cmd.output.shape[2 + i]}",
+            )
     return {
         "stride": [int(cmd.stride_h), int(cmd.stride_w)],
         "dilation": [int(cmd.dilation_h), int(cmd.dilation_w)],
@@ -114,6 +134,8 @@ def _window(cmd: Any) -> dict[str, Any]:
 
 
 def _requant_fields(cmd: Any, q: np.ndarray | None) -> dict[str, Any]:
+    mult: Any
+    shift: Any
     if q is not None:
         mult, shift = _col(q, 0), _col(q, 1)
     else:
@@ -158,7 +180,7 @@ def _conv(cmd: isa.Conv, ins: Inputs) -> np.ndarray:
             out_dtype=_out_dtype(cmd),
         )
     q = _quant(cmd, ins, 2, cout)
-    zps = {"x_zp": int(cmd.input_zp), "w_zp": int(cmd.weight_zp)}
+    zps: dict[str, Any] = {"x_zp": int(cmd.input_zp), "w_zp": int(cmd.weight_zp)}
     if isinstance(cmd, isa.Depthwise):
         if not (groups == x.shape[1] == cout and cin_g == 1):
             raise _bad(

@@ -90,7 +90,13 @@ def run_lowered(
     for name in fields:
         if name in lowered.operands:
             o = lowered.operands[name]
-            specs[name] = (o.shape, value_dtype(operand_value(op, o)))
+            v = operand_value(op, o)
+            size = int(np.prod(getattr(v.type, "shape", ()), dtype=np.int64))
+            if int(np.prod(o.shape, dtype=np.int64)) != size:
+                raise LaminaError(
+                    f"{op.name}: the {name} view {o.shape} is not a reshape of its {size}-element value"
+                )
+            specs[name] = (o.shape, value_dtype(v))
             if name != "output":
                 a = inputs[o.value]
                 if a is None:

@@ -61,18 +61,24 @@ reduce_max/_min    x (any dtype)                          axes i32[k]; keepdims
 conv_f             x, w, bias (float)                     stride, dilation, pad, group; relu;
                                                           relu_limit f64; out_dtype
 matmul_f           a, b, bias (float)                     relu; relu_limit f64; out_dtype
-add_f, mul_f       x_1..x_n (float)                       out_dtype
-sub_f              a, b (float)                           out_dtype
+add_f, mul_f,      x_1..x_n (float)                       out_dtype
+max_f, min_f
+sub_f, div_f       a, b (float)                           out_dtype
 avg_pool_f         x (float)                              kernel, stride, pad; count_include_pad;
                                                           ceil_extra i32[nd]; out_dtype
 reduce_mean_f,     x (float)                              axes; keepdims; out_dtype
 reduce_sum_f
 active_f           x (float)                              fn (a ``top`` unary op: Relu, SiLU, GELU,
                                                           ...); params (its properties); out_dtype
+softmax_f          x (float)                              axis; log; out_dtype
+layer_norm_f       x, gamma or none, beta or none         axis (the first normalized); epsilon f64;
+                   (float)                                out_dtype
+attention_f        q, k, v, mask or none (float)          scale f64; out_dtype
 =================  =====================================  ==============================================
 
-:func:`work` gives each command's work count for the cycle model (MACs for conv/depthwise/matmul,
-element operations otherwise; :data:`WORK_UNIT`).
+:func:`work` gives each command's work count for the cycle model (MACs for conv/depthwise/matmul
+and attention, element operations otherwise; :data:`WORK_UNIT`). The ISA records of these
+commands, their views and their kernels are ``records.py`` and ``kernels.py``.
 """
 
 from __future__ import annotations
@@ -699,8 +705,9 @@ def attention_f(q: Array, k: Array, v: Array, mask: Array | None, *, scale: floa
     )
     with np.errstate(all="ignore"):
         y = top_extra.AttentionOp.execute(
-            props, [_widen(q), _widen(k), _widen(v), _widen(mask), None, None, None]
-        )[0]  # type: ignore[arg-type]
+            props,  # type: ignore[arg-type]
+            [_widen(q), _widen(k), _widen(v), _widen(mask), None, None, None],
+        )[0]
     return _finish(y, out_dtype)
 
 

@@ -17,6 +17,8 @@ from lamina.support.errors import LaminaError
 from lamina.targets.npu import isa
 from lamina.targets.npu.arch import DTYPES
 from lamina.targets.npu.isa import COMMANDS, Command, Move, Space, Tensor, decode, encode, record_layout
+from lamina.targets.npu.kernels import WORK_RULES
+from lamina.targets.npu.slicing import SLICE_RULES
 
 ROOT = Path(__file__).parents[3]
 
@@ -273,6 +275,10 @@ def opcode_tables() -> str:
             "",
             f"{cls.ENGINE.value.upper()}, kind `{kind}`. {doc}",
             "",
+        ]
+        if cls in WORK_RULES:
+            out += [f"*Work:* {WORK_RULES[cls]}. *Slicing:* {SLICE_RULES[cls]}.", ""]
+        out += [
             "| offset | field | code | meaning |",
             "|---|---|---|---|",
         ]

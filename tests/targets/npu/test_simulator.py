@@ -229,7 +229,7 @@ def test_registration_and_dispatch() -> None:
         run(m, [Pool(id=1, input=a, output=z)], table)
     with pytest.raises(LaminaError, match="operand 'a' is in DDR"):
         run(m, [Eltwise(id=1, a=dx, b=b, output=z)], table)
-    # the default table is the one tiu.py fills; it is a TiuTable too
+    # the default table holds kernels.py's kernels (test_npu_kernels.py); it is a TiuTable too
     assert isinstance(TIU_TABLE, TiuTable)
 
 
