@@ -196,7 +196,15 @@ _INT_FIELDS = (
 _FLOAT_FIELDS = ("gdma_ddr_bytes_per_cycle", "gdma_lmem_bytes_per_cycle")
 #: keys a chip file may leave out (their defaults)
 _OPTIONAL_FIELDS = {"ddr_burst_bytes": 64}
-_FIELDS = ("name", "description", "dtypes", "tiu_ops_per_cycle", *_INT_FIELDS, *_FLOAT_FIELDS, *_OPTIONAL_FIELDS)
+_FIELDS = (
+    "name",
+    "description",
+    "dtypes",
+    "tiu_ops_per_cycle",
+    *_INT_FIELDS,
+    *_FLOAT_FIELDS,
+    *_OPTIONAL_FIELDS,
+)
 
 
 def shipped_chips() -> tuple[str, ...]:

@@ -21,6 +21,7 @@ previous group's last TIU command (its buffers are reused). Every command carrie
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -194,23 +195,15 @@ class _GroupCode:
 
     # -- the commands -------------------------------------------------------------------------------
 
-    @property
-    def prefetched(self) -> list[LoadOp]:
-        """The loads the group before this one issues (its weights, placed apart from that group's
-        buffers by ``npu-lmem-alloc``)."""
-        return [ld for ld in self.loads if _flag(ld, "npu.prefetch")]
+    def emit_prefetch(self, ld: LoadOp) -> None:
+        """Issue one of this group's loads now, inside an earlier group's GDMA stream (``npu-lmem-alloc``
+        placed it where no group until this one has a buffer; the GDMA's order keeps it after every
+        earlier command that could still read that LMEM)."""
+        self.loaded_at[(ld.results[0], -1)] = self._load(ld, 0, (0, 0, 0, 0), 0)
 
-    def emit_prefetch(self) -> None:
-        """Issue this group's prefetched loads now (inside the previous group's GDMA stream): their
-        LMEM is none the previous group uses, and the GDMA's order keeps them after every earlier
-        group's commands that could still read it."""
-        grid0 = tuple(0 for _ in range(4))
-        for ld in self.prefetched:
-            self.loaded_at[(ld.results[0], -1)] = self._load(ld, 0, grid0, 0)
-
-    def emit(self, next_group: _GroupCode | None = None) -> None:
-        """The group's commands (see the module docstring); ``next_group``'s prefetched loads go after
-        this group's last slice loads."""
+    def emit(self, issues: Sequence[tuple[_GroupCode, LoadOp]] = ()) -> None:
+        """The group's commands (see the module docstring); the loads of later groups it ``issues``
+        go after its last slice loads."""
         from .slicing import slice_command
 
         em, gid = self.em, self.gid
@@ -227,7 +220,7 @@ class _GroupCode:
 
         loaded_at = self.loaded_at  # (value, slice) -> GDMA id; slice -1: loaded once
         once = {ld.results[0] for ld in self.loads if _flag(ld, "npu.once")}
-        pre = {ld.results[0] for ld in self.prefetched if (ld.results[0], -1) in loaded_at}  # issued already
+        pre = {v for (v, s_), _ in loaded_at.items() if s_ == -1}  # issued by an earlier group already
         tiu_last: dict[int, int] = {}
         tiu_of: dict[tuple[Value, int], int] = {}
         store_at: dict[tuple[Value, int], int] = {}
@@ -244,8 +237,9 @@ class _GroupCode:
                         continue
                     w = tiu_last.get(t - 2, 0)
                     loaded_at[(v, t)] = self._load(ld, t, grid[t], gdma_wait(w))
-                if t == nslices - 1 and next_group is not None:
-                    next_group.emit_prefetch()
+                if t == nslices - 1:
+                    for code, ld in issues:
+                        code.emit_prefetch(ld)
             if 1 <= t <= nslices:
                 s = t - 1
                 idx = grid[s]
@@ -367,30 +361,6 @@ def _is_npu_work(op: Operation) -> bool:
     return isinstance(op, (GroupOp, CopyOp))
 
 
-def _next_npu_op(op: Operation) -> Operation | None:
-    """The next group after ``op`` in the same NPU subnet (only copies, reshapes and constants between:
-    none of them uses LMEM), or None."""
-    block = op.parent
-    assert block is not None
-    found = False
-    for o in block.ops:
-        if o is op:
-            found = True
-            continue
-        if not found or isinstance(o, (ReshapeOp, WeightOp, CopyOp)) or (o.has_trait(ConstantLike) and not o.operands):
-            continue
-        return o if isinstance(o, GroupOp) else None
-    return None
-
-
-def _copies_between(a: Operation, b: Operation) -> int:
-    """How many copies lie between two ops (each takes a group number)."""
-    block = a.parent
-    assert block is not None
-    ops = list(block.ops)
-    return sum(1 for o in ops[ops.index(a) + 1 : ops.index(b)] if isinstance(o, CopyOp))
-
-
 def generate(module: Operation, chip: Chip) -> Program:
     """The subnets and commands of a planned module's main function."""
     from lamina.execution.interpreter import find_main
@@ -399,12 +369,7 @@ def generate(module: Operation, chip: Chip) -> Program:
     block = func.regions[0].blocks[0]
     names = value_names(func)
     subnets: list[Subnet] = []
-    groups: list[dict[str, Any]] = []
-    em: _Emitter | None = None
-    cur: Subnet | None = None
-    gid = 0
     weights = bytearray()
-    pending: _GroupCode | None = None  # the next group's code, when its loads are prefetched
     for op in block.ops:
         if isinstance(op, WeightOp):
             a = _attr_ints(op, "npu.ddr")[0]
@@ -413,58 +378,70 @@ def generate(module: Operation, chip: Chip) -> Program:
                 weights.extend(bytes(a - len(weights)))
             weights[a : a + len(raw)] = raw
             continue
-        if op.has_trait(ConstantLike) and not op.operands:
+        if (op.has_trait(ConstantLike) and not op.operands) or isinstance(op, ReshapeOp):
             continue
         if op.has_trait(ReturnLike):
             break
-        if isinstance(op, ReshapeOp):
-            continue
         kind = "npu" if _is_npu_work(op) else "cpu"
-        if cur is None or cur.kind != kind:
-            if cur is not None and em is not None:
-                cur.commands, cur.layers = em.cmds, em.layers
-            cur = Subnet(f"{kind}{len(subnets)}", kind)
-            subnets.append(cur)
-            em = _Emitter() if kind == "npu" else None
-        cur.ops.append(op)
-        if isinstance(op, GroupOp):
-            assert em is not None
-            code = pending if pending is not None else _GroupCode(op, gid, chip, func, em, names)
-            nxt = _next_npu_op(op)
-            pending = None
-            if isinstance(nxt, GroupOp):
-                pending = _GroupCode(nxt, gid + _copies_between(op, nxt) + 1, chip, func, em, names)
-            code.emit(pending if pending is not None and pending.prefetched else None)
-            layers = [names.get(o.results[0], "") for o in op.block.ops if isinstance(o, CommandOp)]
-            groups.append(
-                {"name": f"group{gid}", "kind": "group", "ops": layers, "secs": list(op.secs or (1, 1, 1, 1))}
-            )
+        if not subnets or subnets[-1].kind != kind:
+            subnets.append(Subnet(f"{kind}{len(subnets)}", kind))
+        subnets[-1].ops.append(op)
+    groups: list[dict[str, Any]] = []
+    gid = 0
+    for sn in subnets:
+        if sn.kind != "npu":
+            continue
+        em = _Emitter()
+        ids: dict[int, int] = {}
+        for op in sn.ops:
+            ids[id(op)] = gid
             gid += 1
-        elif isinstance(op, CopyOp):
-            assert em is not None
-            _copy_code(op, gid, func, em, names)
-            groups.append(
-                {
-                    "name": f"copy{gid}",
-                    "kind": "copy",
-                    "ops": [names.get(op.results[0], "")],
-                    "secs": [1, 1, 1, 1],
-                }
-            )
-            gid += 1
-    if cur is not None and em is not None:
-        cur.commands, cur.layers = em.cmds, em.layers
+        codes = [
+            _GroupCode(op, ids[id(op)], chip, func, em, names) for op in sn.ops if isinstance(op, GroupOp)
+        ]
+        # the loads each group issues for later groups (their weights, loaded while it computes)
+        issues: list[list[tuple[_GroupCode, LoadOp]]] = [[] for _ in codes]
+        for r, code in enumerate(codes):
+            for ld in code.loads:
+                d = ld.get_attr("npu.prefetch")
+                if d is not None and 0 < int(d.value) <= r:  # type: ignore[attr-defined]
+                    issues[r - int(d.value)].append((code, ld))  # type: ignore[attr-defined]
+        by_op = {id(c.g): (r, c) for r, c in enumerate(codes)}
+        for op in sn.ops:
+            if isinstance(op, GroupOp):
+                r, code = by_op[id(op)]
+                code.emit(issues[r])
+                layers = [names.get(o.results[0], "") for o in op.block.ops if isinstance(o, CommandOp)]
+                groups.append(
+                    {
+                        "name": f"group{ids[id(op)]}",
+                        "kind": "group",
+                        "ops": layers,
+                        "secs": list(op.secs or (1, 1, 1, 1)),
+                    }
+                )
+            else:
+                assert isinstance(op, CopyOp)
+                _copy_code(op, ids[id(op)], func, em, names)
+                groups.append(
+                    {
+                        "name": f"copy{ids[id(op)]}",
+                        "kind": "copy",
+                        "ops": [names.get(op.results[0], "")],
+                        "secs": [1, 1, 1, 1],
+                    }
+                )
+        sn.commands, sn.layers = em.cmds, em.layers
     if gid > 0xFFFF:
         raise LaminaError(f"{gid} groups: more than a command's 16-bit group field numbers")
     _subnet_io(subnets, block)
-    mod = module
     return Program(
         subnets,
         bytes(weights),
         groups,
-        int(mod.get_attr("npu.weight_bytes").value),  # type: ignore[union-attr]
-        int(mod.get_attr("npu.activation_base").value),  # type: ignore[union-attr]
-        int(mod.get_attr("npu.activation_bytes").value),  # type: ignore[union-attr]
+        int(module.get_attr("npu.weight_bytes").value),  # type: ignore[union-attr]
+        int(module.get_attr("npu.activation_base").value),  # type: ignore[union-attr]
+        int(module.get_attr("npu.activation_bytes").value),  # type: ignore[union-attr]
     )
 
 

@@ -270,6 +270,7 @@ def pack(
     conflicts: Sequence[Sequence[int]] = (),
     reserved: Sequence[tuple[int, int]] = (),
     fixed: Sequence[int] = (),
+    skip: Sequence[int] = (),
 ) -> int | None:
     """Place the buffers in one lane's LMEM (sets ``addr``); returns the bytes used, None when they do
     not fit. Whole-group buffers are stacked first (largest first); intermediates then go, largest
@@ -277,13 +278,14 @@ def pack(
     locals it touches), a gap position whose banks meet another operand's of the same command is taken
     only when no conflict-free position fits; when avoiding conflicts leaves a buffer no room, the
     buffers are placed again without (what fits, fits). ``reserved`` byte spans are taken for the
-    whole group; the locals of indices ``fixed`` keep the ``addr`` they have."""
+    whole group; the locals of indices ``fixed`` keep the ``addr`` they have; those of ``skip`` are
+    left out (placed by the caller later)."""
     keep = {i: locals_[i].addr for i in fixed}
     if conflicts:
-        used = _pack(locals_, chip, conflicts, reserved, keep)
+        used = _pack(locals_, chip, conflicts, reserved, keep, set(skip))
         if used is not None:
             return used
-    return _pack(locals_, chip, (), reserved, keep)
+    return _pack(locals_, chip, (), reserved, keep, set(skip))
 
 
 def _pack(
@@ -292,6 +294,7 @@ def _pack(
     conflicts: Sequence[Sequence[int]],
     reserved: Sequence[tuple[int, int]],
     keep: dict[int, int],
+    skip: set[int],
 ) -> int | None:
     eu = chip.eu_bytes
     cap = chip.lmem_bytes_per_lane
@@ -312,7 +315,7 @@ def _pack(
         placed.append((a, a + sizes[i], locals_[i].live, i))
     top = max((a + sizes[i] for i, a in keep.items()), default=0)
     for i in whole + inter:
-        if i in keep:
+        if i in keep or i in skip:
             continue
         loc, size = locals_[i], sizes[i]
         live = loc.live
@@ -358,6 +361,28 @@ def _pack(
     return top
 
 
+def highest_gap(busy: Sequence[tuple[int, int]], size: int, cap: int, eu: int) -> int | None:
+    """The highest EU-aligned address where ``size`` bytes fit between the ``busy`` spans below
+    ``cap``, or None."""
+    spans = sorted(busy)
+    edges = [(0, 0), *spans, (cap, cap)]
+    best = None
+    at = 0
+    gaps = []
+    for a, e in spans:
+        if a > at:
+            gaps.append((at, a))
+        at = max(at, e)
+    gaps.append((at, cap))
+    for a, e in reversed(gaps):
+        s = (e - size) // eu * eu
+        if s >= a:
+            best = s
+            break
+    del edges
+    return best
+
+
 def _align(x: int, to: int) -> int:
     return -(-x // to) * to
 
@@ -369,7 +394,11 @@ def conflict_sets(nodes: Sequence[Node], locals_: Sequence[Local]) -> list[list[
 
     idx = {loc.value: k for k, loc in enumerate(locals_)}
     return [
-        [idx[v] for name, v in (*n.inputs.items(), ("output", n.out)) if v in idx and name not in PARAMETER_FIELDS]
+        [
+            idx[v]
+            for name, v in (*n.inputs.items(), ("output", n.out))
+            if v in idx and name not in PARAMETER_FIELDS
+        ]
         for n in nodes
     ]
 
@@ -416,16 +445,29 @@ def _stored_grid(p: Parts, secs: Sequence[int]) -> np.ndarray:
     return g.reshape(-1)
 
 
-def group_cycles(
-    nodes: Sequence[Node], parts: dict[Value, Parts], locals_: Sequence[Local], secs: Sequence[int], chip: Chip
-) -> int:
-    """Estimated cycles of the group's pipeline (see the module docstring): GDMA moves pipelined
-    (the engine busy for the transfers, data there ``gdma_latency_cycles`` later), TIU commands one
-    after the other, each slice's work its share of the op's."""
+def engine_cycles(
+    nodes: Sequence[Node],
+    parts: dict[Value, Parts],
+    locals_: Sequence[Local],
+    secs: Sequence[int],
+    chip: Chip,
+) -> tuple[float, float]:
+    """The TIU's and the GDMA's busy cycles in the group (what :func:`group_cycles` schedules)."""
+    prologue, load, store, comp = _work_per_slice(nodes, parts, locals_, secs, chip)
+    return float(comp.sum()), float(prologue + load.sum() + store.sum())
+
+
+def _work_per_slice(
+    nodes: Sequence[Node],
+    parts: dict[Value, Parts],
+    locals_: Sequence[Local],
+    secs: Sequence[int],
+    chip: Chip,
+) -> tuple[float, np.ndarray, np.ndarray, np.ndarray]:
+    """Transfer cycles of the prologue, of each slice's loads and stores, TIU cycles of each slice."""
     nslices = math.prod(secs)
     isz = {loc.value: DTYPES[dtype_name(loc.value.type)].itemsize for loc in locals_}
     bw = chip.gdma_ddr_bytes_per_cycle
-    lat = float(chip.gdma_latency_cycles)
     prologue = 0.0
     load = np.zeros(nslices, dtype=np.float64)
     store = np.zeros(nslices, dtype=np.float64)
@@ -444,6 +486,22 @@ def group_cycles(
         frac = _grid(parts[n.out], secs) / max(full, 1)
         rate = chip.tiu_rate(n.kind, n.dtype)
         comp += chip.tiu_latency_cycles + np.ceil(n.work * frac / rate)
+    return prologue, load, store, comp
+
+
+def group_cycles(
+    nodes: Sequence[Node],
+    parts: dict[Value, Parts],
+    locals_: Sequence[Local],
+    secs: Sequence[int],
+    chip: Chip,
+) -> int:
+    """Estimated cycles of the group's pipeline (see the module docstring): GDMA moves pipelined
+    (the engine busy for the transfers, data there ``gdma_latency_cycles`` later), TIU commands one
+    after the other, each slice's work its share of the op's."""
+    nslices = math.prod(secs)
+    lat = float(chip.gdma_latency_cycles)
+    prologue, load, store, comp = _work_per_slice(nodes, parts, locals_, secs, chip)
     # the pipeline: GDMA per timestep loads slice t, then stores t - 2; TIU computes t - 1
     gdma, tiu = prologue, 0.0
     load_done = np.zeros(nslices)
@@ -455,7 +513,9 @@ def group_cycles(
             load_done[t] = gdma + lat
         if 1 <= t <= nslices:
             s = t - 1
-            start = max(tiu, load_done[s], store_done[s - 2] if s >= 2 else 0.0, prologue + lat if s == 0 else 0.0)
+            start = max(
+                tiu, load_done[s], store_done[s - 2] if s >= 2 else 0.0, prologue + lat if s == 0 else 0.0
+            )
             tiu = start + comp[s]
             comp_end[s] = tiu
         if t >= 2:

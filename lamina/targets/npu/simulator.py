@@ -357,7 +357,9 @@ def run(
         pos[engine] += 1
         result.busy[engine.value] += cycles
         result.records.append(
-            CommandRecord(engine.value, type(cmd).__name__, cmd.group, start + latency, end, macs, ddr, i, conflict)
+            CommandRecord(
+                engine.value, type(cmd).__name__, cmd.group, start + latency, end, macs, ddr, i, conflict
+            )
         )
     result.total_cycles = max((r.end for r in result.records), default=0)
     return result

@@ -13,9 +13,11 @@
 * ``npu-lmem-alloc`` — **local memory**: every buffer placed in a lane's LMEM, address x time
   (:func:`lamina.targets.npu.planner.pack`: EU-aligned, avoiding a command's operands sharing a bank
   where a placement allows), as ``npu.lmem = array<i64: address, bytes per buffer, buffers>``; the
-  group's ``npu.lmem_bytes``. Across groups: a group's weights are placed, where they fit, apart from
-  every buffer of the group before it (``npu.prefetch = true``), so that the GDMA loads them while
-  that group still computes.
+  group's ``npu.lmem_bytes``. Across the groups of one command buffer (address x time, a group's
+  index its time): a group's weights go as high in LMEM as they fit and, where the buffers of the
+  groups in between leave them room and an earlier group's GDMA has time to spare (its estimated TIU
+  time beyond its own transfers), are loaded by that earlier group while it computes:
+  ``npu.prefetch = k`` on the load means the group ``k`` before issues it.
 """
 
 from __future__ import annotations
@@ -32,7 +34,17 @@ from lamina.passes import Option, Pass, Statistic, register_pass
 
 from ..arch import Chip
 from ..dialect import CopyOp, GroupOp, ReshapeOp, WeightOp
-from ..planner import DIMS, Local, Parts, conflict_sets, local_values, pack, propagate
+from ..planner import (
+    DIMS,
+    Local,
+    Parts,
+    conflict_sets,
+    engine_cycles,
+    highest_gap,
+    local_values,
+    pack,
+    propagate,
+)
 from .layer_group import chip_of, group_nodes
 
 __all__ = ["LmemAlloc", "Schedule", "Slice", "group_locals", "read_parts"]
@@ -159,42 +171,127 @@ def _weight_loads(g: GroupOp, locs: list[Local]) -> list[int]:
     return out
 
 
-def allocate(func: Operation, chip: Chip) -> GroupOp | None:
-    """Place every group's buffers (see :class:`LmemAlloc`); the group that does not fit, if any."""
-    prev: list[tuple[int, int]] | None = None
+#: how many groups ahead a group's weights may be loaded
+MAX_AHEAD = 8
+
+
+def _runs(func: Operation) -> list[list[GroupOp]]:
+    """The groups of each NPU command buffer, in order (copies and reshapes do not use LMEM and do
+    not break a run; a host op does)."""
+    runs: list[list[GroupOp]] = [[]]
     for op in func.regions[0].blocks[0].ops:
         if isinstance(op, GroupOp):
-            nodes, _stored, locs, _ = group_locals(op, chip)
-            conf = conflict_sets(nodes, locs)
-            wts = _weight_loads(op, locs)
-            for i in wts:
-                locs[i].high = True
-            used = None
-            if prev is not None and wts:
-                # the weights go where the previous group's buffers are not: loaded while it runs
-                sub = [locs[i] for i in wts]
-                if pack(sub, chip, reserved=prev) is not None:
-                    used = pack(locs, chip, conf, fixed=wts)
-            prefetch = used is not None
-            if not prefetch:
-                for loc in locs:
-                    loc.addr = -1
-                used = pack(locs, chip, conf)
-            if used is None:
-                return op
-            eu = chip.eu_bytes
-            for i, loc in enumerate(locs):
-                p = _producer(loc.value)
-                size = -(-loc.bytes // eu) * eu
-                p.set_attr("npu.lmem", DenseArrayAttr(i64, [loc.addr, size, loc.buffers]))
-                if i in wts:
-                    p.set_attr("npu.prefetch", BoolAttr(prefetch))
-            op.set_attr("npu.lmem_bytes", IntegerAttr(used, i64))
-            prev = [(loc.addr, loc.addr + (-(-loc.bytes // eu) * eu) * loc.buffers) for loc in locs]
+            runs[-1].append(op)
         elif isinstance(op, (CopyOp, ReshapeOp)) or (op.has_trait(ConstantLike) and not op.operands):
-            continue  # no LMEM: the previous group's buffers are still the ones in use
+            continue
+        elif runs[-1]:
+            runs.append([])
+    return [r for r in runs if r]
+
+
+class _Group:
+    def __init__(self, g: GroupOp, chip: Chip) -> None:
+        self.g = g
+        self.nodes, _stored, self.locs, parts = group_locals(g, chip)
+        self.conf = conflict_sets(self.nodes, self.locs)
+        self.wts = _weight_loads(g, self.locs)
+        secs = tuple(g.secs or (1, 1, 1, 1))
+        tiu, gdma = engine_cycles(self.nodes, parts, self.locs, secs, chip)
+        self.idle_gdma = max(0.0, tiu - gdma)  # GDMA time free while the TIU computes this group
+        self.own: list[tuple[int, int]] = []  # the LMEM spans of its buffers but the prefetched ones
+        self.issued_by: dict[int, int] = {}  # weight local index -> index (in the run) of the loading group
+        self.used = 0
+
+
+def _span(loc: Local, chip: Chip) -> tuple[int, int]:
+    eu = chip.eu_bytes
+    return loc.addr, loc.addr + (-(-loc.bytes // eu) * eu) * loc.buffers
+
+
+def _place_run(run: list[_Group], chip: Chip, joint: set[int]) -> int | None:
+    """Place a run's buffers; the index of a group whose weights found no room (to pack whole), or
+    None. Each group's buffers but its weights are packed bottom up; then, group by group, each weight
+    goes as high as it fits and is loaded as early as LMEM and the GDMA's idle time allow: by the
+    latest earlier group (at most :data:`MAX_AHEAD` before) with GDMA time to spare whose buffers,
+    and those of every group until its own, leave it room — else by its own group."""
+    cap, eu = chip.lmem_bytes_per_lane, chip.eu_bytes
+    bw = chip.gdma_ddr_bytes_per_cycle
+    for k, it in enumerate(run):
+        for loc in it.locs:
+            loc.addr, loc.high = -1, False
+        it.issued_by = {}
+        if k in joint:
+            for i in it.wts:
+                it.locs[i].high = True
+            used = pack(it.locs, chip, it.conf)
+            if used is None:
+                raise _NoRoom(it.g)
+            it.issued_by = {i: k for i in it.wts}
+            it.own = [_span(loc, chip) for loc in it.locs]
         else:
-            prev = None  # the host runs between: the next group starts a command buffer
+            used = pack(it.locs, chip, it.conf, skip=it.wts)
+            if used is None:
+                raise _NoRoom(it.g)
+            it.own = [_span(loc, chip) for i, loc in enumerate(it.locs) if i not in it.wts]
+        it.used = used
+    budget = [it.idle_gdma for it in run]
+    placed: list[tuple[int, int, int, int]] = []  # start, end, first group, last group
+    for k, it in enumerate(run):
+        if k in joint:
+            continue
+        for i in it.wts:
+            loc = it.locs[i]
+            size = (-(-loc.bytes // eu) * eu) * loc.buffers
+            cost = loc.bytes * chip.lanes / bw
+            done = False
+            for first in [*range(k - 1, max(-1, k - 1 - MAX_AHEAD), -1), k]:
+                if first < k and budget[first] < cost:
+                    continue
+                busy = [s for j in range(first, k + 1) for s in run[j].own]
+                busy += [(a, e) for a, e, f, t in placed if f <= k and first <= t]
+                at = highest_gap(busy, size, cap, eu)
+                if at is None:
+                    continue
+                loc.addr = at
+                placed.append((at, at + size, first, k))
+                it.issued_by[i] = first
+                if first < k:
+                    budget[first] -= cost
+                it.used = max(it.used, at + size)
+                done = True
+                break
+            if not done:
+                return k
+    return None
+
+
+class _NoRoom(Exception):
+    def __init__(self, g: GroupOp) -> None:
+        self.group = g
+
+
+def allocate(func: Operation, chip: Chip) -> GroupOp | None:
+    """Place every group's buffers (see :class:`LmemAlloc`); the group that does not fit, if any."""
+    for groups in _runs(func):
+        try:
+            run = [_Group(g, chip) for g in groups]
+        except ValueError:
+            raise
+        joint: set[int] = set()
+        try:
+            while (k := _place_run(run, chip, joint)) is not None:
+                joint.add(k)
+        except _NoRoom as e:
+            return e.group
+        eu = chip.eu_bytes
+        for k, it in enumerate(run):
+            for i, loc in enumerate(it.locs):
+                p = _producer(loc.value)
+                p.set_attr("npu.lmem", DenseArrayAttr(i64, [loc.addr, -(-loc.bytes // eu) * eu, loc.buffers]))
+                if i in it.issued_by and it.issued_by[i] < k:
+                    # loaded by the group `k - issued_by` before this one, while that group computes
+                    p.set_attr("npu.prefetch", IntegerAttr(k - it.issued_by[i], i64))
+            it.g.set_attr("npu.lmem_bytes", IntegerAttr(it.used, i64))
     return None
 
 
@@ -229,10 +326,5 @@ class LmemAlloc(Pass):
                 self.signal_failure()
                 return
             self.num_prefetch += sum(
-                1 for g in f.walk_ops(GroupOp) if any(_flag(o, "npu.prefetch") for o in g.block.ops)
+                1 for g in f.walk_ops(GroupOp) for o in g.block.ops if o.get_attr("npu.prefetch") is not None
             )
-
-
-def _flag(op: Operation, name: str) -> bool:
-    a = op.get_attr(name)
-    return a is not None and bool(a.value)  # type: ignore[attr-defined]
