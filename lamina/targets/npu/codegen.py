@@ -354,6 +354,11 @@ def value_names(func: Operation) -> dict[Value, str]:
             continue
         for r, n in zip(op.results, result_names(op)):
             add(r, n)
+        if isinstance(op, GroupOp):  # the values computed inside, by the layers they are
+            for inner in op.block.ops:
+                if isinstance(inner, CommandOp):
+                    for r, n in zip(inner.results, result_names(inner)):
+                        names.setdefault(r, n)
     return names
 
 

@@ -21,6 +21,7 @@ cycle model.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -236,17 +237,17 @@ class RunResult:
 def ddr_burst_bytes(chip: Chip, t: Tensor) -> int:
     """The DDR bytes a move of tensor ``t`` in DDR costs: DDR is read and written in bursts of
     ``ddr_burst_bytes``, so each contiguous run of its elements costs whole bursts (a contiguous
-    tensor its size rounded up to a burst; a column of a matrix one burst per element)."""
+    tensor its size rounded up to a burst; a column of a matrix one burst per element). A dim of
+    stride 0 (a broadcast) repeats elements the engine already holds: it costs nothing more."""
     isz = DTYPES[t.dtype].itemsize
+    dims = [(d, s) for d, s in zip(t.shape, t.strides) if d > 1 and s > 0]
     run, expect = 1, 1
-    for d, s in zip(reversed(t.shape), reversed(t.strides)):
-        if d == 1:
-            continue
+    for d, s in reversed(dims):
         if s != expect:
             break
         run *= d
         expect *= d
-    runs = t.elements // run
+    runs = math.prod(d for d, _ in dims) // run
     burst = chip.ddr_burst_bytes
     return runs * (-(-(run * isz) // burst) * burst)
 
