@@ -106,8 +106,25 @@ def _contig(shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(reversed(out))
 
 
-def _ddr_tensor(addr: int, full: tuple[int, int, int, int], region: Any, dtype: str) -> Tensor:
-    st = _contig(full)
+def _strides(v: Value) -> tuple[int, ...] | None:
+    """The element strides of a value that is a view of another's buffer (``npu.strides``), else None."""
+    r = root_of(v)
+    d = r.defining_op()
+    a = d.get_attr("npu.strides") if d is not None else None
+    if a is None:
+        return None
+    entry = a.get(str(r.index))  # type: ignore[attr-defined]
+    return None if entry is None else tuple(int(x) for x in entry.values)
+
+
+def _ddr_tensor(
+    addr: int,
+    full: tuple[int, int, int, int],
+    region: Any,
+    dtype: str,
+    strides: tuple[int, ...] | None = None,
+) -> Tensor:
+    st = strides if strides is not None else _contig(full)
     isz = DTYPES[dtype].itemsize
     off = sum(r[0] * s for r, s in zip(region, st))
     return Tensor(Space.DDR, addr + off * isz, tuple(b - a for a, b in region), st, dtype)  # type: ignore[arg-type]
@@ -280,7 +297,7 @@ class _GroupCode:
         src = self.arg_of[ld.operands[0]]
         region = self.region(v, idx)
         dt = dtype_name(v.type)
-        ddr = _ddr_tensor(_ddr(src, self.func), shape4(v.type), region, dt)
+        ddr = _ddr_tensor(_ddr(src, self.func), shape4(v.type), region, dt, _strides(src))
         dst = self.local(v, s, region, region)
         return self.em.emit(Move, _name(src, self.names), wait, self.gid, src=ddr, dst=dst)
 
@@ -308,7 +325,7 @@ class _GroupCode:
         yield_op = self.g.block.last_op
         out_index = next(i for i, x in enumerate(yield_op.operands) if x is res)  # type: ignore[union-attr]
         dst_val = self.g.results[out_index]
-        ddr = _ddr_tensor(_ddr(dst_val, self.func), shape4(v.type), region, dt)
+        ddr = _ddr_tensor(_ddr(dst_val, self.func), shape4(v.type), region, dt, _strides(dst_val))
         src = self.local(v, s, region, held)
         return self.em.emit(Move, _name(dst_val, self.names), wait, self.gid, src=src, dst=ddr)
 
@@ -319,11 +336,19 @@ def _flag(op: Operation, name: str) -> bool:
 
 
 def _copy_code(op: CopyOp, gid: int, func: Operation, em: _Emitter, names: dict[Value, str]) -> None:
+    """The GDMA moves of a copy in DDR, but for the inputs written in place and for a copy that is a
+    view (``npu-address-assign``)."""
+    if _flag(op, "npu.view"):
+        return
+    done = op.get_attr("npu.in_place")
+    skip = {int(i) for i in done.values} if done is not None else set()  # type: ignore[attr-defined]
     out = op.results[0]
     dt = dtype_name(out.type)
     isz = DTYPES[dt].itemsize
     out_addr = _ddr(out, func)
     for inp, so, shape, ss, do, ds in op.move_list():
+        if inp in skip:
+            continue
         src_v = op.inputs[inp]
         src = Tensor(Space.DDR, _ddr(src_v, func) + so * isz, shape, ss, dt)  # type: ignore[arg-type]
         dst = Tensor(Space.DDR, out_addr + do * isz, shape, ds, dt)  # type: ignore[arg-type]

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["MAX_MOVES", "Move", "index_map", "moves_of", "normalize"]
+__all__ = ["MAX_MOVES", "Move", "copy_map", "index_map", "moves_of", "normalize"]
 
 #: the most moves one op may become (beyond it, the op runs on the host)
 MAX_MOVES = 256
@@ -227,6 +227,20 @@ def moves_of(maps: np.ndarray, shapes: Sequence[Sequence[int]]) -> list[Move] | 
     if not (np.array_equal(flat, m.reshape(-1)) and np.all(seen == 1)):
         return None
     return moves
+
+
+def copy_map(moves: Sequence[Move], shapes: Sequence[Sequence[int]], size: int) -> np.ndarray:
+    """The index map (as :func:`index_map` numbers the inputs' elements) that ``moves`` build: for each
+    element of the result, the element it is; -1 where no move writes."""
+    bases = np.cumsum([0] + [int(np.prod(s)) if len(s) else 1 for s in shapes])
+    out = np.full(size, -1, dtype=np.int64)
+    for inp, so, shape, ss, do, ds in moves:
+        n = int(bases[inp + 1] - bases[inp])
+        src = np.arange(n, dtype=np.int64) + int(bases[inp])
+        sv = np.lib.stride_tricks.as_strided(src[so:], shape, [s * 8 for s in ss], writeable=False)
+        dv = np.lib.stride_tricks.as_strided(out[do:], shape, [s * 8 for s in ds])
+        dv[...] = sv
+    return out
 
 
 def _contiguous(shape: Sequence[int]) -> list[int]:

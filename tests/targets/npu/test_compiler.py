@@ -247,3 +247,48 @@ def test_corrupt_command_buffer_is_one_error(tmp_path: Path) -> None:
         rt.load(bad)
     with pytest.raises(LaminaError, match="missing input"):
         rt.load(tmp_path / "m.lamina").run({})
+
+
+def test_split_concat_upsample_in_place(tmp_path: Path) -> None:
+    """A YOLO-style block: conv → Split (its parts read in place) → conv → Concat of a split part,
+    the conv and an upsampled branch (the groups store into the concatenation in place; the
+    upsampling, which repeats each element, is a real move) — bit-exact, and the copies that need
+    not move do not."""
+    inits = {
+        "W1": _f((8, 4, 3, 3), 1, 0.3),
+        "W2": _f((4, 4, 3, 3), 2, 0.3),
+        "W3": _f((4, 8, 1, 1), 3, 0.3),
+        "S": np.array([4, 4], np.int64),
+        "SC": np.array([1, 1, 2, 2], np.float32),
+    }
+    nodes = [
+        helper.make_node("Conv", ["x", "W1"], ["c1"], name="c1", pads=[1, 1, 1, 1]),
+        helper.make_node("Split", ["c1", "S"], ["a", "b"], name="split", axis=1),
+        helper.make_node("Conv", ["b", "W2"], ["c2"], name="c2", pads=[1, 1, 1, 1]),
+        helper.make_node("MaxPool", ["c1"], ["p"], name="p", kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("Conv", ["p", "W3"], ["c3"], name="c3"),
+        helper.make_node("Resize", ["c3", "", "SC"], ["up"], name="up", mode="nearest"),
+        helper.make_node("Concat", ["a", "c2", "up"], ["y"], name="y", axis=1),
+    ]
+    path = _model(
+        tmp_path,
+        nodes,
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        inits,
+    )
+    for mode in ("INT8", "BF16"):
+        res = deploy(path, {"x": _f((1, 4, 8, 8), 0)}, mode, tmp_path)
+        assert res.placement["y"] == "npu" and res.placement["up"] == "npu"
+    from lamina.targets.npu.compiler import run_pipeline
+    from lamina.targets.npu.dialect import CopyOp, GroupOp
+
+    copies = list(run_pipeline(res.module, "lnpu").walk_ops(CopyOp))
+    views = [c for c in copies if c.get_attr("npu.view") is not None]
+    concat = next(c for c in copies if len(c.inputs) == 3)
+    up = next(c for c in copies if c.results[0] in concat.inputs)
+    # the half a conv reads is read where it is; the half the concatenation reads is moved
+    assert len(views) == 1 and all(isinstance(u, GroupOp) for u in views[0].results[0].users)
+    # the conv stores into the concatenation; the upsampling (each element four times) moves
+    assert [int(i) for i in concat.get_attr("npu.in_place").values] == [1]
+    assert up.get_attr("npu.view") is None and up.get_attr("npu.in_place") is None

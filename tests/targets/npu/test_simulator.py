@@ -266,25 +266,43 @@ def _table() -> TiuTable:
 
 
 def test_engines_overlap_without_waits() -> None:
-    g = EDGE.gdma_cycles(1000, ddr=True)
+    """GDMA moves are pipelined: the engine issues the next when a transfer ends; each move's data is
+    there the latency after its issue plus its transfer. The record is the transfer."""
+    lat = EDGE.gdma_latency_cycles
+    x = EDGE.gdma_transfer_cycles(1024, ddr=True)  # 1000 bytes are 16 bursts of 64
     t = EDGE.tiu_cycles("elementwise", "int8", 2000)
     res = run(_machine(), [_load(1, 1000), _add(1, 2000), _load(2, 1000)], _table())
     assert [(r.engine, r.start, r.end) for r in sorted(res.records, key=lambda r: r.index)] == [
-        ("gdma", 0, g),
+        ("gdma", lat, lat + x),
         ("tiu", 0, t),
-        ("gdma", g, 2 * g),
+        ("gdma", lat + x, lat + 2 * x),
     ]
-    assert res.total_cycles == max(2 * g, t)
-    assert res.busy == {"tiu": t, "gdma": 2 * g}
-    assert [r.ddr_bytes for r in res.records if r.engine == "gdma"] == [1000, 1000]
-    assert EDGE.gdma_cycles(1000, ddr=False) < g
+    assert res.total_cycles == max(lat + 2 * x, t)
+    assert res.busy == {"tiu": t, "gdma": 2 * x}
+    assert [r.ddr_bytes for r in res.records if r.engine == "gdma"] == [1024, 1024]
+    assert EDGE.gdma_transfer_cycles(1000, ddr=False) < x
     lm = run(_machine(), [_lmem_move(1, 1000)])
     assert lm.total_cycles == EDGE.gdma_cycles(1000, ddr=False) and lm.records[0].ddr_bytes == 0
 
 
+def test_strided_and_broadcast_moves_cost_whole_bursts() -> None:
+    """DDR moves in bursts: a column of a matrix costs a burst per element; a broadcast (stride 0)
+    reads its source once."""
+    from lamina.targets.npu.simulator import ddr_burst_bytes
+
+    burst = EDGE.ddr_burst_bytes
+    row = Tensor(Space.DDR, 0, (1, 1, 1, 256), (256, 256, 256, 1), "int8")
+    col = Tensor(Space.DDR, 0, (1, 1, 256, 1), (256, 256, 256, 1), "int8")
+    bcast = Tensor(Space.DDR, 0, (1, 4, 1, 256), (256, 0, 256, 1), "int8")
+    assert ddr_burst_bytes(EDGE, row) == 256
+    assert ddr_burst_bytes(EDGE, col) == 256 * burst
+    assert ddr_burst_bytes(EDGE, bcast) == 256
+
+
 def test_waits_and_the_three_stage_pipeline() -> None:
     """load i+1 / compute i / store i-1: with waits, the pipeline's length is what the formula says."""
-    g = EDGE.gdma_cycles(512, ddr=True)
+    lat = EDGE.gdma_latency_cycles
+    x = EDGE.gdma_transfer_cycles(512, ddr=True)
     t = EDGE.tiu_cycles("elementwise", "int8", 512 * 8)
     cmds = [
         _load(1, 512),
@@ -296,11 +314,12 @@ def test_waits_and_the_three_stage_pipeline() -> None:
     ]
     res = run(_machine(), cmds, _table())
     by_index = {r.index: r for r in res.records}
-    assert by_index[2].start == g  # compute 0 waits for load 0
-    assert by_index[4].start == max(by_index[2].end, 2 * g)  # compute 1: load 1 done and the TIU free
-    assert by_index[3].start == max(2 * g, by_index[2].end)  # store 0 after compute 0, behind load 1
-    assert by_index[5].start == max(by_index[3].end, by_index[4].end)
-    assert res.total_cycles == by_index[5].end < 4 * g + 2 * t  # the pipeline overlaps
+    assert by_index[2].start == lat + x  # compute 0 waits for load 0's data
+    assert by_index[4].start == max(by_index[2].end, lat + 2 * x)  # compute 1: load 1 there, the TIU free
+    # store 0 is issued after compute 0 (and load 1's issue); its transfer follows the latency
+    assert by_index[3].start == max(2 * x, by_index[2].end) + lat
+    assert by_index[5].start == max(by_index[3].end - lat, by_index[4].end) + lat
+    assert res.total_cycles == by_index[5].end < 4 * (lat + x) + 2 * t  # the pipeline overlaps
 
 
 def test_execution_follows_start_cycles_not_list_order() -> None:

@@ -7,19 +7,27 @@ Activations reuse memory by liveness: a buffer lives from its producer to its la
 aliases); inputs from the start, outputs to the end; buffers are placed largest first at the lowest
 64-byte-aligned address free over their whole life.
 
+Copies that need not move anything (:func:`find_views`: a split's parts read where they are, a
+concatenation's inputs stored in place by their groups) make **views**: a value that is a strided
+part of another's buffer, which then lives as long as every view of it.
+
 Written down as ``npu.ddr = array<i64: address per result>`` on each op (-1 for a result that is not
-a tensor in DDR), ``npu.arg_ddr`` on the function (its arguments), and ``npu.weight_bytes``,
-``npu.activation_base``, ``npu.activation_bytes`` on the module.
+a tensor in DDR; a view's address is that of its first element), ``npu.strides = {"<result>" =
+array<i64: element strides>}`` for the results that are views, ``npu.view = true`` on a copy that
+is one and ``npu.in_place = array<i64: input indices>`` on a copy whose inputs are written in place,
+``npu.arg_ddr`` on the function (its arguments), and ``npu.weight_bytes``, ``npu.activation_base``,
+``npu.activation_bytes`` on the module.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
 from lamina.dialects.func.ops import FuncOp
-from lamina.ir.attributes import DenseArrayAttr, IntegerAttr
+from lamina.ir.attributes import BoolAttr, DenseArrayAttr, DictionaryAttr, IntegerAttr
 from lamina.ir.core import Operation, Value
 from lamina.ir.traits import ConstantLike, ReturnLike
 from lamina.ir.types import RankedTensorType, i64
@@ -58,6 +66,86 @@ def root_of(v: Value) -> Value:
     return v
 
 
+def _contiguous(shape: tuple[int, ...]) -> tuple[int, ...]:
+    out, acc = [], 1
+    for d in reversed(shape):
+        out.append(acc)
+        acc *= d
+    return tuple(reversed(out))
+
+
+View = tuple[Value, int, tuple[int, ...]]  # root, element offset, element strides (one per dim)
+
+
+def find_views(ops: list[Operation]) -> tuple[dict[Value, View], dict[int, list[int]], set[int]]:
+    """The copies that need not move anything, as TPU-MLIR's layer groups write a concatenation's
+    inputs in place and read a split's parts where they are:
+
+    * a copy whose result is a strided view of its one input (Split, Slice, a permutation...) and
+      whose readers are all layer groups (which load through any strides) is **a view**: no move;
+    * an input of a copy (Concat) that a layer group stores, that only layer groups and this copy
+      read, and whose elements form a strided view of the copy's result, is **written in place**:
+      the group stores it there, and the copy moves the other inputs only.
+
+    Returns the views (value → its root buffer, element offset, strides), the in-place inputs of each
+    copy (by ``id``) and the copies that are views."""
+    from ..dialect import CopyOp, GroupOp
+    from ..moves import _affine, copy_map
+
+    returned: set[Value] = set()
+    for op in ops:
+        if op.has_trait(ReturnLike):
+            returned = {root_of(v) for v in op.operands}
+    views: dict[Value, View] = {}
+    in_place: dict[int, list[int]] = {}
+    elided: set[int] = set()
+    for op in ops:
+        if not isinstance(op, CopyOp):
+            continue
+        out = op.results[0]
+        shapes = [tuple(int(d) for d in v.type.shape) for v in op.inputs]  # type: ignore[attr-defined]
+        oshape = tuple(int(d) for d in out.type.shape)  # type: ignore[attr-defined]
+        m = copy_map(op.move_list(), shapes, math.prod(oshape))
+        if (
+            len(op.inputs) == 1
+            and out not in returned
+            and root_of(op.inputs[0]) not in views
+            and out.users
+            and all(isinstance(u, GroupOp) for u in out.users)
+        ):
+            a = _affine(m.reshape(oshape)) if m.size else None
+            if a is not None:
+                views[out] = (root_of(op.inputs[0]), a[0], a[1])
+                elided.add(id(op))
+                continue
+        bases = np.cumsum([0] + [math.prod(s) for s in shapes])
+        done = []
+        for i, x in enumerate(op.inputs):
+            d = x.defining_op()
+            if (
+                list(op.inputs).count(x) != 1
+                or x in returned
+                or x in views
+                or not isinstance(d, GroupOp)
+                or any(not (u is op or isinstance(u, GroupOp)) for u in x.users)
+            ):
+                continue
+            sel = (m >= bases[i]) & (m < bases[i + 1])
+            if int(sel.sum()) != math.prod(shapes[i]):
+                continue  # some element is written twice (a broadcast, an upsampling): not a placement
+            pos = np.full(math.prod(shapes[i]), -1, dtype=np.int64)
+            pos[m[sel] - bases[i]] = np.nonzero(sel)[0]
+            if np.any(pos < 0):
+                continue
+            a = _affine(pos.reshape(shapes[i]))
+            if a is not None:
+                views[x] = (out, a[0], a[1])
+                done.append(i)
+        if done:
+            in_place[id(op)] = done
+    return views, in_place, elided
+
+
 def assign_addresses(func: Operation) -> dict[str, int]:
     """Assign the function's DDR addresses (see the module docstring); returns the regions' sizes."""
     block = func.regions[0].blocks[0]
@@ -69,24 +157,42 @@ def assign_addresses(func: Operation) -> dict[str, int]:
             op.set_attr("npu.ddr", DenseArrayAttr(i64, [w]))
             w += nbytes(op.results[0].type)
     base = _align(w, REGION_ALIGN)
+    views, in_place, elided = find_views(ops)
+
+    def buffer_of(v: Value) -> Value:
+        """The buffer holding ``v``'s bytes: through reshapes and views, to a value of its own."""
+        r = root_of(v)
+        while r in views:
+            r = root_of(views[r][0])
+        return r
+
     end = len(ops) + 1
     live: dict[Value, list[int]] = {}
     order: list[Value] = []
+
+    def touch(v: Value, k: int) -> None:
+        b = buffer_of(v)
+        if b in live:
+            live[b][0] = min(live[b][0], k)
+            live[b][1] = max(live[b][1], k)
+
     for a in block.args:
         if nbytes(a.type):
             live[a] = [-1, -1]
             order.append(a)
     for k, op in enumerate(ops):
-        for v in op.operands:
-            r = root_of(v)
-            if r in live:
-                live[r][1] = max(live[r][1], end if op.has_trait(ReturnLike) else k)
         if isinstance(op, (WeightOp, ReshapeOp)) or (op.has_trait(ConstantLike) and not op.operands):
             continue
         for r in op.results:
-            if nbytes(r.type):
+            if nbytes(r.type) and buffer_of(r) is r:
                 live[r] = [k, k]
                 order.append(r)
+    for k, op in enumerate(ops):
+        for v in op.operands:
+            touch(v, end if op.has_trait(ReturnLike) else k)
+        for r in op.results:
+            if r in views:  # a group writing in place: its buffer lives from here
+                touch(r, k)
     # largest first, lowest free address over the whole life
     placed: list[tuple[int, int, int, int]] = []  # start, stop, first, last
     addr: dict[Value, int] = {}
@@ -105,8 +211,12 @@ def assign_addresses(func: Operation) -> dict[str, int]:
 
     def ddr(v: Value) -> int:
         r = root_of(v)
-        if isinstance(r.defining_op(), WeightOp):
-            return int(r.defining_op().get_attr("npu.ddr").values[0])  # type: ignore[union-attr]
+        d = r.defining_op()
+        if isinstance(d, WeightOp):
+            return int(d.get_attr("npu.ddr").values[0])  # type: ignore[union-attr]
+        if r in views:
+            src, off, _ = views[r]
+            return ddr(src) + off * np.dtype(np_dtype(r.type)).itemsize
         return base + addr[r] if r in addr else -1
 
     func.set_attr("npu.arg_ddr", DenseArrayAttr(i64, [ddr(a) for a in block.args]))
@@ -116,6 +226,15 @@ def assign_addresses(func: Operation) -> dict[str, int]:
         if op.has_trait(ConstantLike) and not op.operands:
             continue
         op.set_attr("npu.ddr", DenseArrayAttr(i64, [ddr(r) for r in op.results]))
+        strided = {
+            str(i): DenseArrayAttr(i64, list(views[r][2])) for i, r in enumerate(op.results) if r in views
+        }
+        if strided:
+            op.set_attr("npu.strides", DictionaryAttr(strided))
+        if id(op) in elided:
+            op.set_attr("npu.view", BoolAttr(True))
+        if id(op) in in_place:
+            op.set_attr("npu.in_place", DenseArrayAttr(i64, in_place[id(op)]))
     return {"weight_bytes": w, "activation_base": base, "activation_bytes": act}
 
 
