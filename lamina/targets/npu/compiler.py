@@ -4,11 +4,13 @@ The passes (each visible with ``lamina-opt --print-ir-after-all``, each FileChec
 
 1. ``convert-tpu-to-npu`` — TIU commands with weights reordered to the hardware layout, reshapes,
    GDMA copies; what has no NPU form stays for the host (:mod:`.conversion`);
-2. ``npu-layer-group`` — layer groups chosen by an interval DP priced by the cycle model, sliced to
+2. ``npu-partition`` — NPU and CPU subnets, host ops moved as early as their operands allow
+   (:mod:`.transforms.partition`);
+3. ``npu-layer-group`` — layer groups chosen by an interval DP priced by the cycle model, sliced to
    fit LMEM (:mod:`.transforms.layer_group`, :mod:`.planner`);
-3. ``npu-slice``, ``npu-schedule``, ``npu-lmem-alloc`` — each group's regions per slice, its 3-stage
+4. ``npu-slice``, ``npu-schedule``, ``npu-lmem-alloc`` — each group's regions per slice, its 3-stage
    pipeline, its LMEM buffers (:mod:`.transforms.local`);
-4. ``npu-address-assign`` — DDR addresses with liveness-based reuse (:mod:`.transforms.address`);
+5. ``npu-address-assign`` — DDR addresses with liveness-based reuse (:mod:`.transforms.address`);
 
 then code generation (:mod:`.codegen`: command buffers per NPU subnet, CPU subnets as IR text) and
 the container (:func:`build_model`). :func:`compile_module` is what ``model_deploy --processor lnpu``
@@ -48,7 +50,7 @@ def pipeline(chip: str, disable_layer_group: bool = False) -> str:
     c = f"chip={_quote(chip)}"
     lg = f"{c} disable=true" if disable_layer_group else c
     return (
-        f"builtin.module(convert-tpu-to-npu{{{c}}},npu-layer-group{{{lg}}},npu-slice{{{c}}},"
+        f"builtin.module(convert-tpu-to-npu{{{c}}},npu-partition,npu-layer-group{{{lg}}},npu-slice{{{c}}},"
         f"npu-schedule{{{c}}},npu-lmem-alloc{{{c}}},npu-address-assign)"
     )
 
