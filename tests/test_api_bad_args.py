@@ -89,7 +89,7 @@ CASES: list[tuple[str, Callable[[dict[str, str]], Any], str]] = [
     (
         "run engine",
         lambda f: lm.run(f["onnx"], {"x": X}, engine="tvm"),
-        r"engine must be one of 'onnxruntime', 'lamina', got 'tvm'",
+        r"engine must be one of 'onnxruntime', 'litert', 'lamina', got 'tvm'",
     ),
     (
         "run engine Model",

@@ -23,7 +23,17 @@ from lamina.dialects.top import tensor as T  # noqa: N812
 from lamina.ir.core import Value
 from lamina.ir.types import RankedTensorType
 
-from .registry import CONVERTERS, TO_NCHW, Invalid, Unsupported, element_type, register, tensor_type
+from .quantization import is_quantized
+from .registry import (
+    CONVERTERS,
+    TO_NCHW,
+    Invalid,
+    Unsupported,
+    element_type,
+    register,
+    tensor_type,
+    value_dtype,
+)
 
 if TYPE_CHECKING:
     from .importer import TfliteConverter
@@ -48,8 +58,12 @@ def _rank(cv: Cv, i: int) -> int:
 
 
 def _act_name(cv: Cv, o: int, nchw: bool, act: int) -> str:
-    """The name of the op computing output ``o`` before its fused activation (if any)."""
-    return cv.out_name(o, nchw) + ("_preact" if act else "")
+    """The name of the op computing output ``o`` before its fused activation (if any). In a
+    quantized model it carries ``o``'s quantization: TFLite's kernels requantize to the output's
+    scale and zero point, then clamp to the activation's range."""
+    name = cv.out_name(o, nchw) + ("_preact" if act else "")
+    cv.tag(name, o)
+    return name
 
 
 def _activation(cv: Cv, v: Value, act: int, o: int, nchw: bool) -> None:
@@ -235,11 +249,13 @@ def _fc(cv: Cv, op: Operator) -> None:
     v = cv.get(x)
     if not _opt(op, "KeepNumDims", False) and len(xs) != 2:
         v = cv.reshape(v, [-1, kdim], cv.name(o) + "_flat")
+        cv.tag(cv.name(o) + "_flat", x)
     wt = cv.weight(np.ascontiguousarray(w.T), cv.name(op.inputs[1]) + "_kn")
     v = cv.emit(N.MatMulOp, [v, wt, _bias(cv, op, 2)], _act_name(cv, o, False, act))
     out_shape = list(cv.tensor(o).shape)
     if out_shape and list(getattr(v.type, "shape", out_shape)) != out_shape:
         v = cv.reshape(v, out_shape, cv.name(o) + "_reshape")
+        cv.tag(cv.name(o) + "_reshape", o)
     _activation(cv, v, act, o, False)
 
 
@@ -252,6 +268,7 @@ def _batch_matmul(cv: Cv, op: Operator) -> None:
         if adj:
             r = _rank(cv, i)
             v = cv.permute(v, [*list(range(r - 2)), r - 1, r - 2], cv.name(i) + "_adj")
+            cv.tag(cv.name(i) + "_adj", i)
         vals.append(v)
     cv.bind(op.outputs[0], cv.emit(N.MatMulOp, [vals[0], vals[1], None], cv.name(op.outputs[0])))
 
@@ -373,9 +390,31 @@ def _add_n(cv: Cv, op: Operator) -> None:
 @register("CAST", "DEQUANTIZE")
 def _cast(cv: Cv, op: Operator) -> None:
     x, o = op.inputs[0], op.outputs[0]
-    if op.op == "DEQUANTIZE" and cv.tensor(x).dtype.kind in "iu":
-        raise Unsupported("DEQUANTIZE of int8 activations (full-integer models) is not supported yet")
+    if op.op == "DEQUANTIZE" and is_quantized(cv.tensor(x)):
+        # a quantized activation's value in top is already its real value: the float tensor is it
+        cv.values[o] = dict(cv.values.get(x) or {"tfl": cv.get(x)})
+        return
+    if is_quantized(cv.tensor(x)) or is_quantized(cv.tensor(o)):
+        raise Unsupported("CAST of quantized integers is not supported (QUANTIZE/DEQUANTIZE convert them)")
     cv.bind(o, cv.emit(E.CastOp, [cv.get(x)], cv.name(o), result_type=tensor_type(cv.tensor(o))))
+
+
+@register("QUANTIZE")
+def _quantize(cv: Cv, op: Operator) -> None:
+    """Float → quantized, or quantized → quantized with other parameters (a requantization): in the
+    float ``top`` model, rounding to the output's grid, ``DequantizeLinear(QuantizeLinear(x))``
+    (the integers located ``<output>_quantized``, the real values ``<output>``)."""
+    x, o = op.inputs[0], op.outputs[0]
+    t = cv.tensor(o)
+    if not is_quantized(t):
+        raise Unsupported(f"QUANTIZE to {t.dtype} without a scale is not supported")
+    nchw = cv.has_nchw(x) and _rank(cv, x) == 4
+    v = cv.get_nchw(x) if nchw else cv.get(x)
+    assert t.quant is not None
+    axis = TO_NCHW.index(t.quant.axis) if nchw and t.quant.scale.size > 1 else None
+    name = cv.out_name(o, nchw)
+    q = cv.quantize(v, t, name + "_quantized", axis)
+    cv.bind(o, cv.dequantize(q, t, name, axis), nchw)
 
 
 # ---- normalisation -----------------------------------------------------------------------------
@@ -525,7 +564,9 @@ def _emit_slice(cv: Cv, v: Value, b: list[int], e: list[int], s: list[int], name
         cv.i64(s, name + "_steps"),
     ]
     out_shape = list(cv.tensor(o).shape)
-    sl = cv.emit(T.SliceOp, ops, name if _slice_shape_ok(cv, ops, out_shape) else name + "_slice")
+    sl_name = name if _slice_shape_ok(cv, ops, out_shape) else name + "_slice"
+    sl = cv.emit(T.SliceOp, ops, sl_name)
+    cv.tag(sl_name, o)
     if list(getattr(sl.type, "shape", [])) != out_shape:
         sl = cv.reshape(sl, out_shape, name)
     cv.bind(o, sl)
@@ -580,21 +621,27 @@ def _pack(cv: Cv, op: Operator) -> None:
     axis = int(_opt(op, "Axis")) % _rank(cv, o)
     shape = list(cv.tensor(op.inputs[0]).shape)
     one = [*shape[:axis], 1, *shape[axis:]]
-    vals = [cv.reshape(cv.get(i), one, cv.name(i) + f"_{cv.name(o)}_expand") for i in op.inputs]
+    vals = []
+    for i in op.inputs:
+        name = cv.name(i) + f"_{cv.name(o)}_expand"
+        vals.append(cv.reshape(cv.get(i), one, name))
+        cv.tag(name, i)
     cv.bind(o, cv.emit(T.ConcatOp, vals, cv.name(o), {"axis": axis}))
 
 
 def _split(cv: Cv, op: Operator, x: int, axis: int, sizes: list[int], squeeze: bool = False) -> None:
     """Split tensor ``x`` along ``axis`` into ``sizes``; with ``squeeze`` (UNPACK) each part loses
-    the axis. The split op is located at the first output (its results share one location)."""
+    the axis. The split op is located at its outputs' names (``<output>_split`` before UNPACK's
+    reshapes)."""
     outs = op.outputs
     in_shape = list(cv.tensor(x).shape)
-    types = [
-        RankedTensorType([*in_shape[:axis], n, *in_shape[axis + 1 :]], element_type(cv.tensor(x).dtype))
-        for n in sizes
-    ]
-    first = cv.name(outs[0]) + ("_split" if squeeze else "")
-    sp = cv.emit_op(T.SplitOp, [cv.get(x), cv.i64(sizes, first + "_sizes")], first, {"axis": axis}, types)
+    et = element_type(value_dtype(cv.tensor(x)))
+    types = [RankedTensorType([*in_shape[:axis], n, *in_shape[axis + 1 :]], et) for n in sizes]
+    names = [cv.name(t) + ("_split" if squeeze else "") for t in outs]
+    for n, t in zip(names, outs):
+        cv.tag(n, t)
+    sizes_w = cv.i64(sizes, names[0] + "_sizes")
+    sp = cv.emit_op(T.SplitOp, [cv.get(x), sizes_w], names, {"axis": axis}, types)
     for t, r in zip(outs, sp.results):
         cv.bind(t, cv.reshape(r, list(cv.tensor(t).shape), cv.name(t)) if squeeze else r)
 

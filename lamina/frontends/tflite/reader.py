@@ -93,6 +93,8 @@ class Operator:
     outputs: list[int]
     options: Any  # the builtin options table, initialised to its class, or None
     custom_options: bytes = b""
+    #: the subgraphs the operator calls (WHILE's cond and body, IF's branches, CALL_ONCE's init)
+    calls: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -104,6 +106,8 @@ class TfliteModel:
     outputs: list[int]
     description: str = ""
     raw: Any = field(default=None, repr=False)
+    #: the name of every subgraph of the file (subgraph 0, the main one, is what is imported)
+    subgraph_names: list[str] = field(default_factory=list)
 
     def tensor_name(self, i: int) -> str:
         return self.tensors[i].name
@@ -129,6 +133,17 @@ class Options:
 
 
 _SKIP = ("Init", "GetRootAs")
+
+#: the option fields naming a subgraph an operator calls (WhileOptions, IfOptions, CallOnceOptions,
+#: CallOptions)
+SUBGRAPH_FIELDS = (
+    "CondSubgraphIndex",
+    "BodySubgraphIndex",
+    "ThenSubgraphIndex",
+    "ElseSubgraphIndex",
+    "InitSubgraphIndex",
+    "Subgraph",
+)
 
 
 def _options(op: Any) -> Options | None:
@@ -247,7 +262,9 @@ def read_bytes(path: str | os.PathLike[str]) -> bytes:
 
 
 def parse_model(buf: bytes, filename: str) -> TfliteModel:
-    """Read and check a TFLite flatbuffer (subgraph 0); raises :class:`TfliteImportError`."""
+    """Read and check a TFLite flatbuffer; raises :class:`TfliteImportError`. Subgraph 0 is the
+    model (TFLite's main subgraph, the one LiteRT invokes); the others are only the bodies that its
+    control-flow operators call (:attr:`Operator.calls`, checked to be in range)."""
     if len(buf) < 8 or buf[4:8] != b"TFL3":
         raise TfliteImportError(
             f"'{filename}' is not a TFLite model (no 'TFL3' file identifier at byte 4)", "malformed"
@@ -273,8 +290,13 @@ def _parse(buf: bytes, filename: str) -> TfliteModel:
             f"'{filename}' has TFLite schema version {m.Version()}; Lamina reads version {SCHEMA_VERSION}",
             "malformed",
         )
-    if m.SubgraphsLength() < 1:
+    nsub = m.SubgraphsLength()
+    if nsub < 1:
         raise bad("the model has no subgraph")
+    sub_names = []
+    for k in range(nsub):
+        g = m.Subgraphs(k)
+        sub_names.append((g.Name() or b"").decode("utf-8", "replace") if g is not None else "")
     sg = m.Subgraphs(0)
     nbuf = m.BuffersLength()
     tensors: list[Tensor] = []
@@ -360,13 +382,18 @@ def _parse(buf: bytes, filename: str) -> TfliteModel:
             idx(int(v), f"operator {k} ({name})") for v in (o.OutputsAsNumpy() if o.OutputsLength() else [])
         ]
         copts = o.CustomOptionsAsNumpy().tobytes() if o.CustomOptionsLength() else b""
-        ops.append(Operator(k, name, custom, ins, outs, _options(o), copts))
+        opts = _options(o)
+        calls = [int(opts.values[f]) for f in SUBGRAPH_FIELDS if opts is not None and f in opts.values]
+        for c in calls:
+            if not 0 <= c < nsub:
+                raise bad(f"operator {k} ({name}) calls subgraph {c}, but the model has {nsub} subgraph(s)")
+        ops.append(Operator(k, name, custom, ins, outs, opts, copts, calls))
     inputs = [idx(int(v), "the subgraph's inputs") for v in (sg.InputsAsNumpy() if sg.InputsLength() else [])]
     outputs = [
         idx(int(v), "the subgraph's outputs") for v in (sg.OutputsAsNumpy() if sg.OutputsLength() else [])
     ]
     desc = (m.Description() or b"").decode("utf-8", "replace")
-    return TfliteModel(filename, tensors, ops, inputs, outputs, desc, m)
+    return TfliteModel(filename, tensors, ops, inputs, outputs, desc, m, sub_names)
 
 
 def load_model(path: str | os.PathLike[str]) -> TfliteModel:

@@ -213,12 +213,61 @@ def test_unsupported_ops_are_listed_once_with_their_tensors() -> None:
     assert e.value.unsupported.keys() == {"HASHTABLE_LOOKUP", "custom MyCustomOp"}
 
 
-def test_full_integer_input_is_refused_clearly() -> None:
+def test_float16_input_is_refused_clearly() -> None:
     m = ModelBuilder()
-    x = m.input("x", [1, 4], np.int8, quant=(0.1, 0, 0))
-    m.output(m.op("RELU", [x], [1, 4], "y", out_dtype=np.int8))
-    with pytest.raises(TfliteImportError, match="input 'x' is int8 quantized"):
-        import_tflite(m.build(), Context(handler=None), "q.tflite")
+    x = m.input("x", [1, 4], np.float16)
+    m.output(m.op("RELU", [x], [1, 4], "y", out_dtype=np.float16))
+    with pytest.raises(TfliteImportError, match="input 'x' is float16; Lamina imports float32, integer"):
+        import_tflite(m.build(), Context(handler=None), "h.tflite")
+
+
+def _while_model() -> ModelBuilder:
+    """``y = x * 2`` until ``i >= 3``: WHILE calling subgraph 1 (cond) and 2 (body)."""
+    m = ModelBuilder()
+    x = m.input("x", [1, 4])
+    i0 = m.const("i0", np.array(0, np.int32))
+    cond = m.subgraph("cond")
+    ci, cx = cond.input("i", [], np.int32), cond.input("x", [1, 4])
+    del cx
+    cond.output(
+        cond.op("LESS", [ci, cond.const("three", np.array(3, np.int32))], [], "more", out_dtype=np.bool_)
+    )
+    body = m.subgraph("body")
+    bi, bx = body.input("i", [], np.int32), body.input("x", [1, 4])
+    i1 = body.op("ADD", [bi, body.const("one", np.array(1, np.int32))], [], "i_next", out_dtype=np.int32)
+    x1 = body.op("MUL", [bx, body.const("two", np.array(2.0, np.float32))], [1, 4], "x_next")
+    body.output(i1, x1)
+    outs = [m.tensor("i_out", [], np.int32), m.tensor("y", [1, 4])]
+    opts = ("WhileOptions", {"CondSubgraphIndex": 1, "BodySubgraphIndex": 2})
+    m.ops.append(("WHILE", [i0, x], outs, opts, b""))
+    m.output(outs[1])
+    return m
+
+
+def test_control_flow_calling_subgraphs_is_refused_clearly() -> None:
+    """Subgraph 0 is the model; a WHILE (which LiteRT runs) is reported once, naming the subgraphs
+    it calls."""
+    buf = _while_model().build()
+    x = rnd(1, 4)
+    np.testing.assert_allclose(run_litert(buf, {"x": x})["y"], x * 8)  # a valid model
+    model = parse_model(buf, "w.tflite")
+    assert model.subgraph_names == ["main", "cond", "body"]
+    assert [op.calls for op in model.operators] == [[1, 2]]
+    with pytest.raises(TfliteImportError) as e:
+        import_tflite(buf, Context(handler=None), "w.tflite")
+    msg = str(e.value)
+    assert msg.startswith("1 unsupported TFLite op(s) in 'w.tflite'")
+    assert "WHILE: i_out, y (from i0, x) calling subgraph 1 'cond', 2 'body'" in msg
+    assert "Lamina imports subgraph 0, the model's main subgraph" in msg
+
+
+def test_call_of_a_missing_subgraph_is_one_clear_error() -> None:
+    m = _while_model()
+    m.ops[0] = (*m.ops[0][:3], ("WhileOptions", {"CondSubgraphIndex": 1, "BodySubgraphIndex": 7}), b"")
+    with pytest.raises(
+        TfliteImportError, match=r"operator 0 \(WHILE\) calls subgraph 7, but the model has 3"
+    ):
+        parse_model(m.build(), "w.tflite")
 
 
 def test_bad_sparse_metadata_is_one_clear_error() -> None:
