@@ -530,19 +530,53 @@ def _pad(cv: Cv, op: Operator) -> None:
     if nchw:
         p = p[list(TO_NCHW)]
     name = cv.out_name(o, nchw)
-    mode = "constant"
+    v = cv.get_nchw(x) if nchw else cv.get(x)
+    if op.op == "MIRROR_PAD" and _opt(op, "Mode") == 1:  # SYMMETRIC: the edge is repeated
+        cv.bind(o, _symmetric_pad(cv, v, p, name, o), nchw)
+        return
+    mode = "reflect" if op.op == "MIRROR_PAD" else "constant"
     value = None
     if op.op == "PADV2" and len(op.inputs) > 2:
         value = cv.weight(
             np.asarray(cv.need_const(op, 2, "constant value"), np.float32).reshape(()), name + "_value"
         )
-    if op.op == "MIRROR_PAD":
-        if _opt(op, "Mode") != 0:
-            raise Unsupported("MIRROR_PAD in SYMMETRIC mode is not supported")
-        mode = "reflect"
     pads = cv.i64(list(p[:, 0]) + list(p[:, 1]), name + "_pads")
-    v = cv.get_nchw(x) if nchw else cv.get(x)
     cv.bind(o, cv.emit(T.PadOp, [v, pads, value, None], name, {"mode": mode}), nchw)
+
+
+def _symmetric_pad(cv: Cv, v: Value, p: np.ndarray, name: str, o: int) -> Value:
+    """MIRROR_PAD's SYMMETRIC mode (``abc`` padded by 2 → ``ba abc cb``), which ``top.Pad`` has no
+    mode for: per padded axis, the reversed edge slices concatenated around the tensor."""
+    shape = list(getattr(v.type, "shape", ()))
+    axes = [a for a in range(len(p)) if p[a, 0] or p[a, 1]]
+    for k, a in enumerate(axes):
+        n, (before, after) = shape[a], (int(p[a, 0]), int(p[a, 1]))
+        if before > n or after > n:
+            raise Invalid(f"SYMMETRIC paddings {[before, after]} exceed the dimension {a} of size {n}")
+        step = f"{name}_axis{a}" if k < len(axes) - 1 else name
+        parts = []
+        if before:  # x[before-1 :: -1]
+            parts.append(_rev_slice(cv, v, a, before - 1, _INT64_MIN, f"{step}_before", o))
+        parts.append(v)
+        if after:  # x[n-1 : n-1-after : -1]
+            end = n - 1 - after if n - 1 - after >= 0 else _INT64_MIN
+            parts.append(_rev_slice(cv, v, a, n - 1, end, f"{step}_after", o))
+        v = cv.emit(T.ConcatOp, parts, step, {"axis": a})
+        cv.tag(step, o)
+        shape[a] = n + before + after
+    return v
+
+
+def _rev_slice(cv: Cv, v: Value, axis: int, start: int, end: int, name: str, o: int) -> Value:
+    ops = [
+        v,
+        cv.i64([start], name + "_starts"),
+        cv.i64([end], name + "_ends"),
+        cv.i64([axis], name + "_axes"),
+        cv.i64([-1], name + "_steps"),
+    ]
+    cv.tag(name, o)
+    return cv.emit(T.SliceOp, ops, name)
 
 
 @register("SLICE")
@@ -584,26 +618,54 @@ def _slice_shape_ok(cv: Cv, ops: list[Value], out_shape: list[int]) -> bool:
 
 @register("STRIDED_SLICE")
 def _strided_slice(cv: Cv, op: Operator) -> None:
+    """TensorFlow's strided slice: the spec (begin, end, strides and the masks, one entry per spec
+    position) is expanded to one ``(begin, end, stride)`` per input dimension — an ellipsis spans the
+    dimensions the spec does not name, a new-axis entry names no input dimension — then sliced on
+    every dimension and reshaped to the output's shape (which inserts the new axes and drops the
+    shrunk ones)."""
     x, o = op.inputs[0], op.outputs[0]
-    if _opt(op, "EllipsisMask") or _opt(op, "NewAxisMask"):
-        raise Unsupported("STRIDED_SLICE with an ellipsis or new-axis mask is not supported")
-    if _opt(op, "Offset", False):
-        raise Unsupported("STRIDED_SLICE with offset is not supported")
     shape = cv.tensor(x).shape
-    begin = [int(v) for v in cv.need_const(op, 1, "begin")]
-    end = [int(v) for v in cv.need_const(op, 2, "end")]
-    strides = [int(v) for v in cv.need_const(op, 3, "strides")]
+    begin = [int(v) for v in np.atleast_1d(cv.need_const(op, 1, "begin"))]
+    end = [int(v) for v in np.atleast_1d(cv.need_const(op, 2, "end"))]
+    strides = [int(v) for v in np.atleast_1d(cv.need_const(op, 3, "strides"))]
+    if not len(begin) == len(end) == len(strides):
+        raise Invalid(f"begin, end and strides have {len(begin)}, {len(end)} and {len(strides)} entries")
+    if any(st == 0 for st in strides):
+        raise Invalid("a stride is 0")
+    if _opt(op, "Offset", False):  # end is relative to begin
+        end = [b + e for b, e in zip(begin, end)]
     bm, em, sm = _opt(op, "BeginMask"), _opt(op, "EndMask"), _opt(op, "ShrinkAxisMask")
-    for i in range(len(begin)):
-        st = strides[i]
-        if bm >> i & 1:
-            begin[i] = 0 if st > 0 else -1
-        if em >> i & 1:
-            end[i] = _INT64_MAX if st > 0 else _INT64_MIN
-        if sm >> i & 1:
-            b = begin[i] + shape[i] if begin[i] < 0 else begin[i]
-            begin[i], end[i], strides[i] = b, b + 1, 1
-    _emit_slice(cv, cv.get(x), begin, end, strides, cv.name(o), o)
+    ellipsis, new_axis = _opt(op, "EllipsisMask"), _opt(op, "NewAxisMask")
+    n, rank = len(begin), len(shape)
+    first_ellipsis = next((i for i in range(n) if ellipsis >> i & 1), None)
+    if first_ellipsis is not None and ellipsis >> (first_ellipsis + 1):
+        raise Invalid("more than one ellipsis in the ellipsis mask")
+    dense: list[tuple[int, int, int]] = []  # per input dimension
+    i = 0
+    spec = list(range(n)) if first_ellipsis is not None else [*range(n), -1]  # -1: implicit ellipsis
+    for k in spec:
+        if k == -1 or ellipsis >> k & 1:
+            named_after = sum(1 for j in range(k + 1, n) if not (new_axis >> j & 1)) if k >= 0 else 0
+            while i < rank - named_after:
+                dense.append((0, _INT64_MAX, 1))
+                i += 1
+            continue
+        if new_axis >> k & 1:
+            continue
+        if i >= rank:
+            raise Invalid(f"the slice names {i + 1} dimensions of a rank-{rank} input")
+        st = strides[k]
+        b = 0 if st > 0 else -1
+        e = _INT64_MAX if st > 0 else _INT64_MIN
+        b = b if bm >> k & 1 else begin[k]
+        e = e if em >> k & 1 else end[k]
+        if sm >> k & 1:
+            b = begin[k] + shape[i] if begin[k] < 0 else begin[k]
+            b, e, st = b, b + 1, 1
+        dense.append((b, e, st))
+        i += 1
+    bs, es, ss = (list(c) for c in zip(*dense)) if dense else ([], [], [])
+    _emit_slice(cv, cv.get(x), bs, es, ss, cv.name(o), o)
 
 
 @register("GATHER")

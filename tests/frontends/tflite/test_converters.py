@@ -289,6 +289,54 @@ CASES: dict[str, Case] = {
         [1, 5, 4],
         ("StridedSliceOptions", {"ShrinkAxisMask": 0b0100}),
     ),
+    "strided_slice_ellipsis_new_axis": _simple(
+        "STRIDED_SLICE",
+        ["x", np.array([0, 0, 1], np.int32), np.array([0, 0, 3], np.int32), np.array([1, 1, 1], np.int32)],
+        [1, 6, 6, 1, 2],
+        ("StridedSliceOptions", {"EllipsisMask": 0b001, "NewAxisMask": 0b010}),
+    ),
+    "strided_slice_new_axis_first_shrink": _simple(
+        "STRIDED_SLICE",
+        [
+            "x",
+            np.array([0, 0, -1, 0], np.int32),
+            np.array([0, 1, 0, 4], np.int32),
+            np.array([1, 1, 1, 2], np.int32),
+        ],
+        [1, 1, 2, 4],
+        ("StridedSliceOptions", {"NewAxisMask": 0b0001, "ShrinkAxisMask": 0b0100, "EndMask": 0b0100}),
+    ),
+    "strided_slice_ellipsis_middle_reverse": _simple(
+        "STRIDED_SLICE",
+        ["x", np.array([0, 0, -1], np.int32), np.array([1, 0, 0], np.int32), np.array([1, 1, -2], np.int32)],
+        [1, 6, 6, 2],
+        ("StridedSliceOptions", {"EllipsisMask": 0b010, "EndMask": 0b100}),
+    ),
+    "strided_slice_offset": _simple(
+        "STRIDED_SLICE",
+        [
+            "x",
+            np.array([0, 1, 2, 1], np.int32),
+            np.array([1, 4, 3, 2], np.int32),
+            np.array([1, 1, 1, 1], np.int32),
+        ],
+        [1, 4, 3, 2],
+        ("StridedSliceOptions", {"Offset": True}),
+    ),
+    "mirror_pad_symmetric": _simple(
+        "MIRROR_PAD",
+        ["x", np.array([[0, 0], [2, 6], [1, 0], [0, 3]], np.int32)],
+        [1, 14, 7, 7],
+        ("MirrorPadOptions", {"Mode": 1}),
+    ),
+    "mirror_pad_symmetric_nchw": _with_conv(
+        _simple(
+            "MIRROR_PAD",
+            ["x", np.array([[0, 0], [1, 1], [0, 2], [0, 0]], np.int32)],
+            [1, 8, 8, 4],
+            ("MirrorPadOptions", {"Mode": 1}),
+        )
+    ),
     "gather": _simple(
         "GATHER", ["x", np.array([3, 0, 0], np.int32)], [1, 6, 3, 4], ("GatherOptions", {"Axis": 2})
     ),
