@@ -249,6 +249,24 @@ def densify(shape: tuple[int, ...], sp: Sparsity, values: np.ndarray) -> np.ndar
     return out
 
 
+def _check_quant(q: Quant, shape: tuple[int, ...], name: str, bad: Any) -> None:
+    """A tensor's quantization must fit it: per-channel scales along an existing dimension, one per
+    index of it; one zero point, or one per scale."""
+    n = q.scale.size
+    if q.zero_point.size not in (0, 1, n):
+        raise bad(f"tensor '{name}' has {n} scale(s) but {q.zero_point.size} zero points")
+    if n > 1:
+        if not 0 <= q.axis < len(shape):
+            raise bad(
+                f"tensor '{name}' (shape {list(shape)}) is quantized along dimension {q.axis}, which it has not"
+            )
+        if shape[q.axis] != n:
+            raise bad(
+                f"tensor '{name}' has {n} scales for its dimension {q.axis} of size {shape[q.axis]} "
+                f"(shape {list(shape)})"
+            )
+
+
 def read_bytes(path: str | os.PathLike[str]) -> bytes:
     """The file's bytes; unreadable files and non-files are one error."""
     p = os.fspath(path)
@@ -352,6 +370,7 @@ def _parse(buf: bytes, filename: str) -> TfliteModel:
             quant = Quant(
                 np.asarray(q.ScaleAsNumpy(), np.float32), np.asarray(zp, np.int64), q.QuantizedDimension()
             )
+            _check_quant(quant, shape, name, bad)
         tensors.append(Tensor(i, name, shape, dt, data, quant, sparsity))
     n = len(tensors)
 

@@ -341,3 +341,44 @@ def test_litert_errors_are_tool_errors() -> None:
         run_litert(mobilenet_like(), {}, source="net.tflite")
     with pytest.raises(ToolError, match=r"LiteRT cannot load 'junk\.tflite'"):
         run_litert(b"\0" * 64, {}, source="junk.tflite")
+
+
+def test_mutated_models_through_the_commands(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Corrupted float and full-integer models through model_transform (importer, LiteRT, the derived
+    table) and model_runner: success, or exit 1 with one message; never exit 3 or a traceback, never
+    a changed input."""
+    from networks import mobilenet_v2_int8
+
+    from lamina.tools import runner, transform
+
+    monkeypatch.chdir(tmp_path)
+    rng = np.random.default_rng(23)
+    np.savez("f.npz", image=rnd(1, 16, 16, 3))
+    np.savez("q.npz", image=rng.integers(-128, 128, (1, 32, 32, 3)).astype(np.int8))
+    for good, feeds in ((mobilenet_like(), "f.npz"), (mobilenet_v2_int8("int8")[0], "q.npz")):
+        for k in range(12):
+            b = bytearray(good)
+            for i in rng.integers(8, len(b), size=3):
+                b[i] = int(rng.integers(0, 256))
+            Path("m.tflite").write_bytes(bytes(b))
+            argv = [
+                "--model_def",
+                "m.tflite",
+                "--test_input",
+                feeds,
+                "--mlir",
+                f"o{k}.mlir",
+                "--tolerance",
+                "0,0",
+            ]
+            with np.errstate(all="ignore"):
+                rcs = [
+                    transform.main(argv),
+                    runner.main(["--input", feeds, "--model", "m.tflite", "--output", f"r{k}.npz"]),
+                ]
+            err = capsys.readouterr().err
+            assert set(rcs) <= {0, 1}, err
+            assert "Traceback" not in err and "internal error" not in err, err
+            assert Path("m.tflite").read_bytes() == bytes(b)

@@ -13,6 +13,7 @@ at the first MUL, which the following FULLY_CONNECTEDs spread."""
 
 from __future__ import annotations
 
+import re
 import zlib
 from pathlib import Path
 
@@ -271,3 +272,47 @@ def test_model_transform_then_deploy_int8_with_the_derived_table(
         np.testing.assert_array_equal(r[k], ref_dump[k])
     assert lam["probs"].dtype == np.int8 and steps(lam["probs"], r["probs"]).max() <= 3
     assert {"stem", "block3_add", "pool", "logits"} <= set(lam.files)
+
+
+# ---- bad quantized models ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("quant", "message"),
+    [
+        ((np.full(3, 0.1), np.zeros(3, np.int64), 0), "has 3 scales for its dimension 0 of size 5"),
+        (
+            (np.full(5, 0.1), np.zeros(5, np.int64), 4),
+            "(shape [5, 1, 1, 4]) is quantized along dimension 4, which it has not",
+        ),
+        ((np.full(5, 0.1), np.zeros(2, np.int64), 0), "has 5 scale(s) but 2 zero points"),
+    ],
+)
+def test_quantization_that_does_not_fit_its_tensor_is_one_clear_error(quant: tuple, message: str) -> None:
+    from lamina.frontends.tflite import TfliteImportError
+
+    m = ModelBuilder()
+    x = m.input("x", [1, 6, 6, 4], np.int8, quant=(0.02, 0, 0))
+    w = m.const("w", np.ones((5, 1, 1, 4), np.int8), quant=quant)
+    opts = ("Conv2DOptions", {"Padding": 1, "StrideH": 1, "StrideW": 1})
+    m.output(m.op("CONV_2D", [x, w, -1], [1, 6, 6, 5], "y", opts, np.int8, out_quant=(0.05, 0, 0)))
+    with pytest.raises(TfliteImportError, match=re.escape("'bad.tflite': tensor 'w' " + message)):
+        parse_model(m.build(), "bad.tflite")
+
+
+def test_bytes_flipped_in_a_quantized_model_never_crash() -> None:
+    """Random corruption of a full-integer model: imported (with its table) or refused with
+    TfliteImportError, nothing else."""
+    import contextlib
+
+    from lamina.frontends.tflite import TfliteImportError
+
+    good, _ = N.mobilenet_v2_int8("int8")
+    rng = np.random.default_rng(17)
+    for _ in range(60):
+        b = bytearray(good)
+        for i in rng.integers(8, len(b), size=4):
+            b[i] = int(rng.integers(0, 256))
+        with contextlib.suppress(TfliteImportError), np.errstate(all="ignore"):
+            module, ranges = import_tflite_with_ranges(bytes(b), Context(handler=None), "fuzz.tflite")
+            calibration_table(module, ranges, "fuzz.tflite")
