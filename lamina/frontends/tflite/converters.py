@@ -234,6 +234,20 @@ def _pool(cv: Cv, op: Operator) -> None:
     _activation(cv, v, act, o, True)
 
 
+@register("L2_POOL_2D")
+def _l2_pool(cv: Cv, op: Operator) -> None:
+    """``sqrt(mean(x²))`` over each window's elements inside the input (TFLite's count)."""
+    k = [_opt(op, "FilterHeight", 1), _opt(op, "FilterWidth", 1)]
+    s = [_opt(op, "StrideH", 1), _opt(op, "StrideW", 1)]
+    props: dict[str, Any] = {"kernel_shape": k, "strides": s, "pads": _pads(op, cv, k, s, [1, 1])}
+    o, act = op.outputs[0], _opt(op, "FusedActivationFunction")
+    name = _act_name(cv, o, True, act)
+    x = cv.get_nchw(op.inputs[0])
+    sq = cv.emit(E.MulOp, [x, x], name + "_square")
+    mean = cv.emit(N.AvgPoolOp, [sq], name + "_mean", {**props, "count_include_pad": 0})
+    _activation(cv, cv.emit(E.SqrtOp, [mean], name), act, o, True)
+
+
 # ---- matmul ------------------------------------------------------------------------------------
 
 

@@ -199,6 +199,7 @@ CASES: dict[str, Case] = {
     "transpose_conv": _tconv,
     "avg_pool_same": _pool("AVERAGE_POOL_2D", 0),
     "max_pool_valid": _pool("MAX_POOL_2D", 1),
+    "l2_pool_same": _pool("L2_POOL_2D", 0),
     "fully_connected": lambda m, x, h: _fc(
         m, m.op("RESHAPE", [x, m.const("s", np.array([1, 144], np.int32))], [1, 144], "flat"), h
     ),
@@ -423,10 +424,24 @@ def test_op_with_float16_weights_matches_litert(name: str) -> None:
     check(m, {"x": rnd(1, 6, 6, 4)})
 
 
+#: the ops issue 12 names (the pools: average, max and L2)
+NAMED = """CONV_2D DEPTHWISE_CONV_2D TRANSPOSE_CONV FULLY_CONNECTED BATCH_MATMUL AVERAGE_POOL_2D MAX_POOL_2D
+L2_POOL_2D ADD SUB MUL DIV PRELU HARD_SWISH LOGISTIC TANH RELU RELU6 RELU_N1_TO_1 LEAKY_RELU GELU SOFTMAX
+LOG_SOFTMAX MEAN SUM REDUCE_MAX RESHAPE TRANSPOSE CONCATENATION PAD PADV2 MIRROR_PAD SLICE STRIDED_SLICE
+SPLIT SPLIT_V PACK UNPACK GATHER SQUEEZE EXPAND_DIMS RESIZE_BILINEAR RESIZE_NEAREST_NEIGHBOR SPACE_TO_DEPTH
+DEPTH_TO_SPACE QUANTIZE DEQUANTIZE DENSIFY L2_NORMALIZATION ARG_MAX CAST""".split()
+
+
 def test_coverage() -> None:
-    """The converter table covers at least the 60 builtin ops the issue names (and more)."""
+    """The converter table covers at least 60 builtin ops, among them every op the issue names, and
+    the custom Convolution2DTransposeBias; each is a builtin op of the schema."""
+    import tflite
+
     builtin = [k for k in CONVERTERS if k.isupper()]
     assert len(builtin) >= 60, len(builtin)
+    assert not [k for k in NAMED if k not in CONVERTERS]
+    assert "Convolution2DTransposeBias" in CONVERTERS
+    assert all(hasattr(tflite.BuiltinOperator, k) for k in builtin)
 
 
 @pytest.mark.parametrize("padding", [0, 1])
