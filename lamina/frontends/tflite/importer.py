@@ -453,7 +453,7 @@ def _import_model(model: TfliteModel, ctx: Context) -> tuple[Any, dict[str, tupl
         a.location = NameLoc(t.name, file_loc)
         inp = InputOp.create([a], [a.type], {}, {}, 0, (), NameLoc(t.name, file_loc))
         entry.append(inp)
-        v = inp.results[0]
+        v: Value = inp.results[0]
         if is_quantized(t):
             v = cv.dequantize(v, t, t.name + "_dequantized")
         cv.bind(i, v)
@@ -465,11 +465,11 @@ def _import_model(model: TfliteModel, ctx: Context) -> tuple[Any, dict[str, tupl
         for i in model.outputs:
             t = model.tensors[i]
             try:
-                v = cv.get(i)
-                if is_quantized(t) and not _is_integer(v):
+                out = cv.get(i)
+                if is_quantized(t) and not _is_integer(out):
                     # a quantized output is returned in TFLite's type, as LiteRT returns it
-                    v = cv.quantize(v, t, t.name + "_quantized")
-                outs.append(v)
+                    out = cv.quantize(out, t, t.name + "_quantized")
+                outs.append(out)
             except (Invalid, Unsupported) as e:
                 errors.append((t.name, f"model output: {e}"))
     if errors:
