@@ -391,6 +391,45 @@ for _name in _BINARY:
     CONVERTERS[_name] = _binary
 
 
+_COMPARE = {
+    "LESS": "Less",
+    "LESS_EQUAL": "LessOrEqual",
+    "GREATER": "Greater",
+    "GREATER_EQUAL": "GreaterOrEqual",
+    "EQUAL": "Equal",
+    "NOT_EQUAL": "NotEqual",
+    "LOGICAL_AND": "And",
+    "LOGICAL_OR": "Or",
+}
+
+
+@register(*_COMPARE)
+def _compare(cv: Cv, op: Operator) -> None:
+    """Comparisons and logic (``top.Compare``, a bool result); quantized operands compare their real
+    values, as TFLite's kernels do after rescaling."""
+    nchw = _use_nchw(cv, op.inputs[:2])
+    a, b = (cv.get_as(i, nchw) for i in op.inputs[:2])
+    o = op.outputs[0]
+    cv.bind(o, cv.emit(E.CompareOp, [a, b], cv.out_name(o, nchw), {"mode": _COMPARE[op.op]}), nchw)
+
+
+@register("LOGICAL_NOT")
+def _not(cv: Cv, op: Operator) -> None:
+    v, o, nchw = _unary(cv, op)
+    cv.bind(o, cv.emit(E.NotOp, [v], cv.out_name(o, nchw)), nchw)
+
+
+@register("SELECT", "SELECT_V2")
+def _select(cv: Cv, op: Operator) -> None:
+    """``cond ? x : y`` (SELECT_V2 broadcasts; SELECT's rank-1 condition picks rows)."""
+    c, x, y = op.inputs[:3]
+    cond = cv.get(c)
+    if op.op == "SELECT" and _rank(cv, c) == 1 and _rank(cv, x) > 1:
+        cond = cv.reshape(cond, [cv.tensor(c).shape[0]] + [1] * (_rank(cv, x) - 1), cv.name(c) + "_rows")
+    o = op.outputs[0]
+    cv.bind(o, cv.emit(E.WhereOp, [cond, cv.get(x), cv.get(y)], cv.name(o)))
+
+
 @register("ADD_N")
 def _add_n(cv: Cv, op: Operator) -> None:
     nchw = _use_nchw(cv, op.inputs)
@@ -795,3 +834,75 @@ def _densify(cv: Cv, op: Operator) -> None:
     raise Unsupported(
         f"DENSIFY of '{cv.name(op.inputs[0])}', which is not a sparse constant, is not supported"
     )
+
+
+# ---- control flow ----------------------------------------------------------------------------------
+
+
+def _check_same_shapes(cv: Cv, op: Operator, shapes: list[tuple[int, ...]], what: str) -> None:
+    outs = [tuple(cv.tensor(o).shape) for o in op.outputs]
+    if [tuple(s) for s in shapes] != outs:
+        raise Unsupported(
+            f"{what} {[list(s) for s in shapes]} differ from the outputs' {[list(s) for s in outs]}"
+        )
+
+
+@register("WHILE")
+def _while(cv: Cv, op: Operator) -> None:
+    """``top.Loop`` without a trip count: the cond subgraph runs once on the initial values (in the
+    enclosing block), and in the body region after the body subgraph, on its results; the loop
+    variables keep their shapes (TFLite's static-shape WHILE)."""
+    from lamina.dialects.top.control import LoopOp
+    from lamina.dialects.top.io import YieldOp
+    from lamina.ir.core import Block, Region
+    from lamina.ir.types import i1, i64
+
+    cond_k, body_k = int(_opt(op, "CondSubgraphIndex")), int(_opt(op, "BodySubgraphIndex"))
+    if len(op.inputs) != len(op.outputs):
+        raise Invalid(f"has {len(op.inputs)} loop variables but {len(op.outputs)} outputs")
+    _check_same_shapes(cv, op, [cv.tensor(i).shape for i in op.inputs], "loop variables of shapes")
+    init = [cv.get(i) for i in op.inputs]
+    (c0,) = cv.inline(cond_k, init, cv.block)
+    types = [v.type for v in init]
+    locs = [cv.loc(cv.name(o) + "_loop_var") for o in op.outputs]
+    body = Block(
+        [RankedTensorType([], i64), RankedTensorType([], i1), *types],
+        [cv.loc("iteration"), cv.loc("cond"), *locs],
+    )
+    new = cv.inline(body_k, list(body.args[2:]), body)
+    if [v.type for v in new] != types:
+        raise Unsupported(
+            "the body changes the loop variables' types "
+            f"({', '.join(map(str, types))} -> {', '.join(str(v.type) for v in new)})"
+        )
+    (c1,) = cv.inline(cond_k, new, body)
+    body.append(YieldOp.create([c1, *new], [], {}, {}, 0, (), cv.file_loc))
+    names = [cv.name(o) for o in op.outputs]
+    loop = cv.emit_op(LoopOp, [None, c0, *init], names, {}, types, regions=[Region(blocks=[body])])
+    for o, r in zip(op.outputs, loop.results):
+        cv.bind(o, r)
+
+
+@register("IF")
+def _if(cv: Cv, op: Operator) -> None:
+    """``top.If`` on input 0; each branch subgraph is a region reading the other inputs."""
+    from lamina.dialects.top.control import IfOp
+    from lamina.dialects.top.io import YieldOp
+    from lamina.ir.core import Block, Region
+
+    args = [cv.get(i) for i in op.inputs[1:]]
+    regions, results = [], []
+    for k in (int(_opt(op, "ThenSubgraphIndex")), int(_opt(op, "ElseSubgraphIndex"))):
+        block = Block()
+        outs = cv.inline(k, args, block)
+        if len(outs) != len(op.outputs):
+            raise Invalid(f"subgraph {k} gives {len(outs)} outputs, the IF has {len(op.outputs)}")
+        block.append(YieldOp.create(outs, [], {}, {}, 0, (), cv.file_loc))
+        regions.append(Region(blocks=[block]))
+        results.append([v.type for v in outs])
+    if results[0] != results[1]:
+        raise Unsupported(f"the branches give different types ({results[0]} and {results[1]})")
+    names = [cv.name(o) for o in op.outputs]
+    node = cv.emit_op(IfOp, [cv.get(op.inputs[0])], names, {}, results[0], regions=regions)
+    for o, r in zip(op.outputs, node.results):
+        cv.bind(o, r)

@@ -31,7 +31,7 @@ import numpy as np
 from lamina.execution.interpreter import NAME_KEY  # the key the interpreter names I/O by
 from lamina.ir.attributes import ArrayAttr, DictionaryAttr, StringAttr, dense_resource
 from lamina.ir.context import Context
-from lamina.ir.core import Block, Operation, Value
+from lamina.ir.core import Block, Operation, Region, Value
 from lamina.ir.diagnostics import Diagnostic, VerifyError
 from lamina.ir.location import FileLineColLoc, FusedLoc, Location, NameLoc
 from lamina.ir.opdef import verify_op_def
@@ -43,9 +43,10 @@ from .registry import CONVERTERS, TO_NCHW, TO_NHWC, Invalid, Unsupported, elemen
 
 
 class TfliteConverter:
-    """Converts subgraph 0 of a :class:`TfliteModel` into ops appended to one block."""
+    """Converts one subgraph of a :class:`TfliteModel` (subgraph 0, or a subgraph that control flow
+    calls: :meth:`inline`) into ops appended to one block."""
 
-    def __init__(self, model: TfliteModel, ctx: Context) -> None:
+    def __init__(self, model: TfliteModel, ctx: Context, parent: TfliteConverter | None = None) -> None:
         self.model = model
         self.ctx = ctx
         self.file_loc = FileLineColLoc(model.filename, 0, 0)
@@ -54,11 +55,45 @@ class TfliteConverter:
         self.values: dict[int, dict[str, Value]] = {}
         #: tensor index → its constant value, float32 for float constants (DEQUANTIZE folded)
         self.consts: dict[int, np.ndarray] = {}
-        self._keys: set[str] = set()
+        self._keys: set[str] = parent._keys if parent else set()  # weight names, unique in the module
         self._by_name = {t.name: t.index for t in model.tensors}
         #: location name → the quantized TFLite tensor whose scale and zero point the value carries
         #: (a full-integer model's calibration table is derived from it, :mod:`.quantization`)
         self.qsource: dict[str, int] = {}
+        self.children: list[TfliteConverter] = []
+        #: the subgraphs being converted, outermost first (a subgraph calling itself is refused)
+        self.calling: tuple[int, ...] = parent.calling if parent else (0,)
+
+    def inline(self, k: int, args: Sequence[Value], block: Block) -> list[Value]:
+        """Convert subgraph ``k`` into ``block`` with ``args`` as its inputs (in TFLite's layout);
+        returns its outputs. Problems inside it are one :class:`Invalid` or :class:`Unsupported`
+        naming the subgraph's operator."""
+        if k in self.calling:
+            raise Unsupported(f"subgraph {k} calls itself (recursion is not supported)")
+        sub = self.model.subgraph_model(k)
+        if len(args) != len(sub.inputs):
+            raise Invalid(f"subgraph {k} takes {len(sub.inputs)} inputs, given {len(args)}")
+        child = TfliteConverter(sub, self.ctx, self)
+        child.calling = (*self.calling, k)
+        child.block = block
+        self.children.append(child)
+        for i, v in zip(sub.inputs, args):
+            child.bind(i, v)
+        child.fold_constants()
+        errors = child.convert()
+        if errors:
+            msgs = "; ".join(m for _, m in errors)
+            if all("not supported" in m for _, m in errors):
+                raise Unsupported(f"in subgraph {k}: {msgs}")
+            raise Invalid(f"in subgraph {k}: {msgs}")
+        return [child.get(o) for o in sub.outputs]
+
+    def all_qsources(self) -> list[tuple[str, Tensor]]:
+        """Every (location name, quantized tensor) of this subgraph and the ones it inlined."""
+        out = [(n, self.tensor(i)) for n, i in self.qsource.items()]
+        for c in self.children:
+            out.extend(c.all_qsources())
+        return out
 
     # ---- tensors ---------------------------------------------------------------------------
 
@@ -207,9 +242,10 @@ class TfliteConverter:
         name: str | Sequence[str],
         props: Mapping[str, Any] | None = None,
         result_types: Sequence[Type] | None = None,
+        regions: Sequence[Region] = (),
     ) -> Operation:
-        """Create ``cls`` located at ``name`` (or one name per result); result types from the op's
-        own shape inference unless given."""
+        """Create ``cls`` located at ``name`` (or one name per result), with ``regions``; result
+        types from the op's own shape inference unless given."""
         from lamina.dialects.top.io import NoneOp
         from lamina.frontends.onnx.converters import to_prop  # Python values as top's properties
         from lamina.ir.types import none
@@ -225,7 +261,7 @@ class TfliteConverter:
         n_res = len(od.results) if result_types is None else len(result_types)
         types = list(result_types) if result_types is not None else [UnrankedTensorType(f32)] * n_res
         pr = {k: a for k, v in (props or {}).items() if (a := to_prop(cls, k, v)) is not None}
-        op = cls.create(ops, types, pr, {}, 0, (), self.loc(name))
+        op = cls.create(ops, types, pr, {}, list(regions), (), self.loc(name))
         self.block.append(op)
         for n in [name] if isinstance(name, str) else name:
             self._auto_tag(n)
@@ -385,10 +421,10 @@ def import_tflite_with_ranges(
     return _import_model(model, ctx)
 
 
-def _describe(model: TfliteModel, op: Operator) -> str:
+def _describe(model: TfliteModel, op: Operator, tensors: Sequence[Tensor]) -> str:
     """``out1, out2 (from in1, in2)``, and the subgraphs a control-flow op calls."""
-    produced = [model.tensors[o].name for o in op.outputs]
-    read = [model.tensors[i].name for i in op.inputs if i >= 0]
+    produced = [tensors[o].name for o in op.outputs]
+    read = [tensors[i].name for i in op.inputs if i >= 0]
     desc = f"{', '.join(produced) or '-'} (from {', '.join(read) or '-'})"
     if op.calls:
         names = model.subgraph_names
@@ -399,8 +435,8 @@ def _describe(model: TfliteModel, op: Operator) -> str:
 
 #: what a refusal of control flow says about subgraphs
 _SUBGRAPHS_NOTE = (
-    "  (Lamina imports subgraph 0, the model's main subgraph; operators that call other subgraphs "
-    "are not imported)"
+    "  (Lamina imports subgraph 0, the model's main subgraph, and the subgraphs WHILE and IF call "
+    "as their regions; other operators calling subgraphs are not imported)"
 )
 
 
@@ -417,12 +453,15 @@ def _import_model(model: TfliteModel, ctx: Context) -> tuple[Any, dict[str, tupl
     # 1. every unsupported op, at once
     unsupported: dict[str, list[str]] = {}
     calls = False
-    for top in model.operators:
+    every = [*model.operators, *(o for sg in model.subgraphs.values() for o in sg.operators)]
+    tensors_of = {id(o): model.tensors for o in model.operators}
+    for sg in model.subgraphs.values():
+        tensors_of.update({id(o): sg.tensors for o in sg.operators})
+    for top in every:
         if top.op not in CONVERTERS:
             calls = calls or bool(top.calls)
-            unsupported.setdefault(("custom " if top.custom else "") + top.op, []).append(
-                _describe(model, top)
-            )
+            desc = _describe(model, top, tensors_of[id(top)])
+            unsupported.setdefault(("custom " if top.custom else "") + top.op, []).append(desc)
     if unsupported:
         lines = [
             f"  {k}: {'; '.join(v[:8])}{' ...' if len(v) > 8 else ''}" for k, v in sorted(unsupported.items())
@@ -487,10 +526,10 @@ def _import_model(model: TfliteModel, ctx: Context) -> tuple[Any, dict[str, tupl
         [DictionaryAttr({NAME_KEY: StringAttr(model.tensors[i].name)}) for i in model.outputs]
     )
     ranges: dict[str, tuple[float, float]] = {}
-    for name, i in cv.qsource.items():
-        r = real_range(model.tensors[i])
+    for name, t in cv.all_qsources():
+        r = real_range(t)
         if r is not None:
-            ranges[name] = r
+            ranges.setdefault(name, r)
     return ModuleOp.new([func], loc=file_loc), ranges
 
 

@@ -127,7 +127,13 @@ def calibration_table(
         ],
         exact=True,
     )
-    for op in module.walk_ops():
+    top_level = [
+        op
+        for f in module.walk_ops()
+        if f.name == "func.func" and f.regions and f.regions[0].blocks
+        for op in f.regions[0].blocks[0].ops
+    ]
+    for op in top_level:  # not inside WHILE/IF regions, which INT8 keeps in float
         if op.dialect_name != "top" or holds_constant(op):
             continue
         for r, name in zip(op.results, result_names(op)):

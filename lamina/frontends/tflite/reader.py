@@ -98,6 +98,19 @@ class Operator:
 
 
 @dataclass
+class Subgraph:
+    """One subgraph: its tensors (indices local to it), operators, inputs and outputs. The tensors
+    of a subgraph other than 0 are named ``<subgraph name>/<tensor name>``."""
+
+    index: int
+    name: str
+    tensors: list[Tensor]
+    operators: list[Operator]
+    inputs: list[int]
+    outputs: list[int]
+
+
+@dataclass
 class TfliteModel:
     filename: str
     tensors: list[Tensor]
@@ -108,6 +121,16 @@ class TfliteModel:
     raw: Any = field(default=None, repr=False)
     #: the name of every subgraph of the file (subgraph 0, the main one, is what is imported)
     subgraph_names: list[str] = field(default_factory=list)
+    #: the other subgraphs that control flow (WHILE, IF) calls, directly or not, by index
+    subgraphs: dict[int, Subgraph] = field(default_factory=dict)
+
+    def subgraph_model(self, k: int) -> TfliteModel:
+        """Subgraph ``k`` as a model of its own (sharing this model's subgraphs)."""
+        sg = self.subgraphs[k]
+        return TfliteModel(
+            self.filename, sg.tensors, sg.operators, sg.inputs, sg.outputs, self.description, self.raw,
+            self.subgraph_names, self.subgraphs,
+        )  # fmt: skip
 
     def tensor_name(self, i: int) -> str:
         return self.tensors[i].name
@@ -131,8 +154,6 @@ class Options:
             raise AttributeError(f"{self.kind} has no field {name}") from None
         return lambda: v
 
-
-_SKIP = ("Init", "GetRootAs")
 
 #: the option fields naming a subgraph an operator calls (WhileOptions, IfOptions, CallOnceOptions,
 #: CallOptions)
@@ -165,7 +186,8 @@ def _options(op: Any) -> Options | None:
     for attr in dir(cls):
         if (
             attr.startswith("_")
-            or attr.startswith(_SKIP)
+            or attr == "Init"
+            or attr.startswith("GetRootAs")
             or attr.endswith(("BufferHasIdentifier", "Length", "IsNone", "AsNumpy"))
         ):
             continue
@@ -315,13 +337,58 @@ def _parse(buf: bytes, filename: str) -> TfliteModel:
     for k in range(nsub):
         g = m.Subgraphs(k)
         sub_names.append((g.Name() or b"").decode("utf-8", "replace") if g is not None else "")
-    sg = m.Subgraphs(0)
+    codes: list[tuple[str, bool]] = []
+    for c in range(m.OperatorCodesLength()):
+        oc = m.OperatorCodes(c)
+        bc = max(oc.BuiltinCode(), oc.DeprecatedBuiltinCode())
+        if bc == tflite.BuiltinOperator.CUSTOM:
+            codes.append(((oc.CustomCode() or b"").decode("utf-8"), True))
+        else:
+            codes.append(
+                (tflite.opcode2name(bc) if bc in tflite.BUILTIN_OPCODE2NAME else f"builtin {bc}", False)
+            )
+    main = _parse_subgraph(m, buf, 0, "", codes, nsub, filename, bad)
+    # the subgraphs control flow calls, each once, its tensors named '<subgraph>/<tensor>'
+    subgraphs: dict[int, Subgraph] = {}
+    todo = [c for op in main.operators for c in op.calls]
+    while todo:
+        k = todo.pop(0)
+        if k in subgraphs or k == 0:
+            continue
+        unique = sub_names[k] and sub_names.count(sub_names[k]) == 1
+        sg = _parse_subgraph(
+            m, buf, k, (sub_names[k] if unique else f"subgraph{k}") + "/", codes, nsub, filename, bad
+        )
+        subgraphs[k] = sg
+        todo.extend(c for op in sg.operators for c in op.calls)
+    desc = (m.Description() or b"").decode("utf-8", "replace")
+    return TfliteModel(
+        filename,
+        main.tensors,
+        main.operators,
+        main.inputs,
+        main.outputs,
+        desc,
+        m,
+        sub_names,
+        subgraphs,
+    )
+
+
+def _parse_subgraph(
+    m: Any, buf: bytes, k: int, prefix: str, codes: list[tuple[str, bool]], nsub: int, filename: str, bad: Any
+) -> Subgraph:
+    """Subgraph ``k``: its tensors (names prefixed with ``prefix``), operators, inputs, outputs."""
+    import tflite
+
+    sg = m.Subgraphs(k)
+    where = f"subgraph {k}"
     nbuf = m.BuffersLength()
     tensors: list[Tensor] = []
     seen: set[str] = set()
     for i in range(sg.TensorsLength()):
         t = sg.Tensors(i)
-        name = (t.Name() or b"").decode("utf-8") or f"tensor_{i}"
+        name = prefix + ((t.Name() or b"").decode("utf-8") or f"tensor_{i}")
         if name in seen:  # names key the dumps: a repeated one gets its index
             name = f"{name}_{i}"
         seen.add(name)
@@ -331,7 +398,7 @@ def _parse(buf: bytes, filename: str) -> TfliteModel:
         code = t.Type()
         dt = DTYPES.get(code)
         if dt is None:
-            names = {v: k for k, v in vars(tflite.TensorType).items() if isinstance(v, int)}
+            names = {v: n for n, v in vars(tflite.TensorType).items() if isinstance(v, int)}
             raise TfliteImportError(
                 f"'{filename}': tensor '{name}' has element type {names.get(code, code)}, which Lamina "
                 "does not support",
@@ -376,43 +443,36 @@ def _parse(buf: bytes, filename: str) -> TfliteModel:
 
     def idx(v: int, what: str) -> int:
         if v < -1 or v >= n:
-            raise bad(f"{what} refers to tensor {v}, but subgraph 0 has {n} tensors")
+            raise bad(f"{what} refers to tensor {v}, but {where} has {n} tensors")
         return int(v)
 
-    codes: list[tuple[str, bool]] = []
-    for c in range(m.OperatorCodesLength()):
-        oc = m.OperatorCodes(c)
-        bc = max(oc.BuiltinCode(), oc.DeprecatedBuiltinCode())
-        if bc == tflite.BuiltinOperator.CUSTOM:
-            codes.append(((oc.CustomCode() or b"").decode("utf-8"), True))
-        else:
-            codes.append(
-                (tflite.opcode2name(bc) if bc in tflite.BUILTIN_OPCODE2NAME else f"builtin {bc}", False)
-            )
     ops: list[Operator] = []
-    for k in range(sg.OperatorsLength()):
-        o = sg.Operators(k)
+    for j in range(sg.OperatorsLength()):
+        o = sg.Operators(j)
         ci = o.OpcodeIndex()
+        at = f"operator {j}" + (f" of {where}" if k else "")
         if ci >= len(codes):
-            raise bad(f"operator {k} refers to operator code {ci}, but the model has {len(codes)}")
+            raise bad(f"{at} refers to operator code {ci}, but the model has {len(codes)}")
         name, custom = codes[ci]
-        ins = [idx(int(v), f"operator {k} ({name})") for v in (o.InputsAsNumpy() if o.InputsLength() else [])]
-        outs = [
-            idx(int(v), f"operator {k} ({name})") for v in (o.OutputsAsNumpy() if o.OutputsLength() else [])
-        ]
+        ins = [idx(int(v), f"{at} ({name})") for v in (o.InputsAsNumpy() if o.InputsLength() else [])]
+        outs = [idx(int(v), f"{at} ({name})") for v in (o.OutputsAsNumpy() if o.OutputsLength() else [])]
         copts = o.CustomOptionsAsNumpy().tobytes() if o.CustomOptionsLength() else b""
         opts = _options(o)
         calls = [int(opts.values[f]) for f in SUBGRAPH_FIELDS if opts is not None and f in opts.values]
         for c in calls:
             if not 0 <= c < nsub:
-                raise bad(f"operator {k} ({name}) calls subgraph {c}, but the model has {nsub} subgraph(s)")
-        ops.append(Operator(k, name, custom, ins, outs, opts, copts, calls))
-    inputs = [idx(int(v), "the subgraph's inputs") for v in (sg.InputsAsNumpy() if sg.InputsLength() else [])]
-    outputs = [
-        idx(int(v), "the subgraph's outputs") for v in (sg.OutputsAsNumpy() if sg.OutputsLength() else [])
-    ]
-    desc = (m.Description() or b"").decode("utf-8", "replace")
-    return TfliteModel(filename, tensors, ops, inputs, outputs, desc, m, sub_names)
+                raise bad(f"{at} ({name}) calls subgraph {c}, but the model has {nsub} subgraph(s)")
+        ops.append(Operator(j, name, custom, ins, outs, opts, copts, calls))
+    inputs = [idx(int(v), f"{where}'s inputs") for v in (sg.InputsAsNumpy() if sg.InputsLength() else [])]
+    outputs = [idx(int(v), f"{where}'s outputs") for v in (sg.OutputsAsNumpy() if sg.OutputsLength() else [])]
+    return Subgraph(
+        k,
+        prefix.rstrip("/") if k else (m.Subgraphs(0).Name() or b"").decode("utf-8", "replace"),
+        tensors,
+        ops,
+        inputs,
+        outputs,
+    )
 
 
 def load_model(path: str | os.PathLike[str]) -> TfliteModel:

@@ -56,8 +56,9 @@ SAME_AS_INPUT = {
 }
 #: ops whose int8 kernels compare or copy the stored integers of all their inputs and their output,
 #: which must then share one quantization (the output's observed range; QUANTIZE ops requantize the
-#: activation inputs to it, constants are quantized with it): PADV2's padding value, too
-SHARED = {"MAXIMUM", "MINIMUM", "CONCATENATION", "PADV2"}
+#: activation inputs to it, constants are quantized with it): PADV2's padding value, SELECT's
+#: two branches, too
+SHARED = {"MAXIMUM", "MINIMUM", "CONCATENATION", "PADV2", "SELECT", "SELECT_V2"}
 #: TFLite's fixed output quantization of some int8 kernels: (scale, zero point)
 FIXED_OUTPUT = {
     "LOGISTIC": (1 / 256, -128),

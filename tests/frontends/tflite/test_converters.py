@@ -191,6 +191,36 @@ def _unpack_pack(m: ModelBuilder, x: int, h: bool) -> int:
     return m.op("PACK", outs[::-1], [1, 6, 4, 6], "y", ("PackOptions", {"ValuesCount": 4, "Axis": 2}))
 
 
+def _select(op: str, compare: str) -> Case:
+    """``SELECT(_V2)(compare(x, tanh(x)), x, c)``; with LOGICAL_NOT/AND around the comparison for
+    the logic ops."""
+
+    def f(m: ModelBuilder, x: int, h: bool) -> int:
+        t = m.op("TANH", [x], [1, 6, 6, 4], "t")
+        cond = m.op(compare, [x, t], [1, 6, 6, 4], "cond", out_dtype=np.bool_)
+        if compare in ("LESS", "EQUAL"):  # and some logic
+            other = m.op(
+                "GREATER", [x, m.const("zero", np.zeros(4, F))], [1, 6, 6, 4], "pos", out_dtype=np.bool_
+            )
+            n = m.op("LOGICAL_NOT", [other], [1, 6, 6, 4], "neg", out_dtype=np.bool_)
+            cond = m.op(
+                "LOGICAL_OR" if compare == "EQUAL" else "LOGICAL_AND",
+                [cond, n],
+                [1, 6, 6, 4],
+                "both",
+                out_dtype=np.bool_,
+            )
+        return m.op(op, [cond, x, m.const("c", rnd(1, 6, 6, 4))], [1, 6, 6, 4], "y")
+
+    return f
+
+
+def _select_rows(m: ModelBuilder, x: int, h: bool) -> int:
+    r = m.op("RESHAPE", [x, m.const("s", np.array([6, 24], np.int32))], [6, 24], "rows")
+    cond = m.const("pick", np.array([True, False, False, True, True, False]))
+    return m.op("SELECT", [cond, r, m.op("TANH", [r], [6, 24], "t")], [6, 24], "y")
+
+
 CASES: dict[str, Case] = {
     "conv_same_s2": _conv(),
     "conv_valid_relu": _conv(act=1, padding=1, stride=1),
@@ -384,6 +414,13 @@ CASES: dict[str, Case] = {
     "arg_min": _simple(
         "ARG_MIN", ["x", np.array([1], np.int32)], [1, 6, 4], ("ArgMinOptions", {"OutputType": 2}), np.int32
     ),
+    "select_v2_less_and_not": _select("SELECT_V2", "LESS"),
+    "select_v2_greater_equal": _select("SELECT_V2", "GREATER_EQUAL"),
+    "select_less_equal": _select("SELECT", "LESS_EQUAL"),
+    "select_greater": _select("SELECT", "GREATER"),
+    "select_v2_equal_or": _select("SELECT_V2", "EQUAL"),
+    "select_v2_not_equal": _select("SELECT_V2", "NOT_EQUAL"),
+    "select_rows": _select_rows,
     "add_n": lambda m, x, h: m.op("ADD_N", [x, x, m.op("TANH", [x], [1, 6, 6, 4], "t")], [1, 6, 6, 4], "y"),
 }
 #: ops whose weights can be stored as float16

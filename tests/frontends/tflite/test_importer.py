@@ -221,8 +221,9 @@ def test_float16_input_is_refused_clearly() -> None:
         import_tflite(m.build(), Context(handler=None), "h.tflite")
 
 
-def _while_model() -> ModelBuilder:
-    """``y = x * 2`` until ``i >= 3``: WHILE calling subgraph 1 (cond) and 2 (body)."""
+def _while_model(body_op: str = "MUL") -> ModelBuilder:
+    """``x = x * 2`` (or another body op) while ``i < 3``, ``i += 1``: WHILE calling subgraph 1
+    (cond) and 2 (body); outputs the final ``i`` and ``x``."""
     m = ModelBuilder()
     x = m.input("x", [1, 4])
     i0 = m.const("i0", np.array(0, np.int32))
@@ -235,30 +236,88 @@ def _while_model() -> ModelBuilder:
     body = m.subgraph("body")
     bi, bx = body.input("i", [], np.int32), body.input("x", [1, 4])
     i1 = body.op("ADD", [bi, body.const("one", np.array(1, np.int32))], [], "i_next", out_dtype=np.int32)
-    x1 = body.op("MUL", [bx, body.const("two", np.array(2.0, np.float32))], [1, 4], "x_next")
+    x1 = body.op(body_op, [bx, body.const("two", np.array(2.0, np.float32))], [1, 4], "x_next")
     body.output(i1, x1)
     outs = [m.tensor("i_out", [], np.int32), m.tensor("y", [1, 4])]
     opts = ("WhileOptions", {"CondSubgraphIndex": 1, "BodySubgraphIndex": 2})
     m.ops.append(("WHILE", [i0, x], outs, opts, b""))
-    m.output(outs[1])
+    m.output(*outs)
     return m
 
 
-def test_control_flow_calling_subgraphs_is_refused_clearly() -> None:
-    """Subgraph 0 is the model; a WHILE (which LiteRT runs) is reported once, naming the subgraphs
-    it calls."""
+def test_while_is_a_loop_region_matching_litert() -> None:
+    """WHILE: top.Loop whose body region holds the body subgraph then the cond subgraph (the first
+    cond runs before the loop); the subgraphs' tensors are named '<subgraph>/<tensor>'."""
     buf = _while_model().build()
     x = rnd(1, 4)
-    np.testing.assert_allclose(run_litert(buf, {"x": x})["y"], x * 8)  # a valid model
+    ref = run_litert(buf, {"x": x})
+    np.testing.assert_allclose(ref["y"], x * 8)  # three iterations
     model = parse_model(buf, "w.tflite")
     assert model.subgraph_names == ["main", "cond", "body"]
     assert [op.calls for op in model.operators] == [[1, 2]]
+    assert [t.name for t in model.subgraphs[2].tensors][:2] == ["body/i", "body/x"]
+    from lamina.frontends.model_io import run_top_module
+
+    module = import_tflite(buf, Context(handler=None), "w.tflite")
+    text = str(module)
+    assert "top.Loop" in text
+    got = run_top_module(module, {"x": x})
+    np.testing.assert_allclose(got["y"], ref["y"], rtol=1e-6)
+    assert int(got["i_out"]) == int(ref["i_out"]) == 3
+
+
+def test_if_is_an_if_region_matching_litert() -> None:
+    m = ModelBuilder()
+    c = m.input("c", [], np.bool_)
+    x = m.input("x", [1, 4])
+    then = m.subgraph("then")
+    tx = then.input("x", [1, 4])
+    then.output(then.op("MUL", [tx, then.const("k", np.array(3.0, np.float32))], [1, 4], "tripled"))
+    other = m.subgraph("else")
+    ex = other.input("x", [1, 4])
+    other.output(other.op("TANH", [ex], [1, 4], "squashed"))
+    y = m.tensor("y", [1, 4])
+    m.ops.append(("IF", [c, x], [y], ("IfOptions", {"ThenSubgraphIndex": 1, "ElseSubgraphIndex": 2}), b""))
+    m.output(y)
+    buf = m.build()
+    from lamina.frontends.model_io import run_top_module
+
+    module = import_tflite(buf, Context(handler=None), "if.tflite")
+    assert "top.If" in str(module)
+    xv = rnd(1, 4)
+    for cond in (True, False):
+        feeds = {"c": np.array(cond), "x": xv}
+        ref = run_litert(buf, feeds)["y"]
+        np.testing.assert_allclose(run_top_module(module, feeds)["y"], ref, rtol=1e-6)
+
+
+def test_other_subgraph_calls_and_recursion_are_refused_clearly() -> None:
+    """CALL_ONCE is not imported (reported once, naming the subgraph it calls); a subgraph calling
+    itself is refused."""
+    m = ModelBuilder()
+    x = m.input("x", [1, 4])
+    init = m.subgraph("init")
+    init.output(init.op("RELU", [init.input("z", [1, 4])], [1, 4], "r"))
+    m.ops.append(("CALL_ONCE", [], [], ("CallOnceOptions", {"InitSubgraphIndex": 1}), b""))
+    m.output(m.op("RELU", [x], [1, 4], "y"))
     with pytest.raises(TfliteImportError) as e:
-        import_tflite(buf, Context(handler=None), "w.tflite")
+        import_tflite(m.build(), Context(handler=None), "c.tflite")
     msg = str(e.value)
-    assert msg.startswith("1 unsupported TFLite op(s) in 'w.tflite'")
-    assert "WHILE: i_out, y (from i0, x) calling subgraph 1 'cond', 2 'body'" in msg
-    assert "Lamina imports subgraph 0, the model's main subgraph" in msg
+    assert "CALL_ONCE: - (from -) calling subgraph 1 'init'" in msg
+    assert "Lamina imports subgraph 0, the model's main subgraph, and the subgraphs WHILE and IF call" in msg
+    with pytest.raises(TfliteImportError, match="subgraph 2 calls itself"):
+        import_tflite(_recursive_while().build(), Context(handler=None), "r.tflite")
+
+
+def _recursive_while() -> ModelBuilder:
+    """A WHILE whose body contains the same WHILE (subgraph 2 calling itself)."""
+    m = _while_model()
+    body = m.subgraphs[1]
+    ri, rx = body.tensor("inner_i", [], np.int32), body.tensor("inner_x", [1, 4])
+    opts = ("WhileOptions", {"CondSubgraphIndex": 1, "BodySubgraphIndex": 2})
+    body.ops.append(("WHILE", [body.outputs[0], body.outputs[1]], [ri, rx], opts, b""))
+    body.outputs = [ri, rx]
+    return m
 
 
 def test_call_of_a_missing_subgraph_is_one_clear_error() -> None:
