@@ -441,3 +441,21 @@ def test_mutated_models_through_the_commands(
             assert set(rcs) <= {0, 1}, err
             assert "Traceback" not in err and "internal error" not in err, err
             assert Path("m.tflite").read_bytes() == bytes(b)
+
+
+def test_model_transform_of_a_while_model(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The loop region survives the written .mlir (printed, re-read, interpreted) and the outputs
+    match LiteRT's."""
+    from lamina.tools import transform
+
+    monkeypatch.chdir(tmp_path)
+    Path("w.tflite").write_bytes(_while_model().build())
+    np.savez("in.npz", x=rnd(1, 4))
+    rc = transform.main(["--model_def", "w.tflite", "--test_input", "in.npz", "--mlir", "w.mlir"])
+    out = capsys.readouterr()
+    assert rc == 0, out.out + out.err
+    assert '"top.Loop"' in Path("w.mlir").read_text()
+    top, ref = np.load("w_top_outputs.npz"), np.load("w_ref_outputs.npz")
+    np.testing.assert_allclose(top["y"], ref["y"], rtol=1e-6)
