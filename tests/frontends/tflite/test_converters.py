@@ -623,3 +623,31 @@ def test_dynamic_range_int8_weights_match_litert(op: str) -> None:
     got = run_top_module(import_tflite(buf, Context(handler=None), "dr.tflite"), {"x": feed})["y"]
     err = np.abs(got - ref).max() / (ref.max() - ref.min())
     assert err < 0.02
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_every_op_is_located_at_its_tflite_tensor(name: str) -> None:
+    """Every op is located ``NameLoc(<tensor name>, FileLineColLoc(<model file>, 0, 0))`` (a
+    multi-result op: a FusedLoc of one such per result), the name a TFLite tensor's or derived from
+    one (``<tensor>_nchw``, ``<tensor>_preact``, ...)."""
+    from lamina.ir.location import FileLineColLoc, FusedLoc, NameLoc
+
+    m = ModelBuilder()
+    x = m.input("x", [1, 6, 6, 4])
+    m.output(CASES[name](m, x, False))
+    buf = m.build()
+    names = [t["name"] for t in m.tensors]
+    module = import_tflite(buf, Context(handler=None), "case.tflite")
+    for op in module.walk_ops():  # type: ignore[attr-defined]
+        if op.name in ("builtin.module", "func.func", "func.return"):
+            continue
+        loc = op.location
+        locs = list(loc.locations) if isinstance(loc, FusedLoc) else [loc]
+        for sub in locs:
+            assert isinstance(sub, NameLoc) and sub.child == FileLineColLoc("case.tflite", 0, 0), (
+                op.name,
+                loc,
+            )
+            assert sub.name == "none" or any(sub.name == n or sub.name.startswith(n + "_") for n in names), (
+                sub.name
+            )

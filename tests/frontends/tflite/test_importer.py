@@ -459,3 +459,25 @@ def test_model_transform_of_a_while_model(
     assert '"top.Loop"' in Path("w.mlir").read_text()
     top, ref = np.load("w_top_outputs.npz"), np.load("w_ref_outputs.npz")
     np.testing.assert_allclose(top["y"], ref["y"], rtol=1e-6)
+
+
+def test_model_runner_runs_a_tflite_on_litert_or_lamina(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """model_runner on a float .tflite: LiteRT by default, Lamina's import with --engine lamina;
+    the dumps are keyed by TFLite name in TFLite's layout and agree."""
+    from lamina.tools import runner
+
+    monkeypatch.chdir(tmp_path)
+    Path("net.tflite").write_bytes(mobilenet_like())
+    np.savez("in.npz", image=rnd(1, 16, 16, 3))
+    for extra, out in (([], "r.npz"), (["--engine", "litert"], "r2.npz"), (["--engine", "lamina"], "l.npz")):
+        argv = ["--input", "in.npz", "--model", "net.tflite", "--output", out, "--dump_all_tensors"]
+        assert runner.main(argv + extra) == 0
+    r, r2, lam = np.load("r.npz"), np.load("r2.npz"), np.load("l.npz")
+    assert set(r.files) == set(r2.files)
+    common = set(r.files) & set(lam.files)  # (LiteRT also dumps the dequantized fp16 weight dw_w)
+    assert {"stem", "dw", "residual", "pool", "logits", "probs"} <= common
+    for k in common:
+        assert lam[k].shape == r[k].shape, k
+        np.testing.assert_allclose(lam[k], r[k], rtol=1e-4, atol=1e-5, err_msg=k)

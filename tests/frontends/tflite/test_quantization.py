@@ -319,3 +319,29 @@ def test_bytes_flipped_in_a_quantized_model_never_crash() -> None:
         with contextlib.suppress(TfliteImportError), np.errstate(all="ignore"):
             module, ranges = import_tflite_with_ranges(bytes(b), Context(handler=None), "fuzz.tflite")
             calibration_table(module, ranges, "fuzz.tflite")
+
+
+def test_api_on_a_full_integer_model(tmp_path: Path) -> None:
+    """lamina.api: transform gives the derived table's path; run takes the .tflite on LiteRT (the
+    default) or on Lamina; load imports it, integers in and out."""
+    import lamina.api as lm
+
+    buf, q = N.mobilenet_v2_int8("int8")
+    p = tmp_path / "q.tflite"
+    p.write_bytes(buf)
+    feeds = int8_feeds(q, N.test_input("image", (1, 32, 32, 3)))
+    res = lm.transform(str(p), test_input=_npz(tmp_path / "in.npz", feeds), mlir=str(tmp_path / "q.mlir"))
+    assert res.passed and res.calibration_table == str(tmp_path / "q_cali_table")
+    assert res.report is not None and res.report.tolerance == (0.9, 0.8)
+    litert, lamina = lm.run(str(p), feeds), lm.run(str(p), feeds, engine="lamina")
+    assert litert["probs"].dtype == lamina["probs"].dtype == np.int8
+    assert steps(litert["probs"], lamina["probs"]).max() <= 3
+    model = lm.load(str(p))
+    assert model.run(feeds)["probs"].dtype == np.int8
+    with pytest.raises(lm.LaminaError, match="--engine onnxruntime cannot run the TFLite model"):
+        lm.run(str(p), feeds, engine="onnxruntime")
+
+
+def _npz(path: Path, arrays: dict[str, np.ndarray]) -> str:
+    np.savez(path, **arrays)
+    return str(path)
