@@ -233,6 +233,35 @@ def test_symmetric_int8_still_runs_on_coarser_grids() -> None:
     assert 0 < steps(got, ref).max() <= 4
 
 
+def test_uint8_model_matches_litert() -> None:
+    """An older full-integer model in uint8 (asymmetric uint8 weights, uint8 activations with zero
+    point 128): imported, lowered with its table (uint8 ranges as int8 with zero point - 128) and
+    returned in uint8, within 1 step of LiteRT (the uint8 weights, asymmetric per tensor, are
+    requantized per channel by Lamina's lowering: 64% of the outputs equal)."""
+    rng = np.random.default_rng(0)
+    m = ModelBuilder()
+    xs = 0.02
+    x = m.input("x", [1, 6, 6, 4], np.uint8, quant=(xs, 128, 0))
+    w = rng.standard_normal((5, 3, 3, 4)).astype(np.float32)
+    ws = float(np.float32((w.max() - w.min()) / 255))
+    wz = int(np.round(-w.min() / ws))
+    wq = np.clip(np.round(w / ws) + wz, 0, 255).astype(np.uint8)
+    bq = np.round(rng.standard_normal(5) / (xs * ws)).astype(np.int32)
+    conv = ("Conv2DOptions", {"Padding": 0, "StrideH": 1, "StrideW": 1, "FusedActivationFunction": 1})
+    ins = [x, m.const("w", wq, quant=(ws, wz, 0)), m.const("b", bq, quant=(xs * ws, 0, 0))]
+    c = m.op("CONV_2D", ins, [1, 6, 6, 5], "c", conv, np.uint8, out_quant=(0.05, 0, 0))
+    pool = ("Pool2DOptions", {"Padding": 1, "StrideH": 2, "StrideW": 2, "FilterHeight": 2, "FilterWidth": 2})
+    m.output(m.op("AVERAGE_POOL_2D", [c], [1, 3, 3, 5], "p", pool, np.uint8, out_quant=(0.05, 0, 0)))
+    buf = m.build()
+    feeds = {"x": rng.integers(0, 256, (1, 6, 6, 4)).astype(np.uint8)}
+    ref = run_litert(buf, feeds)["p"]
+    _, tpu, table = lower(buf)
+    assert table["x_dequantized"].min == pytest.approx(-128 * xs)
+    got = run_tpu_module(tpu, feeds)["p"]
+    assert got.dtype == ref.dtype == np.uint8
+    assert steps(got, ref).max() <= 1
+
+
 # ---- the flow ----------------------------------------------------------------------------------------
 
 
