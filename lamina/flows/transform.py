@@ -214,6 +214,21 @@ def write_mlir(module: Any, mlir_path: str, weights_path: str) -> str | None:
     return weights_path if wrote else None
 
 
+def _quantized_image_inputs(model: Any, files: list[str]) -> dict[str, Any]:
+    """The quantized inputs of a TFLite model that ``--test_input`` feeds with an image (one file
+    per input), by name."""
+    from lamina.frontends.preprocess import IMAGE_EXTS
+    from lamina.frontends.tflite.quantization import is_quantized
+
+    out = {}
+    if len(files) == len(model.inputs):
+        for f, i in zip(files, model.inputs):
+            t = model.tensors[i]
+            if os.path.splitext(f)[1].lower() in IMAGE_EXTS and is_quantized(t):
+                out[t.name] = t
+    return out
+
+
 def _quantized_tflite(path: str) -> bool:
     """Whether the TFLite model at ``path`` has quantized activations (an unreadable model is
     reported by its import)."""
@@ -344,7 +359,22 @@ def transform(
             configs = [
                 PreprocessConfig.from_input_op(op) if o.has_preprocess() else cfg for op in input_ops(module)
             ]
-            inputs = load_test_inputs(o.test_input, sig, configs, o.input_types)
+            images = _quantized_image_inputs(imported.model, test_files) if quantized else {}
+            if images:  # preprocessed as real values, then quantized with the input's parameters
+                import numpy as np
+
+                dts = [
+                    np.dtype(np.float32) if n in images else d
+                    for n, d in zip(sig.input_names, sig.input_dtypes)
+                ]
+                real_sig = Signature(sig.input_names, sig.input_shapes, dts, sig.output_names)
+                inputs = load_test_inputs(o.test_input, real_sig, configs, o.input_types)
+                from lamina.frontends.tflite.quantization import quantize_array
+
+                for n, tensor in images.items():
+                    inputs[n] = quantize_array(tensor, inputs[n])
+            else:
+                inputs = load_test_inputs(o.test_input, sig, configs, o.input_types)
             timings["preprocess"] = time.perf_counter() - t
 
         t = time.perf_counter()

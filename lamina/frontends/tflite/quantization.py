@@ -90,6 +90,26 @@ def dequantize_array(t: Tensor, a: np.ndarray) -> np.ndarray:
     return real.astype(np.float32)
 
 
+def quantize_array(t: Tensor, real: np.ndarray) -> np.ndarray:
+    """Real values as the integers of quantized tensor ``t`` (TFLite's QUANTIZE: round half away
+    from zero, add the zero point, saturate)."""
+    q = t.quant
+    assert q is not None
+    lo, hi = QUANT_RANGES[t.dtype]
+
+    def along(v: np.ndarray) -> np.ndarray:
+        if v.size > 1 and real.ndim:
+            shape = [1] * real.ndim
+            shape[q.axis] = -1
+            return v.reshape(shape)
+        return v.reshape(())
+
+    zp = q.zero_point.astype(np.float64) if q.zero_point.size else np.zeros(1)
+    v = np.asarray(real, np.float64) / along(q.scale.astype(np.float64))
+    r = np.sign(v) * np.floor(np.abs(v) + 0.5) + along(zp)
+    return np.clip(np.nan_to_num(r), lo, hi).astype(t.dtype)
+
+
 def dequantized_dumps(
     model: TfliteModel, dumps: Mapping[str, np.ndarray], keep: Iterable[str] = ()
 ) -> dict[str, np.ndarray]:

@@ -374,3 +374,29 @@ def test_api_on_a_full_integer_model(tmp_path: Path) -> None:
 def _npz(path: Path, arrays: dict[str, np.ndarray]) -> str:
     np.savez(path, **arrays)
     return str(path)
+
+
+def test_an_image_for_a_quantized_input_is_quantized_with_its_parameters(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """model_transform --test_input img.png on an int8-input model: the image is preprocessed to
+    real values (mean, scale, NHWC), then quantized with the input's scale and zero point."""
+    from PIL import Image
+
+    from lamina.tools import transform
+
+    monkeypatch.chdir(tmp_path)
+    buf, q = N.mobilenet_v2_int8("int8")
+    Path("q.tflite").write_bytes(buf)
+    pixels = np.random.default_rng(4).integers(0, 255, (32, 32, 3), dtype=np.uint8)
+    Image.fromarray(pixels).save("img.png")
+    argv = ["--model_def", "q.tflite", "--test_input", "img.png", "--mean", "127.5,127.5,127.5"]
+    rc = transform.main([*argv, "--scale", "0.01,0.01,0.01", "--pixel_format", "rgb", "--mlir", "q.mlir"])
+    out = capsys.readouterr()
+    assert rc == 0, out.out + out.err
+    fed = np.load("q_in_f32.npz")["image"]
+    s, z, _ = q.tensors[q.inputs[0]]["quant"]
+    real = (pixels.astype(np.float64) - 127.5) * 0.01
+    expected = np.clip(np.sign(real / s) * np.floor(np.abs(real / s) + 0.5) + z, -128, 127)
+    assert fed.dtype == np.int8 and fed.shape == (1, 32, 32, 3)
+    np.testing.assert_array_equal(fed[0], expected.astype(np.int8))
