@@ -262,6 +262,40 @@ def test_uint8_model_matches_litert() -> None:
     assert steps(got, ref).max() <= 1
 
 
+def test_int16_activations_import_exactly() -> None:
+    """A 16x8 model (int16 activations with zero point 0, int8 weights, int64 biases): the float top
+    model, its output quantized to int16, is within 1 int16 step of LiteRT. (Lamina's INT8 lowering
+    has 8 bits: about 1 int8 step, 256 int16 steps, from LiteRT's 16-bit result.)"""
+    rng = np.random.default_rng(0)
+    m = ModelBuilder()
+    xs = 3.0 / 32767
+    x = m.input("x", [1, 6, 6, 4], np.int16, quant=(xs, 0, 0))
+    w = rng.standard_normal((5, 3, 3, 4)).astype(np.float32)
+    ws = np.abs(w).reshape(5, -1).max(1) / 127
+    wq = np.round(w / ws[:, None, None, None]).astype(np.int8)
+    bq = np.round(rng.standard_normal(5) / (xs * ws)).astype(np.int64)
+    ins = [x, m.const("w", wq, quant=(ws, np.zeros(5, np.int64), 0))]
+    ins.append(m.const("b", bq, quant=(xs * ws, np.zeros(5, np.int64), 0)))
+    opts = ("Conv2DOptions", {"Padding": 0, "StrideH": 1, "StrideW": 1})
+    m.output(m.op("CONV_2D", ins, [1, 6, 6, 5], "y", opts, np.int16, out_quant=(20.0 / 32767, 0, 0)))
+    buf = m.build()
+    feeds = {"x": rng.integers(-30000, 30000, (1, 6, 6, 4)).astype(np.int16)}
+    ref = run_litert(buf, feeds)["y"]
+    ctx = Context(handler=None)
+    module, ranges = import_tflite_with_ranges(buf, ctx, "i16.tflite")
+    top = run_top_module(module, feeds)["y"]
+    assert top.dtype == ref.dtype == np.int16
+    assert steps(top, ref).max() <= 1
+    assert ranges["y_nchw"] == pytest.approx((-32768 * 20.0 / 32767, 20.0))
+
+
+def test_the_quant_range_attribute_is_the_lowerings() -> None:
+    from lamina.dialects.tpu.lowering import pattern
+    from lamina.frontends.tflite.quantization import QUANT_RANGE_ATTR
+
+    assert pattern.QUANT_RANGE_ATTR == QUANT_RANGE_ATTR
+
+
 # ---- the flow ----------------------------------------------------------------------------------------
 
 
