@@ -329,7 +329,7 @@ def load(
 ) -> Model:
     """Load a model: a ``.mlir`` file (``top`` dialect, weights from its weight file), an ``.onnx``
     file (imported; ``output_names`` picks the outputs) or a ``.tflite`` file (imported, NHWC inputs
-    and outputs under their TFLite names). ``input_shapes`` (in input order, by name, or
+    and outputs under their TFLite names; ``output_names`` picks the outputs too). ``input_shapes`` (in input order, by name, or
     the CLI string ``"[[1,3,224,224]]"``) sets the input shapes: dynamic dimensions of an ONNX model
     are fixed, a ``.mlir`` module's shapes are re-inferred from them."""
     from lamina.frontends.model_io import import_onnx_file, parse_mlir_file
@@ -342,15 +342,15 @@ def load(
             raise LaminaError(f"model '{path}' does not exist")
         module, ctx = import_onnx_file(path, shapes, names)
         return Model(module, ctx, path)
-    if path.lower().endswith(".tflite") and not names:
+    if path.lower().endswith(".tflite"):
         from lamina.frontends.tflite import import_tflite_file
 
         if not os.path.exists(path):
             raise LaminaError(f"model '{path}' does not exist")
-        module, ctx = import_tflite_file(path, shapes)
+        module, ctx = import_tflite_file(path, shapes, names or ())
         return Model(module, ctx, path)
     if names:
-        raise LaminaError(f"output_names applies to .onnx models only; '{path}' is not one")
+        raise LaminaError(f"output_names applies to .onnx and .tflite models only; '{path}' is not one")
     module, ctx = parse_mlir_file(path)
     if shapes is not None:
         _reshape_module(module, ctx, shapes, path)

@@ -322,7 +322,7 @@ def transform(
         if is_tflite:
             from lamina.frontends.tflite.importer import load_tflite
 
-            imported = load_tflite(o.model_def, o.input_shapes)
+            imported = load_tflite(o.model_def, o.input_shapes, o.output_names)
             module, ctx, ranges = imported.module, imported.ctx, imported.ranges
         else:
             module, ctx = import_onnx_file(o.model_def, o.input_shapes, o.output_names)

@@ -555,10 +555,13 @@ class TfliteImport:
         return bool(self.ranges)
 
 
-def load_tflite(path: str, input_shapes: Any = None) -> TfliteImport:
+def load_tflite(path: str, input_shapes: Any = None, output_names: Sequence[str] = ()) -> TfliteImport:
     """Import a ``.tflite`` file into a ``top`` module (for the commands and the API); problems are
     one :class:`~lamina.support.errors.ToolError`. TFLite shapes are static: ``input_shapes``, when
-    given, must be the model's own."""
+    given, must be the model's own. ``output_names`` (TFLite tensor names) replace the model's
+    outputs."""
+    import dataclasses
+
     from lamina.support.errors import ToolError
 
     ctx = Context(handler=None)
@@ -573,13 +576,26 @@ def load_tflite(path: str, input_shapes: Any = None) -> TfliteImport:
                     "(TFLite models have static shapes)",
                     "invalid",
                 )
+        if output_names:
+            index = {t.name: t.index for t in model.tensors}
+            unknown = [n for n in output_names if n not in index]
+            if unknown:
+                shown = ", ".join(f"'{t.name}'" for t in model.tensors[:5])
+                raise TfliteImportError(
+                    f"'{path}': --output_names {', '.join(repr(n) for n in unknown)}: no such tensor in the "
+                    f"model (its tensors: {shown}{', ...' if len(model.tensors) > 5 else ''})",
+                    "invalid",
+                )
+            model = dataclasses.replace(model, outputs=[index[n] for n in output_names])
         module, ranges = _import_model(model, ctx)
     except TfliteImportError as e:
         raise ToolError(str(e)) from None
     return TfliteImport(module, ctx, model, ranges)
 
 
-def import_tflite_file(path: str, input_shapes: Any = None) -> tuple[Any, Context]:
+def import_tflite_file(
+    path: str, input_shapes: Any = None, output_names: Sequence[str] = ()
+) -> tuple[Any, Context]:
     """:func:`load_tflite`'s module and context."""
-    r = load_tflite(path, input_shapes)
+    r = load_tflite(path, input_shapes, output_names)
     return r.module, r.ctx

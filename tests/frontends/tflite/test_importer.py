@@ -481,3 +481,35 @@ def test_model_runner_runs_a_tflite_on_litert_or_lamina(
     for k in common:
         assert lam[k].shape == r[k].shape, k
         np.testing.assert_allclose(lam[k], r[k], rtol=1e-4, atol=1e-5, err_msg=k)
+
+
+def test_output_names_pick_tflite_tensors(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--output_names (and load's output_names) make TFLite tensors the outputs, in TFLite's layout;
+    an unknown name is one error listing some of the model's tensors."""
+    import lamina.api as lm
+    from lamina.tools import transform
+
+    monkeypatch.chdir(tmp_path)
+    Path("net.tflite").write_bytes(mobilenet_like())
+    np.savez("in.npz", image=rnd(1, 16, 16, 3))
+    argv = [
+        "--model_def",
+        "net.tflite",
+        "--test_input",
+        "in.npz",
+        "--mlir",
+        "n.mlir",
+        "--output_names",
+        "dw,logits",
+    ]
+    assert transform.main(argv) == 0, capsys.readouterr().err
+    model = lm.load("n.mlir")
+    assert model.output_names == ["dw", "logits"]
+    got = lm.load("net.tflite", output_names=["dw"]).run(np.load("in.npz"))
+    ref = run_litert(Path("net.tflite").read_bytes(), dict(np.load("in.npz")), dump_all=True)
+    np.testing.assert_allclose(got["dw"], ref["dw"], rtol=1e-4, atol=1e-5)
+    assert transform.main([*argv[:-1], "nosuch", "--mlir", "x.mlir"]) == 1
+    err = capsys.readouterr().err
+    assert "--output_names 'nosuch': no such tensor in the model (its tensors: 'image'" in err
