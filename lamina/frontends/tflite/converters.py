@@ -447,9 +447,19 @@ def _cast(cv: Cv, op: Operator) -> None:
         # a quantized activation's value in top is already its real value: the float tensor is it
         cv.values[o] = dict(cv.values.get(x) or {"tfl": cv.get(x)})
         return
-    if is_quantized(cv.tensor(x)) or is_quantized(cv.tensor(o)):
-        raise Unsupported("CAST of quantized integers is not supported (QUANTIZE/DEQUANTIZE convert them)")
-    cv.bind(o, cv.emit(E.CastOp, [cv.get(x)], cv.name(o), result_type=tensor_type(cv.tensor(o))))
+    tx, to = cv.tensor(x), cv.tensor(o)
+    if is_quantized(tx) or is_quantized(to):
+        # CAST converts stored integers: a quantized input's integers are its value quantized, a
+        # quantized output's real value its integers dequantized
+        v = cv.get(x)
+        if is_quantized(tx):
+            v = cv.quantize(v, tx, cv.name(o) + "_input_integers")
+        v = cv.emit(
+            E.CastOp, [v], cv.name(o) + ("_integers" if is_quantized(to) else ""), result_type=tensor_type(to)
+        )
+        cv.bind(o, cv.dequantize(v, to, cv.name(o)) if is_quantized(to) else v)
+        return
+    cv.bind(o, cv.emit(E.CastOp, [cv.get(x)], cv.name(o), result_type=tensor_type(to)))
 
 
 @register("QUANTIZE")

@@ -421,6 +421,20 @@ CASES: dict[str, Case] = {
     "select_v2_equal_or": _select("SELECT_V2", "EQUAL"),
     "select_v2_not_equal": _select("SELECT_V2", "NOT_EQUAL"),
     "select_rows": _select_rows,
+    "cast_to_int_and_back": lambda m, x, h: m.op(
+        "CAST",
+        [
+            m.op(
+                "CAST",
+                [m.op("MUL", [x, m.const("k", np.array(3.0, F))], [1, 6, 6, 4], "s")],
+                [1, 6, 6, 4],
+                "i",
+                out_dtype=np.int32,
+            )
+        ],
+        [1, 6, 6, 4],
+        "y",
+    ),
     "add_n": lambda m, x, h: m.op("ADD_N", [x, x, m.op("TANH", [x], [1, 6, 6, 4], "t")], [1, 6, 6, 4], "y"),
 }
 #: ops whose weights can be stored as float16
