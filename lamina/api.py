@@ -61,7 +61,7 @@ from lamina.support.paths import check_outputs
 
 Arrays = Mapping[str, np.ndarray]
 PathLike = Union[str, bytes, "os.PathLike[str]"]
-ENGINES = ("onnxruntime", "lamina")
+ENGINES = ("onnxruntime", "litert", "lamina")
 
 
 # ---- argument checking: every bad argument is a LaminaError naming it --------------------------------
@@ -329,7 +329,7 @@ def load(
 ) -> Model:
     """Load a model: a ``.mlir`` file (``top`` dialect, weights from its weight file), an ``.onnx``
     file (imported; ``output_names`` picks the outputs) or a ``.tflite`` file (imported, NHWC inputs
-    and outputs under their TFLite names). ``input_shapes`` (in input order, by name, or
+    and outputs under their TFLite names; ``output_names`` picks the outputs too). ``input_shapes`` (in input order, by name, or
     the CLI string ``"[[1,3,224,224]]"``) sets the input shapes: dynamic dimensions of an ONNX model
     are fixed, a ``.mlir`` module's shapes are re-inferred from them."""
     from lamina.frontends.model_io import import_onnx_file, parse_mlir_file
@@ -342,15 +342,15 @@ def load(
             raise LaminaError(f"model '{path}' does not exist")
         module, ctx = import_onnx_file(path, shapes, names)
         return Model(module, ctx, path)
-    if path.lower().endswith(".tflite") and not names:
+    if path.lower().endswith(".tflite"):
         from lamina.frontends.tflite import import_tflite_file
 
         if not os.path.exists(path):
             raise LaminaError(f"model '{path}' does not exist")
-        module, ctx = import_tflite_file(path, shapes)
+        module, ctx = import_tflite_file(path, shapes, names or ())
         return Model(module, ctx, path)
     if names:
-        raise LaminaError(f"output_names applies to .onnx models only; '{path}' is not one")
+        raise LaminaError(f"output_names applies to .onnx and .tflite models only; '{path}' is not one")
     module, ctx = parse_mlir_file(path)
     if shapes is not None:
         _reshape_module(module, ctx, shapes, path)
@@ -416,7 +416,7 @@ def transform(
     pad_value: int = 0,
     test_input: PathLike | Sequence[PathLike] | None = None,
     test_result: PathLike | None = None,
-    tolerance: Sequence[float] | str = (0.99, 0.99),
+    tolerance: Sequence[float] | str | None = None,
     excepts: Sequence[str] | str = (),
     mlir: PathLike | None = None,
     verbose: bool = False,
@@ -424,7 +424,9 @@ def transform(
     """``model_transform`` as a function (same names as the flags, and each also takes the flag's
     string form). Returns a :class:`TransformResult` with ``module``, the files written and, with
     ``test_input`` (one path, or one path per input), the comparison ``report``; ``passed`` tells
-    whether every tensor is within ``tolerance``. Prints the step commands when ``verbose``."""
+    whether every tensor is within ``tolerance`` (default ``(0.99, 0.99)``, ``(0.90, 0.80)`` for a
+    full-integer TFLite model; ``calibration_table`` is then the table derived from its scales).
+    Prints the step commands when ``verbose``."""
     from lamina.flows.transform import transform as run_transform
 
     if model_name is not None and (not isinstance(model_name, str) or not model_name):
@@ -451,7 +453,7 @@ def transform(
         pad_value=_int(pad_value, "pad_value"),
         test_input=_opt_path(test_input, "test_input"),
         test_result=_opt_path(test_result, "test_result"),
-        tolerance=_tolerance(tolerance),
+        tolerance=_tolerance(tolerance) if tolerance is not None else None,
         excepts=_names(excepts, "excepts"),
         mlir=_opt_path(mlir, "mlir"),
     )
@@ -466,9 +468,10 @@ def run(
     output: PathLike | None = None,
     engine: str | None = None,
 ) -> dict[str, np.ndarray]:
-    """``model_runner`` as a function: ``model`` is a :class:`Model` or a ``.mlir``/``.onnx`` path,
-    ``inputs`` arrays or an ``.npz`` path. ``engine`` (``.onnx`` paths only): ``"onnxruntime"``
-    (default) or ``"lamina"``. Saves to ``output`` (an ``.npz``) when given."""
+    """``model_runner`` as a function: ``model`` is a :class:`Model` or a ``.mlir``/``.onnx``/``.tflite``
+    path, ``inputs`` arrays or an ``.npz`` path. ``engine`` (``.onnx`` and ``.tflite`` paths only):
+    ``"onnxruntime"`` (an ``.onnx`` model's default), ``"litert"`` (a ``.tflite`` model's) or
+    ``"lamina"``. Saves to ``output`` (an ``.npz``) when given."""
     from lamina.flows.run import run_model_file
     from lamina.frontends.model_io import save_npz
 
@@ -482,7 +485,9 @@ def run(
         check_outputs([("the input file", in_path), ("the input file", loaded)], [("output", output)])
     if isinstance(model, Model):
         if engine is not None:
-            raise LaminaError("engine applies to an .onnx model path; a loaded Model runs on Lamina")
+            raise LaminaError(
+                "engine applies to an .onnx or .tflite model path; a loaded Model runs on Lamina"
+            )
         res = model.run(in_path or inputs, dump_all)
     else:
         if in_path is not None:

@@ -52,7 +52,7 @@ CASES: list[tuple[str, Callable[[dict[str, str]], Any], str]] = [
     ("load shapes empty", lambda f: lm.load(f["onnx"], input_shapes=[]), r"input_shapes is empty"),
     ("load shapes key", lambda f: lm.load(f["onnx"], input_shapes={1: [2, 4]}), r"keys must be input names"),
     ("load out names", lambda f: lm.load(f["onnx"], output_names=[1]), r"output_names must be a list"),
-    ("mlir out names", lambda f: lm.load(f["mlir"], output_names=["y"]), r"applies to \.onnx models"),
+    ("mlir out names", lambda f: lm.load(f["mlir"], output_names=["y"]), r"applies to \.onnx and \.tflite"),
     ("mlir rank", lambda f: lm.load(f["mlir"], input_shapes=[[2, 4, 1]]), r"rank 3 for input 'x' of rank 2"),
     ("mlir count", lambda f: lm.load(f["mlir"], input_shapes=[[2, 4], [2, 4]]), r"2 shape\(s\).*1 input"),
     ("mlir unknown", lambda f: lm.load(f["mlir"], input_shapes={"z": [2, 4]}), r"unknown input\(s\) 'z'"),
@@ -89,7 +89,7 @@ CASES: list[tuple[str, Callable[[dict[str, str]], Any], str]] = [
     (
         "run engine",
         lambda f: lm.run(f["onnx"], {"x": X}, engine="tvm"),
-        r"engine must be one of 'onnxruntime', 'lamina', got 'tvm'",
+        r"engine must be one of 'onnxruntime', 'litert', 'lamina', got 'tvm'",
     ),
     (
         "run engine Model",

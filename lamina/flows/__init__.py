@@ -2,8 +2,10 @@
 tables, options) and returning results. The commands (:mod:`lamina.tools`) only parse their flags,
 check what is about argv and print; :mod:`lamina.api` checks its arguments and calls the same flows.
 
-* :mod:`.transform` — ``model_transform``: ONNX → ``top`` .mlir, checked against onnxruntime;
-* :mod:`.run` — ``model_runner``: a ``.mlir`` (``top`` or ``tpu``) or ``.onnx`` model on inputs;
+* :mod:`.transform` — ``model_transform``: ONNX or TFLite → ``top`` .mlir, checked against
+  onnxruntime or LiteRT (a full-integer TFLite model also gives its calibration table);
+* :mod:`.run` — ``model_runner``: a ``.mlir`` (``top`` or ``tpu``), ``.onnx`` or ``.tflite`` model
+  on inputs;
 * :mod:`.calibrate` — ``run_calibration``: the calibration table, the mixed-precision search;
 * :mod:`.deploy` — ``model_deploy``: ``top`` → quantized ``tpu``, run and compared.
 

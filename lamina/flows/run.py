@@ -4,7 +4,9 @@ A compiled ``.lamina`` model (whatever its extension: ``model_deploy --model x.b
 runs on its target's runtime (:func:`lamina.targets.base.load_model_file`: the NPU simulator, the
 CPU target's code), optionally profiled. A ``.mlir`` model runs on Lamina's interpreter (a ``top`` module, or a quantized ``tpu`` module with its
 outputs dequantized to float32 unless ``out_fixed``); an ``.onnx`` model runs on onnxruntime (as
-TPU-MLIR's model_runner does), or imported and interpreted by Lamina with ``engine="lamina"``.
+TPU-MLIR's model_runner does), or imported and interpreted by Lamina with ``engine="lamina"``; a
+``.tflite`` model runs on LiteRT, or on Lamina the same way
+(:func:`lamina.frontends.tflite.runtime.run_tflite_file`).
 Outputs are keyed by the model's output names; ``dump_all`` adds every intermediate tensor keyed by
 its tensor (location) name, in network order. ``model_runner`` (:mod:`lamina.tools.runner`) and
 :func:`lamina.api.run` call :func:`run_model_file`.
@@ -46,9 +48,9 @@ def run_model_file(
     out_fixed: bool = False,
     profile: str | None = None,
 ) -> dict[str, np.ndarray]:
-    """Run ``model_path`` (``.mlir`` — a ``top`` or a quantized ``tpu`` module —, ``.onnx``, or a
-    compiled ``.lamina`` file) on ``inputs`` (arrays by name, or an npz path). ``profile``
-    (``trace.json``, compiled models only) also writes the run's Chrome trace and summary."""
+    """Run ``model_path`` (``.mlir`` — a ``top`` or a quantized ``tpu`` module —, ``.onnx``,
+    ``.tflite``, or a compiled ``.lamina`` file) on ``inputs`` (arrays by name, or an npz path).
+    ``profile`` (``trace.json``, compiled models only) also writes the run's Chrome trace and summary."""
     source = inputs if isinstance(inputs, str) else "inputs"
     arrays = load_npz(inputs, "input file") if isinstance(inputs, str) else dict(inputs)
     check_input_file(model_path, "model")
@@ -69,6 +71,12 @@ def run_model_file(
         return compiled.run(feeds, profile=profile)
     if profile is not None:
         raise ToolError(f"--profile needs a compiled model (.lamina); '{model_path}' is not one")
+    if model_path.lower().endswith(".tflite"):
+        from lamina.frontends.tflite.runtime import run_tflite_file
+
+        if out_fixed:
+            raise ToolError(f"--out_fixed needs a quantized (tpu) model; '{model_path}' is not one")
+        return run_tflite_file(model_path, arrays, dump_all, engine, source)
     if model_path.endswith(".onnx"):
         from lamina.frontends.onnx import OnnxImportError, load_model
 
@@ -77,6 +85,8 @@ def run_model_file(
         except OnnxImportError as e:
             raise ToolError(str(e)) from None
         sig = onnx_signature(model)
+        if engine == "litert":
+            raise ToolError(f"--engine litert runs .tflite models; '{model_path}' is an ONNX model")
         if (engine or "onnxruntime") == "onnxruntime":
             feeds = check_inputs(arrays, sig, source)
             res = run_onnxruntime(model, feeds, dump_all, model_path)
@@ -86,7 +96,9 @@ def run_model_file(
         module, _ = import_onnx_file(model_path, input_shapes=shapes)
         return run_top_module(module, check_inputs(feeds, module_signature(module), source), dump_all)
     if engine not in (None, "lamina"):
-        raise ToolError(f"--engine {engine} can only run .onnx models; '{model_path}' is run by Lamina")
+        raise ToolError(
+            f"--engine {engine} can only run .onnx and .tflite models; '{model_path}' is run by Lamina"
+        )
     module, _ = parse_mlir_file(model_path)
     feeds = check_inputs(arrays, module_signature(module, f"model '{model_path}'"), source)
     if is_tpu_module(module):

@@ -10,6 +10,12 @@ so tensor names survive) and its weight file ``<model_name>_top_weights.npz``; w
 ``<model_name>_in_f32.npz`` (the preprocessed inputs), ``<model_name>_ref_outputs.npz`` (every tensor of
 the ONNX graph by onnxruntime) and ``test_result`` (default ``<model_name>_top_outputs.npz``, every
 tensor by Lamina's interpreter from the written .mlir), compared tensor by tensor.
+
+A ``.tflite`` model is checked against LiteRT instead; a full-integer (quantized) one is imported to
+float ``top`` and ``<model_name>_cali_table`` is written beside the ``.mlir``: the calibration table
+derived from the model's own scales and zero points (:mod:`lamina.frontends.tflite.quantization`),
+for ``model_deploy --quantize INT8 --asymmetric --calibration_table``. Its tensors are compared
+with LiteRT's dequantized, the outputs in the model's own type.
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ from lamina.support.fileio import atomic_write
 from lamina.support.paths import check_input_file, check_outputs
 
 __all__ = [
+    "QUANTIZED_TOP_PIPELINE",
     "TOP_PIPELINE",
     "TransformOptions",
     "TransformResult",
@@ -93,7 +100,8 @@ class TransformOptions:
     pad_value: int = 0
     test_input: str | None = None
     test_result: str | None = None
-    tolerance: tuple[float, float] = (0.99, 0.99)
+    #: None: :data:`DEFAULT_TOLERANCE`, or :data:`QUANTIZED_TOLERANCE` for a full-integer TFLite model
+    tolerance: tuple[float, float] | None = None
     excepts: list[str] = field(default_factory=list)
     mlir: str | None = None
     debug: bool = False
@@ -138,6 +146,8 @@ class TransformResult:
     inputs_npz: str | None = None
     ref_npz: str | None = None
     result_npz: str | None = None
+    #: the calibration table derived from a quantized TFLite model's own quantization parameters
+    calibration_table: str | None = None
     report: CompareReport | None = None
     timings: dict[str, float] = field(default_factory=dict)
 
@@ -148,20 +158,34 @@ class TransformResult:
 
 # ---- the steps -------------------------------------------------------------------------------------------
 
+#: model_transform's default --tolerance (cosine, euclidean)
+DEFAULT_TOLERANCE = (0.99, 0.99)
+#: the default for a full-integer TFLite model, whose float top differs from LiteRT's int8 execution by
+#: the model's own quantization error (model_deploy's INT8 default)
+QUANTIZED_TOLERANCE = (0.90, 0.80)
+
 
 # What model_transform runs on the imported module (as TPU-MLIR runs shape inference and
 # canonicalization): fold constant subgraphs, fuse BN/activations, recognise GELU/LayerNorm/SiLU/
 # attention, drop identities; fused ops keep the location (tensor name) of the last op they replace.
 TOP_PIPELINE = "builtin.module(func.func(top-const-fold,canonicalize,top-shape-infer))"
+# A full-integer TFLite model quantizes every tensor its ops produce: the fusions that would replace
+# quantized tensors by one float op (attention, LayerNorm, GELU/SiLU recognition) are left out, so that
+# model_deploy INT8 keeps LiteRT's quantization points. Activations fused into their producer stay
+# fused: TFLite's kernels requantize once, to the activation's output.
+QUANTIZED_TOP_PIPELINE = (
+    "builtin.module(func.func(top-const-fold,"
+    "canonicalize{disable-patterns=FuseAttention,FuseLayerNorm,FuseGELU,FuseSiLU},top-shape-infer))"
+)
 
 
-def optimize_top(module: Any, ctx: Any) -> None:
-    """Run :data:`TOP_PIPELINE`; a failure is a ToolError with the diagnostics."""
+def optimize_top(module: Any, ctx: Any, pipeline: str = TOP_PIPELINE) -> None:
+    """Run ``pipeline`` (:data:`TOP_PIPELINE`); a failure is a ToolError with the diagnostics."""
     from lamina.passes import PassManager
 
     diags: list[str] = []
     with ctx.diagnostics.handler(lambda d: diags.append(str(d))), ctx:
-        pm = PassManager.parse(TOP_PIPELINE, ctx)
+        pm = PassManager.parse(pipeline, ctx)
         if not pm.run(module):
             raise ToolError("optimizing the top IR failed:\n" + "\n".join(diags))
 
@@ -190,6 +214,34 @@ def write_mlir(module: Any, mlir_path: str, weights_path: str) -> str | None:
     return weights_path if wrote else None
 
 
+def _quantized_image_inputs(model: Any, files: list[str]) -> dict[str, Any]:
+    """The quantized inputs of a TFLite model that ``--test_input`` feeds with an image (one file
+    per input), by name."""
+    from lamina.frontends.preprocess import IMAGE_EXTS
+    from lamina.frontends.tflite.quantization import is_quantized
+
+    out = {}
+    if len(files) == len(model.inputs):
+        for f, i in zip(files, model.inputs):
+            t = model.tensors[i]
+            if os.path.splitext(f)[1].lower() in IMAGE_EXTS and is_quantized(t):
+                out[t.name] = t
+    return out
+
+
+def _quantized_tflite(path: str) -> bool:
+    """Whether the TFLite model at ``path`` has quantized activations (an unreadable model is
+    reported by its import)."""
+    from lamina.frontends.tflite import TfliteImportError, load_model
+    from lamina.frontends.tflite.quantization import is_quantized
+
+    try:
+        model = load_model(path)
+    except TfliteImportError:
+        return False
+    return any(is_quantized(t) and t.data is None for t in model.tensors)
+
+
 def transform_command(o: TransformOptions) -> str:
     """The ``model_transform`` command line equivalent to ``o``."""
     parts = ["model_transform", f"--model_name {o.name()}", f"--model_def {o.model_def}"]
@@ -213,7 +265,7 @@ def transform_command(o: TransformOptions) -> str:
         parts.append(f"--test_input {o.test_input}")
     if o.test_result:
         parts.append(f"--test_result {o.test_result}")
-    if tuple(o.tolerance) != (0.99, 0.99):
+    if o.tolerance is not None and tuple(o.tolerance) != DEFAULT_TOLERANCE:
         parts.append(f"--tolerance {o.tolerance[0]},{o.tolerance[1]}")
     if o.excepts:
         parts.append("--excepts " + ",".join(o.excepts))
@@ -249,9 +301,14 @@ def transform(
             f"--model_def '{o.model_def}': only ONNX (.onnx) and TFLite (.tflite) models are supported"
         )
     test_files = check_test_input_files(o.test_input) if o.test_input is not None else []
+    table_path = beside("_cali_table")
+    quantized = is_tflite and _quantized_tflite(o.model_def)
     outputs = [("--mlir", mlir), ("the weight file", weights)]
+    if quantized:
+        outputs.append(("the derived calibration table", table_path))
     if o.test_input:
-        outputs += [("the preprocessed inputs", in_npz), ("the onnxruntime reference", ref_npz)]
+        ref_what = "the LiteRT reference" if is_tflite else "the onnxruntime reference"
+        outputs += [("the preprocessed inputs", in_npz), (ref_what, ref_npz)]
         outputs.append(("--test_result", result_npz))
     check_outputs([("--model_def", o.model_def)] + [("--test_input", f) for f in test_files], outputs)
     cfg = o.preprocess_config()
@@ -261,10 +318,12 @@ def transform(
     try:
         t = time.perf_counter()
         bar.step(f"importing {o.model_def}")
+        ranges: dict[str, tuple[float, float]] = {}
         if is_tflite:
-            from lamina.frontends.tflite import import_tflite_file
+            from lamina.frontends.tflite.importer import load_tflite
 
-            module, ctx = import_tflite_file(o.model_def, o.input_shapes)
+            imported = load_tflite(o.model_def, o.input_shapes, o.output_names)
+            module, ctx, ranges = imported.module, imported.ctx, imported.ranges
         else:
             module, ctx = import_onnx_file(o.model_def, o.input_shapes, o.output_names)
         if o.has_preprocess():
@@ -281,9 +340,15 @@ def transform(
 
         t = time.perf_counter()
         bar.step("optimizing top IR")
-        say(f"# top pipeline: {TOP_PIPELINE}")
-        optimize_top(module, ctx)
+        pipeline = QUANTIZED_TOP_PIPELINE if ranges else TOP_PIPELINE
+        say(f"# top pipeline: {pipeline}")
+        optimize_top(module, ctx, pipeline)
         sig = module_signature(module)
+        table = None
+        if ranges:  # a quantized TFLite model: its own scales, named as the optimized module's tensors
+            from lamina.frontends.tflite.quantization import calibration_table
+
+            table = calibration_table(module, ranges, o.model_def)
         timings["optimize"] = time.perf_counter() - t
 
         # The test inputs are read and checked against the model before anything is written.
@@ -294,7 +359,22 @@ def transform(
             configs = [
                 PreprocessConfig.from_input_op(op) if o.has_preprocess() else cfg for op in input_ops(module)
             ]
-            inputs = load_test_inputs(o.test_input, sig, configs, o.input_types)
+            images = _quantized_image_inputs(imported.model, test_files) if quantized else {}
+            if images:  # preprocessed as real values, then quantized with the input's parameters
+                import numpy as np
+
+                dts = [
+                    np.dtype(np.float32) if n in images else d
+                    for n, d in zip(sig.input_names, sig.input_dtypes)
+                ]
+                real_sig = Signature(sig.input_names, sig.input_shapes, dts, sig.output_names)
+                inputs = load_test_inputs(o.test_input, real_sig, configs, o.input_types)
+                from lamina.frontends.tflite.quantization import quantize_array
+
+                for n, tensor in images.items():
+                    inputs[n] = quantize_array(tensor, inputs[n])
+            else:
+                inputs = load_test_inputs(o.test_input, sig, configs, o.input_types)
             timings["preprocess"] = time.perf_counter() - t
 
         t = time.perf_counter()
@@ -304,6 +384,13 @@ def transform(
         say(f"# {transform_command(o)}")
         say(f"wrote {mlir}" + (f" and {wrote}" if wrote else ""))
         res = TransformResult(module, sig, mlir, wrote, timings=timings)
+        if table is not None and quantized:
+            table.write(table_path)
+            res.calibration_table = table_path
+            say(
+                f"wrote {table_path} ({len(table)} tensors, from the model's quantization parameters); deploy "
+                f"with: model_deploy --mlir {mlir} --quantize INT8 --asymmetric --calibration_table {table_path}"
+            )
         if inputs is None:
             return res
 
@@ -317,9 +404,11 @@ def transform(
         say(f"# {runner_command(in_npz, o.model_def, ref_npz, True)}")
         if is_tflite:  # LiteRT, every tensor in TFLite's layout
             from lamina.frontends.tflite.reader import read_bytes
-            from lamina.frontends.tflite.runtime import run_litert
+            from lamina.frontends.tflite.runtime import reference_view, run_litert
 
-            ref = run_litert(read_bytes(o.model_def), inputs, dump_all=True, source=o.model_def)
+            ref = reference_view(
+                imported.model, run_litert(read_bytes(o.model_def), inputs, dump_all=True, source=o.model_def)
+            )
         else:
             from lamina.frontends.onnx import OnnxImportError, load_model
 
@@ -349,10 +438,15 @@ def transform(
         # compare
         t = time.perf_counter()
         bar.step("comparing")
-        tol = f"{o.tolerance[0]},{o.tolerance[1]}"
+        tolerance = o.tolerance or (QUANTIZED_TOLERANCE if quantized else DEFAULT_TOLERANCE)
+        tol = f"{tolerance[0]},{tolerance[1]}"
         exc = f" --excepts {','.join(o.excepts)}" if o.excepts else ""
+        if quantized and o.tolerance is None:
+            say(
+                f"# a full-integer model: float top against LiteRT's int8 execution, at INT8's tolerance {tol}"
+            )
         say(f"# npz_tool compare {result_npz} {ref_npz} --tolerance {tol}{exc} -v")
-        report = compare_sets(top, ref, o.tolerance, o.excepts, name_a=result_npz, name_b=ref_npz)
+        report = compare_sets(top, ref, tolerance, o.excepts, name_a=result_npz, name_b=ref_npz)
         missing = [n for n in sig.output_names if n not in ref or n not in top]
         if missing:
             raise ToolError(f"model output(s) {', '.join(missing)} missing from the tensor dumps")

@@ -164,6 +164,8 @@ def parse_mlir_file(path: str) -> tuple[Any, Any]:
     check_input_file(path, "model")
     if path.lower().endswith(".onnx"):
         raise ToolError(f"model '{path}' is an ONNX model: give the .mlir that model_transform writes")
+    if path.lower().endswith(".tflite"):
+        raise ToolError(f"model '{path}' is a TFLite model: give the .mlir that model_transform writes")
     try:
         with open(path, "rb") as f:
             text = f.read().decode("utf-8")

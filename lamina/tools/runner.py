@@ -2,12 +2,14 @@
 
     model_runner --input x.npz --model M.mlir --output out.npz [--dump_all_tensors]
     model_runner --input x.npz --model M.onnx --output ref.npz [--dump_all_tensors] [--engine lamina]
+    model_runner --input x.npz --model M.tflite --output ref.npz [--dump_all_tensors] [--engine lamina]
     model_runner --input x.npz --model M.lamina --output out.npz [--profile trace.json]
 
 A compiled ``.lamina`` model (``model_deploy --model``; any extension) runs on its target's runtime —
 the NPU simulator, the CPU target's code — and ``--profile`` writes a Chrome trace of the run (open it
-in Perfetto) with its summary beside it (``trace.summary.json``). A ``.mlir`` model runs on Lamina's ``top`` interpreter; an ``.onnx`` model runs on onnxruntime (as
-TPU-MLIR's model_runner does), or imported and interpreted by Lamina with ``--engine lamina``.
+in Perfetto) with its summary beside it (``trace.summary.json``). A ``.mlir`` model runs on Lamina's
+``top`` interpreter; an ``.onnx`` model runs on onnxruntime (as TPU-MLIR's model_runner does) and a
+``.tflite`` model on LiteRT, or either is imported and interpreted by Lamina with ``--engine lamina``.
 Outputs are keyed by the model's output names; ``--dump_all_tensors`` adds every intermediate tensor
 keyed by its tensor (location) name, in network order. The output file is written atomically.
 
@@ -32,10 +34,12 @@ TOOL = "model_runner"
 
 def build_parser(prog: str = TOOL) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog=prog, description="Run a model (.mlir — top or quantized tpu — on Lamina, .onnx on onnxruntime)."
+        prog=prog,
+        description="Run a model (.mlir — top or quantized tpu — on Lamina, .onnx on onnxruntime, "
+        ".tflite on LiteRT).",
     )
     p.add_argument("--input", required=True, help="input .npz (keyed by input name) or .npy (single input)")
-    p.add_argument("--model", required=True, help="model: .mlir (top or tpu dialect) or .onnx")
+    p.add_argument("--model", required=True, help="model: .mlir (top or tpu dialect), .onnx or .tflite")
     p.add_argument("--output", required=True, help="output .npz")
     p.add_argument("--dump_all_tensors", action="store_true", help="also save every intermediate tensor")
     p.add_argument(
@@ -50,9 +54,10 @@ def build_parser(prog: str = TOOL) -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--engine",
-        choices=("onnxruntime", "lamina"),
+        choices=("onnxruntime", "litert", "lamina"),
         default=None,
-        help="for .onnx models: run on onnxruntime (default) or import and run on Lamina",
+        help="for .onnx models: onnxruntime (default); for .tflite models: litert (default); "
+        "lamina: import the model and run it on Lamina",
     )
     return p
 

@@ -59,9 +59,45 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
         os.mkdir("imgs")
         shutil.copy("garbage.jpg", "imgs/a.jpg")
         os.symlink("m.onnx", "link.onnx")
+        _tflite_files()
     finally:
         os.chdir(cwd)
     return d
+
+
+def _tflite_files() -> None:
+    """``t.tflite`` (y = relu(x + c), x [1, 4]), ``q.tflite`` (the same in full integer) and broken
+    ones, written by the TFLite tests' flatbuffer builder."""
+    import importlib.util
+
+    pytest.importorskip("tflite")
+    path = Path(__file__).parents[1] / "frontends" / "tflite" / "builder.py"
+    spec = importlib.util.spec_from_file_location("lamina_tests_tflite_builder", path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+
+    def model(quantized: bool = False, version: int = 3, buffer: int | None = None) -> bytes:
+        m = mod.ModelBuilder()
+        m.version = version
+        q = (0.02, -3, 0) if quantized else None
+        dt = np.int8 if quantized else np.float32
+        x = m.input("x", [1, 4], dt, quant=q)
+        c = m.const("c", np.array([1, -2, 3, -4], dt), quant=q)
+        if buffer is not None:
+            m.tensors[c]["buffer"] = buffer
+        a = m.op("ADD", [x, c], [1, 4], "a", out_dtype=dt, out_quant=q)
+        m.output(m.op("RELU", [a], [1, 4], "y", out_dtype=dt, out_quant=q))
+        return m.build()
+
+    Path("t.tflite").write_bytes(model())
+    Path("q.tflite").write_bytes(model(quantized=True))
+    Path("v2.tflite").write_bytes(model(version=2))
+    Path("buf.tflite").write_bytes(model(buffer=99))
+    Path("trunc.tflite").write_bytes(model()[:100])
+    Path("junk.tflite").write_bytes(bytes(range(256)))
+    np.savez("tin.npz", x=np.zeros((1, 4), np.float32))
+    np.savez("qin.npz", x=np.zeros((1, 4), np.int8))
 
 
 def _snapshot(d: Path) -> dict[str, str]:
@@ -156,6 +192,23 @@ CASES: list[tuple[str, Tool, list[str], int, list[str]]] = [
     ("runner-output-empty", R, ["--input", "in.npz", "--model", "m.mlir", "--output", ""], 1, ["--output is empty"]),
     ("deploy-model-empty", D, [*F32, "--model", ""], 1, ["--model is empty"]),
     ("opt-print-after-unknown", OPT, ["m.mlir", "--print-ir-after=nosuchpass"], 2, ["nosuchpass", "--list-passes"]),
+    # ---- TFLite models
+    ("transform-tflite-junk", T, ["--model_def", "junk.tflite", "--mlir", "o.mlir"], 1, ["'junk.tflite' is not a TFLite model", "'TFL3'"]),
+    ("transform-tflite-truncated", T, ["--model_def", "trunc.tflite", "--mlir", "o.mlir"], 1, ["'trunc.tflite' is a malformed TFLite flatbuffer"]),
+    ("transform-tflite-version", T, ["--model_def", "v2.tflite", "--mlir", "o.mlir"], 1, ["'v2.tflite' has TFLite schema version 2", "reads version 3"]),
+    ("transform-tflite-buffer", T, ["--model_def", "buf.tflite", "--mlir", "o.mlir"], 1, ["'buf.tflite'", "tensor 'c' refers to buffer 99"]),
+    ("transform-tflite-shapes", T, ["--model_def", "t.tflite", "--input_shapes", "[[1,5]]", "--mlir", "o.mlir"], 1, ["[[1, 5]] differ from the model's [[1, 4]]"]),
+    ("transform-tflite-test-input", T, ["--model_def", "t.tflite", "--test_input", "in.npz", "--mlir", "o.mlir"], 1, ["in.npz", "[1, 3, 8, 8]", "[1, 4]"]),
+    ("transform-tflite-result-is-table", T, ["--model_def", "q.tflite", "--test_input", "qin.npz", "--test_result", "q_cali_table", "--mlir", "q.mlir"], 1, ["--test_result 'q_cali_table'", "derived calibration table"]),
+    ("runner-tflite-junk", R, ["--input", "tin.npz", "--model", "junk.tflite", "--output", "o.npz"], 1, ["'junk.tflite' is not a TFLite model"]),
+    ("runner-tflite-version", R, ["--input", "tin.npz", "--model", "v2.tflite", "--output", "o.npz"], 1, ["schema version 2"]),
+    ("runner-tflite-input-shape", R, ["--input", "in.npz", "--model", "t.tflite", "--output", "o.npz"], 1, ["input 'x' has shape [1, 3, 8, 8]", "[1, 4]"]),
+    ("runner-tflite-engine-ort", R, ["--input", "tin.npz", "--model", "t.tflite", "--output", "o.npz", "--engine", "onnxruntime"], 1, ["--engine onnxruntime cannot run the TFLite model 't.tflite'"]),
+    ("runner-onnx-engine-litert", R, ["--input", "in.npz", "--model", "m.onnx", "--output", "o.npz", "--engine", "litert"], 1, ["--engine litert runs .tflite models"]),
+    ("runner-tflite-out-fixed", R, ["--input", "qin.npz", "--model", "q.tflite", "--output", "o.npz", "--out_fixed"], 1, ["--out_fixed needs a quantized (tpu) model"]),
+    ("runner-output-is-tflite", R, ["--input", "tin.npz", "--model", "t.tflite", "--output", "t.tflite"], 1, ["--output 't.tflite'", "--model"]),
+    ("deploy-tflite-model", D, ["--mlir", "t.tflite", "--quantize", "F32", "--model", "o"], 1, ["'t.tflite' is a TFLite model", "the .mlir that model_transform writes"]),
+    ("calibrate-tflite-model", C, ["q.tflite", "--dataset", "ds", "-o", "t"], 1, ["'q.tflite' is a TFLite model"]),
 ]  # fmt: skip
 
 

@@ -210,3 +210,16 @@ def test_lamina_verb_entry_points(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert "usage: lamina transform" in capsys.readouterr().out
     assert transform_main([]) == 2
     assert "the following arguments are required: --model_def" in capsys.readouterr().err
+
+
+def test_an_all_nan_difference_warns_nothing() -> None:
+    """NaN against a number everywhere (a broken model's output): NOT_SIMILAR, max |diff| NaN, and no
+    RuntimeWarning reaches the user (np.nanmax of an all-NaN array warns)."""
+    import warnings
+
+    a = np.full(4, np.nan, np.float32)
+    b = np.arange(4, dtype=np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        r = compare_tensors("t", a, b, (0.99, 0.99))
+    assert r.verdict == NOT_SIMILAR and math.isnan(r.max_abs_diff)

@@ -675,7 +675,9 @@ class WhereOp(TopOp):
     output = result_def(AnyTensor)
 
     def verify_(self) -> None:
-        if elem_of(self.tbrn) is not elem_of(self.fbrn):
+        # a calibrated branch (import-calibration-table) counts as its expressed type
+        a, b = (getattr(e, "expressed_type", e) for e in (elem_of(self.tbrn), elem_of(self.fbrn)))
+        if a is not b:
             raise VerifyError("both branches must have the same element type")
 
     def infer_shapes(self) -> list[Type]:

@@ -138,8 +138,10 @@ _HEADER_INT = re.compile(r"#\s*(histogram number|sample number|tune number)\s*:\
 _HEADER_TIME = re.compile(r"#\s*gene(?:ta|ra)ted time\s*:\s*(.*?)\s*$")
 
 
-def _fmt(v: float) -> str:
-    return f"{v:.7f}"
+def _fmt(v: float, exact: bool = False) -> str:
+    """A table number: 7 decimals as TPU-MLIR writes them, or (``exact``) the shortest text that
+    reads back as the same float64."""
+    return repr(float(v)) if exact else f"{v:.7f}"
 
 
 @dataclass
@@ -160,6 +162,9 @@ class CalibrationTable:
     generated_time: str | None = None
     #: extra ``#`` comment lines written before ``###`` (e.g. the calibration method)
     comments: list[str] = field(default_factory=list)
+    #: write thresholds, min and max with every digit instead of 7 decimals (a table derived from
+    #: a quantized model's own scales, which must read back exactly); any reader takes both
+    exact: bool = field(default=False, compare=False)
     #: where each entry was read (name → line; ``#channel_th`` entries in ``channel_lines``), for
     #: located errors when the table is checked against a model; empty for a table built in memory
     lines: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
@@ -193,10 +198,11 @@ class CalibrationTable:
             out.append(c if c.startswith("#") else f"# {c}")
         out.append("###")
         out.append("# op_name    threshold    min    max")
+        x = self.exact
         for name, s in self.thresholds.items():
-            out.append(f"{name} {_fmt(s.threshold)} {_fmt(s.min)} {_fmt(s.max)}")
+            out.append(f"{name} {_fmt(s.threshold, x)} {_fmt(s.min, x)} {_fmt(s.max, x)}")
         for name, (axis, ths) in self.channel_thresholds.items():
-            out.append(" ".join([CHANNEL_TH, name, str(axis), *(_fmt(v) for v in ths)]))
+            out.append(" ".join([CHANNEL_TH, name, str(axis), *(_fmt(v, x) for v in ths)]))
         if self.int4_thresholds:
             out.append("")
             out.append("#int4_th")

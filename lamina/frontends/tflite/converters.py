@@ -23,7 +23,17 @@ from lamina.dialects.top import tensor as T  # noqa: N812
 from lamina.ir.core import Value
 from lamina.ir.types import RankedTensorType
 
-from .registry import CONVERTERS, TO_NCHW, Invalid, Unsupported, element_type, register, tensor_type
+from .quantization import is_quantized
+from .registry import (
+    CONVERTERS,
+    TO_NCHW,
+    Invalid,
+    Unsupported,
+    element_type,
+    register,
+    tensor_type,
+    value_dtype,
+)
 
 if TYPE_CHECKING:
     from .importer import TfliteConverter
@@ -48,8 +58,12 @@ def _rank(cv: Cv, i: int) -> int:
 
 
 def _act_name(cv: Cv, o: int, nchw: bool, act: int) -> str:
-    """The name of the op computing output ``o`` before its fused activation (if any)."""
-    return cv.out_name(o, nchw) + ("_preact" if act else "")
+    """The name of the op computing output ``o`` before its fused activation (if any). In a
+    quantized model it carries ``o``'s quantization: TFLite's kernels requantize to the output's
+    scale and zero point, then clamp to the activation's range."""
+    name = cv.out_name(o, nchw) + ("_preact" if act else "")
+    cv.tag(name, o)
+    return name
 
 
 def _activation(cv: Cv, v: Value, act: int, o: int, nchw: bool) -> None:
@@ -220,6 +234,20 @@ def _pool(cv: Cv, op: Operator) -> None:
     _activation(cv, v, act, o, True)
 
 
+@register("L2_POOL_2D")
+def _l2_pool(cv: Cv, op: Operator) -> None:
+    """``sqrt(mean(x²))`` over each window's elements inside the input (TFLite's count)."""
+    k = [_opt(op, "FilterHeight", 1), _opt(op, "FilterWidth", 1)]
+    s = [_opt(op, "StrideH", 1), _opt(op, "StrideW", 1)]
+    props: dict[str, Any] = {"kernel_shape": k, "strides": s, "pads": _pads(op, cv, k, s, [1, 1])}
+    o, act = op.outputs[0], _opt(op, "FusedActivationFunction")
+    name = _act_name(cv, o, True, act)
+    x = cv.get_nchw(op.inputs[0])
+    sq = cv.emit(E.MulOp, [x, x], name + "_square")
+    mean = cv.emit(N.AvgPoolOp, [sq], name + "_mean", {**props, "count_include_pad": 0})
+    _activation(cv, cv.emit(E.SqrtOp, [mean], name), act, o, True)
+
+
 # ---- matmul ------------------------------------------------------------------------------------
 
 
@@ -235,11 +263,13 @@ def _fc(cv: Cv, op: Operator) -> None:
     v = cv.get(x)
     if not _opt(op, "KeepNumDims", False) and len(xs) != 2:
         v = cv.reshape(v, [-1, kdim], cv.name(o) + "_flat")
+        cv.tag(cv.name(o) + "_flat", x)
     wt = cv.weight(np.ascontiguousarray(w.T), cv.name(op.inputs[1]) + "_kn")
     v = cv.emit(N.MatMulOp, [v, wt, _bias(cv, op, 2)], _act_name(cv, o, False, act))
     out_shape = list(cv.tensor(o).shape)
     if out_shape and list(getattr(v.type, "shape", out_shape)) != out_shape:
         v = cv.reshape(v, out_shape, cv.name(o) + "_reshape")
+        cv.tag(cv.name(o) + "_reshape", o)
     _activation(cv, v, act, o, False)
 
 
@@ -252,6 +282,7 @@ def _batch_matmul(cv: Cv, op: Operator) -> None:
         if adj:
             r = _rank(cv, i)
             v = cv.permute(v, [*list(range(r - 2)), r - 1, r - 2], cv.name(i) + "_adj")
+            cv.tag(cv.name(i) + "_adj", i)
         vals.append(v)
     cv.bind(op.outputs[0], cv.emit(N.MatMulOp, [vals[0], vals[1], None], cv.name(op.outputs[0])))
 
@@ -360,6 +391,45 @@ for _name in _BINARY:
     CONVERTERS[_name] = _binary
 
 
+_COMPARE = {
+    "LESS": "Less",
+    "LESS_EQUAL": "LessOrEqual",
+    "GREATER": "Greater",
+    "GREATER_EQUAL": "GreaterOrEqual",
+    "EQUAL": "Equal",
+    "NOT_EQUAL": "NotEqual",
+    "LOGICAL_AND": "And",
+    "LOGICAL_OR": "Or",
+}
+
+
+@register(*_COMPARE)
+def _compare(cv: Cv, op: Operator) -> None:
+    """Comparisons and logic (``top.Compare``, a bool result); quantized operands compare their real
+    values, as TFLite's kernels do after rescaling."""
+    nchw = _use_nchw(cv, op.inputs[:2])
+    a, b = (cv.get_as(i, nchw) for i in op.inputs[:2])
+    o = op.outputs[0]
+    cv.bind(o, cv.emit(E.CompareOp, [a, b], cv.out_name(o, nchw), {"mode": _COMPARE[op.op]}), nchw)
+
+
+@register("LOGICAL_NOT")
+def _not(cv: Cv, op: Operator) -> None:
+    v, o, nchw = _unary(cv, op)
+    cv.bind(o, cv.emit(E.NotOp, [v], cv.out_name(o, nchw)), nchw)
+
+
+@register("SELECT", "SELECT_V2")
+def _select(cv: Cv, op: Operator) -> None:
+    """``cond ? x : y`` (SELECT_V2 broadcasts; SELECT's rank-1 condition picks rows)."""
+    c, x, y = op.inputs[:3]
+    cond = cv.get(c)
+    if op.op == "SELECT" and _rank(cv, c) == 1 and _rank(cv, x) > 1:
+        cond = cv.reshape(cond, [cv.tensor(c).shape[0]] + [1] * (_rank(cv, x) - 1), cv.name(c) + "_rows")
+    o = op.outputs[0]
+    cv.bind(o, cv.emit(E.WhereOp, [cond, cv.get(x), cv.get(y)], cv.name(o)))
+
+
 @register("ADD_N")
 def _add_n(cv: Cv, op: Operator) -> None:
     nchw = _use_nchw(cv, op.inputs)
@@ -373,9 +443,41 @@ def _add_n(cv: Cv, op: Operator) -> None:
 @register("CAST", "DEQUANTIZE")
 def _cast(cv: Cv, op: Operator) -> None:
     x, o = op.inputs[0], op.outputs[0]
-    if op.op == "DEQUANTIZE" and cv.tensor(x).dtype.kind in "iu":
-        raise Unsupported("DEQUANTIZE of int8 activations (full-integer models) is not supported yet")
-    cv.bind(o, cv.emit(E.CastOp, [cv.get(x)], cv.name(o), result_type=tensor_type(cv.tensor(o))))
+    if op.op == "DEQUANTIZE" and is_quantized(cv.tensor(x)):
+        # a quantized activation's value in top is already its real value: the float tensor is it
+        cv.values[o] = dict(cv.values.get(x) or {"tfl": cv.get(x)})
+        return
+    tx, to = cv.tensor(x), cv.tensor(o)
+    if is_quantized(tx) or is_quantized(to):
+        # CAST converts stored integers: a quantized input's integers are its value quantized, a
+        # quantized output's real value its integers dequantized
+        v = cv.get(x)
+        if is_quantized(tx):
+            v = cv.quantize(v, tx, cv.name(o) + "_input_integers")
+        v = cv.emit(
+            E.CastOp, [v], cv.name(o) + ("_integers" if is_quantized(to) else ""), result_type=tensor_type(to)
+        )
+        cv.bind(o, cv.dequantize(v, to, cv.name(o)) if is_quantized(to) else v)
+        return
+    cv.bind(o, cv.emit(E.CastOp, [cv.get(x)], cv.name(o), result_type=tensor_type(to)))
+
+
+@register("QUANTIZE")
+def _quantize(cv: Cv, op: Operator) -> None:
+    """Float → quantized, or quantized → quantized with other parameters (a requantization): in the
+    float ``top`` model, rounding to the output's grid, ``DequantizeLinear(QuantizeLinear(x))``
+    (the integers located ``<output>_quantized``, the real values ``<output>``)."""
+    x, o = op.inputs[0], op.outputs[0]
+    t = cv.tensor(o)
+    if not is_quantized(t):
+        raise Unsupported(f"QUANTIZE to {t.dtype} without a scale is not supported")
+    nchw = cv.has_nchw(x) and _rank(cv, x) == 4
+    v = cv.get_nchw(x) if nchw else cv.get(x)
+    assert t.quant is not None
+    axis = TO_NCHW.index(t.quant.axis) if nchw and t.quant.scale.size > 1 else None
+    name = cv.out_name(o, nchw)
+    q = cv.quantize(v, t, name + "_quantized", axis)
+    cv.bind(o, cv.dequantize(q, t, name, axis), nchw)
 
 
 # ---- normalisation -----------------------------------------------------------------------------
@@ -491,19 +593,53 @@ def _pad(cv: Cv, op: Operator) -> None:
     if nchw:
         p = p[list(TO_NCHW)]
     name = cv.out_name(o, nchw)
-    mode = "constant"
+    v = cv.get_nchw(x) if nchw else cv.get(x)
+    if op.op == "MIRROR_PAD" and _opt(op, "Mode") == 1:  # SYMMETRIC: the edge is repeated
+        cv.bind(o, _symmetric_pad(cv, v, p, name, o), nchw)
+        return
+    mode = "reflect" if op.op == "MIRROR_PAD" else "constant"
     value = None
     if op.op == "PADV2" and len(op.inputs) > 2:
         value = cv.weight(
             np.asarray(cv.need_const(op, 2, "constant value"), np.float32).reshape(()), name + "_value"
         )
-    if op.op == "MIRROR_PAD":
-        if _opt(op, "Mode") != 0:
-            raise Unsupported("MIRROR_PAD in SYMMETRIC mode is not supported")
-        mode = "reflect"
     pads = cv.i64(list(p[:, 0]) + list(p[:, 1]), name + "_pads")
-    v = cv.get_nchw(x) if nchw else cv.get(x)
     cv.bind(o, cv.emit(T.PadOp, [v, pads, value, None], name, {"mode": mode}), nchw)
+
+
+def _symmetric_pad(cv: Cv, v: Value, p: np.ndarray, name: str, o: int) -> Value:
+    """MIRROR_PAD's SYMMETRIC mode (``abc`` padded by 2 → ``ba abc cb``), which ``top.Pad`` has no
+    mode for: per padded axis, the reversed edge slices concatenated around the tensor."""
+    shape = list(getattr(v.type, "shape", ()))
+    axes = [a for a in range(len(p)) if p[a, 0] or p[a, 1]]
+    for k, a in enumerate(axes):
+        n, (before, after) = shape[a], (int(p[a, 0]), int(p[a, 1]))
+        if before > n or after > n:
+            raise Invalid(f"SYMMETRIC paddings {[before, after]} exceed the dimension {a} of size {n}")
+        step = f"{name}_axis{a}" if k < len(axes) - 1 else name
+        parts = []
+        if before:  # x[before-1 :: -1]
+            parts.append(_rev_slice(cv, v, a, before - 1, _INT64_MIN, f"{step}_before", o))
+        parts.append(v)
+        if after:  # x[n-1 : n-1-after : -1]
+            end = n - 1 - after if n - 1 - after >= 0 else _INT64_MIN
+            parts.append(_rev_slice(cv, v, a, n - 1, end, f"{step}_after", o))
+        v = cv.emit(T.ConcatOp, parts, step, {"axis": a})
+        cv.tag(step, o)
+        shape[a] = n + before + after
+    return v
+
+
+def _rev_slice(cv: Cv, v: Value, axis: int, start: int, end: int, name: str, o: int) -> Value:
+    ops = [
+        v,
+        cv.i64([start], name + "_starts"),
+        cv.i64([end], name + "_ends"),
+        cv.i64([axis], name + "_axes"),
+        cv.i64([-1], name + "_steps"),
+    ]
+    cv.tag(name, o)
+    return cv.emit(T.SliceOp, ops, name)
 
 
 @register("SLICE")
@@ -525,7 +661,9 @@ def _emit_slice(cv: Cv, v: Value, b: list[int], e: list[int], s: list[int], name
         cv.i64(s, name + "_steps"),
     ]
     out_shape = list(cv.tensor(o).shape)
-    sl = cv.emit(T.SliceOp, ops, name if _slice_shape_ok(cv, ops, out_shape) else name + "_slice")
+    sl_name = name if _slice_shape_ok(cv, ops, out_shape) else name + "_slice"
+    sl = cv.emit(T.SliceOp, ops, sl_name)
+    cv.tag(sl_name, o)
     if list(getattr(sl.type, "shape", [])) != out_shape:
         sl = cv.reshape(sl, out_shape, name)
     cv.bind(o, sl)
@@ -543,26 +681,54 @@ def _slice_shape_ok(cv: Cv, ops: list[Value], out_shape: list[int]) -> bool:
 
 @register("STRIDED_SLICE")
 def _strided_slice(cv: Cv, op: Operator) -> None:
+    """TensorFlow's strided slice: the spec (begin, end, strides and the masks, one entry per spec
+    position) is expanded to one ``(begin, end, stride)`` per input dimension — an ellipsis spans the
+    dimensions the spec does not name, a new-axis entry names no input dimension — then sliced on
+    every dimension and reshaped to the output's shape (which inserts the new axes and drops the
+    shrunk ones)."""
     x, o = op.inputs[0], op.outputs[0]
-    if _opt(op, "EllipsisMask") or _opt(op, "NewAxisMask"):
-        raise Unsupported("STRIDED_SLICE with an ellipsis or new-axis mask is not supported")
-    if _opt(op, "Offset", False):
-        raise Unsupported("STRIDED_SLICE with offset is not supported")
     shape = cv.tensor(x).shape
-    begin = [int(v) for v in cv.need_const(op, 1, "begin")]
-    end = [int(v) for v in cv.need_const(op, 2, "end")]
-    strides = [int(v) for v in cv.need_const(op, 3, "strides")]
+    begin = [int(v) for v in np.atleast_1d(cv.need_const(op, 1, "begin"))]
+    end = [int(v) for v in np.atleast_1d(cv.need_const(op, 2, "end"))]
+    strides = [int(v) for v in np.atleast_1d(cv.need_const(op, 3, "strides"))]
+    if not len(begin) == len(end) == len(strides):
+        raise Invalid(f"begin, end and strides have {len(begin)}, {len(end)} and {len(strides)} entries")
+    if any(st == 0 for st in strides):
+        raise Invalid("a stride is 0")
+    if _opt(op, "Offset", False):  # end is relative to begin
+        end = [b + e for b, e in zip(begin, end)]
     bm, em, sm = _opt(op, "BeginMask"), _opt(op, "EndMask"), _opt(op, "ShrinkAxisMask")
-    for i in range(len(begin)):
-        st = strides[i]
-        if bm >> i & 1:
-            begin[i] = 0 if st > 0 else -1
-        if em >> i & 1:
-            end[i] = _INT64_MAX if st > 0 else _INT64_MIN
-        if sm >> i & 1:
-            b = begin[i] + shape[i] if begin[i] < 0 else begin[i]
-            begin[i], end[i], strides[i] = b, b + 1, 1
-    _emit_slice(cv, cv.get(x), begin, end, strides, cv.name(o), o)
+    ellipsis, new_axis = _opt(op, "EllipsisMask"), _opt(op, "NewAxisMask")
+    n, rank = len(begin), len(shape)
+    first_ellipsis = next((i for i in range(n) if ellipsis >> i & 1), None)
+    if first_ellipsis is not None and ellipsis >> (first_ellipsis + 1):
+        raise Invalid("more than one ellipsis in the ellipsis mask")
+    dense: list[tuple[int, int, int]] = []  # per input dimension
+    i = 0
+    spec = list(range(n)) if first_ellipsis is not None else [*range(n), -1]  # -1: implicit ellipsis
+    for k in spec:
+        if k == -1 or ellipsis >> k & 1:
+            named_after = sum(1 for j in range(k + 1, n) if not (new_axis >> j & 1)) if k >= 0 else 0
+            while i < rank - named_after:
+                dense.append((0, _INT64_MAX, 1))
+                i += 1
+            continue
+        if new_axis >> k & 1:
+            continue
+        if i >= rank:
+            raise Invalid(f"the slice names {i + 1} dimensions of a rank-{rank} input")
+        st = strides[k]
+        b = 0 if st > 0 else -1
+        e = _INT64_MAX if st > 0 else _INT64_MIN
+        b = b if bm >> k & 1 else begin[k]
+        e = e if em >> k & 1 else end[k]
+        if sm >> k & 1:
+            b = begin[k] + shape[i] if begin[k] < 0 else begin[k]
+            b, e, st = b, b + 1, 1
+        dense.append((b, e, st))
+        i += 1
+    bs, es, ss = (list(c) for c in zip(*dense)) if dense else ([], [], [])
+    _emit_slice(cv, cv.get(x), bs, es, ss, cv.name(o), o)
 
 
 @register("GATHER")
@@ -580,21 +746,27 @@ def _pack(cv: Cv, op: Operator) -> None:
     axis = int(_opt(op, "Axis")) % _rank(cv, o)
     shape = list(cv.tensor(op.inputs[0]).shape)
     one = [*shape[:axis], 1, *shape[axis:]]
-    vals = [cv.reshape(cv.get(i), one, cv.name(i) + f"_{cv.name(o)}_expand") for i in op.inputs]
+    vals = []
+    for i in op.inputs:
+        name = cv.name(i) + f"_{cv.name(o)}_expand"
+        vals.append(cv.reshape(cv.get(i), one, name))
+        cv.tag(name, i)
     cv.bind(o, cv.emit(T.ConcatOp, vals, cv.name(o), {"axis": axis}))
 
 
 def _split(cv: Cv, op: Operator, x: int, axis: int, sizes: list[int], squeeze: bool = False) -> None:
     """Split tensor ``x`` along ``axis`` into ``sizes``; with ``squeeze`` (UNPACK) each part loses
-    the axis. The split op is located at the first output (its results share one location)."""
+    the axis. The split op is located at its outputs' names (``<output>_split`` before UNPACK's
+    reshapes)."""
     outs = op.outputs
     in_shape = list(cv.tensor(x).shape)
-    types = [
-        RankedTensorType([*in_shape[:axis], n, *in_shape[axis + 1 :]], element_type(cv.tensor(x).dtype))
-        for n in sizes
-    ]
-    first = cv.name(outs[0]) + ("_split" if squeeze else "")
-    sp = cv.emit_op(T.SplitOp, [cv.get(x), cv.i64(sizes, first + "_sizes")], first, {"axis": axis}, types)
+    et = element_type(value_dtype(cv.tensor(x)))
+    types = [RankedTensorType([*in_shape[:axis], n, *in_shape[axis + 1 :]], et) for n in sizes]
+    names = [cv.name(t) + ("_split" if squeeze else "") for t in outs]
+    for n, t in zip(names, outs):
+        cv.tag(n, t)
+    sizes_w = cv.i64(sizes, names[0] + "_sizes")
+    sp = cv.emit_op(T.SplitOp, [cv.get(x), sizes_w], names, {"axis": axis}, types)
     for t, r in zip(outs, sp.results):
         cv.bind(t, cv.reshape(r, list(cv.tensor(t).shape), cv.name(t)) if squeeze else r)
 
@@ -672,3 +844,75 @@ def _densify(cv: Cv, op: Operator) -> None:
     raise Unsupported(
         f"DENSIFY of '{cv.name(op.inputs[0])}', which is not a sparse constant, is not supported"
     )
+
+
+# ---- control flow ----------------------------------------------------------------------------------
+
+
+def _check_same_shapes(cv: Cv, op: Operator, shapes: list[tuple[int, ...]], what: str) -> None:
+    outs = [tuple(cv.tensor(o).shape) for o in op.outputs]
+    if [tuple(s) for s in shapes] != outs:
+        raise Unsupported(
+            f"{what} {[list(s) for s in shapes]} differ from the outputs' {[list(s) for s in outs]}"
+        )
+
+
+@register("WHILE")
+def _while(cv: Cv, op: Operator) -> None:
+    """``top.Loop`` without a trip count: the cond subgraph runs once on the initial values (in the
+    enclosing block), and in the body region after the body subgraph, on its results; the loop
+    variables keep their shapes (TFLite's static-shape WHILE)."""
+    from lamina.dialects.top.control import LoopOp
+    from lamina.dialects.top.io import YieldOp
+    from lamina.ir.core import Block, Region
+    from lamina.ir.types import i1, i64
+
+    cond_k, body_k = int(_opt(op, "CondSubgraphIndex")), int(_opt(op, "BodySubgraphIndex"))
+    if len(op.inputs) != len(op.outputs):
+        raise Invalid(f"has {len(op.inputs)} loop variables but {len(op.outputs)} outputs")
+    _check_same_shapes(cv, op, [cv.tensor(i).shape for i in op.inputs], "loop variables of shapes")
+    init = [cv.get(i) for i in op.inputs]
+    (c0,) = cv.inline(cond_k, init, cv.block)
+    types = [v.type for v in init]
+    locs = [cv.loc(cv.name(o) + "_loop_var") for o in op.outputs]
+    body = Block(
+        [RankedTensorType([], i64), RankedTensorType([], i1), *types],
+        [cv.loc("iteration"), cv.loc("cond"), *locs],
+    )
+    new = cv.inline(body_k, list(body.args[2:]), body)
+    if [v.type for v in new] != types:
+        raise Unsupported(
+            "the body changes the loop variables' types "
+            f"({', '.join(map(str, types))} -> {', '.join(str(v.type) for v in new)})"
+        )
+    (c1,) = cv.inline(cond_k, new, body)
+    body.append(YieldOp.create([c1, *new], [], {}, {}, 0, (), cv.file_loc))
+    names = [cv.name(o) for o in op.outputs]
+    loop = cv.emit_op(LoopOp, [None, c0, *init], names, {}, types, regions=[Region(blocks=[body])])
+    for o, r in zip(op.outputs, loop.results):
+        cv.bind(o, r)
+
+
+@register("IF")
+def _if(cv: Cv, op: Operator) -> None:
+    """``top.If`` on input 0; each branch subgraph is a region reading the other inputs."""
+    from lamina.dialects.top.control import IfOp
+    from lamina.dialects.top.io import YieldOp
+    from lamina.ir.core import Block, Region
+
+    args = [cv.get(i) for i in op.inputs[1:]]
+    regions, results = [], []
+    for k in (int(_opt(op, "ThenSubgraphIndex")), int(_opt(op, "ElseSubgraphIndex"))):
+        block = Block()
+        outs = cv.inline(k, args, block)
+        if len(outs) != len(op.outputs):
+            raise Invalid(f"subgraph {k} gives {len(outs)} outputs, the IF has {len(op.outputs)}")
+        block.append(YieldOp.create(outs, [], {}, {}, 0, (), cv.file_loc))
+        regions.append(Region(blocks=[block]))
+        results.append([v.type for v in outs])
+    if results[0] != results[1]:
+        raise Unsupported(f"the branches give different types ({results[0]} and {results[1]})")
+    names = [cv.name(o) for o in op.outputs]
+    node = cv.emit_op(IfOp, [cv.get(op.inputs[0])], names, {}, results[0], regions=regions)
+    for o, r in zip(op.outputs, node.results):
+        cv.bind(o, r)

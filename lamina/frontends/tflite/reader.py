@@ -93,6 +93,21 @@ class Operator:
     outputs: list[int]
     options: Any  # the builtin options table, initialised to its class, or None
     custom_options: bytes = b""
+    #: the subgraphs the operator calls (WHILE's cond and body, IF's branches, CALL_ONCE's init)
+    calls: list[int] = field(default_factory=list)
+
+
+@dataclass
+class Subgraph:
+    """One subgraph: its tensors (indices local to it), operators, inputs and outputs. The tensors
+    of a subgraph other than 0 are named ``<subgraph name>/<tensor name>``."""
+
+    index: int
+    name: str
+    tensors: list[Tensor]
+    operators: list[Operator]
+    inputs: list[int]
+    outputs: list[int]
 
 
 @dataclass
@@ -104,6 +119,18 @@ class TfliteModel:
     outputs: list[int]
     description: str = ""
     raw: Any = field(default=None, repr=False)
+    #: the name of every subgraph of the file (subgraph 0, the main one, is what is imported)
+    subgraph_names: list[str] = field(default_factory=list)
+    #: the other subgraphs that control flow (WHILE, IF) calls, directly or not, by index
+    subgraphs: dict[int, Subgraph] = field(default_factory=dict)
+
+    def subgraph_model(self, k: int) -> TfliteModel:
+        """Subgraph ``k`` as a model of its own (sharing this model's subgraphs)."""
+        sg = self.subgraphs[k]
+        return TfliteModel(
+            self.filename, sg.tensors, sg.operators, sg.inputs, sg.outputs, self.description, self.raw,
+            self.subgraph_names, self.subgraphs,
+        )  # fmt: skip
 
     def tensor_name(self, i: int) -> str:
         return self.tensors[i].name
@@ -128,7 +155,16 @@ class Options:
         return lambda: v
 
 
-_SKIP = ("Init", "GetRootAs")
+#: the option fields naming a subgraph an operator calls (WhileOptions, IfOptions, CallOnceOptions,
+#: CallOptions)
+SUBGRAPH_FIELDS = (
+    "CondSubgraphIndex",
+    "BodySubgraphIndex",
+    "ThenSubgraphIndex",
+    "ElseSubgraphIndex",
+    "InitSubgraphIndex",
+    "Subgraph",
+)
 
 
 def _options(op: Any) -> Options | None:
@@ -150,7 +186,8 @@ def _options(op: Any) -> Options | None:
     for attr in dir(cls):
         if (
             attr.startswith("_")
-            or attr.startswith(_SKIP)
+            or attr == "Init"
+            or attr.startswith("GetRootAs")
             or attr.endswith(("BufferHasIdentifier", "Length", "IsNone", "AsNumpy"))
         ):
             continue
@@ -234,6 +271,24 @@ def densify(shape: tuple[int, ...], sp: Sparsity, values: np.ndarray) -> np.ndar
     return out
 
 
+def _check_quant(q: Quant, shape: tuple[int, ...], name: str, bad: Any) -> None:
+    """A tensor's quantization must fit it: per-channel scales along an existing dimension, one per
+    index of it; one zero point, or one per scale."""
+    n = q.scale.size
+    if q.zero_point.size not in (0, 1, n):
+        raise bad(f"tensor '{name}' has {n} scale(s) but {q.zero_point.size} zero points")
+    if n > 1:
+        if not 0 <= q.axis < len(shape):
+            raise bad(
+                f"tensor '{name}' (shape {list(shape)}) is quantized along dimension {q.axis}, which it has not"
+            )
+        if shape[q.axis] != n:
+            raise bad(
+                f"tensor '{name}' has {n} scales for its dimension {q.axis} of size {shape[q.axis]} "
+                f"(shape {list(shape)})"
+            )
+
+
 def read_bytes(path: str | os.PathLike[str]) -> bytes:
     """The file's bytes; unreadable files and non-files are one error."""
     p = os.fspath(path)
@@ -247,7 +302,9 @@ def read_bytes(path: str | os.PathLike[str]) -> bytes:
 
 
 def parse_model(buf: bytes, filename: str) -> TfliteModel:
-    """Read and check a TFLite flatbuffer (subgraph 0); raises :class:`TfliteImportError`."""
+    """Read and check a TFLite flatbuffer; raises :class:`TfliteImportError`. Subgraph 0 is the
+    model (TFLite's main subgraph, the one LiteRT invokes); the others are only the bodies that its
+    control-flow operators call (:attr:`Operator.calls`, checked to be in range)."""
     if len(buf) < 8 or buf[4:8] != b"TFL3":
         raise TfliteImportError(
             f"'{filename}' is not a TFLite model (no 'TFL3' file identifier at byte 4)", "malformed"
@@ -273,15 +330,65 @@ def _parse(buf: bytes, filename: str) -> TfliteModel:
             f"'{filename}' has TFLite schema version {m.Version()}; Lamina reads version {SCHEMA_VERSION}",
             "malformed",
         )
-    if m.SubgraphsLength() < 1:
+    nsub = m.SubgraphsLength()
+    if nsub < 1:
         raise bad("the model has no subgraph")
-    sg = m.Subgraphs(0)
+    sub_names = []
+    for k in range(nsub):
+        g = m.Subgraphs(k)
+        sub_names.append((g.Name() or b"").decode("utf-8", "replace") if g is not None else "")
+    codes: list[tuple[str, bool]] = []
+    for c in range(m.OperatorCodesLength()):
+        oc = m.OperatorCodes(c)
+        bc = max(oc.BuiltinCode(), oc.DeprecatedBuiltinCode())
+        if bc == tflite.BuiltinOperator.CUSTOM:
+            codes.append(((oc.CustomCode() or b"").decode("utf-8"), True))
+        else:
+            codes.append(
+                (tflite.opcode2name(bc) if bc in tflite.BUILTIN_OPCODE2NAME else f"builtin {bc}", False)
+            )
+    main = _parse_subgraph(m, buf, 0, "", codes, nsub, filename, bad)
+    # the subgraphs control flow calls, each once, its tensors named '<subgraph>/<tensor>'
+    subgraphs: dict[int, Subgraph] = {}
+    todo = [c for op in main.operators for c in op.calls]
+    while todo:
+        k = todo.pop(0)
+        if k in subgraphs or k == 0:
+            continue
+        unique = sub_names[k] and sub_names.count(sub_names[k]) == 1
+        sg = _parse_subgraph(
+            m, buf, k, (sub_names[k] if unique else f"subgraph{k}") + "/", codes, nsub, filename, bad
+        )
+        subgraphs[k] = sg
+        todo.extend(c for op in sg.operators for c in op.calls)
+    desc = (m.Description() or b"").decode("utf-8", "replace")
+    return TfliteModel(
+        filename,
+        main.tensors,
+        main.operators,
+        main.inputs,
+        main.outputs,
+        desc,
+        m,
+        sub_names,
+        subgraphs,
+    )
+
+
+def _parse_subgraph(
+    m: Any, buf: bytes, k: int, prefix: str, codes: list[tuple[str, bool]], nsub: int, filename: str, bad: Any
+) -> Subgraph:
+    """Subgraph ``k``: its tensors (names prefixed with ``prefix``), operators, inputs, outputs."""
+    import tflite
+
+    sg = m.Subgraphs(k)
+    where = f"subgraph {k}"
     nbuf = m.BuffersLength()
     tensors: list[Tensor] = []
     seen: set[str] = set()
     for i in range(sg.TensorsLength()):
         t = sg.Tensors(i)
-        name = (t.Name() or b"").decode("utf-8") or f"tensor_{i}"
+        name = prefix + ((t.Name() or b"").decode("utf-8") or f"tensor_{i}")
         if name in seen:  # names key the dumps: a repeated one gets its index
             name = f"{name}_{i}"
         seen.add(name)
@@ -291,7 +398,7 @@ def _parse(buf: bytes, filename: str) -> TfliteModel:
         code = t.Type()
         dt = DTYPES.get(code)
         if dt is None:
-            names = {v: k for k, v in vars(tflite.TensorType).items() if isinstance(v, int)}
+            names = {v: n for n, v in vars(tflite.TensorType).items() if isinstance(v, int)}
             raise TfliteImportError(
                 f"'{filename}': tensor '{name}' has element type {names.get(code, code)}, which Lamina "
                 "does not support",
@@ -330,43 +437,42 @@ def _parse(buf: bytes, filename: str) -> TfliteModel:
             quant = Quant(
                 np.asarray(q.ScaleAsNumpy(), np.float32), np.asarray(zp, np.int64), q.QuantizedDimension()
             )
+            _check_quant(quant, shape, name, bad)
         tensors.append(Tensor(i, name, shape, dt, data, quant, sparsity))
     n = len(tensors)
 
     def idx(v: int, what: str) -> int:
         if v < -1 or v >= n:
-            raise bad(f"{what} refers to tensor {v}, but subgraph 0 has {n} tensors")
+            raise bad(f"{what} refers to tensor {v}, but {where} has {n} tensors")
         return int(v)
 
-    codes: list[tuple[str, bool]] = []
-    for c in range(m.OperatorCodesLength()):
-        oc = m.OperatorCodes(c)
-        bc = max(oc.BuiltinCode(), oc.DeprecatedBuiltinCode())
-        if bc == tflite.BuiltinOperator.CUSTOM:
-            codes.append(((oc.CustomCode() or b"").decode("utf-8"), True))
-        else:
-            codes.append(
-                (tflite.opcode2name(bc) if bc in tflite.BUILTIN_OPCODE2NAME else f"builtin {bc}", False)
-            )
     ops: list[Operator] = []
-    for k in range(sg.OperatorsLength()):
-        o = sg.Operators(k)
+    for j in range(sg.OperatorsLength()):
+        o = sg.Operators(j)
         ci = o.OpcodeIndex()
+        at = f"operator {j}" + (f" of {where}" if k else "")
         if ci >= len(codes):
-            raise bad(f"operator {k} refers to operator code {ci}, but the model has {len(codes)}")
+            raise bad(f"{at} refers to operator code {ci}, but the model has {len(codes)}")
         name, custom = codes[ci]
-        ins = [idx(int(v), f"operator {k} ({name})") for v in (o.InputsAsNumpy() if o.InputsLength() else [])]
-        outs = [
-            idx(int(v), f"operator {k} ({name})") for v in (o.OutputsAsNumpy() if o.OutputsLength() else [])
-        ]
+        ins = [idx(int(v), f"{at} ({name})") for v in (o.InputsAsNumpy() if o.InputsLength() else [])]
+        outs = [idx(int(v), f"{at} ({name})") for v in (o.OutputsAsNumpy() if o.OutputsLength() else [])]
         copts = o.CustomOptionsAsNumpy().tobytes() if o.CustomOptionsLength() else b""
-        ops.append(Operator(k, name, custom, ins, outs, _options(o), copts))
-    inputs = [idx(int(v), "the subgraph's inputs") for v in (sg.InputsAsNumpy() if sg.InputsLength() else [])]
-    outputs = [
-        idx(int(v), "the subgraph's outputs") for v in (sg.OutputsAsNumpy() if sg.OutputsLength() else [])
-    ]
-    desc = (m.Description() or b"").decode("utf-8", "replace")
-    return TfliteModel(filename, tensors, ops, inputs, outputs, desc, m)
+        opts = _options(o)
+        calls = [int(opts.values[f]) for f in SUBGRAPH_FIELDS if opts is not None and f in opts.values]
+        for c in calls:
+            if not 0 <= c < nsub:
+                raise bad(f"{at} ({name}) calls subgraph {c}, but the model has {nsub} subgraph(s)")
+        ops.append(Operator(j, name, custom, ins, outs, opts, copts, calls))
+    inputs = [idx(int(v), f"{where}'s inputs") for v in (sg.InputsAsNumpy() if sg.InputsLength() else [])]
+    outputs = [idx(int(v), f"{where}'s outputs") for v in (sg.OutputsAsNumpy() if sg.OutputsLength() else [])]
+    return Subgraph(
+        k,
+        prefix.rstrip("/") if k else (m.Subgraphs(0).Name() or b"").decode("utf-8", "replace"),
+        tensors,
+        ops,
+        inputs,
+        outputs,
+    )
 
 
 def load_model(path: str | os.PathLike[str]) -> TfliteModel:

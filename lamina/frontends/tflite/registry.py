@@ -36,8 +36,16 @@ def element_type(dt: np.dtype) -> Type:
 
 
 def tensor_type(t: Tensor) -> RankedTensorType:
-    """The ``top`` type of a TFLite tensor, in TFLite's shape."""
+    """The type of a TFLite tensor as TFLite holds it, in TFLite's shape."""
     return RankedTensorType(list(t.shape), element_type(t.dtype))
+
+
+def value_dtype(t: Tensor) -> np.dtype:
+    """The dtype of a TFLite tensor's value in the ``top`` model: float32 for quantized integers
+    (``top`` holds their real values), else the tensor's own."""
+    from .quantization import is_quantized
+
+    return np.dtype(np.float32) if is_quantized(t) else t.dtype
 
 
 Converter = Callable[["TfliteConverter", "Operator"], Any]

@@ -1,6 +1,11 @@
 """Running a TFLite model on LiteRT (``ai-edge-litert``, the reference ``model_transform`` compares
-with), with every intermediate tensor on request, a TFLite model's signature, and the view of a
-Lamina tensor dump in TFLite's layout.
+with), with every intermediate tensor on request, a TFLite model's signature, the view of a Lamina
+tensor dump in TFLite's layout, and ``model_runner`` on a ``.tflite`` file (:func:`run_tflite_file`:
+LiteRT, or Lamina's import and interpreter).
+
+A quantized model's tensors are compared as the imported ``top`` model holds them: LiteRT's
+quantized tensors dequantized to their real values (:func:`reference_view`), the model's outputs
+in the model's own type on both sides.
 
 Problems are a :class:`~lamina.support.errors.ToolError` naming the model.
 """
@@ -11,11 +16,15 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from lamina.frontends.model_io import Signature
+from lamina.frontends.model_io import Signature, check_inputs, ordered
 from lamina.support.errors import ToolError
 
-from .reader import TfliteImportError, TfliteModel, parse_model
+from .quantization import dequantized_dumps
+from .reader import TfliteImportError, TfliteModel, load_model, parse_model, read_bytes
 from .registry import TO_NHWC
+
+#: the engines that run a .tflite model: LiteRT (the default) or Lamina (import, then interpret)
+ENGINES = ("litert", "lamina")
 
 
 def tflite_signature(model: TfliteModel) -> Signature:
@@ -87,3 +96,40 @@ def tflite_layout_view(dumps: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]
             if base not in out:
                 out[base] = np.ascontiguousarray(np.transpose(v, TO_NHWC))
     return out
+
+
+def reference_view(model: TfliteModel, dumps: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """LiteRT's tensors as the imported model holds them: quantized ones dequantized to their real
+    values, except the model's outputs (returned in the model's own type by both)."""
+    return dequantized_dumps(model, dumps, keep=[model.tensors[i].name for i in model.outputs])
+
+
+def run_tflite_file(
+    path: str,
+    arrays: Mapping[str, np.ndarray],
+    dump_all: bool = False,
+    engine: str | None = None,
+    source: str = "inputs",
+) -> dict[str, np.ndarray]:
+    """``model_runner`` on a ``.tflite`` file: LiteRT (``engine`` None or ``"litert"``), or Lamina's
+    import of the model on its interpreter (``"lamina"``). Inputs are checked against the model's
+    (names, shapes; dtypes converted). Outputs by TFLite name in TFLite's layout, and with
+    ``dump_all`` every tensor, a quantized model's as :func:`reference_view` gives them, so that both
+    engines' dumps compare with each other (and with ``model_transform``'s)."""
+    if engine not in (None, *ENGINES):
+        raise ToolError(f"--engine {engine} cannot run the TFLite model '{path}' (use litert or lamina)")
+    try:
+        model = load_model(path)
+    except TfliteImportError as e:
+        raise ToolError(str(e)) from None
+    sig = tflite_signature(model)
+    feeds = check_inputs(arrays, sig, source)
+    if engine == "lamina":
+        from lamina.frontends.model_io import run_top_module
+
+        from .importer import load_tflite
+
+        res = tflite_layout_view(run_top_module(load_tflite(path).module, feeds, dump_all))
+    else:
+        res = reference_view(model, run_litert(read_bytes(path), feeds, dump_all, source=path))
+    return ordered(res, sig.output_names) if not dump_all else res

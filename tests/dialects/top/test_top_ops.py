@@ -373,3 +373,27 @@ def test_printer_roundtrip_if_available() -> None:
     module = import_onnx(single_node_model("Relu", {"x": f32(2, 3)}), Context(handler=None))
     text = printer.print_operation(module)
     assert '"top.Relu"' in text or "top.Relu" in text
+
+
+def test_where_branches_compare_by_expressed_type() -> None:
+    """After import-calibration-table one branch of a Where may be calibrated and the other a plain
+    f32 constant: the same element type; f32 against i32 is still an error."""
+    from lamina.ir.parser import parse_module
+
+    text = """
+func.func @main(%c: tensor<4xi1>, %x: tensor<4x!quant.calibrated<f32<-1.0:1.0>>>) -> tensor<4xf32> {
+  %k = "top.Weight"() <{value = dense<0.5> : tensor<4xELEM>}> : () -> tensor<4xELEM>
+  %w = "top.Where"(%c, %x, %k) : (tensor<4xi1>, tensor<4x!quant.calibrated<f32<-1.0:1.0>>>, tensor<4xELEM>) -> tensor<4xf32>
+  return %w : tensor<4xf32>
+}
+"""
+    from lamina.ir.verifier import verify
+
+    for elem, ok in (("f32", True), ("i32", False)):
+        diags: list[str] = []
+        ctx = Context(handler=lambda d: diags.append(str(d)))  # noqa: B023
+        src = text.replace("ELEM", elem).replace("dense<0.5>", "dense<0.5>" if ok else "dense<1>")
+        m = parse_module(src, ctx)
+        assert m is not None
+        assert verify(m, ctx) is ok, diags
+        assert ok or any("both branches must have the same element type" in d for d in diags)

@@ -211,3 +211,34 @@ func.func @main(%a: {a_t}, %b: {b_t}) -> {r_t} {{
     for op in requants:
         assert op.operands[0].type.shape == op.results[0].type.shape == (1, 2)
     verify(m)  # type: ignore[arg-type]
+
+
+#: a Mul by a constant whose top.Weight names its model's grid (a quantized TFLite constant)
+MUL_CONST = """
+func.func @main(%x: tensor<1x4x!quant.calibrated<f32<-2.0:2.0>>>) -> tensor<1x4xf32> {
+  %in = "top.Input"(%x) : (tensor<1x4x!quant.calibrated<f32<-2.0:2.0>>>) -> tensor<1x4x!quant.calibrated<f32<-2.0:2.0>>> loc("x")
+  %g = "top.Weight"() <{value = dense<[0.5, 1.0, 1.5, 2.55]> : tensor<4xf32>}> RANGE : () -> tensor<4xf32> loc("g")
+  %m = "top.Mul"(%in, %g) : (tensor<1x4x!quant.calibrated<f32<-2.0:2.0>>>, tensor<4xf32>) -> tensor<1x4x!quant.calibrated<f32<-5.0:5.0>>> loc("mul")
+  return %m : tensor<1x4x!quant.calibrated<f32<-5.0:5.0>>>
+}
+"""
+
+
+@pytest.mark.parametrize("keep_grid", [False, True])
+def test_a_constant_operand_keeps_the_grid_its_weight_names(keep_grid: bool) -> None:
+    """``lamina.quant_range = [lo, hi]`` on a constant operand's ``top.Weight``: the constant is
+    quantized with that range's scale and zero point (asymmetric), its values kept; without it,
+    symmetric ``max|w| / 127``."""
+    from lamina.dialects.tpu.lowering.pattern import QUANT_RANGE_ATTR
+
+    rng = "{" + QUANT_RANGE_ATTR + " = [0.0, 2.55]}" if keep_grid else ""
+    m = _parse(MUL_CONST.replace("RANGE", rng))
+    assert convert_top_to_tpu(m, "INT8")[0]  # type: ignore[arg-type]
+    w = next(op for op in m.walk_ops() if op.name == "tpu.Weight")  # type: ignore[attr-defined]
+    e = w.results[0].type.element_type
+    if keep_grid:  # [0, 2.55]: scale 0.01, zero point -128, the values 50, 100, 150, 255 steps up
+        assert (e.scale, e.zero_point) == (pytest.approx(0.01), -128)
+        q = np.asarray(w.properties["value"].to_numpy()).astype(int) + 128
+        assert list(q) == [50, 100, 150, 255]
+    else:
+        assert (e.scale, e.zero_point) == (pytest.approx(2.55 / 127), 0)

@@ -38,6 +38,8 @@ class ModelBuilder:
         self.inputs: list[int] = []
         self.outputs: list[int] = []
         self.version = 3
+        self.name = "main"
+        self.subgraphs: list[ModelBuilder] = []
 
     def tensor(
         self,
@@ -106,9 +108,11 @@ class ModelBuilder:
         options: Any = None,
         out_dtype: Any = np.float32,
         custom_options: bytes = b"",
+        out_quant: Any = None,
     ) -> int:
-        """Append one operator with one output; ``options`` is ``(OptionsTableName, {Field: value})``."""
-        out = self.tensor(out_name, out_shape, out_dtype)
+        """Append one operator with one output; ``options`` is ``(OptionsTableName, {Field: value})``,
+        ``out_quant`` the output's ``(scale, zero_point, axis)``."""
+        out = self.tensor(out_name, out_shape, out_dtype, quant=out_quant)
         self.ops.append((opname, inputs, [out], options, custom_options))
         return out
 
@@ -149,6 +153,15 @@ class ModelBuilder:
         tflite.SparsityParametersAddDimMetadata(b, dv)
         return tflite.SparsityParametersEnd(b)
 
+    def subgraph(self, name: str) -> ModelBuilder:
+        """Another subgraph of this model (WHILE's cond and body, IF's branches), numbered in order
+        from 1; it shares this model's buffers. Its ``input``/``output`` are the subgraph's."""
+        sub = ModelBuilder()
+        sub.buffers = self.buffers
+        sub.name = name
+        self.subgraphs.append(sub)
+        return sub
+
     def build(self) -> bytes:
         b = flatbuffers.Builder(1024)
 
@@ -156,6 +169,12 @@ class ModelBuilder:
             start(b, len(vals))
             for v in reversed(vals):
                 b.PrependInt32(v)
+            return b.EndVector()
+
+        def tvec(start: Any, items: list[int]) -> int:
+            start(b, len(items))
+            for it in reversed(items):
+                b.PrependUOffsetTRelative(it)
             return b.EndVector()
 
         # buffers
@@ -166,6 +185,41 @@ class ModelBuilder:
             if dv is not None:
                 tflite.BufferAddData(b, dv)
             bufs.append(tflite.BufferEnd(b))
+        # operator codes
+        graphs = [self, *self.subgraphs]
+        names: list[str] = []
+        for g in graphs:
+            for o in g.ops:
+                if o[0] not in names:
+                    names.append(o[0])
+        codes = []
+        for n in names:
+            custom = not hasattr(tflite.BuiltinOperator, n)
+            cc = b.CreateString(n) if custom else None
+            code = tflite.BuiltinOperator.CUSTOM if custom else getattr(tflite.BuiltinOperator, n)
+            tflite.OperatorCodeStart(b)
+            tflite.OperatorCodeAddDeprecatedBuiltinCode(b, min(code, 127))
+            tflite.OperatorCodeAddBuiltinCode(b, code)
+            tflite.OperatorCodeAddVersion(b, 1)
+            if cc is not None:
+                tflite.OperatorCodeAddCustomCode(b, cc)
+            codes.append(tflite.OperatorCodeEnd(b))
+        sgs = [g._build_subgraph(b, ivec, tvec, names) for g in graphs]
+        sgv = tvec(tflite.ModelStartSubgraphsVector, sgs)
+        cdv = tvec(tflite.ModelStartOperatorCodesVector, codes)
+        bv = tvec(tflite.ModelStartBuffersVector, bufs)
+        desc = b.CreateString("lamina test model")
+        tflite.ModelStart(b)
+        tflite.ModelAddVersion(b, self.version)
+        tflite.ModelAddOperatorCodes(b, cdv)
+        tflite.ModelAddSubgraphs(b, sgv)
+        tflite.ModelAddDescription(b, desc)
+        tflite.ModelAddBuffers(b, bv)
+        m = tflite.ModelEnd(b)
+        b.Finish(m, file_identifier=b"TFL3")
+        return bytes(b.Output())
+
+    def _build_subgraph(self, b: Any, ivec: Any, tvec: Any, names: list[str]) -> int:
         # tensors
         tens = []
         for t in self.tensors:
@@ -200,23 +254,6 @@ class ModelBuilder:
             if q is not None:
                 tflite.TensorAddQuantization(b, q)
             tens.append(tflite.TensorEnd(b))
-        # operator codes
-        names: list[str] = []
-        for o in self.ops:
-            if o[0] not in names:
-                names.append(o[0])
-        codes = []
-        for n in names:
-            custom = not hasattr(tflite.BuiltinOperator, n)
-            cc = b.CreateString(n) if custom else None
-            code = tflite.BuiltinOperator.CUSTOM if custom else getattr(tflite.BuiltinOperator, n)
-            tflite.OperatorCodeStart(b)
-            tflite.OperatorCodeAddDeprecatedBuiltinCode(b, min(code, 127))
-            tflite.OperatorCodeAddBuiltinCode(b, code)
-            tflite.OperatorCodeAddVersion(b, 1)
-            if cc is not None:
-                tflite.OperatorCodeAddCustomCode(b, cc)
-            codes.append(tflite.OperatorCodeEnd(b))
         # operators
         opers = []
         for opname, ins, outs, options, copts in self.ops:
@@ -246,34 +283,15 @@ class ModelBuilder:
                 tflite.OperatorAddCustomOptions(b, cv)
             opers.append(tflite.OperatorEnd(b))
 
-        def tvec(start: Any, items: list[int]) -> int:
-            start(b, len(items))
-            for it in reversed(items):
-                b.PrependUOffsetTRelative(it)
-            return b.EndVector()
-
         tv = tvec(tflite.SubGraphStartTensorsVector, tens)
         ov = tvec(tflite.SubGraphStartOperatorsVector, opers)
         iv = ivec(tflite.SubGraphStartInputsVector, self.inputs)
         outv = ivec(tflite.SubGraphStartOutputsVector, self.outputs)
-        sname = b.CreateString("main")
+        sname = b.CreateString(self.name)
         tflite.SubGraphStart(b)
         tflite.SubGraphAddTensors(b, tv)
         tflite.SubGraphAddOperators(b, ov)
         tflite.SubGraphAddInputs(b, iv)
         tflite.SubGraphAddOutputs(b, outv)
         tflite.SubGraphAddName(b, sname)
-        sg = tflite.SubGraphEnd(b)
-        sgv = tvec(tflite.ModelStartSubgraphsVector, [sg])
-        cdv = tvec(tflite.ModelStartOperatorCodesVector, codes)
-        bv = tvec(tflite.ModelStartBuffersVector, bufs)
-        desc = b.CreateString("lamina test model")
-        tflite.ModelStart(b)
-        tflite.ModelAddVersion(b, self.version)
-        tflite.ModelAddOperatorCodes(b, cdv)
-        tflite.ModelAddSubgraphs(b, sgv)
-        tflite.ModelAddDescription(b, desc)
-        tflite.ModelAddBuffers(b, bv)
-        m = tflite.ModelEnd(b)
-        b.Finish(m, file_identifier=b"TFL3")
-        return bytes(b.Output())
+        return tflite.SubGraphEnd(b)

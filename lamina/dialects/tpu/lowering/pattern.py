@@ -27,6 +27,31 @@ if TYPE_CHECKING:
     from .state import Lowering
 
 
+#: a constant's own quantized range ``[lo, hi]`` (f64 array attribute on its ``top.Weight``): a
+#: quantized model's constant, stored on that model's grid (the TFLite importer sets it)
+QUANT_RANGE_ATTR = "lamina.quant_range"
+
+
+def constant_qtype(orig: Value, t: RankedTensorType) -> Type | None:
+    """The 8-bit type of a constant operand whose ``top.Weight`` names its model's range
+    (:data:`QUANT_RANGE_ATTR`): that grid's scale and zero point, so that its values are kept
+    exactly; None without the attribute."""
+    from lamina.dialects.quant import CalibratedQuantizedType
+    from lamina.ir.types import f32
+
+    from .policy import quant_type_for
+
+    d = orig.defining_op()
+    rng = d.attributes.get(QUANT_RANGE_ATTR) if d is not None else None
+    try:
+        lo, hi = (float(a) for a in rng)  # type: ignore[union-attr]
+    except (TypeError, ValueError):
+        return None
+    if not lo <= 0.0 <= hi or hi <= lo:
+        return None
+    return RankedTensorType(t.shape, quant_type_for(CalibratedQuantizedType(f32, lo, hi), True))
+
+
 class NoInt8(Exception):
     """This op has no INT8 form here: lower it in float."""
 
@@ -117,8 +142,10 @@ class FamilyLowering(ConversionPattern):
             w = self.s.weight_array(v)
             if w is None or not isinstance(v.type, RankedTensorType):
                 raise NoInt8
-            th = float(np.max(np.abs(w))) if w.size else 1.0
-            t = symmetric_i8(v.type.shape, th or 1.0)
+            t = constant_qtype(orig, v.type)
+            if t is None:
+                th = float(np.max(np.abs(w))) if w.size else 1.0
+                t = symmetric_i8(v.type.shape, th or 1.0)
         return self.s.cast(rw, v, t)
 
     def qout(self, r: Value, per_axis: bool = False) -> Type:
