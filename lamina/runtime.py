@@ -6,11 +6,13 @@
     m = rt.load("resnet18_int8.lamina")          # checks the whole file first
     m.input_names, m.output_names                # the model's tensors, in order
     outs = m.run({"input": x})                   # outputs by name, dequantized to float32
+    outs = m.run([x])                            # (or the arrays in input order, or one array)
     outs = m.run({"input": x}, profile="trace.json")   # + a Chrome trace and trace.summary.json
     m.last_profile["mac_utilization"]
 
-A truncated, corrupted or foreign file, or inputs of the wrong shape, raise
-:class:`~lamina.support.errors.LaminaError` naming the file or the input.
+A truncated, corrupted or foreign file, an option the model's target does not take, inputs of the
+wrong shape or a profile path that is the model file itself raise
+:class:`~lamina.support.errors.LaminaError` naming the file, the option or the input.
 """
 
 from __future__ import annotations

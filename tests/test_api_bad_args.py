@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import lamina.api as lm
+import lamina.runtime as rt
 
 onnx = pytest.importorskip("onnx")
 from mlp_model import save_mlp  # noqa: E402
@@ -24,7 +25,14 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     save_mlp(d / "mlp.onnx")
     lm.load(str(d / "mlp.onnx"), input_shapes=[[2, 4]]).save(str(d / "mlp.mlir"))
     np.savez(d / "in.npz", x=np.ones((2, 4), np.float32))
-    return {"onnx": str(d / "mlp.onnx"), "mlir": str(d / "mlp.mlir"), "npz": str(d / "in.npz"), "dir": str(d)}
+    lm.deploy(str(d / "mlp.mlir"), "F32", processor="lnpu", output=str(d / "mlp.bmodel"))  # compiled
+    return {
+        "onnx": str(d / "mlp.onnx"),
+        "mlir": str(d / "mlp.mlir"),
+        "npz": str(d / "in.npz"),
+        "bmodel": str(d / "mlp.bmodel"),
+        "dir": str(d),
+    }
 
 
 def tr(f: dict[str, str], model_def: Any = "", **kw: Any) -> Any:
@@ -199,6 +207,102 @@ CASES: list[tuple[str, Callable[[dict[str, str]], Any], str]] = [
         lambda f: lm.preprocess(IMG, [1, 3, 4, 4], keep_aspect_ratio="yes"),
         r"keep_aspect_ratio must be",
     ),
+    # deploy for an NPU, and lamina.runtime on its compiled model
+    (
+        "npu chip int",
+        lambda f: lm.deploy(f["mlir"], "F32", processor="lnpu", chip_config=5),
+        r"chip_config must be a path \(str or os.PathLike\), got int",
+    ),
+    (
+        "npu chip empty",
+        lambda f: lm.deploy(f["mlir"], "F32", processor="lnpu", chip_config=""),
+        r"chip_config: the path is empty",
+    ),
+    (
+        "npu chip missing",
+        lambda f: lm.deploy(f["mlir"], "F32", processor="lnpu", chip_config=f["dir"] + "/no.json"),
+        r"--chip_config '.*no\.json' does not exist",
+    ),
+    (
+        "npu chip binary",
+        lambda f: lm.deploy(f["mlir"], "F32", processor="lnpu", chip_config=f["onnx"]),
+        r"mlp\.onnx: (cannot read chip file|.*invalid JSON)",
+    ),
+    (
+        "npu chip cpu",
+        lambda f: lm.deploy(f["mlir"], "F32", chip_config=f["mlir"]),
+        r"--chip_config describes an NPU chip; --processor cpu is not an NPU",
+    ),
+    (
+        "npu layer group",
+        lambda f: lm.deploy(f["mlir"], "F32", processor="lnpu", disable_layer_group="yes"),
+        r"disable_layer_group must be True or False",
+    ),
+    (
+        "npu edge F16",
+        lambda f: lm.deploy(f["mlir"], "F16", processor="lnpu-edge"),
+        r"--processor lnpu-edge does not run F16 models \(it runs BF16, INT8\)",
+    ),
+    (
+        "npu output=mlir",
+        lambda f: lm.deploy(f["mlir"], "F32", processor="lnpu", output=f["dir"] + "/./mlp.mlir"),
+        r"is the same file as --mlir",
+    ),
+    (
+        "npu output=bmodel input",
+        lambda f: lm.deploy(f["mlir"], "F32", processor="lnpu", test_input=f["bmodel"], output=f["bmodel"]),
+        r"is the same file as --test_input",
+    ),
+    ("rt load None", lambda f: rt.load(None), r"load: expected a path \(str or os.PathLike\), got NoneType"),
+    ("rt load int", lambda f: rt.load(5), r"load: expected a path .*got int"),
+    ("rt load mlir", lambda f: rt.load(f["mlir"]), r"mlp\.mlir': not a valid \.lamina model file: bad magic"),
+    ("rt load missing", lambda f: rt.load(f["dir"] + "/no.lamina"), r"no\.lamina' does not exist"),
+    (
+        "rt load option",
+        lambda f: rt.load(f["bmodel"], threads=2),
+        r"takes no option 'threads' \(it takes: chip_config\)",
+    ),
+    ("rt load chip int", lambda f: rt.load(f["bmodel"], chip_config=5), r"chip_config must be a path"),
+    (
+        "rt load chip other",
+        lambda f: rt.load(f["bmodel"], chip_config="lnpu-edge"),
+        r"compiled for chip 'lnpu'; --chip_config 'lnpu-edge' describes another chip",
+    ),
+    (
+        "rt run None",
+        lambda f: rt.load(f["bmodel"]).run(None),
+        r"inputs must be arrays by input name .*got NoneType",
+    ),
+    (
+        "rt run count",
+        lambda f: rt.load(f["bmodel"]).run([X, X]),
+        r"the model has 1 input\(s\), got 2 array\(s\)",
+    ),
+    ("rt run key", lambda f: rt.load(f["bmodel"]).run({1: X}), r"input names must be str, got 1"),
+    ("rt run missing", lambda f: rt.load(f["bmodel"]).run({}), r"missing input\(s\) 'x'"),
+    (
+        "rt run shape",
+        lambda f: rt.load(f["bmodel"]).run(np.ones((3, 4), np.float32)),
+        r"input 'x' has shape \[3, 4\] but the model expects \[2, 4\]",
+    ),
+    (
+        "rt profile int",
+        lambda f: rt.load(f["bmodel"]).run(X, profile=5),
+        r"profile must be a path \(str or os.PathLike\), got int",
+    ),
+    (
+        "rt profile=model",
+        lambda f: rt.load(f["bmodel"]).run(
+            X, profile=f["dir"] + "/../" + Path(f["dir"]).name + "/mlp.bmodel"
+        ),
+        r"profile '.*' is the same file as the model file",
+    ),
+    (
+        "rt profile nodir",
+        lambda f: rt.load(f["bmodel"]).run(X, profile=f["dir"] + "/no/t.json"),
+        r"cannot write profile '.*t\.json': directory '.*no' does not exist",
+    ),
+    ("rt profile empty", lambda f: rt.load(f["bmodel"]).run(X, profile=""), r"profile is empty"),
     # transform
     ("tr model None", lambda f: tr(f, model_def=None), r"model_def must be a path"),
     ("tr name", lambda f: tr(f, model_name=3), r"model_name must be a non-empty str"),

@@ -153,12 +153,28 @@ class CompiledModel(ABC):
 
     # -- running -----------------------------------------------------------------------------------
 
-    def check_inputs(self, inputs: Mapping[str, Any], source: str = "inputs") -> dict[str, np.ndarray]:
-        """The model's inputs from ``inputs`` (a single unnamed array feeds a single-input model),
+    def check_inputs(self, inputs: Any, source: str = "inputs") -> dict[str, np.ndarray]:
+        """The model's inputs from ``inputs`` — arrays by input name (a single unnamed array feeds a
+        single-input model), a list of arrays in input order, or one array for a one-input model —,
         shapes checked and dtypes converted to the descriptors'; a :class:`ToolError` naming the input
         otherwise."""
         from lamina.frontends.model_io import Signature, check_inputs
 
+        names = self.input_names
+        if isinstance(inputs, (list, tuple)):
+            if len(inputs) != len(names):
+                raise ToolError(f"{source}: the model has {len(names)} input(s), got {len(inputs)} array(s)")
+            inputs = dict(zip(names, inputs))
+        elif isinstance(inputs, np.ndarray) and len(names) == 1:
+            inputs = {names[0]: inputs}
+        elif not isinstance(inputs, Mapping):
+            raise ToolError(
+                f"{source} must be arrays by input name (a dict), a list of arrays in input order or "
+                f"one array for a one-input model, got {type(inputs).__name__}"
+            )
+        bad = next((k for k in inputs if not isinstance(k, str)), None)
+        if bad is not None:
+            raise ToolError(f"{source}: input names must be str, got {bad!r}")
         sig = Signature(
             [t.name for t in self.model.inputs],
             [tuple(t.shape) for t in self.model.inputs],
@@ -167,13 +183,25 @@ class CompiledModel(ABC):
         )
         return check_inputs(dict(inputs), sig, source)
 
-    def run(
-        self, inputs: Mapping[str, Any], profile: str | os.PathLike[str] | None = None
-    ) -> dict[str, np.ndarray]:
-        """Run the model on ``inputs`` (arrays by input name); outputs by output name, dequantized
+    def run(self, inputs: Any, profile: str | os.PathLike[str] | None = None) -> dict[str, np.ndarray]:
+        """Run the model on ``inputs`` (arrays by input name, a list in input order, or one array for a
+        one-input model: :meth:`check_inputs`); outputs by output name, dequantized
         to float32. With ``profile`` (``trace.json``), also writes the Chrome trace and its summary
-        (``trace.summary.json``) of this run; :attr:`last_profile` holds the summary."""
+        (``trace.summary.json``) of this run; :attr:`last_profile` holds the summary. Neither may be
+        the model's own file (checked before the run)."""
         feeds = self.check_inputs(inputs)
+        if profile is not None:
+            from lamina.support.paths import check_outputs
+
+            from .profile import summary_path
+
+            if not isinstance(profile, (str, os.PathLike)):
+                raise ToolError(f"profile must be a path (str or os.PathLike), got {type(profile).__name__}")
+            trace = os.fspath(profile)
+            check_outputs(
+                [("the model file", self.path)],
+                [("profile", trace), ("the profile summary", summary_path(trace))],
+            )
         self.last_records = None
         outs = self._run(feeds)
         if profile is not None:
@@ -268,5 +296,25 @@ def load_model_file(path: str | os.PathLike[str], **options: Any) -> CompiledMod
             f"'{p}': a model for target '{model.target}', which this Lamina cannot run "
             f"(it runs: {', '.join(k for k in TARGET_PACKAGES if _package(k) is not None) or 'none'})"
         )
+    _check_options(pkg.load, options, f"'{p}': a model for target '{model.target}'")
     cm: CompiledModel = pkg.load(model, p, **options)
     return cm
+
+
+def _check_options(load: Any, options: Mapping[str, Any], what: str) -> None:
+    """Options a target's ``load`` does not take, or a path option that is not a path, are one
+    :class:`LaminaError` (not a ``TypeError`` from the call)."""
+    import inspect
+
+    params = list(inspect.signature(load).parameters.values())[2:]  # after (model, path)
+    if not any(q.kind is q.VAR_KEYWORD for q in params):
+        known = [q.name for q in params]
+        unknown = [k for k in options if k not in known]
+        if unknown:
+            raise LaminaError(
+                f"{what} takes no option {', '.join(repr(k) for k in unknown)} "
+                f"(it takes: {', '.join(known) or 'none'})"
+            )
+    cfg = options.get("chip_config")
+    if cfg is not None and not isinstance(cfg, (str, os.PathLike)):
+        raise LaminaError(f"chip_config must be a path (str or os.PathLike), got {type(cfg).__name__}")
