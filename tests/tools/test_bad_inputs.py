@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from conftest import conv_relu_add_model  # tests/tools/conftest.py (this directory is on sys.path)
 
-from lamina.tools import calibrate, deploy, main, npz_tool, opt, runner, transform
+from lamina.tools import calibrate, deploy, main, model_tool, npz_tool, opt, runner, transform
 
 SHAPES = ["--input_shapes", "[[1,3,8,8]]"]
 
@@ -49,6 +49,7 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
         )
         shutil.copy("m_top_outputs.npz", "o_tpu_outputs.npz")
         assert deploy.main([*F32, "--model", "m"]) == 0  # m_tpu.mlir: an already deployed module
+        _npu_files()
         Path("empty").write_bytes(b"")
         Path("garbage.bin").write_bytes(bytes(range(256)) * 4)
         Path("garbage.jpg").write_bytes(bytes(range(256)))
@@ -63,6 +64,23 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     finally:
         os.chdir(cwd)
     return d
+
+
+def _npu_files() -> None:
+    """``n.bmodel`` (the conv model compiled for lnpu, a ``.lamina`` file), half of it, chip files: a
+    good one (``chip.json``), invalid JSON, an unknown key; ``o_model_outputs.npz`` (what a deploy
+    to ``o.bmodel`` would write its compiled model's outputs to)."""
+    import json
+
+    assert deploy.main([*F32, "--processor", "lnpu", "--model", "n.bmodel"]) == 0
+    raw = Path("n.bmodel").read_bytes()
+    Path("trunc.bmodel").write_bytes(raw[: len(raw) // 2])
+    lnpu = Path(deploy.__file__).parents[1] / "targets" / "npu" / "chips" / "lnpu.json"
+    chip = {**json.loads(lnpu.read_text()), "name": "mychip"}
+    Path("chip.json").write_text(json.dumps(chip))
+    Path("badjson.json").write_text('{"name": "x",\n  "lanes": 8,,\n}\n')
+    Path("badkey.json").write_text(json.dumps({**chip, "warp_drive": 1}))
+    shutil.copy("m_top_outputs.npz", "o_model_outputs.npz")
 
 
 def _tflite_files() -> None:
@@ -115,7 +133,10 @@ def _snapshot(d: Path) -> dict[str, str]:
 
 Tool = Callable[[list[str]], int]
 T, R, N, C, D, OPT = transform.main, runner.main, npz_tool.main, calibrate.main, deploy.main, opt.main
+MT = model_tool.main
 F32 = ["--mlir", "m.mlir", "--quantize", "F32"]
+NPU = [*F32, "--processor", "lnpu"]
+RUN_N = ["--input", "m_in_f32.npz", "--model", "n.bmodel"]
 
 # (id, command, argv, exit status, fragments the message must contain). "{d}" is the workspace.
 CASES: list[tuple[str, Tool, list[str], int, list[str]]] = [
@@ -192,6 +213,37 @@ CASES: list[tuple[str, Tool, list[str], int, list[str]]] = [
     ("runner-output-empty", R, ["--input", "in.npz", "--model", "m.mlir", "--output", ""], 1, ["--output is empty"]),
     ("deploy-model-empty", D, [*F32, "--model", ""], 1, ["--model is empty"]),
     ("opt-print-after-unknown", OPT, ["m.mlir", "--print-ir-after=nosuchpass"], 2, ["nosuchpass", "--list-passes"]),
+    # ---- NPU targets: chip files, flags for an NPU only, compiled models
+    ("deploy-chip-config-missing", D, [*NPU, "--chip_config", "nope.json", "--model", "o"], 2, ["--chip_config 'nope.json' does not exist"]),
+    ("deploy-chip-config-dir", D, [*NPU, "--chip_config", "adir", "--model", "o"], 2, ["--chip_config 'adir' is not a file"]),
+    ("deploy-chip-config-fifo", D, [*NPU, "--chip_config", "fifo", "--model", "o"], 2, ["--chip_config 'fifo' is not a file"]),
+    ("deploy-chip-config-json", D, [*NPU, "--chip_config", "badjson.json", "--model", "o"], 1, ["badjson.json:2:14: invalid JSON"]),
+    ("deploy-chip-config-key", D, [*NPU, "--chip_config", "badkey.json", "--model", "o"], 1, ["badkey.json: unknown key 'warp_drive'"]),
+    ("deploy-chip-config-binary", D, [*NPU, "--chip_config", "garbage.bin", "--model", "o"], 1, ["garbage.bin: cannot read chip file"]),
+    ("deploy-chip-config-empty", D, [*NPU, "--chip_config", "", "--model", "o"], 1, ["--chip_config is empty"]),
+    ("deploy-chip-config-cpu", D, [*F32, "--processor", "cpu", "--chip_config", "chip.json", "--model", "o"], 2, ["--chip_config describes an NPU chip; --processor cpu is not an NPU"]),
+    ("deploy-disable-layer-group-cpu", D, [*F32, "--disable_layer_group", "--model", "o"], 2, ["--disable_layer_group applies to an NPU processor, not cpu"]),
+    ("deploy-edge-f16", D, ["--mlir", "m.mlir", "--quantize", "F16", "--processor", "lnpu-edge", "--model", "o"], 2, ["--processor lnpu-edge does not run F16 models (it runs BF16, INT8)"]),
+    ("deploy-edge-f32", D, [*F32, "--processor", "lnpu-edge", "--model", "o"], 2, ["--processor lnpu-edge does not run F32 models"]),
+    ("deploy-npu-model-is-mlir", D, [*NPU, "--model", "./m.mlir"], 1, ["--model './m.mlir' is the same file as --mlir 'm.mlir'"]),
+    ("deploy-npu-model-is-chip", D, [*NPU, "--chip_config", "chip.json", "--model", "{d}/chip.json"], 1, ["is the same file as --chip_config 'chip.json'"]),
+    ("deploy-npu-model-is-test-input", D, [*NPU, "--test_input", "m_in_f32.npz", "--model", "adir/../m_in_f32.npz"], 1, ["is the same file as --test_input"]),
+    ("deploy-npu-compiled-is-test-input", D, [*NPU, "--test_input", "n.bmodel", "--model", "./n.bmodel"], 1, ["the compiled model './n.bmodel' is the same file as --test_input"]),
+    ("deploy-npu-outputs-is-reference", D, [*NPU, "--test_input", "m_in_f32.npz", "--test_reference", "o_model_outputs.npz", "--model", "o.bmodel"], 1, ["the compiled model's outputs 'o_model_outputs.npz' is the same file as --test_reference"]),
+    ("deploy-mlir-is-compiled", D, ["--mlir", "n.bmodel", "--quantize", "F32", "--processor", "lnpu", "--model", "o"], 1, ["'n.bmodel' is not a UTF-8 text .mlir file"]),
+    ("runner-npu-dump-all", R, [*RUN_N, "--output", "o.npz", "--dump_all_tensors"], 1, ["--dump_all_tensors does not apply to a compiled model ('n.bmodel' gives its outputs)"]),
+    ("runner-npu-out-fixed", R, [*RUN_N, "--output", "o.npz", "--out_fixed"], 1, ["--out_fixed does not apply to a compiled model"]),
+    ("runner-npu-engine", R, [*RUN_N, "--output", "o.npz", "--engine", "lamina"], 1, ["--engine does not apply to a compiled model"]),
+    ("runner-npu-input-shape", R, ["--input", "shape.npz", "--model", "n.bmodel", "--output", "o.npz"], 1, ["input 'x' has shape [1, 3, 4, 4] but the model expects [1, 3, 8, 8]"]),
+    ("runner-npu-truncated", R, ["--input", "m_in_f32.npz", "--model", "trunc.bmodel", "--output", "o.npz"], 1, ["'trunc.bmodel': not a valid .lamina model file: truncated"]),
+    ("runner-profile-mlir", R, ["--input", "m_in_f32.npz", "--model", "m.mlir", "--output", "o.npz", "--profile", "t.json"], 1, ["--profile needs a compiled model (.lamina); 'm.mlir' is not one"]),
+    ("runner-profile-is-model", R, [*RUN_N, "--output", "o.npz", "--profile", "./n.bmodel"], 1, ["--profile './n.bmodel' is the same file as --model 'n.bmodel'"]),
+    ("runner-profile-is-input", R, [*RUN_N, "--output", "o.npz", "--profile", "{d}/m_in_f32.npz"], 1, ["is the same file as --input 'm_in_f32.npz'"]),
+    ("runner-profile-summary-is-output", R, [*RUN_N, "--output", "t.summary.json", "--profile", "t.json"], 1, ["the profile summary 't.summary.json' is the same file as --output", "two outputs"]),
+    ("runner-output-is-bmodel", R, [*RUN_N, "--output", "{d}/n.bmodel"], 1, ["is the same file as --model 'n.bmodel'"]),
+    ("tool-info-mlir", MT, ["--info", "m.mlir"], 1, ["'m.mlir': not a valid .lamina model file: bad magic"]),
+    ("tool-info-truncated", MT, ["--info", "trunc.bmodel"], 1, ["'trunc.bmodel': not a valid .lamina model file: truncated"]),
+    ("info-truncated", main.main, ["info", "trunc.bmodel"], 1, ["lamina info: error: 'trunc.bmodel'", "truncated"]),
     # ---- TFLite models
     ("transform-tflite-junk", T, ["--model_def", "junk.tflite", "--mlir", "o.mlir"], 1, ["'junk.tflite' is not a TFLite model", "'TFL3'"]),
     ("transform-tflite-truncated", T, ["--model_def", "trunc.tflite", "--mlir", "o.mlir"], 1, ["'trunc.tflite' is a malformed TFLite flatbuffer"]),
