@@ -107,8 +107,6 @@ def _cpu_module(sn: Subnet, names: dict[Value, str]) -> str:
     from lamina.ir.builtin import ModuleOp
     from lamina.ir.printer import print_operation
 
-    from .transforms.address import root_of
-
     func = FuncOp.new("main", [v.type for v in sn.inputs], [], loc=sn.ops[0].location)
     entry = func.entry_block
     mapping = IRMapping()
@@ -116,28 +114,22 @@ def _cpu_module(sn: Subnet, names: dict[Value, str]) -> str:
         mapping.map(v, a)
     done: set[int] = set()
 
-    def need(v: Value) -> Value:
+    def need(v: Value) -> None:
+        """Clone into the subnet what ``v`` needs that it does not hold: a constant it reads, a
+        reshape of one of its inputs (the subnet's inputs are the buffers, reshapes are views)."""
         if v in mapping.values:
-            return mapping.lookup(v)
+            return
         d = v.defining_op()
         if (
-            d is not None
-            and id(d) not in done
-            and (isinstance(d, ReshapeOp) or (d.has_trait(ConstantLike) and not d.operands))
+            d is None
+            or id(d) in done
+            or not (isinstance(d, ReshapeOp) or (d.has_trait(ConstantLike) and not d.operands))
         ):
-            for o in d.operands:
-                need(o)
-            entry.append(d.clone(mapping))
-            done.add(id(d))
-            return mapping.lookup(v)
-        r = root_of(v)
-        if r in mapping.values and v is not r:  # a reshape alias of an input: rebuild the reshape chain
-            d = v.defining_op()
-            assert d is not None
-            need(d.operands[0])
-            entry.append(d.clone(mapping))
-            return mapping.lookup(v)
-        return mapping.lookup(v)
+            return
+        for o in d.operands:
+            need(o)
+        entry.append(d.clone(mapping))
+        done.add(id(d))
 
     for op in sn.ops:
         for o in op.operands:
