@@ -107,6 +107,8 @@ def _cpu_module(sn: Subnet, names: dict[Value, str]) -> str:
     from lamina.ir.builtin import ModuleOp
     from lamina.ir.printer import print_operation
 
+    from .transforms.address import used_values
+
     func = FuncOp.new("main", [v.type for v in sn.inputs], [], loc=sn.ops[0].location)
     entry = func.entry_block
     mapping = IRMapping()
@@ -132,7 +134,7 @@ def _cpu_module(sn: Subnet, names: dict[Value, str]) -> str:
         done.add(id(d))
 
     for op in sn.ops:
-        for o in op.operands:
+        for o in used_values(op):
             need(o)
         new = op.clone(mapping)
         for key in [k for k in new.attributes if k.startswith("npu.")]:

@@ -292,3 +292,21 @@ def test_split_concat_upsample_in_place(tmp_path: Path) -> None:
     assert len(concat.inputs) == 3
     placed = [int(i) for i in concat.get_attr("npu.in_place").values]
     assert len(placed) == 1 and isinstance(concat.inputs[placed[0]].defining_op(), GroupOp)
+
+
+@pytest.mark.parametrize("mode", ["F32", "INT8"])
+def test_if_regions_run_on_the_host_with_the_values_they_read(mode: str, tmp_path: Path) -> None:
+    """An If whose branches read the function's values directly (not as operands): its CPU subnet
+    takes them as inputs, and DDR keeps them alive until it has run; both branches taken."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "models"))
+    import zoo
+
+    model, (pos, neg) = zoo._if_model()
+    path = tmp_path / "if.onnx"
+    onnx.save(model, str(path))
+    for x in (pos, neg):
+        res = deploy(str(path), {"x": x}, mode, tmp_path)
+        assert "cpu" in res.placement.values()
+        assert [s.kind for s in res.compiled.model.subnets].count("cpu") >= 1
