@@ -585,8 +585,20 @@ def plan_group(
     best: Plan | None = None
     found = 0
     cands = candidate_secs(nodes[-1].shapes["output"], chip)
-    # the most finely sliced candidates first: when none of them fits, no slicing does
-    if not any(_fits(nodes, secs, escapes, chip) for secs in cands[-3:]):
+    # the most finely sliced candidates the ops can take first: when none fits, no slicing does
+    probes = 0
+    fits = False
+    for secs in reversed(cands):
+        parts = propagate(nodes, secs, chip, escapes)
+        if parts is None:
+            continue
+        probes += 1
+        if pack(local_values(nodes, parts, escapes, chip, math.prod(secs)), chip) is not None:
+            fits = True
+            break
+        if probes == 3:
+            break
+    if not fits:
         return None
     for secs in cands:
         parts = propagate(nodes, secs, chip, escapes)
@@ -603,14 +615,6 @@ def plan_group(
         if found >= tries:
             break
     return best
-
-
-def _fits(nodes: Sequence[Node], secs: Sequence[int], escapes: Sequence[Value], chip: Chip) -> bool:
-    parts = propagate(nodes, secs, chip, escapes)
-    return (
-        parts is not None
-        and pack(local_values(nodes, parts, escapes, chip, math.prod(secs)), chip) is not None
-    )
 
 
 def escaping(nodes: Sequence[Node]) -> list[Value]:
