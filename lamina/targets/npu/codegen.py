@@ -49,7 +49,7 @@ from .dialect import (
 )
 from .isa import Engine, Move, Space, Tensor
 from .planner import Parts
-from .transforms.address import nbytes, root_of
+from .transforms.address import nbytes, root_of, used_values
 from .transforms.local import read_parts
 
 __all__ = ["Program", "Subnet", "generate"]
@@ -492,7 +492,7 @@ def _subnet_io(subnets: list[Subnet], block: Any) -> None:
         ins: list[Value] = []
         outs: list[Value] = []
         for op in sn.ops:
-            for v in op.operands:
+            for v in used_values(op):
                 src = root_of(v)
                 d = src.defining_op()
                 if d is not None and (d.has_trait(ConstantLike) and not d.operands):

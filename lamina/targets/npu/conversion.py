@@ -277,6 +277,69 @@ def _fold_reshapes(func: Operation) -> None:
                 changed = True
 
 
+def _fuse_copies(func: Operation) -> int:
+    """A copy reading another copy's result reads that copy's inputs directly, where the composed
+    movement is still a short list of moves (a split's part concatenated moves once, not twice);
+    returns how many copies were rewritten. The first copy goes when nothing else reads it."""
+    from .moves import copy_map
+
+    block = func.regions[0].blocks[0]
+    fused = 0
+    for op in list(block.ops):
+        if not isinstance(op, CopyOp) or not any(isinstance(v.defining_op(), CopyOp) for v in op.inputs):
+            continue
+        out = op.results[0]
+        shapes = [tuple(int(d) for d in v.type.shape) for v in op.inputs]  # type: ignore[attr-defined]
+        m = copy_map(op.move_list(), shapes, out.type.num_elements)  # type: ignore[attr-defined]
+        bases = np.cumsum([0] + [int(np.prod(s)) for s in shapes])
+        # every output element as (source value, flat index in it), through the inner copies
+        srcs: list[Value] = []
+        which = np.empty(m.size, dtype=np.int64)
+        flat = np.empty(m.size, dtype=np.int64)
+        owner = np.searchsorted(bases, m, side="right") - 1
+
+        def source(w: Value, srcs: list[Value] = srcs) -> int:
+            if w not in srcs:
+                srcs.append(w)
+            return srcs.index(w)
+
+        for i, v in enumerate(op.inputs):
+            sel = owner == i
+            d = v.defining_op()
+            if isinstance(d, CopyOp):
+                ishapes = [tuple(int(x) for x in w.type.shape) for w in d.inputs]  # type: ignore[attr-defined]
+                inner = copy_map(d.move_list(), ishapes, v.type.num_elements)  # type: ignore[attr-defined]
+                ib = np.cumsum([0] + [int(np.prod(s)) for s in ishapes])
+                got = inner[m[sel] - bases[i]]
+                iown = np.searchsorted(ib, got, side="right") - 1
+                idx = np.array([source(w) for w in d.inputs], dtype=np.int64)
+                which[sel] = idx[iown]
+                flat[sel] = got - ib[iown]
+            else:
+                which[sel] = source(v)
+                flat[sel] = m[sel] - bases[i]
+        sshapes = [tuple(int(d) for d in v.type.shape) for v in srcs]  # type: ignore[attr-defined]
+        sb = np.cumsum([0] + [int(np.prod(s)) for s in sshapes])
+        composed = (sb[which] + flat).reshape(out.type.shape)  # type: ignore[attr-defined]
+        mv = moves_of(composed, sshapes)
+        if mv is None:
+            continue
+        moves: list[int] = []
+        for i, so, sh, ss, do, ds in mv:
+            moves += [i, so, *sh, *ss, do, *ds]
+        new = Builder.before(op).insert(
+            CopyOp.build(inputs=srcs, output=out.type, moves=DenseArrayAttr(i64, moves), loc=op.location)
+        )
+        out.replace_all_uses_with(new.results[0])
+        olds = [v.defining_op() for v in op.inputs]
+        op.erase()
+        for d in olds:
+            if isinstance(d, CopyOp) and d.parent is not None and not d.results[0].has_uses:
+                d.erase()
+        fused += 1
+    return fused
+
+
 def convert_tpu_to_npu(module: Operation, chip: Chip, resources: Any = None) -> dict[str, Any]:
     """Convert every function of ``module`` in place; returns statistics and the ops left for the host
     (``host``: ``(op name, why)`` pairs)."""
@@ -288,6 +351,7 @@ def convert_tpu_to_npu(module: Operation, chip: Chip, resources: Any = None) -> 
         c = _Converter(func, chip, resources)
         c.convert()
         _fold_reshapes(func)
+        _fuse_copies(func)
         for k in ("commands", "moves", "host"):
             stats[k] += c.stats[k]
         stats["host_ops"] += c.host

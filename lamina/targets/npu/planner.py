@@ -60,7 +60,7 @@ __all__ = [
 #: the most command ops one group may hold (bounds the dynamic programme)
 MAX_GROUP = 24
 #: how many feasible slicings of a group the cost model compares
-SECS_TRIED = 4
+SECS_TRIED = 2
 DIMS = "nchw"
 
 Range = tuple[int, int]
@@ -81,6 +81,19 @@ class Node:
     work: int
     kind: str
     dtype: str
+    #: the regions its inputs need for an output region (slice_command's, remembered: the dynamic
+    #: programme asks for the same regions of the same op in every group it tries)
+    memo: dict[Any, dict[str, Any]] = field(default_factory=dict)
+
+    def needs(self, region: tuple[tuple[int, int], ...]) -> dict[str, Any]:
+        """The region of every tensor field the command reads to compute ``region`` of its output."""
+        got = self.memo.get(region)
+        if got is None:
+            from .slicing import slice_command
+
+            got = slice_command(self.op.command, self.fields, self.shapes, region)[1]
+            self.memo[region] = got
+        return got
 
     @classmethod
     def of(cls, op: CommandOp, index: int) -> Node:
@@ -136,7 +149,7 @@ def propagate(
 def _propagate(
     nodes: Sequence[Node], secs: Sequence[int], chip: Chip, escapes: Iterable[Value]
 ) -> dict[Value, Parts] | None:
-    from .slicing import slice_command, split_step
+    from .slicing import split_step
 
     sink = nodes[-1]
     s4 = sink.shapes["output"]
@@ -160,7 +173,7 @@ def _propagate(
             parts[node.out] = p
         need: dict[str, list[list[Range]]] = {n: [[] for _ in range(4)] for n in node.inputs}
         base_region = tuple((0, full[d]) for d in range(4))
-        _fields, regions = slice_command(node.op.command, node.fields, node.shapes, base_region)
+        regions = node.needs(base_region)
         for d in range(4):
             if len(p[d]) == 1 and p[d][0] == (0, full[d]):
                 for n in node.inputs:
@@ -168,7 +181,7 @@ def _propagate(
                 continue
             for r in p[d]:
                 region = tuple(r if k == d else (0, full[k]) for k in range(4))
-                _f, regs = slice_command(node.op.command, node.fields, node.shapes, region)
+                regs = node.needs(region)
                 for n in node.inputs:
                     need[n][d].append(regs[n][d])
         for n, v in node.inputs.items():
@@ -572,8 +585,20 @@ def plan_group(
     best: Plan | None = None
     found = 0
     cands = candidate_secs(nodes[-1].shapes["output"], chip)
-    # the most finely sliced candidates first: when none of them fits, no slicing does
-    if not any(_fits(nodes, secs, escapes, chip) for secs in cands[-3:]):
+    # the most finely sliced candidates the ops can take first: when none fits, no slicing does
+    probes = 0
+    fits = False
+    for secs in reversed(cands):
+        parts = propagate(nodes, secs, chip, escapes)
+        if parts is None:
+            continue
+        probes += 1
+        if pack(local_values(nodes, parts, escapes, chip, math.prod(secs)), chip) is not None:
+            fits = True
+            break
+        if probes == 3:
+            break
+    if not fits:
         return None
     for secs in cands:
         parts = propagate(nodes, secs, chip, escapes)
@@ -590,14 +615,6 @@ def plan_group(
         if found >= tries:
             break
     return best
-
-
-def _fits(nodes: Sequence[Node], secs: Sequence[int], escapes: Sequence[Value], chip: Chip) -> bool:
-    parts = propagate(nodes, secs, chip, escapes)
-    return (
-        parts is not None
-        and pack(local_values(nodes, parts, escapes, chip, math.prod(secs)), chip) is not None
-    )
 
 
 def escaping(nodes: Sequence[Node]) -> list[Value]:

@@ -164,10 +164,16 @@ class NpuModel(CompiledModel):
         return out
 
     def profile_extra(self) -> dict[str, Any]:
+        total = max((r.end for r in self.last_records or ()), default=0)
+        useful = int(self.model.metadata.get("model_macs", 0))
+        peak = self.peak_macs_per_cycle * total
         return {
             **super().profile_extra(),
             "cpu_subnets": list(getattr(self, "_cpu", [])),
             "ddr_bytes_weights": len(self.weights),
+            # the model's MACs counted once: `macs` may count halos recomputed by sliced groups
+            "model_macs": useful,
+            "model_mac_utilization": useful / peak if peak > 0 else 0.0,
         }
 
 

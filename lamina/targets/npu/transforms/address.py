@@ -146,6 +146,23 @@ def find_views(ops: list[Operation]) -> tuple[dict[Value, View], dict[int, list[
     return views, in_place, elided
 
 
+def used_values(op: Operation) -> list[Value]:
+    """The values ``op`` reads: its operands, and those its regions read from outside it (an If's
+    branches read the function's values directly)."""
+    out = list(op.operands)
+    if op.regions:
+        for inner in op.walk_ops():
+            if inner is op:
+                continue
+            for v in inner.operands:
+                d = v.defining_op()
+                # defined inside: by an op within `op`, or a block argument of a block within it
+                where = d if d is not None else v.owner.parent_op()  # type: ignore[union-attr]
+                if (where is None or not op.is_ancestor(where)) and v not in out:
+                    out.append(v)
+    return out
+
+
 def assign_addresses(func: Operation) -> dict[str, int]:
     """Assign the function's DDR addresses (see the module docstring); returns the regions' sizes."""
     block = func.regions[0].blocks[0]
@@ -188,7 +205,7 @@ def assign_addresses(func: Operation) -> dict[str, int]:
                 live[r] = [k, k]
                 order.append(r)
     for k, op in enumerate(ops):
-        for v in op.operands:
+        for v in used_values(op):  # an If's branches read the function's values too
             touch(v, end if op.has_trait(ReturnLike) else k)
         for r in op.results:
             if r in views:  # a group writing in place: its buffer lives from here

@@ -257,7 +257,6 @@ def _place_run(run: list[_Group], chip: Chip, joint: set[int]) -> int | None:
                 it.issued_by[i] = first
                 if first < k:
                     budget[first] -= cost
-                it.used = max(it.used, at + size)
                 done = True
                 break
             if not done:
@@ -291,7 +290,10 @@ def allocate(func: Operation, chip: Chip) -> GroupOp | None:
                 if i in it.issued_by and it.issued_by[i] < k:
                     # loaded by the group `k - issued_by` before this one, while that group computes
                     p.set_attr("npu.prefetch", IntegerAttr(k - it.issued_by[i], i64))
-            it.g.set_attr("npu.lmem_bytes", IntegerAttr(it.used, i64))
+            # the bytes of a lane its buffers take (weights placed high make the top address no measure)
+            it.g.set_attr(
+                "npu.lmem_bytes", IntegerAttr(sum(e - a for a, e in (_span(x, chip) for x in it.locs)), i64)
+            )
     return None
 
 

@@ -86,7 +86,10 @@ def _prev(op: Operation) -> Operation | None:
 
 def partition(func: Operation) -> list[str]:
     """Hoist the host ops and number the subnets (see the module docstring); their kinds in order."""
+    from .layer_group import hoist_constants
+
     block = func.regions[0].blocks[0]
+    hoist_constants(block)  # constants first: a host op moved to the front must find its constants
     _hoist(block)
     kinds: list[str] = []
     for op in block.ops:
