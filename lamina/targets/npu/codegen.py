@@ -7,14 +7,17 @@ one command buffer; consecutive ops without an NPU form (and commands that fit L
 form a CPU subnet, which the runtime runs on the host with the reference interpreter, as IR text,
 reading its inputs from DDR and writing its outputs back.
 
-**A group's commands** follow its schedule (``npu-schedule``): the prologue loads the values loaded
-once; then for timestep ``t`` the GDMA loads slice ``t``'s per-slice values and stores slice ``t - 2``'s
-stored values while the TIU computes slice ``t - 1``, command by command, each record's fields those of
-its slice (:func:`lamina.targets.npu.records.slice_command`: the pads of a slice with halos...).
-Each command waits for the other engine's last command it depends on: a TIU command for the loads it
-reads (and the store that last read the buffer it writes), a store for the command that computed it,
-a load for the computation that last read the buffer it fills; the first load of a group waits for the
-previous group's last TIU command (its buffers are reused). Every command carries its group's number
+**A group's commands** follow its schedule (``npu-schedule``): for timestep ``t`` the GDMA loads
+slice ``t``'s per-slice values (with slice 0, in first-use order, the values loaded once) and stores
+slice ``t - 2``'s stored values while the TIU computes slice ``t - 1``, command by command, each
+record's fields those of its slice (:func:`lamina.targets.npu.slicing.slice_command`: the pads of
+a slice with halos...). After its last slice loads, a group issues the loads later groups'
+weights it prefetches (``npu.prefetch``). Each command waits for the other engine's last command it
+depends on: a TIU command for the loads it reads (and the store that last read the buffer it
+writes), a store for the command that computed it, a load for the computation that last read the
+buffer it fills; the first load a group issues for itself waits for the previous group's last TIU
+command (its buffers are reused). A copy is its GDMA moves (none for a view, none for the inputs
+stored in place). DDR descriptors carry a view's strides. Every command carries its group's number
 (the profile groups them); the metadata names the layer each command computes.
 """
 

@@ -151,7 +151,7 @@ def used_values(op: Operation) -> list[Value]:
     branches read the function's values directly)."""
     out = list(op.operands)
     if op.regions:
-        for inner in op.walk_ops():
+        for inner in op.walk_ops(Operation):
             if inner is op:
                 continue
             for v in inner.operands:
