@@ -105,7 +105,7 @@ def test_deploy_lnpu_writes_the_bmodel_and_checks_it(
     assert (model.target, model.chip, model.name) == ("npu", "lnpu", "x")
     # the placement, the estimate and the check are printed
     assert "wrote x.bmodel for lnpu" in out
-    assert re.search(r"5 layers on the NPU in \d+ layer groups .*, 0 on the host CPU\n", out), out
+    assert re.search(r"5 layers on the NPU in \d+ layer groups? .*, 0 on the host CPU\n", out), out
     assert "subnets: npu0 (npu)" in out
     _, cycles, util = _estimate(out)
     assert cycles > 0 and 0 < util <= 100
@@ -267,12 +267,6 @@ def test_model_tool_info_edge_subnets(
     assert re.search(r"subnet 2: \[cpu2\] cpu, section 'cpu/cpu2' \(\d+ bytes\), commands: -\n", info), info
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="the io section's subnets name a model output by its internal tensor ('y_f32': the cast "
-    "producing it), not by the model's output name ('y'): no subnet says it writes 'y'",
-)
 def test_subnets_name_the_model_outputs(bmodel: Path) -> None:
     """docs/lamina-file.md: a subnet's ``outputs`` name the tensors it writes; the model's outputs are
     among them under the names the ``outputs`` descriptors give (as the example's ``logits``)."""

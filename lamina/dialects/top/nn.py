@@ -19,7 +19,7 @@ from lamina.execution.kernels.conv import conv_kernel
 from lamina.execution.kernels.geometry import Geometry, conv_output_size, pool_output_size, window_geometry
 from lamina.execution.kernels.norm import layer_norm_kernel, softmax_inplace_kernel
 from lamina.execution.kernels.pool import max_pool_kernel
-from lamina.execution.kernels.windows import windows
+from lamina.execution.kernels.windows import window_sum, windows
 from lamina.ir.attributes import dtype_to_element_type, element_type_to_dtype
 from lamina.ir.diagnostics import VerifyError
 from lamina.ir.opdef import operand, prop, result_def
@@ -543,7 +543,7 @@ class AvgPoolOp(_PoolBase):
         osz = eo[nd:]
         win = windows(xp, k, s, d)[(slice(None), slice(None), *[slice(0, o) for o in osz])]
         axes = tuple(range(2 + nd, 2 + 2 * nd))
-        tot = win.sum(axis=axes, dtype=np.float64 if x.dtype == np.float16 else x.dtype)
+        tot = window_sum(win, nd, np.float64 if x.dtype == np.float16 else x.dtype)
         # divisor: window elements that are real (or explicit padding when count_include_pad)
         mask = np.zeros((1, 1, *x.shape[2:]), dtype=np.float32) + 1
         mw = [(0, 0), (0, 0)] + [(p[i], p[i + nd]) for i in range(nd)]

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from lamina.execution.kernels.reduce import ordered_mean, ordered_sum
 from lamina.ir.opdef import operand, prop, result_def
 from lamina.ir.types import Type, i64
 
@@ -42,12 +43,23 @@ _MODES = (
 )
 
 
+def _acc(dt: np.dtype) -> np.dtype:
+    """The dtype a sum of ``dt`` accumulates in: float32 for the 2-byte floats, else ``dt``."""
+    return np.dtype(np.float32) if dt.kind in "fV" and dt.itemsize < 4 else dt
+
+
 def _reduce(mode: str, x: np.ndarray, axes: tuple[int, ...] | None, keep: bool) -> np.ndarray:
+    """Sums add in :func:`ordered_sum`'s fixed order, so a slice of the result is bit for bit the
+    reduction of that slice of ``x`` (what a target computing in slices reproduces)."""
     dt = x.dtype
+
+    def total(v: np.ndarray, keepdims: bool = keep, dtype: Any = None) -> np.ndarray:
+        return ordered_sum(v, axes, keepdims=keepdims, dtype=dtype or _acc(v.dtype))
+
     if mode == "ReduceSum":
-        r = np.sum(x, axis=axes, keepdims=keep, dtype=dt)
+        r = total(x)
     elif mode == "ReduceMean":
-        r = np.mean(x, axis=axes, keepdims=keep, dtype=np.float64 if dt.kind in "iu" else None)
+        r = ordered_mean(x, axes, keepdims=keep, dtype=np.float64 if dt.kind in "iu" else _acc(dt))
     elif mode == "ReduceMax":
         r = np.max(x, axis=axes, keepdims=keep, initial=_lowest(dt))
     elif mode == "ReduceMin":
@@ -55,22 +67,20 @@ def _reduce(mode: str, x: np.ndarray, axes: tuple[int, ...] | None, keep: bool) 
     elif mode == "ReduceProd":
         r = np.prod(x, axis=axes, keepdims=keep, dtype=dt)
     elif mode == "ReduceL1":
-        r = np.sum(np.abs(x), axis=axes, keepdims=keep, dtype=dt)
+        r = total(np.abs(x))
     elif mode == "ReduceL2":
-        r = np.sqrt(
-            np.sum(np.square(x.astype(np.float64) if dt.kind in "iu" else x), axis=axes, keepdims=keep)
-        )
+        r = np.sqrt(total(np.square(x.astype(np.float64) if dt.kind in "iu" else x)))
     elif mode == "ReduceLogSum":
-        r = np.log(np.sum(x, axis=axes, keepdims=keep))
+        r = np.log(total(x))
     elif mode == "ReduceLogSumExp":
         xf = x.astype(np.float64)
         m = np.max(xf, axis=axes, keepdims=True, initial=-np.inf) if x.size else np.zeros([1] * x.ndim)
         m = np.where(np.isfinite(m), m, 0)
-        r = np.log(np.sum(np.exp(xf - m), axis=axes, keepdims=True)) + m
+        r = np.log(total(np.exp(xf - m), keepdims=True)) + m
         if not keep:
             r = np.squeeze(r, axis=axes if axes is not None else None)
     else:  # ReduceSumSquare
-        r = np.sum(np.square(x), axis=axes, keepdims=keep, dtype=dt)
+        r = total(np.square(x))
     return np.asarray(r).astype(dt, copy=False)
 
 

@@ -4,6 +4,7 @@ convolution contracts and of the generic kernels."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
@@ -26,4 +27,18 @@ def windows(x: np.ndarray, k: Sequence[int], s: Sequence[int], d: Sequence[int])
     return w[sl]
 
 
-__all__ = ["windows"]
+def window_sum(win: np.ndarray, nd: int, dtype: Any = None) -> np.ndarray:
+    """Each window's sum over the last ``nd`` (kernel) axes of a :func:`windows` view, added element
+    by element in row-major kernel order (in ``dtype``, default the view's): the same order whatever
+    the outer shape, so the sum of a slice of the output is bit for bit that slice of the whole sum
+    (``ndarray.sum`` picks its order by shape and strides: pairwise once axes coalesce)."""
+    out: np.ndarray | None = None
+    for idx in np.ndindex(*win.shape[win.ndim - nd :]):
+        key = (Ellipsis, *idx)
+        t = np.array(win[key], dtype=dtype or win.dtype)
+        out = t if out is None else np.add(out, t, out=out)
+    assert out is not None
+    return out
+
+
+__all__ = ["window_sum", "windows"]

@@ -374,14 +374,22 @@ def value_names(func: Operation) -> dict[Value, str]:
         used.add(n)
         names[v] = n
 
-    ins, _outs = io_names(func)
-    for a, n in zip(func.regions[0].blocks[0].args, ins):
+    ins, outs = io_names(func)
+    block = func.regions[0].blocks[0]
+    for a, n in zip(block.args, ins):
         add(a, n)
+    ret = block.last_op
+    if ret is not None and ret.has_trait(ReturnLike):  # a model output's buffer: the model's name for it
+        for v, n in zip(ret.operands, outs):
+            r = root_of(v)
+            if r not in names:
+                add(r, n)
     for op in func.regions[0].blocks[0].ops:
         if not op.results or isinstance(op, WeightOp):
             continue
         for r, n in zip(op.results, result_names(op)):
-            add(r, n)
+            if r not in names:
+                add(r, n)
         if isinstance(op, GroupOp):  # the values computed inside, by the layers they are
             for inner in op.block.ops:
                 if isinstance(inner, CommandOp):

@@ -26,6 +26,7 @@ from dataclasses import fields
 from typing import Any
 
 from lamina.ir.attributes import ArrayAttr, DictionaryAttr, StringAttr, TypeAttr
+from lamina.ir.constants import holds_constant
 from lamina.ir.core import IRMapping, Operation, Value
 from lamina.ir.traits import ConstantLike
 from lamina.ir.types import FunctionType
@@ -122,11 +123,7 @@ def _cpu_module(sn: Subnet, names: dict[Value, str]) -> str:
         if v in mapping.values:
             return
         d = v.defining_op()
-        if (
-            d is None
-            or id(d) in done
-            or not (isinstance(d, ReshapeOp) or (d.has_trait(ConstantLike) and not d.operands))
-        ):
+        if d is None or id(d) in done or not (isinstance(d, ReshapeOp) or _plumbing(d)):
             return
         for o in d.operands:
             need(o)
@@ -154,24 +151,28 @@ def _cpu_module(sn: Subnet, names: dict[Value, str]) -> str:
     return print_operation(m, debuginfo=True)
 
 
+def _plumbing(op: Operation) -> bool:
+    """A constant or the absent operand (``top.None``): model plumbing a subnet clones, no layer."""
+    return holds_constant(op) or (op.has_trait(ConstantLike) and not op.operands)
+
+
 def _layers(func: Operation, names: dict[Value, str]) -> dict[str, str]:
     """Every layer (named result) of the planned function → where it runs, in network order."""
     out: dict[str, str] = {}
     for op in func.regions[0].blocks[0].ops:
-        if op.has_trait(ConstantLike) and not op.operands:
+        if _plumbing(op):
             continue
         if isinstance(op, GroupOp):
             for o in op.block.ops:
                 if isinstance(o, CommandOp):
                     out[names.get(o.results[0]) or _loc_name(o)] = "npu"
             continue
-        if isinstance(op, (CopyOp, ReshapeOp)):
-            for r in op.results:
-                out[names.get(r) or _loc_name(op)] = "npu"
+        if isinstance(op, (CopyOp, ReshapeOp)):  # a layer by its own name, not the buffer's
+            out[_loc_name(op)] = "npu"
             continue
         if not op.results or op.name == "func.return":
             continue
-        out[names.get(op.results[0]) or _loc_name(op)] = "cpu"
+        out[_loc_name(op)] = "cpu"
     return out
 
 
@@ -309,7 +310,8 @@ def _report(
         for k, v in commands_count(sn.commands).items():
             cmds[k] += v
     lines = [
-        f"{len(npu)} layers on the NPU in {n_groups} layer groups and {n_copies} GDMA copies "
+        f"{len(npu)} layer{'s' * (len(npu) != 1)} on the NPU in {n_groups} layer group{'s' * (n_groups != 1)} "
+        f"and {n_copies} GDMA cop{'ies' if n_copies != 1 else 'y'} "
         f"({cmds['tiu']} TIU and {cmds['gdma']} GDMA commands), {len(cpu)} on the host CPU"
         + (": " + ", ".join(cpu[:8]) + (f" and {len(cpu) - 8} more" if len(cpu) > 8 else "") if cpu else ""),
         f"subnets: {', '.join(f'{s.name} ({s.kind})' for s in model.subnets)}; DDR: "

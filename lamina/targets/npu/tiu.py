@@ -112,6 +112,8 @@ from lamina.execution.kernels.conv import conv_kernel
 from lamina.execution.kernels.geometry import pool_output_size, window_geometry
 from lamina.execution.kernels.integer import conv_accumulate, window_sums
 from lamina.execution.kernels.pool import max_pool_kernel
+from lamina.execution.kernels.reduce import ordered_mean, ordered_sum
+from lamina.execution.kernels.windows import window_sum, windows
 from lamina.ir.attributes import element_type_to_dtype
 from lamina.ir.core import Operation
 from lamina.ir.types import FloatType, IntegerType, NoneType, Type, f32
@@ -607,7 +609,8 @@ def avg_pool_f(
     nd = len(kernel)
     ends = [int(pad[nd + i]) + int(ceil_extra[i]) for i in range(nd)]
     full = [*list(pad[:nd]), *ends]
-    tot = window_sums(_widen(x), list(kernel), list(stride), full)
+    xp = np.pad(_widen(x), [(0, 0), (0, 0)] + [(int(full[i]), int(full[nd + i])) for i in range(nd)])
+    tot = window_sum(windows(xp, list(kernel), list(stride), [1] * nd), nd)
     ones = np.ones((1, 1, *x.shape[2:]), np.float32)
     if count_include_pad:  # explicit padding counts; the ceil-mode extra does not
         ones = np.pad(
@@ -619,13 +622,13 @@ def avg_pool_f(
 
 
 def reduce_mean_f(x: Array, *, axes: Ints, keepdims: bool, out_dtype: str) -> Array:
-    """Float mean over ``axes`` in float32 — ``tpu.Reduce`` ReduceMean in a float mode."""
-    return _finish(np.asarray(np.mean(_widen(x), axis=tuple(axes), keepdims=bool(keepdims))), out_dtype)
+    """Float mean over ``axes`` in float32, summed in the contract's fixed order — ``tpu.Reduce`` ReduceMean in a float mode."""
+    return _finish(ordered_mean(_widen(x), axes, keepdims=bool(keepdims)), out_dtype)
 
 
 def reduce_sum_f(x: Array, *, axes: Ints, keepdims: bool, out_dtype: str) -> Array:
-    """Float sum over ``axes`` in float32 — ``tpu.Reduce`` ReduceSum in a float mode."""
-    return _finish(np.asarray(np.sum(_widen(x), axis=tuple(axes), keepdims=bool(keepdims))), out_dtype)
+    """Float sum over ``axes`` in float32, in the contract's fixed order — ``tpu.Reduce`` ReduceSum in a float mode."""
+    return _finish(ordered_sum(_widen(x), axes, keepdims=bool(keepdims)), out_dtype)
 
 
 def max_f(xs: Sequence[Array], *, out_dtype: str) -> Array:

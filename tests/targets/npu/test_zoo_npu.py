@@ -398,12 +398,6 @@ def test_edge_chip_qtable_f16_falls_back_to_bf16(prepared: Any) -> None:
 
 # ---- MiniLM: a real trained network ---------------------------------------------------------------
 
-NONE_BUG = (
-    "the NPU compiler prints a CPU subnet whose op reads a `none` operand (a Clip without an upper "
-    "bound: MiniLM's mean pooling) with `<<UNKNOWN SSA VALUE>>` (compiler._cpu_module's need() clones "
-    "constants and reshapes, not the top.None op): the subnet does not parse when the model is loaded "
-    "(see test_clip_without_max_on_the_host)"
-)
 MINILM_HOST = {
     "/Cast_output_0",  # the int64 attention mask to float: no TIU dtype
     "/embeddings/word_embeddings/Gather_output_0",
@@ -423,17 +417,14 @@ def _minilm(mode: str, chip: str, prepared: Any, deployed: Any) -> None:
     _needs_minilm()
     res, d = deployed("minilm", mode, chip)
     host = MINILM_HOST | ({"sentence_embedding_f32"} if chip == "lnpu-edge" else set())
-    # and `none`: the placement lists the top.None op (test_placement_lists_layers_only)
-    check_deployed(prepared("minilm"), mode, chip, res, d, host, [], {"none"})
+    check_deployed(prepared("minilm"), mode, chip, res, d, host, [])
 
 
-@pytest.mark.xfail(strict=True, reason=NONE_BUG, raises=LaminaError)
 def test_minilm_int8_on_the_npu(prepared: Any, deployed: Any) -> None:
     _minilm("INT8", "lnpu", prepared, deployed)
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason=NONE_BUG, raises=LaminaError)
 @pytest.mark.parametrize(("mode", "chip"), MINILM[1:], ids=[f"{q}-{c}" for q, c in MINILM[1:]])
 def test_minilm_on_the_npu_slow(mode: str, chip: str, prepared: Any, deployed: Any) -> None:
     _minilm(mode, chip, prepared, deployed)
@@ -468,18 +459,14 @@ def _clip_model(tmp_path: Path) -> Any:
     return _onnx_model(tmp_path, [node], [1, 4, 8, 8], {"lo": np.array(0.1, np.float32)})
 
 
-@pytest.mark.xfail(strict=True, reason=NONE_BUG, raises=LaminaError)
 def test_clip_without_max_on_the_host(tmp_path: Path) -> None:
     """``Clip(x, min)`` has no TIU form and runs on the host; in BF16 the input cast runs on the NPU,
-    so the Clip's subnet must bring its own ``top.None`` — it prints ``<<UNKNOWN SSA VALUE>>``."""
+    so the Clip's subnet must bring its own ``top.None`` for the subnet to parse when loaded."""
     m, x = _clip_model(tmp_path)
     res = api.deploy(m, "BF16", processor="lnpu", test_input=x)
     assert res.result.target_check == []
 
 
-@pytest.mark.xfail(
-    strict=True, reason="the placement lists the `top.None` op as a layer on the host", raises=AssertionError
-)
 def test_placement_lists_layers_only(tmp_path: Path) -> None:
     m, x = _clip_model(tmp_path)
     res = api.deploy(m, "F32", processor="lnpu", test_input=x)
