@@ -102,7 +102,6 @@ from lamina.dialects.tpu.quantize import (
     qparams,
     quantize,
     requant_factors,
-    requantize,
     round_half_away,
     rounding_rshift,
     storage_dtype,
@@ -181,15 +180,19 @@ _CONV_PLANS: dict[Any, dict[Any, Any]] = {}
 
 
 def _requant_out(
-    acc: Array, multiplier: Any, rshift: Any, axis: int | None, out_zp: int, out_min: int, out_max: int
+    acc: Array,
+    multiplier: Any,
+    rshift: Any,
+    axis: int | None,
+    out_zp: int,
+    out_min: int,
+    out_max: int,
+    out_dtype: str,
 ) -> Array:
     """``acc`` requantized by one ``(multiplier, rshift)`` pair, or one pair per channel along
-    ``axis``, and clamped to ``[out_min, out_max]``."""
-    m = np.asarray(multiplier, np.int64).reshape(-1)
-    s = np.asarray(rshift, np.int64).reshape(-1)
-    if m.size == 1 and s.size == 1:
-        return requantize(acc, int(m[0]), int(s[0]), out_zp, out_min, out_max)
-    return requantize(acc, m, s, out_zp, out_min, out_max, axis=axis)
+    ``axis``, clamped to ``[out_min, out_max]`` and stored as ``out_dtype``: the contract's
+    :func:`lamina.dialects.tpu.quantize.requantize` (:func:`fast.requantize` computes it in place)."""
+    return fast.requantize(acc, multiplier, rshift, out_zp, out_min, out_max, axis, _dt(out_dtype))
 
 
 def conv(
@@ -239,9 +242,8 @@ def conv(
         wf = np.asarray(w, np.float64) - float(w_zp)
         acc = acc_int32(conv_accumulate(xf, wf, int(group), geometry, cache))
     if bias is not None:
-        b = np.asarray(bias, np.int64).reshape((1, -1) + (1,) * (acc.ndim - 2))
-        acc = wrap_int32(acc.astype(np.int64) + b)
-    return _finish(_requant_out(acc, multiplier, rshift, 1, out_zp, out_min, out_max), out_dtype)
+        acc = fast.add_bias(acc, np.asarray(bias).reshape(-1), 1)
+    return _requant_out(acc, multiplier, rshift, 1, out_zp, out_min, out_max, out_dtype)
 
 
 def depthwise(
@@ -307,8 +309,12 @@ def matmul(
     )
     acc = exact if exact.dtype == np.int32 else wrap_int32(exact)
     if bias is not None:
-        acc = wrap_int32(acc.astype(np.int64) + np.asarray(bias, np.int64))
-    return _finish(_requant_out(acc, multiplier, rshift, acc.ndim - 1, out_zp, out_min, out_max), out_dtype)
+        b = np.asarray(bias)
+        if b.ndim <= 1:
+            acc = fast.add_bias(acc, b.reshape(-1), acc.ndim - 1)
+        else:
+            acc = wrap_int32(acc.astype(np.int64) + b.astype(np.int64))
+    return _requant_out(acc, multiplier, rshift, acc.ndim - 1, out_zp, out_min, out_max, out_dtype)
 
 
 def _linear(
@@ -391,7 +397,7 @@ def mul(
 ) -> Array:
     """``sat(out_zp + rdiv((a - a_zp) * (b - b_zp) * multiplier, 2**(31 + rshift)))`` — ``tpu.Mul``."""
     prod = (np.asarray(a, np.int64) - int(a_zp)) * (np.asarray(b, np.int64) - int(b_zp))
-    return _finish(requantize(prod, int(multiplier), int(rshift), out_zp, out_min, out_max), out_dtype)
+    return _requant_out(prod, int(multiplier), int(rshift), None, out_zp, out_min, out_max, out_dtype)
 
 
 def max_pool(x: Array, *, kernel: Ints, stride: Ints, dilation: Ints, pad: Ints) -> Array:
@@ -424,7 +430,7 @@ def avg_pool(
     """The window sums of ``x - x_zp`` (padding contributes 0) in the int32 register, requantized
     (``multiplier`` encodes ``s_in / (s_out * prod(kernel))``) — ``tpu.AvgPool``."""
     acc = wrap_int32(window_sums(np.asarray(x, np.int64) - int(x_zp), list(kernel), list(stride), list(pad)))
-    return _finish(requantize(acc, int(multiplier), int(rshift), out_zp, out_min, out_max), out_dtype)
+    return _requant_out(acc, int(multiplier), int(rshift), None, out_zp, out_min, out_max, out_dtype)
 
 
 def lut(x: Array, table: Array) -> Array:
@@ -451,7 +457,7 @@ def requant(
     channel of ``channel_axis`` — ``tpu.Requant``."""
     xc = np.asarray(x, np.int64) - int(x_zp)
     axis = channel_axis if channel_axis >= 0 else None
-    return _finish(_requant_out(xc, multiplier, rshift, axis, out_zp, out_min, out_max), out_dtype)
+    return _requant_out(xc, multiplier, rshift, axis, out_zp, out_min, out_max, out_dtype)
 
 
 def _qtype(scale: Any, zp: Any, channel_axis: int, out_min: int, out_max: int, dtype: str) -> Type:
@@ -517,7 +523,7 @@ def reduce_mean(
     """The int32 sum of ``x - x_zp`` over ``axes``, requantized (``multiplier`` encodes
     ``s_in / (s_out * N)``) — ``tpu.Reduce`` ReduceMean in INT8."""
     acc = wrap_int32((np.asarray(x, np.int64) - int(x_zp)).sum(axis=tuple(axes), keepdims=bool(keepdims)))
-    return _finish(requantize(acc, int(multiplier), int(rshift), out_zp, out_min, out_max), out_dtype)
+    return _requant_out(acc, int(multiplier), int(rshift), None, out_zp, out_min, out_max, out_dtype)
 
 
 def reduce_max(x: Array, *, axes: Ints, keepdims: bool) -> Array:

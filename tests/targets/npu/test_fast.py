@@ -135,3 +135,43 @@ def test_tiu_conv_wraps_the_exact_sum() -> None:
     assert exact > 2**31
     y = tiu.conv(x, w, None, **p)
     assert int(y.reshape(-1)[0]) == int(np.int64(exact).astype(np.int32))
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.integers(0, 2**31 - 1),
+    st.booleans(),
+    st.integers(-3, 20),
+    st.integers(-128, 127),
+    st.sampled_from([(-128, 127), (0, 255), (-32768, 32767), (-5, 9)]),
+)
+def test_requantize_in_place_is_the_contract(
+    seed: int, per_channel: bool, shift: int, zp: int, lims: tuple[int, int]
+) -> None:
+    from lamina.dialects.tpu.quantize import requantize
+
+    rng = np.random.default_rng(seed)
+    acc = rng.integers(-(2**31), 2**31, (2, 5, 3, 4), dtype=np.int64).astype(np.int32)
+    acc[0, 0, 0, :2] = [-(2**31), 2**31 - 1]
+    n = 5 if per_channel else 1
+    mult = rng.integers(0, 2**31, n, dtype=np.int64)
+    rsh = np.clip(shift + rng.integers(-2, 3, n), -30, 31)
+    lo, hi = lims
+    want = requantize(acc, mult if per_channel else int(mult[0]), rsh if per_channel else int(rsh[0]), zp, lo, hi,
+                      axis=1 if per_channel else None)  # fmt: skip
+    got = fast.requantize(acc, mult, rsh, zp, lo, hi, 1, np.dtype(np.int64))
+    np.testing.assert_array_equal(got, want)
+    # a transposed (non-contiguous) accumulator gives a C-contiguous result
+    t = fast.requantize(acc.transpose(0, 2, 3, 1), mult, rsh, zp, lo, hi, 3, np.dtype(np.int64))
+    assert t.flags.c_contiguous
+    np.testing.assert_array_equal(t, want.transpose(0, 2, 3, 1))
+
+
+def test_add_bias_wraps_as_the_contract() -> None:
+    from lamina.dialects.tpu.quantize import wrap_int32
+
+    acc = np.array([[2**31 - 1, -(2**31), 5]], np.int32)
+    bias = np.array([1, -1, -7], np.int32)
+    want = wrap_int32(acc.astype(np.int64) + bias.astype(np.int64))
+    np.testing.assert_array_equal(fast.add_bias(acc, bias, 1), want)
+    np.testing.assert_array_equal(fast.add_bias(acc.astype(np.int64), bias.astype(np.int64) + 2**32, 1), want)
