@@ -77,9 +77,9 @@ class Machine:
             t.shape, DTYPES[t.dtype], buffer=self.ddr, offset=t.addr, strides=[s * isz for s in t.strides]
         )
 
-    def _lmem_view(self, t: Tensor) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """A ``(lanes, N, groups, H, W)`` view of the tensor's bytes in every lane, and the lane and
-        group of each of its channels."""
+    def _lmem_view(self, t: Tensor) -> np.ndarray:
+        """A ``(lanes, N, groups, H, W)`` view of the tensor's bytes in every lane: channel ``ci`` is
+        lane ``(t.lane + ci) % lanes`` of group ``(t.lane + ci) // lanes``."""
         chip = self.chip
         if t.lane >= chip.lanes:
             raise LaminaError(f"LMEM tensor starts at lane {t.lane}; the chip has {chip.lanes}")
@@ -88,22 +88,36 @@ class Machine:
         groups = chip.channels_per_lane(c, t.lane)
         isz = DTYPES[t.dtype].itemsize
         self._check(t, lmem_extent(chip, t), chip.lmem_bytes_per_lane, "LMEM")
-        view = np.ndarray(
+        return np.ndarray(
             (chip.lanes, n, groups, h, w),
             DTYPES[t.dtype],
             buffer=self.lmem,
             offset=t.addr,
             strides=(chip.lmem_bytes_per_lane, sn * isz, sc * isz, sh * isz, sw * isz),
         )
-        slots = t.lane + np.arange(c)
-        return view, slots % chip.lanes, slots // chip.lanes
+
+    def _runs(self, t: Tensor) -> list[tuple[int, int, int, int]]:
+        """The tensor's channels group by group: ``(group, first lane, last lane + 1, first
+        channel)`` — each a run of lanes one strided copy moves."""
+        lanes, c = self.chip.lanes, t.shape[1]
+        out, ci = [], 0
+        while ci < c:
+            slot = t.lane + ci
+            lo = slot % lanes
+            hi = min(lanes, lo + c - ci)
+            out.append((slot // lanes, lo, hi, ci))
+            ci += hi - lo
+        return out
 
     def read(self, t: Tensor) -> np.ndarray:
         """A copy of tensor ``t`` as an ``(n, c, h, w)`` array of its dtype."""
         if t.space is Space.DDR:
             return self._ddr_view(t).copy()
-        view, lane, group = self._lmem_view(t)
-        return np.ascontiguousarray(view[lane, :, group].transpose(1, 0, 2, 3))
+        view = self._lmem_view(t)
+        out = np.empty(t.shape, DTYPES[t.dtype])
+        for g, lo, hi, ci in self._runs(t):
+            out[:, ci : ci + hi - lo] = view[lo:hi, :, g].transpose(1, 0, 2, 3)
+        return out
 
     def write(self, t: Tensor, value: np.ndarray) -> None:
         """Store ``value`` (exactly ``t``'s shape and dtype) into tensor ``t``'s elements."""
@@ -115,8 +129,9 @@ class Machine:
         if t.space is Space.DDR:
             self._ddr_view(t)[...] = value
             return
-        view, lane, group = self._lmem_view(t)
-        view[lane, :, group] = value.transpose(1, 0, 2, 3)
+        view = self._lmem_view(t)
+        for g, lo, hi, ci in self._runs(t):
+            view[lo:hi, :, g] = value[:, ci : ci + hi - lo].transpose(1, 0, 2, 3)
 
 
 def lmem_extent(chip: Chip, t: Tensor) -> int:
