@@ -27,7 +27,7 @@ from typing import Any
 
 from lamina.support.fileio import atomic_write
 
-__all__ = ["CommandRecord", "chrome_trace", "summarize", "summary_path", "write_profile"]
+__all__ = ["CommandRecord", "chrome_trace", "describe", "summarize", "summary_path", "write_profile"]
 
 #: The process id of the model in the trace, and the thread id of the groups track.
 PID = 1
@@ -185,6 +185,21 @@ def chrome_trace(
             }
         )
     return {"traceEvents": events, "displayTimeUnit": "ns", "otherData": {"clock_hz": clock_hz}}
+
+
+def describe(summary: Mapping[str, Any]) -> str:
+    """One line of a summary for a person: time, cycles, MAC utilization (and over the model's MACs
+    counted once, where the target recomputes some), DDR traffic."""
+    parts = [f"{float(summary['time_us']):.1f} us ({int(summary['total_cycles'])} cycles)"]
+    if summary.get("macs"):
+        util = f"MAC utilization {100 * float(summary['mac_utilization']):.1f} %"
+        model = summary.get("model_mac_utilization")
+        if model is not None and abs(float(model) - float(summary["mac_utilization"])) > 5e-4:
+            util += f" ({100 * float(model):.1f} % of the model's MACs)"
+        parts.append(util)
+    if summary.get("ddr_bytes"):
+        parts.append(f"DDR {int(summary['ddr_bytes']) / 1e6:.2f} MB")
+    return ", ".join(parts)
 
 
 def summary_path(trace_path: str) -> str:

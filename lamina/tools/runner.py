@@ -85,6 +85,17 @@ def _run(args: argparse.Namespace) -> int:
         f"{TOOL}: wrote {len(res)} tensor(s) to {args.output} in {time.perf_counter() - t0:.2f} s",
         file=sys.stderr,
     )
+    if args.profile:
+        import json
+
+        from lamina.targets.profile import describe, summary_path
+
+        with open(summary_path(args.profile), encoding="utf-8") as f:
+            summary = json.load(f)
+        print(
+            f"{TOOL}: profile: {describe(summary)}; wrote {args.profile} and {summary_path(args.profile)}",
+            file=sys.stderr,
+        )
     return 0
 
 

@@ -12,7 +12,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lamina.targets.profile import CommandRecord, chrome_trace, summarize, summary_path, write_profile
+from lamina.targets.profile import (
+    CommandRecord,
+    chrome_trace,
+    describe,
+    summarize,
+    summary_path,
+    write_profile,
+)
 
 CLOCK = 1e9  # 1 GHz: one cycle is 1 ns
 
@@ -140,3 +147,18 @@ def test_busy_cycles_are_the_union(spec: list[tuple[str, str, int, int]]) -> Non
             assert busy == len(covered) <= g["cycles"]
     assert summary["total_cycles"] == max((r.end for r in rs), default=0)
     check_trace_event_format(json.loads(json.dumps(chrome_trace(rs, CLOCK))))
+
+
+def test_describe_says_the_numbers_once() -> None:
+    s = {"time_us": 229.933, "total_cycles": 229933, "macs": 10, "mac_utilization": 0.5518,
+         "model_mac_utilization": 0.4816, "ddr_bytes": 13228672}  # fmt: skip
+    assert describe(s) == (
+        "229.9 us (229933 cycles), MAC utilization 55.2 % (48.2 % of the model's MACs), DDR 13.23 MB"
+    )
+    # no MACs (a copy-only model), no DDR (a CPU target), the model's MACs the same: not said
+    assert (
+        describe({"time_us": 1.0, "total_cycles": 1000, "macs": 0, "mac_utilization": 0.0})
+        == "1.0 us (1000 cycles)"
+    )
+    same = {**s, "model_mac_utilization": 0.5518, "ddr_bytes": 0}
+    assert describe(same) == "229.9 us (229933 cycles), MAC utilization 55.2 %"

@@ -198,7 +198,8 @@ def test_runner_profile(bmodel: Path, tmp_path: Path, capsys: pytest.CaptureFixt
         str(t),
     ]
     assert runner.main(argv) == 0
-    assert "wrote 1 tensor(s)" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "wrote 1 tensor(s)" in err
     assert _files(tmp_path) == {"o.npz", "t.json", "t.summary.json"}
     assert np.load(o)["y"].tobytes() == np.load(ws / "x_model_outputs.npz")["y"].tobytes()
     s = json.loads((tmp_path / "t.summary.json").read_text())
@@ -206,6 +207,13 @@ def test_runner_profile(bmodel: Path, tmp_path: Path, capsys: pytest.CaptureFixt
     assert s["chip"] == "lnpu" and s["model"] == "x" and s["total_cycles"] > 0
     assert s["ddr_bytes"] >= meta["ddr"]["weight_bytes"] > 0
     assert [g["name"] for g in s["groups"]] == [g["name"] for g in meta["groups"]]
+    # the summary's numbers, said once on stderr
+    line = (f"model_runner: profile: {s['time_us']:.1f} us ({s['total_cycles']} cycles), MAC utilization "
+            f"{100 * s['mac_utilization']:.1f} %")  # fmt: skip
+    assert (
+        line in err
+        and f"DDR {s['ddr_bytes'] / 1e6:.2f} MB; wrote {t} and {tmp_path / 't.summary.json'}" in err
+    )
     trace = json.loads(t.read_text())
     tracks = {
         e["args"]["name"] for e in trace["traceEvents"] if e["ph"] == "M" and e["name"] == "thread_name"
