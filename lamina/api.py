@@ -206,6 +206,15 @@ def _bool(v: Any, what: str) -> bool:
     return bool(v)
 
 
+def _opt_float(v: Any, what: str) -> float | None:
+    """None, or one finite number."""
+    if v is None:
+        return None
+    if not _is_real(v) or not math.isfinite(float(v)):
+        raise LaminaError(f"{what} must be a finite number, got {_type_name(v)} {v!r}")
+    return float(v)
+
+
 def _int(v: Any, what: str) -> int:
     if not _is_int(v):
         raise LaminaError(f"{what} must be an integer, got {_type_name(v)} {v!r}")
@@ -754,6 +763,9 @@ def deploy(
     verbose: bool = False,
     chip_config: PathLike | None = None,
     disable_layer_group: bool = False,
+    task: str | None = None,
+    task_threshold: float | None = None,
+    task_tolerance: float | None = None,
 ) -> DeployedModel:
     """``model_deploy`` as a function (same names as the flags): lower a ``top`` model (a :class:`Model`,
     left untouched, or a ``.mlir`` path) to the quantized ``tpu`` IR in ``quantize`` mode (F32, F16,
@@ -765,6 +777,8 @@ def deploy(
     processor with a compiled target (``lnpu``, ``lnpu-edge``; ``chip_config``: a chip JSON file) also
     the compiled ``.lamina`` file (``output`` itself when it ends in ``.lamina`` or ``.bmodel``),
     checked against the interpreter on ``test_input``. ``disable_layer_group``: NPU — every op alone.
+    ``task`` (``cls``, ``det``, ``seg``, ``ocr``, ``embed``; needs both test sets): the outputs also
+    compared as the task reads them (``result.task_reports``), failing under ``task_tolerance``.
     Returns a :class:`DeployedModel`; prints the step commands when ``verbose``."""
     from lamina.dialects.tpu.tables import CalibrationTable
     from lamina.flows.deploy import DeployOptions
@@ -796,6 +810,9 @@ def deploy(
         excepts=_names(excepts, "excepts"),
         chip_config=_opt_path(chip_config, "chip_config"),
         disable_layer_group=_bool(disable_layer_group, "disable_layer_group"),
+        task=None if task is None else _str(task, "task"),
+        task_threshold=_opt_float(task_threshold, "task_threshold"),
+        task_tolerance=_opt_float(task_tolerance, "task_tolerance"),
     )
     verbose = _bool(verbose, "verbose")
     res = run_deploy(o, log=print if verbose else None, module=module, ctx=ctx)

@@ -45,6 +45,7 @@ KNOWN: list[tuple[str, str, str]] = [
 FLOORS: dict[str, float] = {
     "lamina.support": 0,
     "lamina.compare": 0,
+    "lamina.tasks": 0,
     "lamina.examples": 0,
     "lamina.ir": 1,
     "lamina.passes": 2,

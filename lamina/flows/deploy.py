@@ -34,6 +34,7 @@ Invalid option combinations raise :class:`~lamina.support.errors.UsageError` bef
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections.abc import Callable, Mapping
@@ -118,6 +119,11 @@ class DeployOptions:
     debug: bool = False
     chip_config: str | None = None
     disable_layer_group: bool = False
+    #: ``--task``: compare the outputs as the task reads them (:mod:`lamina.tasks`), its threshold
+    #: (None: the task's default) and the score under which the deployment fails (None: report only)
+    task: str | None = None
+    task_threshold: float | None = None
+    task_tolerance: float | None = None
 
     @property
     def prefix(self) -> str | None:
@@ -162,10 +168,13 @@ class DeployResult:
     target_check: list[str] = field(default_factory=list)
     #: the outputs checked bit for bit (the others by cosine: see :func:`exact_outputs`)
     exact_outputs: list[str] = field(default_factory=list)
+    #: ``--task``: one report per output checked, and those scoring under ``--task_tolerance``
+    task_reports: list[Any] = field(default_factory=list)
+    task_failed: list[Any] = field(default_factory=list)
 
     @property
     def passed(self) -> bool:
-        return (self.report is None or self.report.passed) and not self.target_check
+        return (self.report is None or self.report.passed) and not self.target_check and not self.task_failed
 
 
 # ---- validation ---------------------------------------------------------------------------------------
@@ -301,6 +310,7 @@ def validate(o: DeployOptions) -> None:
         for flag, given in (("--tolerance", o.tolerance is not None), ("--excepts", bool(o.excepts))):
             if given:
                 raise UsageError(f"{flag} needs --test_reference (the top outputs to compare against)")
+    _validate_task(o)
     prefix = o.prefix
     if prefix is None:
         return
@@ -322,6 +332,40 @@ def validate(o: DeployOptions) -> None:
             ),
         ],
     )
+
+
+def _validate_task(o: DeployOptions) -> None:
+    from lamina.tasks import TASKS
+
+    if o.task is None:
+        for flag, given in (("--task_threshold", o.task_threshold), ("--task_tolerance", o.task_tolerance)):
+            if given is not None:
+                raise UsageError(f"{flag} needs --task")
+        return
+    o.task = o.task.lower()
+    if o.task not in TASKS:
+        raise UsageError(f"--task must be one of {', '.join(TASKS)}, got '{o.task}'")
+    if not (_given(o.test_input) and _given(o.test_reference)):
+        raise UsageError(
+            "--task needs --test_input and --test_reference (the float outputs it compares with)"
+        )
+    for flag, v in (("--task_threshold", o.task_threshold), ("--task_tolerance", o.task_tolerance)):
+        if v is not None and not (isinstance(v, (int, float)) and math.isfinite(v)):
+            raise UsageError(f"{flag} must be a number, got {v!r}")
+    if o.task_tolerance is not None and not 0 <= o.task_tolerance <= 1:
+        raise UsageError(f"--task_tolerance is a score in [0, 1], got {o.task_tolerance}")
+
+
+def _task_reference(o: DeployOptions, ref: Mapping[str, np.ndarray], sig: Any, source: str) -> dict[str, Any]:
+    """The model outputs ``--task`` checks, from the reference (checked before any file is written)."""
+    from lamina.tasks import TaskError, task_outputs
+
+    outs = {n: ref[n] for n in sig.output_names if n in ref}
+    try:
+        task_outputs(str(o.task), outs)
+    except TaskError as e:
+        raise ToolError(f"{source}: {e}") from None
+    return outs
 
 
 def _processor_kinds() -> dict[str, str]:
@@ -399,6 +443,12 @@ def deploy_command(o: DeployOptions) -> str:
         cmd += f" --tolerance {t[0]},{t[1]}"
     if o.compare_all:
         cmd += " --compare_all"
+    if o.task is not None:
+        cmd += f" --task {o.task}"
+        if o.task_threshold is not None:
+            cmd += f" --task_threshold {o.task_threshold:g}"
+        if o.task_tolerance is not None:
+            cmd += f" --task_tolerance {o.task_tolerance:g}"
     return cmd + (f" --model {o.model}" if o.model is not None else "")
 
 
@@ -446,6 +496,10 @@ def deploy(
     if _given(o.test_reference):
         t = o.test_reference
         ref = load_npz(t, "--test_reference") if isinstance(t, str) else dict(t)
+        if o.task is not None:
+            _task_reference(
+                o, ref, sig, f"--test_reference '{t}'" if isinstance(t, str) else "test_reference"
+            )
     target = target_of(o)
     if target is not None and o.quantize not in target.modes:
         raise UsageError(
@@ -505,6 +559,13 @@ def deploy(
             every = run_tpu_module(tpu, inputs, dump_all=True)
             full = compare_sets(every, ref, tol, o.excepts)
         res.diverging = first_diverging(full)
+    if o.task is not None:
+        from lamina.tasks import task_check
+
+        task_ref = _task_reference(o, ref, sig, name_b)
+        res.task_reports = task_check(o.task, outs, task_ref, o.task_threshold)
+        if o.task_tolerance is not None:
+            res.task_failed = [r for r in res.task_reports if r.score < o.task_tolerance]
     return res
 
 

@@ -3,7 +3,8 @@
     model_deploy --mlir M.mlir --quantize INT8 --calibration_table M_cali_table \\
         [--asymmetric] [--quantize_table M_qtable] --processor cpu \\
         --test_input M_in_f32.npz --test_reference M_top_outputs.npz [--tolerance 0.90,0.80] \\
-        [--compare_all] --model M_int8.bmodel
+        [--compare_all] [--task cls|det|seg|ocr|embed [--task_threshold T] [--task_tolerance S]] \\
+        --model M_int8.bmodel
 
 Steps (each printed as its equivalent command):
 
@@ -19,7 +20,10 @@ Steps (each printed as its equivalent command):
    ``npz_tool compare`` does, under ``--tolerance`` (defaults as TPU-MLIR's: INT8 ``0.90,0.80``,
    F16/BF16 ``0.99,0.90``, F32 ``0.99,0.99``). Outside the tolerance the command fails naming the first
    diverging layers in network order (every tensor is dumped to find them, even without
-   ``--compare_all``).
+   ``--compare_all``);
+5. with ``--task``: the outputs compared as the task reads them (:mod:`lamina.tasks`: top-k classes,
+   detections matched by IoU, mask IoU, text regions, embedding cosine), one line per output; with
+   ``--task_tolerance`` a score under it fails the command.
 
 Invalid flag combinations are rejected before any work (exit 2): INT8 (or a qtable with INT8 layers)
 without a calibration table, a calibration table that nothing would use, ``--asymmetric`` without INT8,
@@ -78,6 +82,21 @@ def build_parser(prog: str = TOOL) -> argparse.ArgumentParser:
     )
     p.add_argument("--model", required=True, help="output name: <prefix>_tpu.mlir etc. (extension dropped)")
     p.add_argument("--debug", action="store_true", help="print every compared tensor")
+    p.add_argument(
+        "--task",
+        help="also compare the outputs as the task reads them: cls (top-1/top-5), det (YOLO detections, "
+        "IoU), seg (mask IoU), ocr (text mask IoU and regions), embed (cosine per vector)",
+    )
+    p.add_argument(
+        "--task_threshold",
+        type=float,
+        help="det: the candidates' score threshold (default 0.25); seg: probability (0.5); ocr: DB (0.3)",
+    )
+    p.add_argument(
+        "--task_tolerance",
+        type=float,
+        help="fail when a task score (0..1: top-1 agreement, F1, IoU, min cosine) is below this",
+    )
     return p
 
 
@@ -118,6 +137,9 @@ def options_from_args(a: argparse.Namespace) -> DeployOptions:
         debug=a.debug,
         chip_config=a.chip_config,
         disable_layer_group=a.disable_layer_group,
+        task=a.task,
+        task_threshold=a.task_threshold,
+        task_tolerance=a.task_tolerance,
     )
 
 
@@ -149,15 +171,33 @@ def _run(a: argparse.Namespace, tool: str) -> int:
             print(f"{tool}: error: the compiled model: {line}", file=sys.stderr)
     if res.report is not None:
         print_report(res.report, 2 if o.debug else 1)
-        if not res.passed:
-            tol = o.effective_tolerance
-            print(
-                f"{tool}: error: {len(res.report.failed)} tensor(s) outside tolerance {tol[0]},{tol[1]}; "
-                f"first diverging layers: {', '.join(repr(n) for n in res.diverging)}",
-                file=sys.stderr,
-            )
-            return 1
+    for r in res.task_reports:
+        verdict = "" if o.task_tolerance is None else (" [FAILED]" if r in res.task_failed else " [PASSED]")
+        print(r.line() + verdict)
+    if res.report is not None and not res.report.passed:
+        tol = o.effective_tolerance
+        print(
+            f"{tool}: error: {len(res.report.failed)} tensor(s) outside tolerance {tol[0]},{tol[1]}; "
+            f"first diverging layers: {', '.join(repr(n) for n in res.diverging)}",
+            file=sys.stderr,
+        )
+        return 1
+    if res.task_failed:
+        print(
+            f"{tool}: error: task {o.task} score under --task_tolerance {o.task_tolerance:g}: "
+            + ", ".join(f"{r.output} {_under(r.score, o.task_tolerance)}" for r in res.task_failed),
+            file=sys.stderr,
+        )
+        return 1
     return 1 if res.target_check else 0
+
+
+def _under(score: float, tolerance: float | None) -> str:
+    """``score`` with the digits that show it is under ``tolerance`` (0.9999996, not 1.0000)."""
+    digits = 4
+    while tolerance is not None and round(score, digits) >= tolerance and digits < 12:
+        digits += 1
+    return f"{score:.{digits}f}"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -3,6 +3,7 @@ runs, and (when the tpu lowering is registered) the files written and the compar
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -308,3 +309,67 @@ def test_int8_per_channel_transformer_block_writes_and_rereads(
     assert runner_main(["--input", str(tmp_path / "block_in_f32.npz"), "--model", prefix + "_tpu.mlir",
                         "--output", rerun]) == 0  # fmt: skip
     assert np.array_equal(load_npz(rerun)["y"], load_npz(prefix + "_tpu_outputs.npz")["y"])
+
+
+# ---- --task ----------------------------------------------------------------------------------------
+
+
+def test_task_checks_and_their_errors(
+    tmp_path: Path, top: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--task``: one line per output beside the cosine lines; a score under ``--task_tolerance``
+    fails (exit 1); a task no output fits is one error before any file is written; the task's flags
+    without it, or without the test sets, are usage errors (exit 2)."""
+    base = [
+        "--mlir",
+        top["mlir"],
+        "--quantize",
+        "F16",
+        "--test_input",
+        top["input"],
+        "--test_reference",
+        top["ref"],
+    ]
+    assert main([*base, "--model", str(tmp_path / "a.bmodel"), "--task", "seg"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(
+        r"^task seg \[y\]: mean IoU 1\.0000 over [1-4] class\(es\), pixel agreement 1\.0000$", out, re.M
+    )
+    assert "--task seg --model" in out  # the command line says it
+    assert (
+        main([*base, "--model", str(tmp_path / "b.bmodel"), "--task", "embed", "--task_tolerance", "1"]) == 1
+    )
+    cap = capsys.readouterr()
+    line = r"^task embed \[y\]: 32 token vector\(s\) of 8: min cosine [01]\.\d{6}, .* \[FAILED\]$"
+    assert re.search(line, cap.out, re.M)
+    assert re.search(r"model_deploy: error: task embed score under --task_tolerance 1: y 0\.9{4,}\d", cap.err)
+    before = set(Path(top["dir"]).iterdir())
+    assert main([*base, "--model", str(tmp_path / "c.bmodel"), "--task", "det"]) == 1
+    assert (
+        "--task det needs an output of shape [batch, 4 + classes, boxes]; the outputs are: y [1, 4, 8, 8]"
+        in _err(capsys)
+    )
+    assert set(Path(top["dir"]).iterdir()) == before  # nothing written (c_tpu.mlir, ...)
+    for extra, msg in (
+        (["--task", "pose"], "--task must be one of cls, det, seg, ocr, embed, got 'pose'"),
+        (["--task_threshold", "0.4"], "--task_threshold needs --task"),
+        (["--task", "seg", "--task_tolerance", "1.5"], "--task_tolerance is a score in [0, 1], got 1.5"),
+    ):
+        assert main([*base, "--model", str(tmp_path / "d.bmodel"), *extra]) == 2
+        assert msg in _err(capsys)
+    no_ref = ["--mlir", top["mlir"], "--quantize", "F16", "--test_input", top["input"], "--task", "cls"]
+    assert main([*no_ref, "--model", str(tmp_path / "e.bmodel")]) == 2
+    assert "--task needs --test_input and --test_reference" in _err(capsys)
+
+
+def test_task_through_the_api(top: dict[str, str]) -> None:
+    import lamina.api as api
+    from lamina.support.errors import LaminaError
+
+    res = api.deploy(top["mlir"], "F32", test_input=top["input"], test_reference=top["ref"], task="embed",
+                     task_tolerance=0.999)  # fmt: skip
+    (r,) = res.result.task_reports
+    assert res.passed and r.task == "embed" and r.output == "y" and r.score > 0.999999
+    with pytest.raises(LaminaError, match="task_threshold must be a finite number"):
+        api.deploy(top["mlir"], "F32", test_input=top["input"], test_reference=top["ref"], task="det",
+                   task_threshold="0.3")  # fmt: skip
