@@ -239,8 +239,8 @@ def requantize(
     on one int64 buffer updated in place (the contract makes a new array per step; 4x faster on a
     1x96x112x112 accumulator): ``clip(zero_point + (p + 2**(s-1) - (p < 0)) >> s, qmin, qmax)``
     for ``p = acc * multiplier`` and ``s = 31 + rshift``, one pair or one per channel of ``axis``."""
-    m = np.asarray(multiplier, np.int64).reshape(-1)
-    s = 31 + np.asarray(rshift, np.int64).reshape(-1)
+    m: np.ndarray = np.asarray(multiplier, np.int64).reshape(-1)
+    s: np.ndarray = 31 + np.asarray(rshift, np.int64).reshape(-1)
     if m.size > 1 or s.size > 1:
         assert axis is not None, "per-channel requantization needs an axis"
         shape = [1] * acc.ndim
