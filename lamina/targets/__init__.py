@@ -7,4 +7,6 @@ from lamina.ir.context import register_dialect_module
 from lamina.passes.registry import register_pass_module
 
 register_dialect_module("npu", "lamina.targets.npu.dialect")
+register_dialect_module("cpu", "lamina.targets.cpu.dialect")
 register_pass_module("lamina.targets.npu.passes")
+register_pass_module("lamina.targets.cpu.passes")

@@ -1,0 +1,447 @@
+"""Code generation for the kernel level: every ``cpu.kernel`` emitted by its template, the weights
+packed into one section, and the whole-model entry points.
+
+``void @model_run(i8* arena, i8* weights, i8** io, i64 tid, i64 nthreads)`` calls every kernel in
+order with ``(part=tid, nparts=nthreads)``, each with its buffer pointers (arena + offset, weights +
+offset, ``io[slot]`` for a model input/output, the scratch region at the arena's end); between
+dependent kernels the threads meet at a barrier (an atomic counter and generation: a thread spins
+briefly, then sleeps on the generation with ``futex``; the last to arrive wakes them). Kernels that
+read nothing the kernels since the last barrier write, and write nothing they read or write, run
+without one. ``@model_run_prof`` is the same with ``i64* times`` as a sixth argument: each thread
+stores ``clock_gettime(CLOCK_MONOTONIC)`` nanoseconds before and after each of its kernel calls at
+``times[2 * (tid * kernels + k)]`` (the profile).
+
+Each template emits into a module of its own; the modules are linked (:func:`~.jit.compile_ir`).
+A template whose ``emit`` raises is replaced by the next matching one (reported)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import llvmlite.ir as ir
+import numpy as np
+
+from lamina.ir.constants import constant_array, value_constant
+from lamina.ir.core import Operation, Value
+from lamina.ir.naming import result_names
+from lamina.ir.types import RankedTensorType
+
+from .dialect import KernelOp
+from .kernels import Choice, plan_kernel
+from .kernels.abi import Isa
+from .kernels.generic_ir import I8P, I32, I64, VOID, const
+from .kernels.generic_ref import HOST_CALLBACK, HOST_TYPE
+from .lowering import ALIGN, Plans, np_dtype
+
+__all__ = ["KernelInfo", "Program", "generate"]
+
+FUTEX = 202  # x86-64 Linux syscall number
+FUTEX_WAIT_PRIVATE, FUTEX_WAKE_PRIVATE = 128, 129
+SPIN = 4000
+
+
+@dataclass
+class KernelInfo:
+    """One kernel as the runtime and the profile see it."""
+
+    index: int
+    symbol: str
+    template: str
+    layer: str
+    ops: list[str]
+    buffers: list[tuple[str, int]]  # (arena|weights|io|scratch|null, offset or slot)
+    barrier: bool
+    macs: int = 0
+    bytes: int = 0
+    scratch_bytes: int = 0
+    alias: bool = False
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "symbol": self.symbol,
+            "template": self.template,
+            "layer": self.layer,
+            "ops": self.ops,
+            "buffers": [list(b) for b in self.buffers],
+            "barrier": self.barrier,
+            "macs": self.macs,
+            "bytes": self.bytes,
+            "scratch_bytes": self.scratch_bytes,
+            "alias": self.alias,
+            "skipped": [list(s) for s in self.skipped],
+        }
+
+
+@dataclass
+class Program:
+    kernels: list[KernelInfo]
+    weights: bytes
+    arena_bytes: int
+    scratch_bytes: int
+    modules: list[str]
+    reference: dict[int, Operation]  # kernel index -> its kernel op (run by the interpreter)
+
+
+class _Weights:
+    def __init__(self) -> None:
+        self.chunks: list[bytes] = []
+        self.size = 0
+        self.keys: dict[Any, int] = {}
+
+    def add(self, a: np.ndarray, key: Any = None) -> int:
+        if key is not None and key in self.keys:
+            return self.keys[key]
+        pad = (-self.size) % ALIGN
+        if pad:
+            self.chunks.append(b"\0" * pad)
+            self.size += pad
+        off = self.size
+        raw = np.ascontiguousarray(a).tobytes()
+        self.chunks.append(raw)
+        self.size += len(raw)
+        if key is not None:
+            self.keys[key] = off
+        return off
+
+    def data(self) -> bytes:
+        return b"".join(self.chunks)
+
+
+def _resolve(kernel: KernelOp, op: Operation, spec: tuple[str, Any], plan: Any) -> tuple[str, Any]:
+    """What a plan's buffer entry names: ``("value", v)``, ``("const", array)`` or
+    ``("weight", key)``/``("scratch", None)``."""
+    kind, key = spec
+    if kind in ("weight", "scratch"):
+        return kind, key
+    if kind == "in":
+        if isinstance(key, Value):
+            v = key
+        elif isinstance(key, int):
+            v = op.operands[key]
+        else:
+            v = getattr(op, key)
+        return ("const", v) if value_constant(v) is not None else ("value", v)
+    if kind == "out":
+        if isinstance(key, Value):
+            v = key
+        elif isinstance(key, int):
+            v = op.results[key]
+        else:
+            v = getattr(op, key)
+        return "value", v
+    raise ValueError(f"unknown buffer kind {kind!r}")
+
+
+def generate(func: Operation, isa: Isa, plans: Plans) -> Program:
+    """Emit the kernels of a converted, arena-assigned function and its entry points."""
+    block = func.regions[0].blocks[0]
+    kernels = [o for o in block.ops if isinstance(o, KernelOp)]
+    ret = block.last_op
+    assert ret is not None
+    arena = int(func.get_attr("cpu.arena_bytes").value)  # type: ignore[union-attr]
+    nin = len(block.args)
+    # where each function-level value lives
+    loc: dict[int, tuple[str, int]] = {}
+    for i, a in enumerate(block.args):
+        loc[id(a)] = ("io", i)
+    for k in kernels:
+        offs = list(k.get_attr("cpu.offsets").values)  # type: ignore[union-attr]
+        ioa = k.get_attr("cpu.io")
+        slots = list(ioa.values) if ioa is not None else [-1] * len(offs)  # type: ignore[union-attr]
+        for r, off, s in zip(k.results, offs, slots):
+            loc[id(r)] = ("io", int(s)) if s >= 0 else ("arena", int(off)) if off >= 0 else ("null", 0)
+    for j, v in enumerate(ret.operands):
+        loc.setdefault(id(v), ("io", nin + j))
+    weights = _Weights()
+    infos: list[KernelInfo] = []
+    modules: list[str] = []
+    reference: dict[int, Operation] = {}
+    scratch = 0
+    for idx, k in enumerate(kernels):
+        symbol = str(k.symbol)
+        inner = k.computes()
+        op = inner[0]
+        choice: Choice | None = plans.get(symbol)
+        if choice is None or choice.template.name != str(k.template):
+            choice = plan_kernel(op, symbol, isa, only=str(k.template))
+        alias = k.get_attr("cpu.alias") is not None
+        mod_text = None
+        while not alias:
+            try:
+                m = ir.Module(symbol)
+                choice.template.emit(m, choice.plan, op, isa)
+                mod_text = str(m)
+                break
+            except Exception as e:  # noqa: BLE001 - the next template takes the op
+                skipped = [*choice.skipped, (choice.template.name, f"emit: {type(e).__name__}: {e}")]
+                nxt = plan_kernel(op, symbol, isa)
+                names = {s[0] for s in skipped}
+                while nxt.template.name in names:
+                    from .kernels import candidates
+
+                    rest = [t for t in candidates(op, isa) if t.name not in names]
+                    nxt = plan_kernel(op, symbol, isa, only=rest[0].name)
+                nxt.skipped = skipped + nxt.skipped
+                choice = nxt
+                k.properties["template"] = type(k.properties["template"])(choice.template.name)  # type: ignore[call-arg]
+        if mod_text is not None:
+            modules.append(mod_text)
+        # the buffers, resolved against the kernel's operands/results
+        arg_of = {id(a): v for a, v in zip(k.block.args, k.inputs)}
+        yielded = {id(v): r for v, r in zip(k.block.last_op.operands, k.results)}  # type: ignore[union-attr]
+        bufs: list[tuple[str, int]] = []
+        for n, spec in enumerate(choice.plan.buffers):
+            kind, what = _resolve(k, op, spec, choice.plan)
+            if kind == "weight":
+                bufs.append(("weights", weights.add(choice.plan.weights[what], (symbol, what))))
+            elif kind == "scratch":
+                bufs.append(("scratch", 0))
+            elif kind == "const":
+                arr = constant_array(what)
+                if arr is None:
+                    bufs.append(("null", 0))
+                else:
+                    arr = np.asarray(arr).astype(np_dtype(what.type), copy=False)
+                    bufs.append(("weights", weights.add(arr, (symbol, "const", n))))
+            else:
+                v = what
+                if not isinstance(v.type, RankedTensorType):
+                    bufs.append(("null", 0))
+                    continue
+                outer = arg_of.get(id(v))
+                if outer is None:
+                    r = yielded.get(id(v))
+                    if r is None and spec[0] == "out" and isinstance(spec[1], int):
+                        r = k.results[spec[1]]  # a fused epilogue writes the kernel's result
+                    outer = r
+                if outer is None:
+                    raise AssertionError(f"{symbol}: buffer {spec} is neither an operand nor a result")
+                bufs.append(loc[id(outer)])
+        scratch = max(scratch, (choice.plan.scratch_bytes + ALIGN - 1) // ALIGN * ALIGN)
+        names = result_names(op) if op.results else [op.name]
+        info = KernelInfo(
+            idx,
+            symbol,
+            choice.template.name,
+            result_names(inner[-1])[0] if inner[-1].results else names[0],
+            [o.name for o in inner],
+            bufs,
+            False,
+            int(choice.plan.macs),
+            int(choice.plan.bytes),
+            int(choice.plan.scratch_bytes),
+            alias,
+            list(choice.skipped),
+        )
+        infos.append(info)
+        if choice.template.name == "reference":
+            reference[idx] = k
+    _barriers(infos, kernels)
+    scratch_base = (arena + ALIGN - 1) // ALIGN * ALIGN
+    modules.append(_entry_module(infos, scratch_base, profile=False))
+    modules.append(_entry_module(infos, scratch_base, profile=True, define_globals=False))
+    return Program(infos, weights.data(), scratch_base, scratch, modules, reference)
+
+
+def _barriers(infos: list[KernelInfo], kernels: list[KernelOp]) -> None:
+    """Mark the kernels before which the threads must meet: one that reads what a kernel since the
+    last barrier writes, or writes what such a kernel reads or writes (byte ranges in the arena and
+    the IO buffers; scratch is shared by every kernel), and around every reference kernel."""
+    from .lowering import nbytes
+
+    def ranges(k: KernelOp, info: KernelInfo, outputs: bool) -> list[tuple[str, int, int]]:
+        out = []
+        n_out = len(k.results)
+        values = list(k.results) if outputs else list(k.inputs)
+        del n_out
+        for (space, off), v in zip(_value_buffers(info, k, outputs), values):
+            if space in ("arena", "io") and isinstance(v.type, RankedTensorType):
+                out.append((space, off, off + nbytes(v.type)))
+        if outputs and info.scratch_bytes:
+            out.append(("scratch", 0, 1))
+        return out
+
+    written: list[tuple[str, int, int]] = []
+    touched: list[tuple[str, int, int]] = []
+    for info, k in zip(infos, kernels):
+        if info.alias:
+            continue
+        reads = ranges(k, info, False)
+        writes = ranges(k, info, True)
+
+        def hits(a: list[tuple[str, int, int]], b: list[tuple[str, int, int]]) -> bool:
+            return any(x[0] == y[0] and x[1] < y[2] and y[1] < x[2] for x in a for y in b)
+
+        ref = info.template == "reference"
+        if written or touched:
+            if ref or hits(reads, written) or hits(writes, touched) or (touched and touched[-1][0] == "ref"):
+                info.barrier = True
+                written, touched = [], []
+        written += writes
+        touched += reads + writes
+        if ref:
+            touched.append(("ref", 0, 1))
+
+
+def _value_buffers(info: KernelInfo, k: KernelOp, outputs: bool) -> list[tuple[str, int]]:
+    """The locations of a kernel's inputs or results (from the arena/io attributes)."""
+    if outputs:
+        offs = list(k.get_attr("cpu.offsets").values)  # type: ignore[union-attr]
+        ioa = k.get_attr("cpu.io")
+        slots = list(ioa.values) if ioa is not None else [-1] * len(offs)  # type: ignore[union-attr]
+        return [("io", int(s)) if s >= 0 else ("arena", int(o)) for o, s in zip(offs, slots)]
+    out = []
+    for v in k.inputs:
+        d = v.defining_op()
+        if d is None:
+            out.append(("io", v.index))  # type: ignore[attr-defined]
+        elif isinstance(d, KernelOp):
+            locs = _value_buffers(info, d, True)
+            out.append(locs[v.index])  # type: ignore[attr-defined]
+        else:
+            out.append(("null", 0))
+    return out
+
+
+# ---- the entry points ---------------------------------------------------------------------------------
+
+
+def _entry_module(infos: list[KernelInfo], scratch_base: int, profile: bool, define_globals: bool = True) -> str:
+    m = ir.Module("model_prof" if profile else "model")
+    kty = ir.FunctionType(VOID, [I8P.as_pointer(), I64, I64])
+    args = [I8P, I8P, I8P.as_pointer(), I64, I64] + ([I64.as_pointer()] if profile else [])
+    fn = ir.Function(m, ir.FunctionType(VOID, args), "model_run_prof" if profile else "model_run")
+    arena, weights, io, tid, nthreads = fn.args[:5]
+    barrier = _barrier_function(m, define_globals)
+    host = ir.GlobalVariable(m, HOST_TYPE.as_pointer(), HOST_CALLBACK)
+    if define_globals:
+        host.initializer = ir.Constant(HOST_TYPE.as_pointer(), None)
+    else:
+        host.linkage = "external"
+    clock = _clock_function(m) if profile else None
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    nmax = max([len(i.buffers) for i in infos] + [1])
+    arr = b.alloca(ir.ArrayType(I8P, nmax), name="bufs")
+    arrp = b.bitcast(arr, I8P.as_pointer())
+    scratch = b.gep(arena, [const(scratch_base)])
+    decl: dict[str, ir.Function] = {}
+    nk = len(infos)
+    for info in infos:
+        if info.alias:
+            continue
+        if info.barrier:
+            b.call(barrier, [nthreads])
+        for j, (space, off) in enumerate(info.buffers):
+            if space == "arena":
+                p = b.gep(arena, [const(off)])
+            elif space == "weights":
+                p = b.gep(weights, [const(off)])
+            elif space == "io":
+                p = b.load(b.gep(io, [const(off)]))
+            elif space == "scratch":
+                p = scratch
+            else:
+                p = ir.Constant(I8P, None)
+            b.store(p, b.gep(arrp, [const(j)]))
+        f = decl.get(info.symbol)
+        if f is None:
+            f = decl[info.symbol] = ir.Function(m, kty, info.symbol)
+        if profile:
+            assert clock is not None
+            times = fn.args[5]
+            slot = b.mul(b.add(b.mul(tid, const(nk)), const(info.index)), const(2))
+            b.store(b.call(clock, []), b.gep(times, [slot]))
+            b.call(f, [arrp, tid, nthreads])
+            b.store(b.call(clock, []), b.gep(times, [b.add(slot, const(1))]))
+        else:
+            b.call(f, [arrp, tid, nthreads])
+    b.call(barrier, [nthreads])  # every thread is done before the caller reads the outputs
+    b.ret_void()
+    return str(m)
+
+
+def _barrier_function(m: ir.Module, define: bool) -> ir.Function:
+    """``void @lamina_barrier(i64 nthreads)``: count arrivals; the last one resets the count, bumps
+    the generation and wakes the sleepers; the others spin ``SPIN`` times, then ``futex``-wait on the
+    generation."""
+    fty = ir.FunctionType(VOID, [I64])
+    fn = ir.Function(m, fty, "lamina_barrier")
+    count = ir.GlobalVariable(m, I32, "lamina_barrier_count")
+    gen = ir.GlobalVariable(m, I32, "lamina_barrier_gen")
+    if not define:
+        count.linkage = gen.linkage = "external"
+        return fn
+    count.initializer = ir.Constant(I32, 0)
+    gen.initializer = ir.Constant(I32, 0)
+    count.align = gen.align = 64
+    syscall = ir.Function(m, ir.FunctionType(I64, [I64], var_arg=True), "syscall")
+    (n,) = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    one = b.icmp_signed("<=", n, const(1))
+    alone = fn.append_basic_block("alone")
+    work = fn.append_basic_block("work")
+    b.cbranch(one, alone, work)
+    b.position_at_end(alone)
+    b.ret_void()
+    b.position_at_end(work)
+    g0 = b.load_atomic(gen, "acquire", 4)
+    arrived = b.add(b.atomic_rmw("add", count, ir.Constant(I32, 1), "acq_rel"), ir.Constant(I32, 1))
+    last = b.icmp_signed("==", b.sext(arrived, I64), n)
+    wake = fn.append_basic_block("wake")
+    wait = fn.append_basic_block("wait")
+    b.cbranch(last, wake, wait)
+    b.position_at_end(wake)
+    b.store_atomic(ir.Constant(I32, 0), count, "release", 4)
+    b.atomic_rmw("add", gen, ir.Constant(I32, 1), "acq_rel")
+    genp = b.bitcast(gen, I8P)
+    b.call(syscall, [const(FUTEX), genp, const(FUTEX_WAKE_PRIVATE), ir.Constant(I32, 0x7FFFFFFF)])
+    b.ret_void()
+    # spin, then sleep
+    b.position_at_end(wait)
+    spin = fn.append_basic_block("spin")
+    sleep = fn.append_basic_block("sleep")
+    done = fn.append_basic_block("done")
+    pre = b.block
+    b.branch(spin)
+    b.position_at_end(spin)
+    i = b.phi(I64)
+    i.add_incoming(const(0), pre)
+    cur = b.load_atomic(gen, "acquire", 4)
+    changed = b.icmp_unsigned("!=", cur, g0)
+    spin_more = fn.append_basic_block("spin_more")
+    b.cbranch(changed, done, spin_more)
+    b.position_at_end(spin_more)
+    pause = ir.Function(m, ir.FunctionType(VOID, []), "llvm.x86.sse2.pause")
+    b.call(pause, [])
+    nxt = b.add(i, const(1))
+    i.add_incoming(nxt, spin_more)
+    b.cbranch(b.icmp_signed("<", nxt, const(SPIN)), spin, sleep)
+    b.position_at_end(sleep)
+    cur2 = b.load_atomic(gen, "acquire", 4)
+    changed2 = b.icmp_unsigned("!=", cur2, g0)
+    do_wait = fn.append_basic_block("futex_wait")
+    b.cbranch(changed2, done, do_wait)
+    b.position_at_end(do_wait)
+    b.call(syscall, [const(FUTEX), b.bitcast(gen, I8P), const(FUTEX_WAIT_PRIVATE), g0, ir.Constant(I8P, None)])
+    b.branch(sleep)
+    b.position_at_end(done)
+    b.ret_void()
+    return fn
+
+
+def _clock_function(m: ir.Module) -> ir.Function:
+    """``i64 @lamina_now()``: CLOCK_MONOTONIC in nanoseconds."""
+    ts = ir.LiteralStructType([I64, I64])
+    real = ir.Function(m, ir.FunctionType(I32, [I64, ts.as_pointer()]), "clock_gettime")
+    fn = ir.Function(m, ir.FunctionType(I64, []), "lamina_now")
+    fn.linkage = "internal"
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    t = b.alloca(ts)
+    b.call(real, [const(1), t])
+    sec = b.load(b.gep(t, [ir.Constant(I32, 0), ir.Constant(I32, 0)]))
+    nsec = b.load(b.gep(t, [ir.Constant(I32, 0), ir.Constant(I32, 1)]))
+    b.ret(b.add(b.mul(sec, const(1_000_000_000)), nsec))
+    return fn
+

@@ -1,0 +1,35 @@
+"""The CPU as a ``model_deploy`` target: what it runs natively (:attr:`CpuTarget.capabilities`, the
+reference ``tpu`` target's: every op in every mode, INT8 in the families' integer forms) and
+compiling a ``tpu`` module into a ``.lamina`` file of native code
+(:func:`lamina.targets.cpu.compiler.compile_module`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lamina.dialects.tpu.capabilities import REFERENCE, TargetCapabilities
+
+from ..base import CompileOptions, CompileResult, Target
+
+__all__ = ["CpuTarget"]
+
+
+class CpuTarget(Target):
+    """The host CPU (or ``isa``: the host narrowed to ``avx2``/``sse``) as a ``--processor``."""
+
+    kind = "cpu"
+
+    def __init__(self, processor: str = "cpu", isa: str | None = None) -> None:
+        self.processor = processor
+        self.isa = isa
+
+    @property
+    def capabilities(self) -> TargetCapabilities:
+        return REFERENCE
+
+    def compile(self, module: Any, options: CompileOptions) -> CompileResult:
+        from .compiler import compile_module
+        from .jit import spec_for
+
+        isa = options.extra.get("isa", self.isa)
+        return compile_module(module, options, spec_for(isa))
