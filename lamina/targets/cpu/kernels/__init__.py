@@ -83,4 +83,4 @@ def plan_kernel(op: Any, symbol: str, isa: Isa, only: str | None = None) -> Choi
 # The templates. Generic ones first; fast templates add one import line each below.
 from . import generic_ref  # noqa: E402,F401
 from . import generic  # noqa: E402,F401
-# from . import generic_conv  # noqa: E402,F401
+from . import generic_conv  # noqa: E402,F401

@@ -1,0 +1,635 @@
+"""Generic compiled templates for the linear-algebra, pooling and reduction ops, in every mode: the
+fallback of the fast templates (correct for every shape; loops the vectorizer takes).
+
+* ``generic.conv`` — ``tpu.Conv`` 1-d/2-d, any groups (depthwise included), strides, dilations and
+  pads: one output channel's plane per step (the parts share the ``N x OC`` planes), accumulated
+  in a scratch row of f32 (float modes) or i32 (INT8: ``(q_x - zp_x) (q_w - zp_w)``, wrapping as
+  the int32 register does) over input channel x kernel tap, the innermost loop over the output
+  row; the epilogue adds the bias, applies relu / relu_limit (INT8: after the per-channel
+  requantization, in the integer domain) and stores the result type;
+* ``generic.matmul`` — ``tpu.MatMul`` with batch broadcasting, a constant or computed right operand,
+  a bias of ``N`` values: a row of ``N`` accumulators per output row;
+* ``generic.pool`` — ``tpu.MaxPool`` (float, and INT8 on the storage integers), ``tpu.AvgPool``
+  (float; INT8: window sums of ``q - zp`` requantized, padding counted in the window);
+* ``generic.reduce`` — ``tpu.Reduce`` Mean/Max/Min (INT8 and float) and Sum (float) over axes
+  that coalesce into one strided run.
+
+Weights are packed at compile time: float weights widened to f32, INT8 weights centred on their
+zero points as i16."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import llvmlite.ir as ir
+import numpy as np
+
+from lamina.ir.constants import constant_array, value_constant
+from lamina.ir.types import RankedTensorType
+
+from . import register
+from .abi import Isa, KernelPlan, Template
+from .generic import _is_float, _np, _quant, _shape, _static
+from .generic_ir import (
+    F32,
+    I16,
+    I32,
+    I64,
+    Kernel,
+    clamp_i64,
+    coalesce,
+    compute_float,
+    const,
+    contiguous_strides,
+    emit_strided,
+    fconst,
+    intrinsic,
+    load_float,
+    load_int,
+    rounding_rshift,
+    storage_type,
+    store_float,
+    store_int,
+)
+
+__all__ = ["Conv", "MatMul", "Pool", "Reduce"]
+
+
+def _floor_div(b: ir.IRBuilder, a: Any, s: int) -> Any:
+    """floor(a / s) for i64 ``a`` of any sign and a positive constant ``s``."""
+    q = b.sdiv(a, const(s))
+    fix = b.and_(b.icmp_signed("<", a, const(0)), b.icmp_signed("!=", b.mul(q, const(s)), a))
+    return b.sub(q, b.zext(fix, I64))
+
+
+def _max(b: ir.IRBuilder, x: Any, y: Any) -> Any:
+    return b.select(b.icmp_signed(">", x, y), x, y)
+
+
+def _min(b: ir.IRBuilder, x: Any, y: Any) -> Any:
+    return b.select(b.icmp_signed("<", x, y), x, y)
+
+
+def _relu_q(op: Any, out_t: Any) -> tuple[int | None, int | None]:
+    """The integer relu clamp of an INT8 op: (lower, upper) in the output's storage (None: none)."""
+    from lamina.dialects.tpu.families.common import zp
+    from lamina.dialects.tpu.quantize import qparams, round_half_away
+
+    if not op.attr("do_relu"):
+        return None, None
+    z = zp(out_t)
+    limit = op.attr("relu_limit")
+    if limit is not None and limit > 0:
+        scale = float(qparams(out_t)[0])
+        return z, z + int(round_half_away(np.float64(limit / scale)))
+    return z, None
+
+
+def _requant_epilogue(b: ir.IRBuilder, acc32: Any, m: Any, s: Any, op: Any, out_t: Any) -> Any:
+    """int32 ``acc32`` → the stored integer: ``clip(zp + rdiv(acc * m, 2**s))``, then the relu clamp."""
+    from lamina.dialects.tpu.families.common import bounds, zp
+
+    lo, hi = bounds(out_t)
+    y = b.add(rounding_rshift(b, b.mul(b.sext(acc32, I64), m), s), const(zp(out_t)))
+    y = clamp_i64(b, y, lo, hi)
+    rl, rh = _relu_q(op, out_t)
+    if rl is not None:
+        y = _max(b, y, const(rl))
+    if rh is not None:
+        y = _min(b, y, const(rh))
+    return y
+
+
+def _float_relu(b: ir.IRBuilder, m: ir.Module, v: Any, op: Any) -> Any:
+    if not op.attr("do_relu"):
+        return v
+    t = v.type
+    v = b.call(intrinsic(m, "llvm.maximum", t, 2), [v, fconst(0.0, t)])
+    limit = op.attr("relu_limit")
+    if limit is not None and limit > 0:
+        v = b.call(intrinsic(m, "llvm.minimum", t, 2), [v, fconst(float(np.float32(limit)), t)])
+    return v
+
+
+def _int_params(op: Any) -> tuple[np.ndarray, np.ndarray]:
+    from lamina.dialects.tpu.families.common import mult_props
+
+    m, s = mult_props(op)
+    return np.asarray(m, np.int64).reshape(-1), (31 + np.asarray(s, np.int64)).reshape(-1)
+
+
+class Conv(Template):
+    name = "generic.conv"
+
+    def matches(self, op: Any, isa: Isa) -> bool:
+        if op.name != "tpu.Conv":
+            return False
+        x, w, r = op.input.type, op.filter.type, op.output.type
+        if not (_static(x) and _static(w) and _static(r)) or len(x.shape) not in (3, 4):
+            return False
+        if value_constant(op.filter) is None:
+            return False
+        q = _quant(x)
+        if q:
+            return _quant(w) and _quant(r) and op.attr("multiplier") is not None
+        return _is_float(x) and _is_float(w) and _is_float(r)
+
+    def _geo(self, op: Any) -> dict[str, int]:
+        xs, ws = _shape(op.input.type), _shape(op.filter.type)
+        rs = _shape(op.output.type)
+        if len(xs) == 3:
+            xs, ws, rs = [xs[0], xs[1], 1, xs[2]], [ws[0], ws[1], 1, ws[2]], [rs[0], rs[1], 1, rs[2]]
+            k, s, d, p = op.geometry(_shape(op.input.type), _shape(op.filter.type))
+            k, s, d, p = [1, k[0]], [1, s[0]], [1, d[0]], [0, p[0], 0, p[1]]
+        else:
+            k, s, d, p = op.geometry(xs, ws)
+        g = int(op.attr("group"))
+        return dict(
+            N=xs[0], C=xs[1], H=xs[2], W=xs[3], OC=rs[1], OH=rs[2], OW=rs[3], KH=k[0], KW=k[1],
+            SH=s[0], SW=s[1], DH=d[0], DW=d[1], PH=p[0], PW=p[1], G=g, ICG=xs[1] // g, OCG=rs[1] // g,
+        )
+
+    def plan(self, op: Any, symbol: str, isa: Isa) -> KernelPlan:
+        from lamina.dialects.tpu.quantize import qparams
+
+        geo = self._geo(op)
+        w = np.asarray(constant_array(op.filter))
+        weights: dict[str, np.ndarray] = {}
+        q = _quant(op.input.type)
+        if q:
+            wzp = qparams(op.filter.type)[1]
+            wc = w.astype(np.int64) - (np.asarray(wzp).reshape((-1,) + (1,) * (w.ndim - 1)) if np.ndim(wzp) else int(wzp))
+            weights["w"] = np.ascontiguousarray(wc.astype(np.int16))
+            m, s = _int_params(op)
+            oc = geo["OC"]
+            weights["m"] = np.broadcast_to(m, (oc,)).astype(np.int64) if m.size in (1, oc) else m
+            weights["s"] = np.broadcast_to(s, (oc,)).astype(np.int64) if s.size in (1, oc) else s
+            if isinstance(op.bias.type, RankedTensorType):
+                weights["b"] = np.asarray(constant_array(op.bias)).astype(np.int32).reshape(-1)
+        else:
+            weights["w"] = np.ascontiguousarray(w.astype(np.float32))
+            if isinstance(op.bias.type, RankedTensorType):
+                weights["b"] = np.asarray(constant_array(op.bias)).astype(np.float32).reshape(-1)
+        bufs: list[tuple[str, Any]] = [("in", 0)] + [("weight", k) for k in weights] + [("out", 0), ("scratch", None)]
+        macs = geo["N"] * geo["OC"] * geo["OH"] * geo["OW"] * geo["ICG"] * geo["KH"] * geo["KW"]
+        return KernelPlan(symbol, bufs, weights, scratch_bytes=geo["OH"] * geo["OW"] * 4, macs=macs)
+
+    def emit(self, module: Any, plan: KernelPlan, op: Any, isa: Isa) -> None:
+        from lamina.dialects.tpu.families.common import zp
+
+        g = self._geo(op)
+        q = _quant(op.input.type)
+        k = Kernel(module, plan.symbol)
+        b = k.b
+        x_dt, out_dt = _np(op.input.type), _np(op.output.type)
+        keys = list(plan.weights)
+        x = k.buf(0, storage_type(x_dt))
+        w = k.buf(1 + keys.index("w"), I16 if q else F32)
+        bias = k.buf(1 + keys.index("b"), I32 if q else F32) if "b" in keys else None
+        mv = k.buf(1 + keys.index("m"), I64) if q else None
+        sv = k.buf(1 + keys.index("s"), I64) if q else None
+        out = k.buf(1 + len(keys), storage_type(out_dt))
+        acc_t = I32 if q else F32
+        scratch = k.buf(2 + len(keys), acc_t)
+        plane = g["OH"] * g["OW"]
+        acc = b.gep(scratch, [b.mul(k.part, const(plane))])
+        zx = zp(op.input.type) if q else 0
+        lo, hi = k.share(g["N"] * g["OC"])
+        with k.loop(lo, hi, "row") as row:
+            n = b.udiv(row, const(g["OC"]))
+            oc = b.urem(row, const(g["OC"]))
+            grp = b.udiv(oc, const(g["OCG"]))
+            with k.loop(0, plane, "z") as z:
+                b.store(ir.Constant(acc_t, 0), b.gep(acc, [z]))
+            with k.loop(0, g["ICG"], "ic") as ic:
+                cin = b.add(b.mul(grp, const(g["ICG"])), ic)
+                xbase = b.gep(x, [b.mul(b.add(b.mul(n, const(g["C"])), cin), const(g["H"] * g["W"]))])
+                wbase = b.gep(w, [b.mul(b.add(b.mul(oc, const(g["ICG"])), ic), const(g["KH"] * g["KW"]))])
+                with k.loop(0, g["KH"], "kh") as kh:
+                    with k.loop(0, g["KW"], "kw") as kw:
+                        wp = b.gep(wbase, [b.add(b.mul(kh, const(g["KW"])), kw)])
+                        wv = b.sext(b.load(wp), I32) if q else b.load(wp)
+                        # the output columns whose input column lies inside the row
+                        off = b.sub(b.mul(kw, const(g["DW"])), const(g["PW"]))  # iw = ow*SW + off
+                        ow_lo = _max(b, const(0), b.sub(const(0), _floor_div(b, off, g["SW"])))
+                        ow_lo = b.select(
+                            b.icmp_signed("<", b.add(b.mul(ow_lo, const(g["SW"])), off), const(0)), b.add(ow_lo, const(1)), ow_lo
+                        )
+                        ow_hi = _min(b, const(g["OW"]), b.add(_floor_div(b, b.sub(const(g["W"] - 1), off), g["SW"]), const(1)))
+                        with k.loop(0, g["OH"], "oh") as oh:
+                            ih = b.add(b.sub(b.mul(oh, const(g["SH"])), const(g["PH"])), b.mul(kh, const(g["DH"])))
+                            inside = b.and_(b.icmp_signed(">=", ih, const(0)), b.icmp_signed("<", ih, const(g["H"])))
+                            with b.if_then(inside):
+                                xrow = b.gep(xbase, [b.add(b.mul(ih, const(g["W"])), off)])
+                                arow = b.gep(acc, [b.mul(oh, const(g["OW"]))])
+                                with k.loop(ow_lo, ow_hi, "ow") as ow:
+                                    xp = b.gep(xrow, [b.mul(ow, const(g["SW"]))])
+                                    ap = b.gep(arow, [ow])
+                                    if q:
+                                        xv = b.trunc(b.sub(load_int(b, xp, x_dt), const(zx)), I32)
+                                        b.store(b.add(b.load(ap), b.mul(xv, wv)), ap)
+                                    else:
+                                        xv = load_float(b, xp, x_dt, F32)
+                                        b.store(b.fadd(b.load(ap), b.fmul(xv, wv)), ap)
+            obase = b.gep(out, [b.mul(row, const(plane))])
+            if q:
+                bv = b.load(b.gep(bias, [oc])) if bias is not None else None
+                m = b.load(b.gep(mv, [oc]))  # type: ignore[arg-type]
+                s = b.load(b.gep(sv, [oc]))  # type: ignore[arg-type]
+            else:
+                bv = b.load(b.gep(bias, [oc])) if bias is not None else None
+            with k.loop(0, plane, "p") as p:
+                a = b.load(b.gep(acc, [p]))
+                if bv is not None:
+                    a = b.add(a, bv) if q else b.fadd(a, bv)
+                if q:
+                    store_int(b, _requant_epilogue(b, a, m, s, op, op.output.type), b.gep(obase, [p]), out_dt)
+                else:
+                    store_float(b, _float_relu(b, module, a, op), b.gep(obase, [p]), out_dt)
+        k.finish()
+
+
+class MatMul(Template):
+    name = "generic.matmul"
+
+    def matches(self, op: Any, isa: Isa) -> bool:
+        if op.name != "tpu.MatMul":
+            return False
+        a, w, r = op.input.type, op.right.type, op.output.type
+        if not (_static(a) and _static(w) and _static(r)) or len(a.shape) < 2 or len(w.shape) < 2:
+            return False
+        n = w.shape[-1]
+        if isinstance(op.bias.type, RankedTensorType):
+            if value_constant(op.bias) is None or int(np.prod(op.bias.type.shape)) != n or op.bias.type.shape[-1] != n:
+                return False
+        if _quant(a):
+            return _quant(w) and _quant(r) and op.attr("multiplier") is not None
+        return _is_float(a) and _is_float(w) and _is_float(r)
+
+    def _dims(self, op: Any) -> tuple[list[int], int, int, int, list[int], list[int]]:
+        a, w, r = _shape(op.input.type), _shape(op.right.type), _shape(op.output.type)
+        batch = r[:-2]
+        M, K, N = a[-2], a[-1], w[-1]
+        from .generic_ir import broadcast_strides
+
+        sa = broadcast_strides(a[:-2], batch) if batch else []
+        sb = broadcast_strides(w[:-2], batch) if batch else []
+        return batch, M, K, N, [x * M * K for x in sa], [x * K * N for x in sb]
+
+    def plan(self, op: Any, symbol: str, isa: Isa) -> KernelPlan:
+        from lamina.dialects.tpu.quantize import qparams
+
+        batch, M, K, N, _, _ = self._dims(op)
+        q = _quant(op.input.type)
+        weights: dict[str, np.ndarray] = {}
+        bufs: list[tuple[str, Any]] = [("in", 0)]
+        wconst = value_constant(op.right) is not None
+        if wconst:
+            wa = np.asarray(constant_array(op.right))
+            if q:
+                _, wzp, axis, _, _ = qparams(op.right.type)
+                if axis is not None:
+                    shape = [1] * wa.ndim
+                    shape[axis] = -1
+                    wc = wa.astype(np.int64) - np.asarray(wzp).reshape(shape)
+                else:
+                    wc = wa.astype(np.int64) - int(wzp)
+                weights["w"] = np.ascontiguousarray(wc.astype(np.int16))
+            else:
+                weights["w"] = np.ascontiguousarray(wa.astype(np.float32))
+            bufs.append(("weight", "w"))
+        else:
+            bufs.append(("in", 1))
+        if q:
+            m, s = _int_params(op)
+            weights["m"] = np.broadcast_to(m, (N,)).astype(np.int64).copy()
+            weights["s"] = np.broadcast_to(s, (N,)).astype(np.int64).copy()
+            bufs += [("weight", "m"), ("weight", "s")]
+        if isinstance(op.bias.type, RankedTensorType):
+            bb = np.asarray(constant_array(op.bias)).reshape(-1)
+            weights["b"] = bb.astype(np.int32) if q else bb.astype(np.float32)
+            bufs.append(("weight", "b"))
+        bufs += [("out", 0), ("scratch", None)]
+        rows = int(np.prod(batch)) * M if batch else M
+        return KernelPlan(symbol, bufs, weights, scratch_bytes=N * 4, macs=rows * K * N)
+
+    def emit(self, module: Any, plan: KernelPlan, op: Any, isa: Isa) -> None:
+        from lamina.dialects.tpu.families.common import zp
+        from lamina.dialects.tpu.quantize import qparams
+
+        batch, M, K, N, sa, sb = self._dims(op)
+        q = _quant(op.input.type)
+        k = Kernel(module, plan.symbol)
+        b = k.b
+        a_dt, out_dt = _np(op.input.type), _np(op.output.type)
+        wconst = "w" in plan.weights
+        i = 0
+        ap = k.buf(i, storage_type(a_dt))
+        i += 1
+        w_dt = np.dtype(np.int16) if (wconst and q) else np.dtype(np.float32) if wconst else _np(op.right.type)
+        wp = k.buf(i, storage_type(w_dt))
+        i += 1
+        mv = sv = bias = None
+        if q:
+            mv, sv = k.buf(i, I64), k.buf(i + 1, I64)
+            i += 2
+        if "b" in plan.weights:
+            bias = k.buf(i, I32 if q else F32)
+            i += 1
+        out = k.buf(i, storage_type(out_dt))
+        acc_t = I32 if q else F32
+        acc = b.gep(k.buf(i + 1, acc_t), [b.mul(k.part, const(N))])
+        za = zp(op.input.type) if q else 0
+        zw = 0
+        if q and not wconst:
+            zw = int(qparams(op.right.type)[1])
+        rows = int(np.prod(batch)) * M if batch else M
+        lo, hi = k.share(rows)
+        with k.loop(lo, hi, "row") as row:
+            bi = b.udiv(row, const(M))
+            mi = b.urem(row, const(M))
+            aoff, woff = const(0), const(0)
+            rem = bi
+            for d in range(len(batch) - 1, -1, -1):
+                c = b.urem(rem, const(batch[d]))
+                rem = b.udiv(rem, const(batch[d]))
+                if sa[d]:
+                    aoff = b.add(aoff, b.mul(c, const(sa[d])))
+                if sb[d]:
+                    woff = b.add(woff, b.mul(c, const(sb[d])))
+            arow = b.gep(ap, [b.add(aoff, b.mul(mi, const(K)))])
+            wmat = b.gep(wp, [woff])
+            with k.loop(0, N, "z") as z:
+                b.store(ir.Constant(acc_t, 0), b.gep(acc, [z]))
+            with k.loop(0, K, "kk") as kk:
+                ax = b.gep(arow, [kk])
+                av = b.trunc(b.sub(load_int(b, ax, a_dt), const(za)), I32) if q else load_float(b, ax, a_dt, F32)
+                wrow = b.gep(wmat, [b.mul(kk, const(N))])
+                with k.loop(0, N, "n") as nn:
+                    wx = b.gep(wrow, [nn])
+                    cp = b.gep(acc, [nn])
+                    if q:
+                        wv = b.trunc(b.sub(load_int(b, wx, w_dt), const(zw)), I32)
+                        b.store(b.add(b.load(cp), b.mul(av, wv)), cp)
+                    else:
+                        wv = load_float(b, wx, w_dt, F32)
+                        b.store(b.fadd(b.load(cp), b.fmul(av, wv)), cp)
+            orow = b.gep(out, [b.mul(row, const(N))])
+            with k.loop(0, N, "n2") as nn:
+                v = b.load(b.gep(acc, [nn]))
+                if bias is not None:
+                    bv = b.load(b.gep(bias, [nn]))
+                    v = b.add(v, bv) if q else b.fadd(v, bv)
+                if q:
+                    y = _requant_epilogue(b, v, b.load(b.gep(mv, [nn])), b.load(b.gep(sv, [nn])), op, op.output.type)
+                    store_int(b, y, b.gep(orow, [nn]), out_dt)
+                else:
+                    store_float(b, _float_relu(b, module, v, op), b.gep(orow, [nn]), out_dt)
+        k.finish()
+
+
+class Pool(Template):
+    name = "generic.pool"
+
+    def matches(self, op: Any, isa: Isa) -> bool:
+        if op.name not in ("tpu.MaxPool", "tpu.AvgPool"):
+            return False
+        x, r = op.operands[0].type, op.results[0].type
+        if not (_static(x) and _static(r)) or len(x.shape) != 4:
+            return False
+        if len(op.results) > 1 and isinstance(op.results[1].type, RankedTensorType):
+            return False  # MaxPool indices
+        dil = op.attr("dilations")
+        if dil and any(d != 1 for d in dil):
+            return False
+        if op.name == "tpu.AvgPool":
+            if op.attr("auto_pad") not in (None, "NOTSET") or op.attr("ceil_mode"):
+                return False
+            if _quant(x):
+                return op.attr("multiplier") is not None
+        return _quant(x) or (_is_float(x) and _is_float(r))
+
+    def _geo(self, op: Any) -> tuple[list[int], list[int], list[int], list[int]]:
+        from lamina.execution.kernels.geometry import window_geometry
+
+        xs = _shape(op.operands[0].type)
+        k, s, _, p = window_geometry(xs[2:], op.attr("kernel_shape"), op.attr("strides"), None, op.attr("pads"), op.attr("auto_pad") or "NOTSET")
+        return xs, k, s, p
+
+    def plan(self, op: Any, symbol: str, isa: Isa) -> KernelPlan:
+        bufs: list[tuple[str, Any]] = [("in", 0), ("out", 0)]
+        return KernelPlan(symbol, bufs, bytes=_np(op.operands[0].type).itemsize * int(np.prod(_shape(op.operands[0].type))))
+
+    def emit(self, module: Any, plan: KernelPlan, op: Any, isa: Isa) -> None:
+        from lamina.dialects.tpu.families.common import bounds, zp
+
+        xs, (KH, KW), (SH, SW), p = self._geo(op)
+        N, C, H, W = xs
+        rs = _shape(op.results[0].type)
+        OH, OW = rs[2], rs[3]
+        PH, PW = p[0], p[1]
+        x_t, r_t = op.operands[0].type, op.results[0].type
+        x_dt, o_dt = _np(x_t), _np(r_t)
+        q = _quant(x_t)
+        is_max = op.name == "tpu.MaxPool"
+        cip = bool(op.attr("count_include_pad")) if not is_max else False
+        k = Kernel(module, plan.symbol)
+        b = k.b
+        x = k.buf(0, storage_type(x_dt))
+        out = k.buf(1, storage_type(o_dt))
+        ct = compute_float(x_dt)
+        if q and not is_max:
+            m, s = _int_params(op)
+        lo, hi = k.share(N * C * OH)
+        with k.loop(lo, hi, "row") as row:
+            nc = b.udiv(row, const(OH))
+            oh = b.urem(row, const(OH))
+            h0 = b.sub(b.mul(oh, const(SH)), const(PH))
+            h_lo, h_hi = _max(b, h0, const(0)), _min(b, b.add(h0, const(KH)), const(H))
+            xbase = b.gep(x, [b.mul(nc, const(H * W))])
+            with k.loop(0, OW, "ow") as ow:
+                w0 = b.sub(b.mul(ow, const(SW)), const(PW))
+                w_lo, w_hi = _max(b, w0, const(0)), _min(b, b.add(w0, const(KW)), const(W))
+                if is_max:
+                    init = const(-(2**62)) if q else fconst(-math.inf, ct)
+                else:
+                    init = const(0) if q else fconst(0.0, ct)
+                pre = b.block
+                cond_h = b.append_basic_block("h.cond")
+                body_h = b.append_basic_block("h.body")
+                end_h = b.append_basic_block("h.end")
+                b.branch(cond_h)
+                b.position_at_end(cond_h)
+                ih = b.phi(I64)
+                accp = b.phi(init.type)
+                ih.add_incoming(h_lo, pre)
+                accp.add_incoming(init, pre)
+                b.cbranch(b.icmp_signed("<", ih, h_hi), body_h, end_h)
+                b.position_at_end(body_h)
+                prew = b.block
+                cond_w = b.append_basic_block("w.cond")
+                body_w = b.append_basic_block("w.body")
+                end_w = b.append_basic_block("w.end")
+                b.branch(cond_w)
+                b.position_at_end(cond_w)
+                iw = b.phi(I64)
+                acc = b.phi(init.type)
+                iw.add_incoming(w_lo, prew)
+                acc.add_incoming(accp, prew)
+                b.cbranch(b.icmp_signed("<", iw, w_hi), body_w, end_w)
+                b.position_at_end(body_w)
+                xp = b.gep(xbase, [b.add(b.mul(ih, const(W)), iw)])
+                if q:
+                    v = load_int(b, xp, x_dt)
+                    nv = _max(b, acc, v) if is_max else b.add(acc, b.sub(v, const(zp(x_t))))
+                else:
+                    v = load_float(b, xp, x_dt, ct)
+                    nv = b.call(intrinsic(module, "llvm.maximum", ct, 2), [acc, v]) if is_max else b.fadd(acc, v)
+                iw.add_incoming(b.add(iw, const(1)), b.block)
+                acc.add_incoming(nv, b.block)
+                b.branch(cond_w)
+                b.position_at_end(end_w)
+                ih.add_incoming(b.add(ih, const(1)), b.block)
+                accp.add_incoming(acc, b.block)
+                b.branch(cond_h)
+                b.position_at_end(end_h)
+                res = accp
+                op_ = b.gep(out, [b.add(b.mul(row, const(OW)), ow)])
+                if is_max:
+                    if q:
+                        store_int(b, res, op_, o_dt)
+                    else:
+                        store_float(b, res, op_, o_dt)
+                elif q:
+                    y = _requant_epilogue_plain(b, b.trunc(res, I32), const(int(m[0])), const(int(s[0])), r_t)
+                    store_int(b, y, op_, o_dt)
+                else:
+                    if cip:
+                        cnt = fconst(KH * KW, ct)
+                    else:
+                        cnt = b.sitofp(b.mul(b.sub(h_hi, h_lo), b.sub(w_hi, w_lo)), ct)
+                    store_float(b, b.fdiv(res, cnt), op_, o_dt)
+        k.finish()
+
+
+def _requant_epilogue_plain(b: ir.IRBuilder, acc32: Any, m: Any, s: Any, out_t: Any) -> Any:
+    from lamina.dialects.tpu.families.common import bounds, zp
+
+    lo, hi = bounds(out_t)
+    y = b.add(rounding_rshift(b, b.mul(b.sext(acc32, I64), m), s), const(zp(out_t)))
+    return clamp_i64(b, y, lo, hi)
+
+
+class Reduce(Template):
+    name = "generic.reduce"
+
+    def _axes(self, op: Any) -> list[int] | None:
+        if len(op.operands) < 2 or not isinstance(op.operands[1].type, RankedTensorType):
+            return None
+        a = constant_array(op.operands[1])
+        if a is None:
+            return None
+        nd = len(op.operands[0].type.shape)
+        return sorted({int(v) % nd for v in np.asarray(a).reshape(-1)})
+
+    def _split(self, op: Any) -> tuple[list[int], list[int], int, int] | None:
+        """(kept dims, their input strides, the reduced run's length, its stride) when the reduced
+        dims coalesce into one strided run."""
+        xs = _shape(op.operands[0].type)
+        axes = self._axes(op)
+        if axes is None:
+            return None
+        st = contiguous_strides(xs)
+        red = [xs[a] for a in axes]
+        dims, strides = coalesce(red, [[st[a] for a in axes]])
+        if len(dims) != 1:
+            return None
+        kept = [d for d in range(len(xs)) if d not in axes]
+        return [xs[d] for d in kept], [st[d] for d in kept], dims[0], strides[0][0]
+
+    def matches(self, op: Any, isa: Isa) -> bool:
+        if op.name != "tpu.Reduce" or len(op.results) != 1:
+            return False
+        x, r = op.operands[0].type, op.results[0].type
+        if not (_static(x) and _static(r)) or self._split(op) is None:
+            return False
+        mode = op.attr("mode")
+        if _quant(x):
+            return mode in ("ReduceMax", "ReduceMin") or (mode == "ReduceMean" and op.attr("multiplier") is not None)
+        return _is_float(x) and _is_float(r) and mode in ("ReduceMean", "ReduceMax", "ReduceMin", "ReduceSum")
+
+    def plan(self, op: Any, symbol: str, isa: Isa) -> KernelPlan:
+        return KernelPlan(symbol, [("in", 0), ("out", 0)], bytes=_np(op.operands[0].type).itemsize * int(np.prod(_shape(op.operands[0].type))))
+
+    def emit(self, module: Any, plan: KernelPlan, op: Any, isa: Isa) -> None:
+        from lamina.dialects.tpu.families.common import zp
+
+        split = self._split(op)
+        assert split is not None
+        kshape, kstr, n, rstride = split
+        x_t, r_t = op.operands[0].type, op.results[0].type
+        x_dt, o_dt = _np(x_t), _np(r_t)
+        q = _quant(x_t)
+        mode = op.attr("mode")
+        k = Kernel(module, plan.symbol)
+        x = k.buf(0, storage_type(x_dt))
+        out = k.buf(1, storage_type(o_dt))
+        ct = compute_float(x_dt)
+        if not kshape:
+            kshape, kstr = [1], [0]
+        if q and mode == "ReduceMean":
+            m, s = _int_params(op)
+
+        def body(b: ir.IRBuilder, ps: list[Any]) -> None:
+            if q:
+                init = const(0) if mode == "ReduceMean" else load_int(b, ps[0], x_dt)
+            else:
+                init = fconst(0.0, ct) if mode in ("ReduceMean", "ReduceSum") else load_float(b, ps[0], x_dt, ct)
+            pre = b.block
+            cond = b.append_basic_block("r.cond")
+            bod = b.append_basic_block("r.body")
+            end = b.append_basic_block("r.end")
+            b.branch(cond)
+            b.position_at_end(cond)
+            i = b.phi(I64)
+            acc = b.phi(init.type)
+            i.add_incoming(const(0), pre)
+            acc.add_incoming(init, pre)
+            b.cbranch(b.icmp_signed("<", i, const(n)), bod, end)
+            b.position_at_end(bod)
+            xp = b.gep(ps[0], [b.mul(i, const(rstride))])
+            if q:
+                v = load_int(b, xp, x_dt)
+                if mode == "ReduceMean":
+                    nv = b.add(acc, b.sub(v, const(zp(x_t))))
+                else:
+                    nv = _max(b, acc, v) if mode == "ReduceMax" else _min(b, acc, v)
+            else:
+                v = load_float(b, xp, x_dt, ct)
+                if mode in ("ReduceMean", "ReduceSum"):
+                    nv = b.fadd(acc, v)
+                else:
+                    nv = b.call(intrinsic(module, "llvm.maximum" if mode == "ReduceMax" else "llvm.minimum", ct, 2), [acc, v])
+            i.add_incoming(b.add(i, const(1)), b.block)
+            acc.add_incoming(nv, b.block)
+            b.branch(cond)
+            b.position_at_end(end)
+            if q:
+                if mode == "ReduceMean":
+                    y = _requant_epilogue_plain(b, b.trunc(acc, I32), const(int(m[0])), const(int(s[0])), r_t)
+                    store_int(b, y, ps[1], o_dt)
+                else:
+                    store_int(b, acc, ps[1], o_dt)
+            else:
+                v = b.fdiv(acc, fconst(n, ct)) if mode == "ReduceMean" else acc
+                store_float(b, v, ps[1], o_dt)
+
+        emit_strided(k, kshape, [(x, kstr, 0), (out, contiguous_strides(kshape), 0)], body)
+        k.finish()
+
+
+for _t in (Conv(), MatMul(), Pool(), Reduce()):
+    register(_t)
+
+
