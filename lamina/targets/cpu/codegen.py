@@ -193,7 +193,10 @@ def generate(func: Operation, isa: Isa, plans: Plans) -> Program:
         yielded = {id(v): r for v, r in zip(k.block.last_op.operands, k.results)}  # type: ignore[union-attr]
         bufs: list[tuple[str, int]] = []
         for n, spec in enumerate(choice.plan.buffers):
-            kind, what = _resolve(k, op, spec, choice.plan)
+            try:
+                kind, what = _resolve(k, op, spec, choice.plan)
+            except (IndexError, AttributeError) as e:
+                raise AssertionError(f"{symbol} ({choice.template.name}, {op.name}): bad buffer {spec}: {e}") from None
             if kind == "weight":
                 bufs.append(("weights", weights.add(choice.plan.weights[what], (symbol, what))))
             elif kind == "scratch":

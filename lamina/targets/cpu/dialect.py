@@ -65,12 +65,15 @@ class KernelOp(Op, ExecutableOpInterface):
 
     def computes(self) -> list[Any]:
         """The ops the kernel computes (its region's ops but constants and the yield), in order."""
+        from lamina.ir.constants import holds_constant
         from lamina.ir.traits import ConstantLike
 
         return [
             o
             for o in self.block.ops
-            if not isinstance(o, YieldOp) and not (o.has_trait(ConstantLike) and not o.operands)
+            if not isinstance(o, YieldOp)
+            and not holds_constant(o)
+            and not (o.has_trait(ConstantLike) and not o.operands)
         ]
 
 
