@@ -351,6 +351,7 @@ def _entry_module(infos: list[KernelInfo], scratch_base: int, profile: bool, def
         f = decl.get(info.symbol)
         if f is None:
             f = decl[info.symbol] = ir.Function(m, kty, info.symbol)
+            f.attributes.add("noinline")
         if profile:
             assert clock is not None
             times = fn.args[5]
@@ -371,6 +372,7 @@ def _barrier_function(m: ir.Module, define: bool) -> ir.Function:
     generation."""
     fty = ir.FunctionType(VOID, [I64])
     fn = ir.Function(m, fty, "lamina_barrier")
+    fn.attributes.add("noinline")
     count = ir.GlobalVariable(m, I32, "lamina_barrier_count")
     gen = ir.GlobalVariable(m, I32, "lamina_barrier_gen")
     if not define:

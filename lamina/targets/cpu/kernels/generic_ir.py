@@ -177,6 +177,7 @@ class Kernel:
         self.module = module
         self.fn = ir.Function(module, KERNEL_TYPE, symbol)
         self.fn.attributes.add("nounwind")
+        self.fn.attributes.add("noinline")  # the entry calls each once: inlining them all is slow to compile
         self.bufs, self.part, self.nparts = self.fn.args
         self.b = ir.IRBuilder(self.fn.append_basic_block("entry"))
 
