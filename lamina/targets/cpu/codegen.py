@@ -57,6 +57,8 @@ class KernelInfo:
     scratch_bytes: int = 0
     alias: bool = False
     skipped: list[tuple[str, str]] = field(default_factory=list)
+    #: the LLVM function called (another kernel's when their code is the same)
+    function: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -71,6 +73,7 @@ class KernelInfo:
             "scratch_bytes": self.scratch_bytes,
             "alias": self.alias,
             "skipped": [list(s) for s in self.skipped],
+            "function": self.function or self.symbol,
         }
 
 
@@ -159,6 +162,7 @@ def generate(func: Operation, isa: Isa, plans: Plans) -> Program:
     modules: list[str] = []
     reference: dict[int, Operation] = {}
     scratch = 0
+    same_code: dict[str, str] = {}  # a kernel's IR with its name elided -> the function emitted for it
     for idx, k in enumerate(kernels):
         symbol = str(k.symbol)
         inner = k.computes()
@@ -186,8 +190,12 @@ def generate(func: Operation, isa: Isa, plans: Plans) -> Program:
                 nxt.skipped = skipped + nxt.skipped
                 choice = nxt
                 k.properties["template"] = type(k.properties["template"])(choice.template.name)  # type: ignore[call-arg]
+        function = symbol
         if mod_text is not None:
-            modules.append(mod_text)
+            key = mod_text.replace(f'"{symbol}"', '"@kernel"')
+            function = same_code.setdefault(key, symbol)
+            if function == symbol:
+                modules.append(mod_text)
         # the buffers, resolved against the kernel's operands/results
         arg_of = {id(a): v for a, v in zip(k.block.args, k.inputs)}
         yielded = {id(v): r for v, r in zip(k.block.last_op.operands, k.results)}  # type: ignore[union-attr]
@@ -237,6 +245,7 @@ def generate(func: Operation, isa: Isa, plans: Plans) -> Program:
             int(choice.plan.scratch_bytes),
             alias,
             list(choice.skipped),
+            function,
         )
         infos.append(info)
         if choice.template.name == "reference":
@@ -348,9 +357,9 @@ def _entry_module(infos: list[KernelInfo], scratch_base: int, profile: bool, def
             else:
                 p = ir.Constant(I8P, None)
             b.store(p, b.gep(arrp, [const(j)]))
-        f = decl.get(info.symbol)
+        f = decl.get(info.function)
         if f is None:
-            f = decl[info.symbol] = ir.Function(m, kty, info.symbol)
+            f = decl[info.function] = ir.Function(m, kty, info.function)
             f.attributes.add("noinline")
         if profile:
             assert clock is not None
