@@ -150,11 +150,31 @@ def compile_ir(ir_text: str | Sequence[str], spec: CpuSpec) -> tuple[bytes, str]
     return tm.emit_object(mod), linked
 
 
+def check_object(obj: bytes) -> None:
+    """Refuse bytes that are not a well-formed 64-bit little-endian ELF relocatable object (its
+    header and every section inside the bytes) before LLVM's loader sees them: it does not check."""
+    import struct
+
+    if len(obj) < 64 or obj[:4] != b"\x7fELF" or obj[4] != 2 or obj[5] != 1:
+        raise LaminaError("not a 64-bit little-endian ELF object")
+    e_type, = struct.unpack_from("<H", obj, 16)
+    shoff, = struct.unpack_from("<Q", obj, 0x28)
+    shentsize, shnum = struct.unpack_from("<HH", obj, 0x3A)
+    if e_type != 1 or shentsize != 64 or shoff + shnum * shentsize > len(obj):
+        raise LaminaError("the ELF header's section table lies outside the object")
+    for i in range(shnum):
+        sh_type, = struct.unpack_from("<I", obj, shoff + i * 64 + 4)
+        off, size = struct.unpack_from("<QQ", obj, shoff + i * 64 + 24)
+        if sh_type != 8 and off + size > len(obj):  # SHT_NOBITS takes no bytes
+            raise LaminaError(f"ELF section {i} lies outside the object")
+
+
 class LoadedCode:
     """Machine code loaded into this process (MCJIT), with its functions' addresses by name."""
 
     def __init__(self, obj: bytes, spec: CpuSpec) -> None:
         _init()
+        check_object(bytes(obj))
         self.tm = target_machine(spec)
         self.ee = llvm.create_mcjit_compiler(llvm.parse_assembly(""), self.tm)
         try:
