@@ -178,7 +178,7 @@ def generate(func: Operation, isa: Isa, plans: Plans) -> Program:
                 choice.template.emit(m, choice.plan, op, isa)
                 mod_text = str(m)
                 break
-            except Exception as e:  # noqa: BLE001 - the next template takes the op
+            except Exception as e:
                 skipped = [*choice.skipped, (choice.template.name, f"emit: {type(e).__name__}: {e}")]
                 nxt = plan_kernel(op, symbol, isa)
                 names = {s[0] for s in skipped}
@@ -204,7 +204,9 @@ def generate(func: Operation, isa: Isa, plans: Plans) -> Program:
             try:
                 kind, what = _resolve(k, op, spec, choice.plan)
             except (IndexError, AttributeError) as e:
-                raise AssertionError(f"{symbol} ({choice.template.name}, {op.name}): bad buffer {spec}: {e}") from None
+                raise AssertionError(
+                    f"{symbol} ({choice.template.name}, {op.name}): bad buffer {spec}: {e}"
+                ) from None
             if kind == "weight":
                 bufs.append(("weights", weights.add(choice.plan.weights[what], (symbol, what))))
             elif kind == "scratch":
@@ -320,7 +322,9 @@ def _value_buffers(info: KernelInfo, k: KernelOp, outputs: bool) -> list[tuple[s
 # ---- the entry points ---------------------------------------------------------------------------------
 
 
-def _entry_module(infos: list[KernelInfo], scratch_base: int, profile: bool, define_globals: bool = True) -> str:
+def _entry_module(
+    infos: list[KernelInfo], scratch_base: int, profile: bool, define_globals: bool = True
+) -> str:
     m = ir.Module("model_prof" if profile else "model")
     kty = ir.FunctionType(VOID, [I8P.as_pointer(), I64, I64])
     args = [I8P, I8P, I8P.as_pointer(), I64, I64] + ([I64.as_pointer()] if profile else [])
@@ -438,7 +442,9 @@ def _barrier_function(m: ir.Module, define: bool) -> ir.Function:
     do_wait = fn.append_basic_block("futex_wait")
     b.cbranch(changed2, done, do_wait)
     b.position_at_end(do_wait)
-    b.call(syscall, [const(FUTEX), b.bitcast(gen, I8P), const(FUTEX_WAIT_PRIVATE), g0, ir.Constant(I8P, None)])
+    b.call(
+        syscall, [const(FUTEX), b.bitcast(gen, I8P), const(FUTEX_WAIT_PRIVATE), g0, ir.Constant(I8P, None)]
+    )
     b.branch(sleep)
     b.position_at_end(done)
     b.ret_void()
@@ -458,4 +464,3 @@ def _clock_function(m: ir.Module) -> ir.Function:
     nsec = b.load(b.gep(t, [ir.Constant(I32, 0), ir.Constant(I32, 1)]))
     b.ret(b.add(b.mul(sec, const(1_000_000_000)), nsec))
     return fn
-

@@ -163,7 +163,9 @@ def _desc(t: Any, name: str) -> TensorDesc:
             scale, zp = float(sc), int(z)
     assert isinstance(t, RankedTensorType)
     dt = np_dtype(t)
-    return TensorDesc(name, tuple(int(d) for d in t.shape), "bfloat16" if dt.name == "bfloat16" else dt.name, scale, zp, 0)
+    return TensorDesc(
+        name, tuple(int(d) for d in t.shape), "bfloat16" if dt.name == "bfloat16" else dt.name, scale, zp, 0
+    )
 
 
 def _reference_module(program: Program, func: Operation) -> tuple[str, dict[str, Any]]:
@@ -196,10 +198,16 @@ def _reference_module(program: Program, func: Operation) -> tuple[str, dict[str,
         entry.append(ReturnOp.create(outs, [], {}, {}, 0, (), op.location))
         f.properties["function_type"] = TypeAttr(FunctionType([v.type for v in ins], [v.type for v in outs]))
         key = "onnx.name"
-        f.properties["arg_attrs"] = ArrayAttr([DictionaryAttr({key: StringAttr(f"in{i}")}) for i in range(len(ins))])
+        f.properties["arg_attrs"] = ArrayAttr(
+            [DictionaryAttr({key: StringAttr(f"in{i}")}) for i in range(len(ins))]
+        )
         funcs.append(f)
         bufs = [(_dtype_name(v.type), [int(d) for d in v.type.shape]) for v in ins]
-        bufs += [(_dtype_name(r.type), [int(d) for d in r.type.shape]) for r in op.results if isinstance(r.type, RankedTensorType)]
+        bufs += [
+            (_dtype_name(r.type), [int(d) for d in r.type.shape])
+            for r in op.results
+            if isinstance(r.type, RankedTensorType)
+        ]
         meta[str(idx)] = {"function": f"k{idx}", "inputs": len(ins), "buffers": bufs, "op": op.name}
     m = ModuleOp.new(funcs, loc=func.location)
     return print_operation(m, debuginfo=True), meta
@@ -219,7 +227,9 @@ def _version() -> str:
         return "unknown"
 
 
-def _report(program: Program, stats: dict[str, int], spec: CpuSpec, times: tuple[float, ...], model: Model) -> list[str]:
+def _report(
+    program: Program, stats: dict[str, int], spec: CpuSpec, times: tuple[float, ...], model: Model
+) -> list[str]:
     lower, gen, llvm_s, total = times
     kernels = [k for k in program.kernels if not k.alias]
     by_t = Counter(k.template for k in kernels)

@@ -72,7 +72,9 @@ class CpuSpec:
 def host_spec() -> CpuSpec:
     """The CPU this process runs on."""
     _init()
-    return CpuSpec(llvm.get_process_triple(), llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten())
+    return CpuSpec(
+        llvm.get_process_triple(), llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
+    )
 
 
 #: features switched off to narrow the host to a vector width
@@ -157,13 +159,13 @@ def check_object(obj: bytes) -> None:
 
     if len(obj) < 64 or obj[:4] != b"\x7fELF" or obj[4] != 2 or obj[5] != 1:
         raise LaminaError("not a 64-bit little-endian ELF object")
-    e_type, = struct.unpack_from("<H", obj, 16)
-    shoff, = struct.unpack_from("<Q", obj, 0x28)
+    (e_type,) = struct.unpack_from("<H", obj, 16)
+    (shoff,) = struct.unpack_from("<Q", obj, 0x28)
     shentsize, shnum = struct.unpack_from("<HH", obj, 0x3A)
     if e_type != 1 or shentsize != 64 or shoff + shnum * shentsize > len(obj):
         raise LaminaError("the ELF header's section table lies outside the object")
     for i in range(shnum):
-        sh_type, = struct.unpack_from("<I", obj, shoff + i * 64 + 4)
+        (sh_type,) = struct.unpack_from("<I", obj, shoff + i * 64 + 4)
         off, size = struct.unpack_from("<QQ", obj, shoff + i * 64 + 24)
         if sh_type != 8 and off + size > len(obj):  # SHT_NOBITS takes no bytes
             raise LaminaError(f"ELF section {i} lies outside the object")

@@ -27,7 +27,6 @@ import numpy as np
 from lamina.ir.attributes import ArrayAttr, BoolAttr, DenseArrayAttr, IntegerAttr, StringAttr
 from lamina.ir.constants import holds_constant, value_constant
 from lamina.ir.core import Block, Operation, Region, Value
-from lamina.ir.naming import result_names
 from lamina.ir.traits import ConstantLike, NotALayer, ReturnLike
 from lamina.ir.types import RankedTensorType, i64
 from lamina.passes import Option, Pass, Statistic, register_pass
@@ -111,7 +110,9 @@ def convert_function(func: Operation, isa: Isa, plans: Plans | None = None) -> d
         symbol = f"k{index}_{_symbol_part(op)}"
         choice = plan_kernel(op, symbol, isa, only=only)
         if getattr(choice.template, "alias", False) and only != choice.template.name:
-            choice = plan_kernel(op, symbol, isa, only=next(t.name for t in cands if not getattr(t, "alias", False)))
+            choice = plan_kernel(
+                op, symbol, isa, only=next(t.name for t in cands if not getattr(t, "alias", False))
+            )
         fused = _fusable(choice.template, op, returned)
         kernel = _wrap(op, fused, choice, symbol)
         plans[symbol] = choice

@@ -27,7 +27,9 @@ from .jit import CpuSpec, LoadedCode, compile_ir, host_spec
 
 __all__ = ["CpuModel", "load_cpu_model"]
 
-ENTRY = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
+ENTRY = ctypes.CFUNCTYPE(
+    None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64
+)
 ENTRY_PROF = ctypes.CFUNCTYPE(
     None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p
 )
@@ -98,7 +100,11 @@ class CpuModel(CompiledModel):
         except LaminaError as e:
             raise LaminaError(f"'{path}': {e}") from None
         wsec = next((s for s in model.sections if s.kind == "weights"), None)
-        w = np.frombuffer(wsec.data, np.uint8) if wsec is not None and wsec.size else np.zeros(ALIGN, np.uint8)
+        w = (
+            np.frombuffer(wsec.data, np.uint8)
+            if wsec is not None and wsec.size
+            else np.zeros(ALIGN, np.uint8)
+        )
         self._weights = w
         self._weights_addr = w.ctypes.data
         self._arena = _aligned(self.arena_bytes + threads * self.scratch_bytes + ALIGN)
@@ -153,7 +159,7 @@ class CpuModel(CompiledModel):
             outs = interp.call([a.copy() for a in arrays[:nin]])
             for dst, v in zip(arrays[nin:], outs):
                 dst[...] = np.asarray(v).astype(dst.dtype, copy=False).reshape(dst.shape)
-        except BaseException as e:  # noqa: BLE001 - raised by run() after the entry returns
+        except BaseException as e:
             self._host_errors.append(e)
 
     # -- running --------------------------------------------------------------------------------------
@@ -172,7 +178,10 @@ class CpuModel(CompiledModel):
             self._profiling = False
 
     def _run_locked(self, feeds: dict[str, np.ndarray], profile: bool) -> dict[str, np.ndarray]:
-        ins = [np.ascontiguousarray(np.asarray(feeds[t.name]).astype(_numpy_dtype(t.dtype), copy=False)) for t in self.model.inputs]
+        ins = [
+            np.ascontiguousarray(np.asarray(feeds[t.name]).astype(_numpy_dtype(t.dtype), copy=False))
+            for t in self.model.inputs
+        ]
         outs = [np.empty(tuple(t.shape), _numpy_dtype(t.dtype)) for t in self.model.outputs]
         keep = [*ins, *outs]
         ptrs = (ctypes.c_void_p * max(len(keep), 1))(*[a.ctypes.data if a.size else None for a in keep])
@@ -212,7 +221,9 @@ class CpuModel(CompiledModel):
     def _records(self, times: np.ndarray) -> list[CommandRecord]:
         nk = len(self.kernels)
         t = times.reshape(self.threads, nk, 2)
-        live = [(tid, k) for tid in range(self.threads) for k in range(nk) if not self.kernels[k].get("alias")]
+        live = [
+            (tid, k) for tid in range(self.threads) for k in range(nk) if not self.kernels[k].get("alias")
+        ]
         base = min((int(t[tid, k, 0]) for tid, k in live), default=0)
         recs = []
         for tid, k in live:

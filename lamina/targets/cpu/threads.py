@@ -30,7 +30,9 @@ class Pool:
         self._run_lock = threading.Lock()
         self._threads = []
         for tid in range(1, n):
-            t = threading.Thread(target=_worker, args=(weakref.ref(self), tid), daemon=True, name=f"lamina-cpu-{tid}")
+            t = threading.Thread(
+                target=_worker, args=(weakref.ref(self), tid), daemon=True, name=f"lamina-cpu-{tid}"
+            )
             t.start()
             self._threads.append(t)
 
@@ -45,7 +47,7 @@ class Pool:
             err: BaseException | None = None
             try:
                 fn(0)
-            except BaseException as e:  # noqa: BLE001 - re-raised after the workers finish
+            except BaseException as e:
                 err = e
             with self._cond:
                 while self._remaining:
@@ -63,7 +65,7 @@ class Pool:
     def __del__(self) -> None:
         try:
             self.close()
-        except Exception:  # noqa: BLE001 - interpreter shutdown
+        except Exception:
             pass
 
 
@@ -88,7 +90,7 @@ def _worker(ref: Any, tid: int) -> None:
         try:
             if task is not None:
                 task(tid)
-        except BaseException as e:  # noqa: BLE001 - handed to the caller
+        except BaseException as e:
             with cond:
                 pool._error = pool._error or e
         with cond:

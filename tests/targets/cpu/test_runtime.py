@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-import lamina.dialects  # noqa: F401
+import lamina.dialects
 import lamina.runtime as rt
 import lamina.targets  # noqa: F401
 from lamina.ir.context import Context
@@ -125,7 +125,9 @@ def test_avx2_compile_runs_here_without_recompiling(built: Any, tmp_path: Path) 
 
 
 def _with_section(model: Any, kind: str, data: bytes) -> Any:
-    secs = [Section(s.kind, s.name, data if s.kind == kind else bytes(s.data), s.align) for s in model.sections]
+    secs = [
+        Section(s.kind, s.name, data if s.kind == kind else bytes(s.data), s.align) for s in model.sections
+    ]
     return replace(model, sections=secs)
 
 

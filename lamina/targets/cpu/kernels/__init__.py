@@ -16,7 +16,17 @@ from typing import Any
 
 from .abi import Isa, KernelPlan, Template
 
-__all__ = ["TEMPLATES", "Choice", "Isa", "KernelPlan", "Template", "by_name", "candidates", "plan_kernel", "select"]
+__all__ = [
+    "TEMPLATES",
+    "Choice",
+    "Isa",
+    "KernelPlan",
+    "Template",
+    "by_name",
+    "candidates",
+    "plan_kernel",
+    "select",
+]
 
 #: every registered template (any order: :func:`select` sorts by priority)
 TEMPLATES: list[Template] = []
@@ -75,12 +85,14 @@ def plan_kernel(op: Any, symbol: str, isa: Isa, only: str | None = None) -> Choi
     for t in cands:
         try:
             return Choice(t, t.plan(op, symbol, isa), skipped)
-        except Exception as e:  # noqa: BLE001 - the next template takes the op
+        except Exception as e:
             skipped.append((t.name, f"{type(e).__name__}: {e}"))
     raise AssertionError(f"no template planned {op.name}: {skipped}")
 
 
 # The templates. Generic ones first; fast templates add one import line each below.
-from . import generic_ref  # noqa: E402,F401
-from . import generic  # noqa: E402,F401
-from . import generic_conv  # noqa: E402,F401
+from . import (
+    generic,  # noqa: F401
+    generic_conv,  # noqa: F401
+    generic_ref,  # noqa: F401
+)

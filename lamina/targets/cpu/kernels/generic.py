@@ -35,7 +35,6 @@ from . import register
 from .abi import Isa, KernelPlan, Template
 from .generic_ir import (
     F64,
-    I32,
     I64,
     Kernel,
     broadcast_strides,
@@ -120,7 +119,10 @@ def _gelu(b: ir.IRBuilder, m: ir.Module, op: Any, xs: list[Any]) -> Any:
     t = x.type
     half = b.fmul(fconst(0.5, t), x)
     if op.attr("approximate") == "tanh":
-        inner = b.fmul(fconst(math.sqrt(2.0 / math.pi), t), b.fadd(x, b.fmul(fconst(0.044715, t), b.fmul(x, b.fmul(x, x)))))
+        inner = b.fmul(
+            fconst(math.sqrt(2.0 / math.pi), t),
+            b.fadd(x, b.fmul(fconst(0.044715, t), b.fmul(x, b.fmul(x, x)))),
+        )
         th = b.call(libm(m, "tanh" if t == F64 else "tanhf", t), [inner])
         return b.fmul(half, b.fadd(fconst(1.0, t), th))
     er = b.call(libm(m, "erf" if t == F64 else "erff", t), [b.fmul(x, fconst(1.0 / math.sqrt(2.0), t))])
@@ -169,10 +171,14 @@ FLOAT_EW: dict[str, Any] = {
     "Div": _fold(lambda b, m, x, y: b.fdiv(x, y)),
     "Max": _fold(_fmax),
     "Min": _fold(_fmin),
-    "Mean": lambda b, m, op, xs: b.fdiv(_fold(lambda b, m, x, y: b.fadd(x, y))(b, m, op, xs), fconst(len(xs), xs[0].type)),
+    "Mean": lambda b, m, op, xs: b.fdiv(
+        _fold(lambda b, m, x, y: b.fadd(x, y))(b, m, op, xs), fconst(len(xs), xs[0].type)
+    ),
     "Relu": lambda b, m, op, xs: _fmax(b, m, xs[0], fconst(0.0, xs[0].type)),
     "Sigmoid": lambda b, m, op, xs: _sigmoid(b, m, xs[0]),
-    "SiLU": lambda b, m, op, xs: b.fmul(xs[0], _sigmoid(b, m, b.fmul(xs[0], fconst(op.attr("alpha"), xs[0].type)))),
+    "SiLU": lambda b, m, op, xs: b.fmul(
+        xs[0], _sigmoid(b, m, b.fmul(xs[0], fconst(op.attr("alpha"), xs[0].type)))
+    ),
     "Tanh": _lib("tanh"),
     "Exp": _lib("exp"),
     "Log": _lib("log"),
@@ -183,7 +189,9 @@ FLOAT_EW: dict[str, Any] = {
     "Reciprocal": lambda b, m, op, xs: b.fdiv(fconst(1.0, xs[0].type), xs[0]),
     "GELU": _gelu,
     "LeakyRelu": lambda b, m, op, xs: b.select(
-        b.fcmp_ordered(">=", xs[0], fconst(0.0, xs[0].type)), xs[0], b.fmul(xs[0], fconst(op.attr("alpha"), xs[0].type))
+        b.fcmp_ordered(">=", xs[0], fconst(0.0, xs[0].type)),
+        xs[0],
+        b.fmul(xs[0], fconst(op.attr("alpha"), xs[0].type)),
     ),
     "HardSigmoid": _hsig,
     "HardSwish": _hswish,
@@ -196,11 +204,16 @@ def _elementwise_plan(op: Any, symbol: str, extra: dict[str, np.ndarray] | None 
     bufs += [("weight", k) for k in (extra or {})]
     bufs.append(("out", 0))
     n = int(np.prod(_shape(op.results[0].type)))
-    nbytes = sum(int(np.prod(_shape(op.operands[i].type))) * _np(op.operands[i].type).itemsize for i in _tensor_operands(op))
+    nbytes = sum(
+        int(np.prod(_shape(op.operands[i].type))) * _np(op.operands[i].type).itemsize
+        for i in _tensor_operands(op)
+    )
     return KernelPlan(symbol, bufs, dict(extra or {}), bytes=nbytes + n * _np(op.results[0].type).itemsize)
 
 
-def _operand_ptrs(k: Kernel, op: Any, out_shape: list[int], extra: list[tuple[np.ndarray, list[int]]] = ()) -> list[tuple[Any, list[int], int]]:
+def _operand_ptrs(
+    k: Kernel, op: Any, out_shape: list[int], extra: list[tuple[np.ndarray, list[int]]] = ()
+) -> list[tuple[Any, list[int], int]]:
     """(pointer, broadcast strides, 0) for each tensor operand, then each extra weight (given with
     its strides over the result), then the result."""
     ops = []
@@ -293,7 +306,11 @@ class IntElementwise(Template):
             c = s.size
             ms = [np.asarray(m[i * c : (i + 1) * c], np.int64) * signs[i] for i in range(len(in_ts))]
             return ms, (31 + s).astype(np.int64), axis
-        return [np.array([int(m[i]) * signs[i]], np.int64) for i in range(len(in_ts))], np.array([31 + int(s[0])], np.int64), None
+        return (
+            [np.array([int(m[i]) * signs[i]], np.int64) for i in range(len(in_ts))],
+            np.array([31 + int(s[0])], np.int64),
+            None,
+        )
 
     def plan(self, op: Any, symbol: str, isa: Isa) -> KernelPlan:
         ms, sh, axis = self._params(op)
@@ -439,12 +456,19 @@ class Cast(Template):
         da, do = _np(a), _np(out_t)
         if kind == "float":
             ptrs = _operand_ptrs(k, op, shape)
-            emit_strided(k, shape, ptrs, lambda b, ps: store_float(b, load_float(b, ps[0], da, compute_float(da)), ps[1], do))
+            emit_strided(
+                k,
+                shape,
+                ptrs,
+                lambda b, ps: store_float(b, load_float(b, ps[0], da, compute_float(da)), ps[1], do),
+            )
             k.finish()
             return
         sc, zp, axis = self._params(op)
         _, _, _, lo, hi = qparams(self._qt(op))
-        extra = [(sc, _axis_strides(shape, axis)), (zp, _axis_strides(shape, axis))] if axis is not None else []
+        extra = (
+            [(sc, _axis_strides(shape, axis)), (zp, _axis_strides(shape, axis))] if axis is not None else []
+        )
         ptrs = _operand_ptrs(k, op, shape, extra)
         fabs = intrinsic(module, "llvm.fabs", F64)
         floor = intrinsic(module, "llvm.floor", F64)
@@ -561,7 +585,9 @@ class Gather(Template):
             return False
         if not _same_storage(op) or not isinstance(op.operands[0].type, RankedTensorType):
             return False
-        return all(value_constant(v) is not None or not isinstance(v.type, RankedTensorType) for v in op.operands[1:])
+        return all(
+            value_constant(v) is not None or not isinstance(v.type, RankedTensorType) for v in op.operands[1:]
+        )
 
     def _tables(self, op: Any) -> list[np.ndarray] | None:
         if op.name in RESHAPES:
@@ -575,7 +601,11 @@ class Gather(Template):
         tables = []
         for o, r in zip(outs, op.results):
             t = np.asarray(o, np.float64)
-            if t.shape != tuple(_shape(r.type)) or (t.size and (t.min() < 0 or t.max() >= n)) or np.any(t != np.floor(t)):
+            if (
+                t.shape != tuple(_shape(r.type))
+                or (t.size and (t.min() < 0 or t.max() >= n))
+                or np.any(t != np.floor(t))
+            ):
                 raise ValueError(f"{op.name}: the reference does not move elements (result is not indices)")
             tables.append(np.ascontiguousarray(t.astype(np.int32 if n < 2**31 else np.int64)))
         return tables
@@ -648,7 +678,10 @@ class Concat(Template):
             s = _shape(v.type)
             src = k.buf(j, et)
             emit_strided(
-                k, s, [(src, contiguous_strides(s), 0), (dst, ost, at * ost[axis])], lambda b, ps: b.store(b.load(ps[0]), ps[1])
+                k,
+                s,
+                [(src, contiguous_strides(s), 0), (dst, ost, at * ost[axis])],
+                lambda b, ps: b.store(b.load(ps[0]), ps[1]),
             )
             at += s[axis]
         k.finish()
@@ -656,5 +689,3 @@ class Concat(Template):
 
 for _t in (FloatElementwise(), IntElementwise(), Requant(), Cast(), Lut(), Alias(), Gather(), Concat()):
     register(_t)
-
-

@@ -53,14 +53,7 @@ from .generic_ir import (
     store_int,
 )
 
-__all__ = ["Conv", "MatMul", "Pool", "Reduce"]
-
-
-def _floor_div(b: ir.IRBuilder, a: Any, s: int) -> Any:
-    """floor(a / s) for i64 ``a`` of any sign and a positive constant ``s``."""
-    q = b.sdiv(a, const(s))
-    fix = b.and_(b.icmp_signed("<", a, const(0)), b.icmp_signed("!=", b.mul(q, const(s)), a))
-    return b.sub(q, b.zext(fix, I64))
+__all__ = ["Conv", "ConvOC", "MatMul", "Pool", "Reduce"]
 
 
 def _max(b: ir.IRBuilder, x: Any, y: Any) -> Any:
@@ -119,7 +112,18 @@ def _int_params(op: Any) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(m, np.int64).reshape(-1), (31 + np.asarray(s, np.int64)).reshape(-1)
 
 
+#: the geometry a generic conv reads at run time (``weights["geo"]``, i64), in this order
+GEO = ("N", "C", "H", "W", "OC", "OH", "OW", "KH", "KW", "SH", "SW", "DH", "DW", "PH", "PW", "ICG", "OCG")
+#: then, INT8: input and output zero points, output bounds, relu clamps (-2**62 / 2**62: none);
+#: float: relu (0/1) and relu_limit (as f64 bits, <= 0: none)
+QGEO = ("ZX", "ZO", "LO", "HI", "RL", "RH")
+
+
 class Conv(Template):
+    """The generic convolution. Its code depends only on the storage types and on whether a bias is
+    present; the geometry is read at run time from a small weight array, so every conv of a model
+    in one mode shares one LLVM function (compile time)."""
+
     name = "generic.conv"
 
     def matches(self, op: Any, isa: Isa) -> bool:
@@ -139,52 +143,70 @@ class Conv(Template):
         xs, ws = _shape(op.input.type), _shape(op.filter.type)
         rs = _shape(op.output.type)
         if len(xs) == 3:
+            k, s, d, p = op.geometry(xs, ws)
             xs, ws, rs = [xs[0], xs[1], 1, xs[2]], [ws[0], ws[1], 1, ws[2]], [rs[0], rs[1], 1, rs[2]]
-            k, s, d, p = op.geometry(_shape(op.input.type), _shape(op.filter.type))
             k, s, d, p = [1, k[0]], [1, s[0]], [1, d[0]], [0, p[0], 0, p[1]]
         else:
             k, s, d, p = op.geometry(xs, ws)
         g = int(op.attr("group"))
-        return dict(
-            N=xs[0], C=xs[1], H=xs[2], W=xs[3], OC=rs[1], OH=rs[2], OW=rs[3], KH=k[0], KW=k[1],
-            SH=s[0], SW=s[1], DH=d[0], DW=d[1], PH=p[0], PW=p[1], G=g, ICG=xs[1] // g, OCG=rs[1] // g,
-        )
+        vals = [xs[0], xs[1], xs[2], xs[3], rs[1], rs[2], rs[3], k[0], k[1], s[0], s[1], d[0], d[1], p[0], p[1]]
+        return dict(zip(GEO, [*vals, xs[1] // g, rs[1] // g]))
+
+    def _params(self, op: Any) -> np.ndarray:
+        from lamina.dialects.tpu.families.common import bounds, zp
+
+        geo = self._geo(op)
+        vals = [geo[k] for k in GEO]
+        if _quant(op.input.type):
+            out_t = op.output.type
+            lo, hi = bounds(out_t)
+            rl, rh = _relu_q(op, out_t)
+            vals += [zp(op.input.type), zp(out_t), lo, hi, -(2**62) if rl is None else rl, 2**62 if rh is None else rh]
+        else:
+            limit = op.attr("relu_limit")
+            lim = float(np.float32(limit)) if op.attr("do_relu") and limit is not None and limit > 0 else -1.0
+            vals += [1 if op.attr("do_relu") else 0, int(np.float64(lim).view(np.int64))]
+        return np.asarray(vals, np.int64)
 
     def plan(self, op: Any, symbol: str, isa: Isa) -> KernelPlan:
         from lamina.dialects.tpu.quantize import qparams
 
         geo = self._geo(op)
         w = np.asarray(constant_array(op.filter))
-        weights: dict[str, np.ndarray] = {}
+        weights: dict[str, np.ndarray] = {"geo": self._params(op)}
         q = _quant(op.input.type)
         if q:
             wzp = qparams(op.filter.type)[1]
-            wc = w.astype(np.int64) - (np.asarray(wzp).reshape((-1,) + (1,) * (w.ndim - 1)) if np.ndim(wzp) else int(wzp))
+            wc = w.astype(np.int64) - (
+                np.asarray(wzp).reshape((-1,) + (1,) * (w.ndim - 1)) if np.ndim(wzp) else int(wzp)
+            )
             weights["w"] = np.ascontiguousarray(wc.astype(np.int16))
             m, s = _int_params(op)
             oc = geo["OC"]
-            weights["m"] = np.broadcast_to(m, (oc,)).astype(np.int64) if m.size in (1, oc) else m
-            weights["s"] = np.broadcast_to(s, (oc,)).astype(np.int64) if s.size in (1, oc) else s
+            weights["m"] = np.broadcast_to(m, (oc,)).astype(np.int64)
+            weights["s"] = np.broadcast_to(s, (oc,)).astype(np.int64)
             if isinstance(op.bias.type, RankedTensorType):
                 weights["b"] = np.asarray(constant_array(op.bias)).astype(np.int32).reshape(-1)
         else:
             weights["w"] = np.ascontiguousarray(w.astype(np.float32))
             if isinstance(op.bias.type, RankedTensorType):
                 weights["b"] = np.asarray(constant_array(op.bias)).astype(np.float32).reshape(-1)
-        bufs: list[tuple[str, Any]] = [("in", 0)] + [("weight", k) for k in weights] + [("out", 0), ("scratch", None)]
+        bufs: list[tuple[str, Any]] = (
+            [("in", 0)] + [("weight", k) for k in weights] + [("out", 0), ("scratch", None)]
+        )
         macs = geo["N"] * geo["OC"] * geo["OH"] * geo["OW"] * geo["ICG"] * geo["KH"] * geo["KW"]
         return KernelPlan(symbol, bufs, weights, scratch_bytes=geo["OH"] * geo["OW"] * 4, macs=macs)
 
     def emit(self, module: Any, plan: KernelPlan, op: Any, isa: Isa) -> None:
-        from lamina.dialects.tpu.families.common import zp
-
-        g = self._geo(op)
         q = _quant(op.input.type)
         k = Kernel(module, plan.symbol)
         b = k.b
         x_dt, out_dt = _np(op.input.type), _np(op.output.type)
         keys = list(plan.weights)
         x = k.buf(0, storage_type(x_dt))
+        gp = k.buf(1 + keys.index("geo"), I64)
+        names = GEO + (QGEO if q else ("RELU", "LIMIT"))
+        g = {n: b.load(b.gep(gp, [const(i)]), name=n.lower()) for i, n in enumerate(names)}
         w = k.buf(1 + keys.index("w"), I16 if q else F32)
         bias = k.buf(1 + keys.index("b"), I32 if q else F32) if "b" in keys else None
         mv = k.buf(1 + keys.index("m"), I64) if q else None
@@ -192,62 +214,187 @@ class Conv(Template):
         out = k.buf(1 + len(keys), storage_type(out_dt))
         acc_t = I32 if q else F32
         scratch = k.buf(2 + len(keys), acc_t)
-        plane = g["OH"] * g["OW"]
-        acc = b.gep(scratch, [b.mul(k.part, const(plane))])
-        zx = zp(op.input.type) if q else 0
-        lo, hi = k.share(g["N"] * g["OC"])
+        plane = b.mul(g["OH"], g["OW"])
+        acc = b.gep(scratch, [b.mul(k.part, plane)])
+        hw = b.mul(g["H"], g["W"])
+        khw = b.mul(g["KH"], g["KW"])
+        lo, hi = k.share(b.mul(g["N"], g["OC"]))
         with k.loop(lo, hi, "row") as row:
-            n = b.udiv(row, const(g["OC"]))
-            oc = b.urem(row, const(g["OC"]))
-            grp = b.udiv(oc, const(g["OCG"]))
+            n = b.udiv(row, g["OC"])
+            oc = b.urem(row, g["OC"])
+            grp = b.udiv(oc, g["OCG"])
             with k.loop(0, plane, "z") as z:
                 b.store(ir.Constant(acc_t, 0), b.gep(acc, [z]))
             with k.loop(0, g["ICG"], "ic") as ic:
-                cin = b.add(b.mul(grp, const(g["ICG"])), ic)
-                xbase = b.gep(x, [b.mul(b.add(b.mul(n, const(g["C"])), cin), const(g["H"] * g["W"]))])
-                wbase = b.gep(w, [b.mul(b.add(b.mul(oc, const(g["ICG"])), ic), const(g["KH"] * g["KW"]))])
-                with k.loop(0, g["KH"], "kh") as kh:
-                    with k.loop(0, g["KW"], "kw") as kw:
-                        wp = b.gep(wbase, [b.add(b.mul(kh, const(g["KW"])), kw)])
-                        wv = b.sext(b.load(wp), I32) if q else b.load(wp)
-                        # the output columns whose input column lies inside the row
-                        off = b.sub(b.mul(kw, const(g["DW"])), const(g["PW"]))  # iw = ow*SW + off
-                        ow_lo = _max(b, const(0), b.sub(const(0), _floor_div(b, off, g["SW"])))
-                        ow_lo = b.select(
-                            b.icmp_signed("<", b.add(b.mul(ow_lo, const(g["SW"])), off), const(0)), b.add(ow_lo, const(1)), ow_lo
-                        )
-                        ow_hi = _min(b, const(g["OW"]), b.add(_floor_div(b, b.sub(const(g["W"] - 1), off), g["SW"]), const(1)))
-                        with k.loop(0, g["OH"], "oh") as oh:
-                            ih = b.add(b.sub(b.mul(oh, const(g["SH"])), const(g["PH"])), b.mul(kh, const(g["DH"])))
-                            inside = b.and_(b.icmp_signed(">=", ih, const(0)), b.icmp_signed("<", ih, const(g["H"])))
-                            with b.if_then(inside):
-                                xrow = b.gep(xbase, [b.add(b.mul(ih, const(g["W"])), off)])
-                                arow = b.gep(acc, [b.mul(oh, const(g["OW"]))])
-                                with k.loop(ow_lo, ow_hi, "ow") as ow:
-                                    xp = b.gep(xrow, [b.mul(ow, const(g["SW"]))])
-                                    ap = b.gep(arow, [ow])
-                                    if q:
-                                        xv = b.trunc(b.sub(load_int(b, xp, x_dt), const(zx)), I32)
-                                        b.store(b.add(b.load(ap), b.mul(xv, wv)), ap)
-                                    else:
-                                        xv = load_float(b, xp, x_dt, F32)
-                                        b.store(b.fadd(b.load(ap), b.fmul(xv, wv)), ap)
-            obase = b.gep(out, [b.mul(row, const(plane))])
+                cin = b.add(b.mul(grp, g["ICG"]), ic)
+                xbase = b.gep(x, [b.mul(b.add(b.mul(n, g["C"]), cin), hw)])
+                wbase = b.gep(w, [b.mul(b.add(b.mul(oc, g["ICG"]), ic), khw)])
+                with k.loop(0, g["KH"], "kh") as kh, k.loop(0, g["KW"], "kw") as kw:
+                    wp = b.gep(wbase, [b.add(b.mul(kh, g["KW"]), kw)])
+                    wv = b.sext(b.load(wp), I32) if q else b.load(wp)
+                    # the output columns whose input column iw = ow*SW + off lies inside the row
+                    off = b.sub(b.mul(kw, g["DW"]), g["PW"])
+                    ow_lo = _max(b, const(0), _ceil_div(b, b.sub(const(0), off), g["SW"]))
+                    ow_hi = _min(b, g["OW"], b.add(_floor_div_v(b, b.sub(b.sub(g["W"], const(1)), off), g["SW"]), const(1)))
+                    with k.loop(0, g["OH"], "oh") as oh:
+                        ih = b.add(b.sub(b.mul(oh, g["SH"]), g["PH"]), b.mul(kh, g["DH"]))
+                        inside = b.and_(b.icmp_signed(">=", ih, const(0)), b.icmp_signed("<", ih, g["H"]))
+                        with b.if_then(inside):
+                            xrow = b.gep(xbase, [b.add(b.mul(ih, g["W"]), off)])
+                            arow = b.gep(acc, [b.mul(oh, g["OW"])])
+                            with k.loop(ow_lo, ow_hi, "ow") as ow:
+                                xp = b.gep(xrow, [b.mul(ow, g["SW"])])
+                                ap = b.gep(arow, [ow])
+                                if q:
+                                    xv = b.trunc(b.sub(load_int(b, xp, x_dt), g["ZX"]), I32)
+                                    b.store(b.add(b.load(ap), b.mul(xv, wv)), ap)
+                                else:
+                                    xv = load_float(b, xp, x_dt, F32)
+                                    b.store(b.fadd(b.load(ap), b.fmul(xv, wv)), ap)
+            obase = b.gep(out, [b.mul(row, plane)])
+            bv = b.load(b.gep(bias, [oc])) if bias is not None else None
             if q:
-                bv = b.load(b.gep(bias, [oc])) if bias is not None else None
                 m = b.load(b.gep(mv, [oc]))  # type: ignore[arg-type]
                 s = b.load(b.gep(sv, [oc]))  # type: ignore[arg-type]
             else:
-                bv = b.load(b.gep(bias, [oc])) if bias is not None else None
+                relu = b.icmp_signed("!=", g["RELU"], const(0))
+                limit = b.fptrunc(b.bitcast(g["LIMIT"], ir.DoubleType()), F32)
+                has_limit = b.fcmp_ordered(">", limit, fconst(0.0))
             with k.loop(0, plane, "p") as p:
                 a = b.load(b.gep(acc, [p]))
                 if bv is not None:
                     a = b.add(a, bv) if q else b.fadd(a, bv)
                 if q:
-                    store_int(b, _requant_epilogue(b, a, m, s, op, op.output.type), b.gep(obase, [p]), out_dt)
+                    y = b.add(rounding_rshift(b, b.mul(b.sext(a, I64), m), s), g["ZO"])
+                    y = _max(b, _min(b, y, g["HI"]), g["LO"])
+                    y = _min(b, _max(b, y, g["RL"]), g["RH"])
+                    store_int(b, y, b.gep(obase, [p]), out_dt)
                 else:
-                    store_float(b, _float_relu(b, module, a, op), b.gep(obase, [p]), out_dt)
+                    r = b.call(intrinsic(module, "llvm.maximum", F32, 2), [a, fconst(0.0)])
+                    r = b.select(b.and_(relu, has_limit), b.call(intrinsic(module, "llvm.minimum", F32, 2), [r, limit]), r)
+                    store_float(b, b.select(relu, r, a), b.gep(obase, [p]), out_dt)
         k.finish()
+
+
+class ConvOC(Conv):
+    """The generic convolution with the output channels innermost: per output pixel, a row of
+    ``OC`` accumulators takes ``x[ic, ih, iw] * w[ic, kh, kw, :]`` for every tap (weights packed
+    ``[G, ICg*KH*KW, OCg]``): long contiguous vector loops whatever the spatial size, for the convs
+    with at least 8 output channels per group (depthwise convs keep :class:`Conv`)."""
+
+    name = "generic.conv_oc"
+    priority = 1
+
+    def matches(self, op: Any, isa: Isa) -> bool:
+        if not super().matches(op, isa):
+            return False
+        geo = self._geo(op)
+        return geo["OCG"] >= 8
+
+    def plan(self, op: Any, symbol: str, isa: Isa) -> KernelPlan:
+        p = super().plan(op, symbol, isa)
+        geo = self._geo(op)
+        w = p.weights["w"]
+        g, ocg = geo["G"] if "G" in geo else geo["C"] // geo["ICG"], geo["OCG"]
+        # [OC, ICg, KH, KW] -> [G, ICg*KH*KW, OCg]
+        p.weights["w"] = np.ascontiguousarray(
+            w.reshape(g, ocg, geo["ICG"] * geo["KH"] * geo["KW"]).transpose(0, 2, 1)
+        )
+        p.scratch_bytes = geo["OC"] * 4
+        return p
+
+    def emit(self, module: Any, plan: KernelPlan, op: Any, isa: Isa) -> None:
+        q = _quant(op.input.type)
+        k = Kernel(module, plan.symbol)
+        b = k.b
+        x_dt, out_dt = _np(op.input.type), _np(op.output.type)
+        keys = list(plan.weights)
+        x = k.buf(0, storage_type(x_dt))
+        gp = k.buf(1 + keys.index("geo"), I64)
+        names = GEO + (QGEO if q else ("RELU", "LIMIT"))
+        g = {n: b.load(b.gep(gp, [const(i)]), name=n.lower()) for i, n in enumerate(names)}
+        w = k.buf(1 + keys.index("w"), I16 if q else F32)
+        bias = k.buf(1 + keys.index("b"), I32 if q else F32) if "b" in keys else None
+        mv = k.buf(1 + keys.index("m"), I64) if q else None
+        sv = k.buf(1 + keys.index("s"), I64) if q else None
+        out = k.buf(1 + len(keys), storage_type(out_dt))
+        acc_t = I32 if q else F32
+        acc = b.gep(k.buf(2 + len(keys), acc_t), [b.mul(k.part, g["OC"])])
+        hw = b.mul(g["H"], g["W"])
+        taps = b.mul(b.mul(g["ICG"], g["KH"]), g["KW"])
+        ngroups = b.udiv(g["OC"], g["OCG"])
+        plane = b.mul(g["OH"], g["OW"])
+        if not q:
+            relu = b.icmp_signed("!=", g["RELU"], const(0))
+            limit = b.fptrunc(b.bitcast(g["LIMIT"], ir.DoubleType()), F32)
+            has_limit = b.fcmp_ordered(">", limit, fconst(0.0))
+        lo, hi = k.share(b.mul(g["N"], g["OH"]))
+        with k.loop(lo, hi, "row") as row:
+            n = b.udiv(row, g["OH"])
+            oh = b.urem(row, g["OH"])
+            with k.loop(0, g["OW"], "ow") as ow:
+                with k.loop(0, g["OC"], "z") as z:
+                    b.store(ir.Constant(acc_t, 0), b.gep(acc, [z]))
+                with k.loop(0, ngroups, "grp") as grp, k.loop(0, g["ICG"], "ic") as ic:
+                    cin = b.add(b.mul(grp, g["ICG"]), ic)
+                    xbase = b.gep(x, [b.mul(b.add(b.mul(n, g["C"]), cin), hw)])
+                    agrp = b.gep(acc, [b.mul(grp, g["OCG"])])
+                    wgrp = b.gep(w, [b.mul(b.mul(grp, taps), g["OCG"])])
+                    with k.loop(0, g["KH"], "kh") as kh:
+                        ih = b.add(b.sub(b.mul(oh, g["SH"]), g["PH"]), b.mul(kh, g["DH"]))
+                        in_h = b.and_(b.icmp_signed(">=", ih, const(0)), b.icmp_signed("<", ih, g["H"]))
+                        with b.if_then(in_h), k.loop(0, g["KW"], "kw") as kw:
+                            iw = b.add(b.sub(b.mul(ow, g["SW"]), g["PW"]), b.mul(kw, g["DW"]))
+                            in_w = b.and_(b.icmp_signed(">=", iw, const(0)), b.icmp_signed("<", iw, g["W"]))
+                            with b.if_then(in_w):
+                                xp = b.gep(xbase, [b.add(b.mul(ih, g["W"]), iw)])
+                                if q:
+                                    xv = b.trunc(b.sub(load_int(b, xp, x_dt), g["ZX"]), I32)
+                                else:
+                                    xv = load_float(b, xp, x_dt, F32)
+                                tap = b.add(b.mul(b.add(b.mul(ic, g["KH"]), kh), g["KW"]), kw)
+                                wrow = b.gep(wgrp, [b.mul(tap, g["OCG"])])
+                                with k.loop(0, g["OCG"], "o") as o:
+                                    ap = b.gep(agrp, [o])
+                                    wv = b.load(b.gep(wrow, [o]))
+                                    if q:
+                                        b.store(b.add(b.load(ap), b.mul(xv, b.sext(wv, I32))), ap)
+                                    else:
+                                        b.store(b.fadd(b.load(ap), b.fmul(xv, wv)), ap)
+                pix = b.add(b.mul(oh, g["OW"]), ow)
+                obase = b.gep(out, [b.add(b.mul(b.mul(n, g["OC"]), plane), pix)])
+                with k.loop(0, g["OC"], "oc") as oc:
+                    a = b.load(b.gep(acc, [oc]))
+                    if bias is not None:
+                        bv = b.load(b.gep(bias, [oc]))
+                        a = b.add(a, bv) if q else b.fadd(a, bv)
+                    op_ = b.gep(obase, [b.mul(oc, plane)])
+                    if q:
+                        m = b.load(b.gep(mv, [oc]))  # type: ignore[arg-type]
+                        s = b.load(b.gep(sv, [oc]))  # type: ignore[arg-type]
+                        y = b.add(rounding_rshift(b, b.mul(b.sext(a, I64), m), s), g["ZO"])
+                        y = _max(b, _min(b, y, g["HI"]), g["LO"])
+                        y = _min(b, _max(b, y, g["RL"]), g["RH"])
+                        store_int(b, y, op_, out_dt)
+                    else:
+                        r = b.call(intrinsic(module, "llvm.maximum", F32, 2), [a, fconst(0.0)])
+                        r = b.select(
+                            b.and_(relu, has_limit), b.call(intrinsic(module, "llvm.minimum", F32, 2), [r, limit]), r
+                        )
+                        store_float(b, b.select(relu, r, a), op_, out_dt)
+        k.finish()
+
+
+def _floor_div_v(b: ir.IRBuilder, a: Any, s: Any) -> Any:
+    """floor(a / s) for i64 ``a`` of any sign and a positive i64 ``s``."""
+    q = b.sdiv(a, s)
+    fix = b.and_(b.icmp_signed("<", a, const(0)), b.icmp_signed("!=", b.mul(q, s), a))
+    return b.sub(q, b.zext(fix, I64))
+
+
+def _ceil_div(b: ir.IRBuilder, a: Any, s: Any) -> Any:
+    """ceil(a / s) = -floor(-a / s)."""
+    return b.sub(const(0), _floor_div_v(b, b.sub(const(0), a), s))
 
 
 class MatMul(Template):
@@ -261,7 +408,11 @@ class MatMul(Template):
             return False
         n = w.shape[-1]
         if isinstance(op.bias.type, RankedTensorType):
-            if value_constant(op.bias) is None or int(np.prod(op.bias.type.shape)) != n or op.bias.type.shape[-1] != n:
+            if (
+                value_constant(op.bias) is None
+                or int(np.prod(op.bias.type.shape)) != n
+                or op.bias.type.shape[-1] != n
+            ):
                 return False
         if _quant(a):
             return _quant(w) and _quant(r) and op.attr("multiplier") is not None
@@ -327,7 +478,9 @@ class MatMul(Template):
         i = 0
         ap = k.buf(i, storage_type(a_dt))
         i += 1
-        w_dt = np.dtype(np.int16) if (wconst and q) else np.dtype(np.float32) if wconst else _np(op.right.type)
+        w_dt = (
+            np.dtype(np.int16) if (wconst and q) else np.dtype(np.float32) if wconst else _np(op.right.type)
+        )
         wp = k.buf(i, storage_type(w_dt))
         i += 1
         mv = sv = bias = None
@@ -364,7 +517,11 @@ class MatMul(Template):
                 b.store(ir.Constant(acc_t, 0), b.gep(acc, [z]))
             with k.loop(0, K, "kk") as kk:
                 ax = b.gep(arow, [kk])
-                av = b.trunc(b.sub(load_int(b, ax, a_dt), const(za)), I32) if q else load_float(b, ax, a_dt, F32)
+                av = (
+                    b.trunc(b.sub(load_int(b, ax, a_dt), const(za)), I32)
+                    if q
+                    else load_float(b, ax, a_dt, F32)
+                )
                 wrow = b.gep(wmat, [b.mul(kk, const(N))])
                 with k.loop(0, N, "n") as nn:
                     wx = b.gep(wrow, [nn])
@@ -382,7 +539,9 @@ class MatMul(Template):
                     bv = b.load(b.gep(bias, [nn]))
                     v = b.add(v, bv) if q else b.fadd(v, bv)
                 if q:
-                    y = _requant_epilogue(b, v, b.load(b.gep(mv, [nn])), b.load(b.gep(sv, [nn])), op, op.output.type)
+                    y = _requant_epilogue(
+                        b, v, b.load(b.gep(mv, [nn])), b.load(b.gep(sv, [nn])), op, op.output.type
+                    )
                     store_int(b, y, b.gep(orow, [nn]), out_dt)
                 else:
                     store_float(b, _float_relu(b, module, v, op), b.gep(orow, [nn]), out_dt)
@@ -414,15 +573,24 @@ class Pool(Template):
         from lamina.execution.kernels.geometry import window_geometry
 
         xs = _shape(op.operands[0].type)
-        k, s, _, p = window_geometry(xs[2:], op.attr("kernel_shape"), op.attr("strides"), None, op.attr("pads"), op.attr("auto_pad") or "NOTSET")
+        k, s, _, p = window_geometry(
+            xs[2:],
+            op.attr("kernel_shape"),
+            op.attr("strides"),
+            None,
+            op.attr("pads"),
+            op.attr("auto_pad") or "NOTSET",
+        )
         return xs, k, s, p
 
     def plan(self, op: Any, symbol: str, isa: Isa) -> KernelPlan:
         bufs: list[tuple[str, Any]] = [("in", 0), ("out", 0)]
-        return KernelPlan(symbol, bufs, bytes=_np(op.operands[0].type).itemsize * int(np.prod(_shape(op.operands[0].type))))
+        return KernelPlan(
+            symbol, bufs, bytes=_np(op.operands[0].type).itemsize * int(np.prod(_shape(op.operands[0].type)))
+        )
 
     def emit(self, module: Any, plan: KernelPlan, op: Any, isa: Isa) -> None:
-        from lamina.dialects.tpu.families.common import bounds, zp
+        from lamina.dialects.tpu.families.common import zp
 
         xs, (KH, KW), (SH, SW), p = self._geo(op)
         N, C, H, W = xs
@@ -485,7 +653,11 @@ class Pool(Template):
                     nv = _max(b, acc, v) if is_max else b.add(acc, b.sub(v, const(zp(x_t))))
                 else:
                     v = load_float(b, xp, x_dt, ct)
-                    nv = b.call(intrinsic(module, "llvm.maximum", ct, 2), [acc, v]) if is_max else b.fadd(acc, v)
+                    nv = (
+                        b.call(intrinsic(module, "llvm.maximum", ct, 2), [acc, v])
+                        if is_max
+                        else b.fadd(acc, v)
+                    )
                 iw.add_incoming(b.add(iw, const(1)), b.block)
                 acc.add_incoming(nv, b.block)
                 b.branch(cond_w)
@@ -556,11 +728,17 @@ class Reduce(Template):
             return False
         mode = op.attr("mode")
         if _quant(x):
-            return mode in ("ReduceMax", "ReduceMin") or (mode == "ReduceMean" and op.attr("multiplier") is not None)
+            return mode in ("ReduceMax", "ReduceMin") or (
+                mode == "ReduceMean" and op.attr("multiplier") is not None
+            )
         return _is_float(x) and _is_float(r) and mode in ("ReduceMean", "ReduceMax", "ReduceMin", "ReduceSum")
 
     def plan(self, op: Any, symbol: str, isa: Isa) -> KernelPlan:
-        return KernelPlan(symbol, [("in", 0), ("out", 0)], bytes=_np(op.operands[0].type).itemsize * int(np.prod(_shape(op.operands[0].type))))
+        return KernelPlan(
+            symbol,
+            [("in", 0), ("out", 0)],
+            bytes=_np(op.operands[0].type).itemsize * int(np.prod(_shape(op.operands[0].type))),
+        )
 
     def emit(self, module: Any, plan: KernelPlan, op: Any, isa: Isa) -> None:
         from lamina.dialects.tpu.families.common import zp
@@ -585,7 +763,9 @@ class Reduce(Template):
             if q:
                 init = const(0) if mode == "ReduceMean" else load_int(b, ps[0], x_dt)
             else:
-                init = fconst(0.0, ct) if mode in ("ReduceMean", "ReduceSum") else load_float(b, ps[0], x_dt, ct)
+                init = (
+                    fconst(0.0, ct) if mode in ("ReduceMean", "ReduceSum") else load_float(b, ps[0], x_dt, ct)
+                )
             pre = b.block
             cond = b.append_basic_block("r.cond")
             bod = b.append_basic_block("r.body")
@@ -610,7 +790,10 @@ class Reduce(Template):
                 if mode in ("ReduceMean", "ReduceSum"):
                     nv = b.fadd(acc, v)
                 else:
-                    nv = b.call(intrinsic(module, "llvm.maximum" if mode == "ReduceMax" else "llvm.minimum", ct, 2), [acc, v])
+                    nv = b.call(
+                        intrinsic(module, "llvm.maximum" if mode == "ReduceMax" else "llvm.minimum", ct, 2),
+                        [acc, v],
+                    )
             i.add_incoming(b.add(i, const(1)), b.block)
             acc.add_incoming(nv, b.block)
             b.branch(cond)
@@ -629,7 +812,5 @@ class Reduce(Template):
         k.finish()
 
 
-for _t in (Conv(), MatMul(), Pool(), Reduce()):
+for _t in (Conv(), ConvOC(), MatMul(), Pool(), Reduce()):
     register(_t)
-
-

@@ -292,5 +292,7 @@ def emit_strided(
             offs = [b.add(o, b.mul(c, const(st[d]))) if st[d] else o for o, st in zip(offs, strides)]
         bases = [b.gep(p, [o]) for (p, _, _), o in zip(operands, offs)]
         with k.loop(0, inner, "j") as j:
-            ptrs = [b.gep(base, [b.mul(j, const(st[-1]))]) if st[-1] else base for base, st in zip(bases, strides)]
+            ptrs = [
+                b.gep(base, [b.mul(j, const(st[-1]))]) if st[-1] else base for base, st in zip(bases, strides)
+            ]
             body(b, ptrs)
