@@ -129,6 +129,15 @@ def _gelu(b: ir.IRBuilder, m: ir.Module, op: Any, xs: list[Any]) -> Any:
     return b.fmul(half, b.fadd(fconst(1.0, t), er))
 
 
+def _softplus(b: ir.IRBuilder, m: ir.Module, x: Any) -> Any:
+    """``logaddexp(0, x) = max(x, 0) + log1p(exp(-|x|))``, as numpy computes it."""
+    t = x.type
+    ax = b.call(intrinsic(m, "llvm.fabs", t), [x])
+    e = b.call(libm(m, "exp" if t == F64 else "expf", t), [b.fneg(ax)])
+    l1 = b.call(libm(m, "log1p" if t == F64 else "log1pf", t), [e])
+    return b.fadd(_fmax(b, m, x, fconst(0.0, t)), l1)
+
+
 def _fold(fn: Any) -> Any:
     def f(b: ir.IRBuilder, m: ir.Module, op: Any, xs: list[Any]) -> Any:
         acc = xs[0]
@@ -196,6 +205,22 @@ FLOAT_EW: dict[str, Any] = {
     "HardSigmoid": _hsig,
     "HardSwish": _hswish,
     "Clip": _clip,
+    "Elu": lambda b, m, op, xs: b.select(
+        b.fcmp_ordered(">=", xs[0], fconst(0.0, xs[0].type)),
+        xs[0],
+        b.fmul(_lib("expm1")(b, m, op, xs), fconst(op.attr("alpha"), xs[0].type)),
+    ),
+    "Softplus": lambda b, m, op, xs: _softplus(b, m, xs[0]),
+    "Mish": lambda b, m, op, xs: b.fmul(xs[0], _lib("tanh")(b, m, op, [_softplus(b, m, xs[0])])),
+    "Softsign": lambda b, m, op, xs: b.fdiv(
+        xs[0], b.fadd(fconst(1.0, xs[0].type), b.call(intrinsic(m, "llvm.fabs", xs[0].type), [xs[0]]))
+    ),
+    "Floor": lambda b, m, op, xs: b.call(intrinsic(m, "llvm.floor", xs[0].type), [xs[0]]),
+    "Ceil": lambda b, m, op, xs: b.call(intrinsic(m, "llvm.ceil", xs[0].type), [xs[0]]),
+    "Round": lambda b, m, op, xs: b.call(intrinsic(m, "llvm.rint", xs[0].type), [xs[0]]),
+    "Sin": _lib("sin"),
+    "Cos": _lib("cos"),
+    "Identity": lambda b, m, op, xs: xs[0],
 }
 
 

@@ -33,6 +33,7 @@ from .abi import Isa, KernelPlan, Template
 from .generic import _is_float, _np, _quant, _shape, _static
 from .generic_ir import (
     F32,
+    F64,
     I16,
     I32,
     I64,
@@ -149,7 +150,23 @@ class Conv(Template):
         else:
             k, s, d, p = op.geometry(xs, ws)
         g = int(op.attr("group"))
-        vals = [xs[0], xs[1], xs[2], xs[3], rs[1], rs[2], rs[3], k[0], k[1], s[0], s[1], d[0], d[1], p[0], p[1]]
+        vals = [
+            xs[0],
+            xs[1],
+            xs[2],
+            xs[3],
+            rs[1],
+            rs[2],
+            rs[3],
+            k[0],
+            k[1],
+            s[0],
+            s[1],
+            d[0],
+            d[1],
+            p[0],
+            p[1],
+        ]
         return dict(zip(GEO, [*vals, xs[1] // g, rs[1] // g]))
 
     def _params(self, op: Any) -> np.ndarray:
@@ -161,7 +178,14 @@ class Conv(Template):
             out_t = op.output.type
             lo, hi = bounds(out_t)
             rl, rh = _relu_q(op, out_t)
-            vals += [zp(op.input.type), zp(out_t), lo, hi, -(2**62) if rl is None else rl, 2**62 if rh is None else rh]
+            vals += [
+                zp(op.input.type),
+                zp(out_t),
+                lo,
+                hi,
+                -(2**62) if rl is None else rl,
+                2**62 if rh is None else rh,
+            ]
         else:
             limit = op.attr("relu_limit")
             lim = float(np.float32(limit)) if op.attr("do_relu") and limit is not None and limit > 0 else -1.0
@@ -235,7 +259,11 @@ class Conv(Template):
                     # the output columns whose input column iw = ow*SW + off lies inside the row
                     off = b.sub(b.mul(kw, g["DW"]), g["PW"])
                     ow_lo = _max(b, const(0), _ceil_div(b, b.sub(const(0), off), g["SW"]))
-                    ow_hi = _min(b, g["OW"], b.add(_floor_div_v(b, b.sub(b.sub(g["W"], const(1)), off), g["SW"]), const(1)))
+                    ow_hi = _min(
+                        b,
+                        g["OW"],
+                        b.add(_floor_div_v(b, b.sub(b.sub(g["W"], const(1)), off), g["SW"]), const(1)),
+                    )
                     with k.loop(0, g["OH"], "oh") as oh:
                         ih = b.add(b.sub(b.mul(oh, g["SH"]), g["PH"]), b.mul(kh, g["DH"]))
                         inside = b.and_(b.icmp_signed(">=", ih, const(0)), b.icmp_signed("<", ih, g["H"]))
@@ -271,7 +299,11 @@ class Conv(Template):
                     store_int(b, y, b.gep(obase, [p]), out_dt)
                 else:
                     r = b.call(intrinsic(module, "llvm.maximum", F32, 2), [a, fconst(0.0)])
-                    r = b.select(b.and_(relu, has_limit), b.call(intrinsic(module, "llvm.minimum", F32, 2), [r, limit]), r)
+                    r = b.select(
+                        b.and_(relu, has_limit),
+                        b.call(intrinsic(module, "llvm.minimum", F32, 2), [r, limit]),
+                        r,
+                    )
                     store_float(b, b.select(relu, r, a), b.gep(obase, [p]), out_dt)
         k.finish()
 
@@ -379,7 +411,9 @@ class ConvOC(Conv):
                     else:
                         r = b.call(intrinsic(module, "llvm.maximum", F32, 2), [a, fconst(0.0)])
                         r = b.select(
-                            b.and_(relu, has_limit), b.call(intrinsic(module, "llvm.minimum", F32, 2), [r, limit]), r
+                            b.and_(relu, has_limit),
+                            b.call(intrinsic(module, "llvm.minimum", F32, 2), [r, limit]),
+                            r,
                         )
                         store_float(b, b.select(relu, r, a), op_, out_dt)
         k.finish()
@@ -404,9 +438,9 @@ class MatMul(Template):
         if op.name != "tpu.MatMul":
             return False
         a, w, r = op.input.type, op.right.type, op.output.type
-        if not (_static(a) and _static(w) and _static(r)) or len(a.shape) < 2 or len(w.shape) < 2:
+        if not (_static(a) and _static(w) and _static(r)) or not a.shape or not w.shape:
             return False
-        n = w.shape[-1]
+        n = w.shape[-1] if len(w.shape) > 1 else 1
         if isinstance(op.bias.type, RankedTensorType):
             if (
                 value_constant(op.bias) is None
@@ -419,7 +453,12 @@ class MatMul(Template):
         return _is_float(a) and _is_float(w) and _is_float(r)
 
     def _dims(self, op: Any) -> tuple[list[int], int, int, int, list[int], list[int]]:
-        a, w, r = _shape(op.input.type), _shape(op.right.type), _shape(op.output.type)
+        a, w = _shape(op.input.type), _shape(op.right.type)
+        a = [1, *a] if len(a) == 1 else a  # numpy's promotion of vectors: the same bytes
+        w = [*w, 1] if len(w) == 1 else w
+        nb = max(len(a), len(w)) - 2
+        r = [*_shape(op.output.type)]
+        r = [*r[:nb], a[-2], w[-1]]
         batch = r[:-2]
         M, K, N = a[-2], a[-1], w[-1]
         from .generic_ir import broadcast_strides
@@ -555,133 +594,115 @@ class Pool(Template):
         if op.name not in ("tpu.MaxPool", "tpu.AvgPool"):
             return False
         x, r = op.operands[0].type, op.results[0].type
-        if not (_static(x) and _static(r)) or len(x.shape) != 4:
+        if not (_static(x) and _static(r)) or len(x.shape) not in (3, 4):
             return False
         if len(op.results) > 1 and isinstance(op.results[1].type, RankedTensorType):
             return False  # MaxPool indices
-        dil = op.attr("dilations")
-        if dil and any(d != 1 for d in dil):
-            return False
-        if op.name == "tpu.AvgPool":
+        if op.name == "tpu.AvgPool" and _quant(x):
             if op.attr("auto_pad") not in (None, "NOTSET") or op.attr("ceil_mode"):
                 return False
-            if _quant(x):
-                return op.attr("multiplier") is not None
+            return op.attr("multiplier") is not None
         return _quant(x) or (_is_float(x) and _is_float(r))
 
-    def _geo(self, op: Any) -> tuple[list[int], list[int], list[int], list[int]]:
+    def _geo(self, op: Any) -> tuple[list[int], list[int], list[int], list[int], list[int]]:
         from lamina.execution.kernels.geometry import window_geometry
 
         xs = _shape(op.operands[0].type)
-        k, s, _, p = window_geometry(
+        k, s, d, p = window_geometry(
             xs[2:],
             op.attr("kernel_shape"),
             op.attr("strides"),
-            None,
+            op.attr("dilations"),
             op.attr("pads"),
             op.attr("auto_pad") or "NOTSET",
         )
-        return xs, k, s, p
+        if len(xs) == 3:
+            return [xs[0], xs[1], 1, xs[2]], [1, k[0]], [1, s[0]], [1, d[0]], [0, p[0], 0, p[1]]
+        return xs, k, s, d, p
 
     def plan(self, op: Any, symbol: str, isa: Isa) -> KernelPlan:
-        bufs: list[tuple[str, Any]] = [("in", 0), ("out", 0)]
-        return KernelPlan(
-            symbol, bufs, bytes=_np(op.operands[0].type).itemsize * int(np.prod(_shape(op.operands[0].type)))
-        )
+        n = int(np.prod(_shape(op.operands[0].type)))
+        return KernelPlan(symbol, [("in", 0), ("out", 0)], bytes=_np(op.operands[0].type).itemsize * n)
 
     def emit(self, module: Any, plan: KernelPlan, op: Any, isa: Isa) -> None:
         from lamina.dialects.tpu.families.common import zp
 
-        xs, (KH, KW), (SH, SW), p = self._geo(op)
-        N, C, H, W = xs
+        xs, (kh_n, kw_n), (sh, sw), (dh, dw), p = self._geo(op)
+        n_, c_, h_, w_ = xs
         rs = _shape(op.results[0].type)
-        OH, OW = rs[2], rs[3]
-        PH, PW = p[0], p[1]
+        oh_n, ow_n = (rs[2], rs[3]) if len(rs) == 4 else (1, rs[2])
         x_t, r_t = op.operands[0].type, op.results[0].type
         x_dt, o_dt = _np(x_t), _np(r_t)
         q = _quant(x_t)
         is_max = op.name == "tpu.MaxPool"
+        ct = compute_float(x_dt)
         cip = bool(op.attr("count_include_pad")) if not is_max else False
+        if not is_max and not q and x_dt == np.float16:
+            ct = F64  # the reference sums f16 windows in f64
         k = Kernel(module, plan.symbol)
         b = k.b
         x = k.buf(0, storage_type(x_dt))
         out = k.buf(1, storage_type(o_dt))
-        ct = compute_float(x_dt)
-        if q and not is_max:
-            m, s = _int_params(op)
-        lo, hi = k.share(N * C * OH)
+        if is_max:
+            init = const(-(2**62)) if q else fconst(-math.inf, ct)
+        else:
+            init = const(0) if q else fconst(0.0, ct)
+        with b.goto_entry_block():
+            accp = b.alloca(init.type)
+            cntp = b.alloca(I64)
+        lo, hi = k.share(n_ * c_ * oh_n)
         with k.loop(lo, hi, "row") as row:
-            nc = b.udiv(row, const(OH))
-            oh = b.urem(row, const(OH))
-            h0 = b.sub(b.mul(oh, const(SH)), const(PH))
-            h_lo, h_hi = _max(b, h0, const(0)), _min(b, b.add(h0, const(KH)), const(H))
-            xbase = b.gep(x, [b.mul(nc, const(H * W))])
-            with k.loop(0, OW, "ow") as ow:
-                w0 = b.sub(b.mul(ow, const(SW)), const(PW))
-                w_lo, w_hi = _max(b, w0, const(0)), _min(b, b.add(w0, const(KW)), const(W))
-                if is_max:
-                    init = const(-(2**62)) if q else fconst(-math.inf, ct)
-                else:
-                    init = const(0) if q else fconst(0.0, ct)
-                pre = b.block
-                cond_h = b.append_basic_block("h.cond")
-                body_h = b.append_basic_block("h.body")
-                end_h = b.append_basic_block("h.end")
-                b.branch(cond_h)
-                b.position_at_end(cond_h)
-                ih = b.phi(I64)
-                accp = b.phi(init.type)
-                ih.add_incoming(h_lo, pre)
-                accp.add_incoming(init, pre)
-                b.cbranch(b.icmp_signed("<", ih, h_hi), body_h, end_h)
-                b.position_at_end(body_h)
-                prew = b.block
-                cond_w = b.append_basic_block("w.cond")
-                body_w = b.append_basic_block("w.body")
-                end_w = b.append_basic_block("w.end")
-                b.branch(cond_w)
-                b.position_at_end(cond_w)
-                iw = b.phi(I64)
-                acc = b.phi(init.type)
-                iw.add_incoming(w_lo, prew)
-                acc.add_incoming(accp, prew)
-                b.cbranch(b.icmp_signed("<", iw, w_hi), body_w, end_w)
-                b.position_at_end(body_w)
-                xp = b.gep(xbase, [b.add(b.mul(ih, const(W)), iw)])
-                if q:
-                    v = load_int(b, xp, x_dt)
-                    nv = _max(b, acc, v) if is_max else b.add(acc, b.sub(v, const(zp(x_t))))
-                else:
-                    v = load_float(b, xp, x_dt, ct)
-                    nv = (
-                        b.call(intrinsic(module, "llvm.maximum", ct, 2), [acc, v])
-                        if is_max
-                        else b.fadd(acc, v)
+            nc = b.udiv(row, const(oh_n))
+            oh = b.urem(row, const(oh_n))
+            xbase = b.gep(x, [b.mul(nc, const(h_ * w_))])
+            with k.loop(0, ow_n, "ow") as ow:
+                b.store(init, accp)
+                b.store(const(0), cntp)
+                ph1, pw1 = (p[2], p[3]) if len(p) == 4 else (p[0], p[1])
+                with k.loop(0, kh_n, "kh") as kh, k.loop(0, kw_n, "kw") as kw:
+                    ih = b.add(b.sub(b.mul(oh, const(sh)), const(p[0])), b.mul(kh, const(dh)))
+                    iw = b.add(b.sub(b.mul(ow, const(sw)), const(p[1])), b.mul(kw, const(dw)))
+                    inside = b.and_(
+                        b.and_(b.icmp_signed(">=", ih, const(0)), b.icmp_signed("<", ih, const(h_))),
+                        b.and_(b.icmp_signed(">=", iw, const(0)), b.icmp_signed("<", iw, const(w_))),
                     )
-                iw.add_incoming(b.add(iw, const(1)), b.block)
-                acc.add_incoming(nv, b.block)
-                b.branch(cond_w)
-                b.position_at_end(end_w)
-                ih.add_incoming(b.add(ih, const(1)), b.block)
-                accp.add_incoming(acc, b.block)
-                b.branch(cond_h)
-                b.position_at_end(end_h)
-                res = accp
-                op_ = b.gep(out, [b.add(b.mul(row, const(OW)), ow)])
+                    if cip:  # explicit padding counts in the divisor, ceil mode's extra does not
+                        counted = b.and_(
+                            b.and_(
+                                b.icmp_signed(">=", ih, const(-p[0])), b.icmp_signed("<", ih, const(h_ + ph1))
+                            ),
+                            b.and_(
+                                b.icmp_signed(">=", iw, const(-p[1])), b.icmp_signed("<", iw, const(w_ + pw1))
+                            ),
+                        )
+                    else:
+                        counted = inside
+                    b.store(b.add(b.load(cntp), b.zext(counted, I64)), cntp)
+                    with b.if_then(inside):
+                        xp = b.gep(xbase, [b.add(b.mul(ih, const(w_)), iw)])
+                        a = b.load(accp)
+                        if q:
+                            v = load_int(b, xp, x_dt)
+                            nv = _max(b, a, v) if is_max else b.add(a, b.sub(v, const(zp(x_t))))
+                        else:
+                            v = load_float(b, xp, x_dt, ct)
+                            fn = "llvm.maximum" if is_max else None
+                            nv = b.call(intrinsic(module, fn, ct, 2), [a, v]) if fn else b.fadd(a, v)
+                        b.store(nv, accp)
+                res = b.load(accp)
+                dst = b.gep(out, [b.add(b.mul(row, const(ow_n)), ow)])
                 if is_max:
                     if q:
-                        store_int(b, res, op_, o_dt)
+                        store_int(b, res, dst, o_dt)
                     else:
-                        store_float(b, res, op_, o_dt)
+                        store_float(b, res, dst, o_dt)
                 elif q:
+                    m, s = _int_params(op)
                     y = _requant_epilogue_plain(b, b.trunc(res, I32), const(int(m[0])), const(int(s[0])), r_t)
-                    store_int(b, y, op_, o_dt)
+                    store_int(b, y, dst, o_dt)
                 else:
-                    if cip:
-                        cnt = fconst(KH * KW, ct)
-                    else:
-                        cnt = b.sitofp(b.mul(b.sub(h_hi, h_lo), b.sub(w_hi, w_lo)), ct)
-                    store_float(b, b.fdiv(res, cnt), op_, o_dt)
+                    cnt = b.sitofp(_max(b, b.load(cntp), const(1)), ct)
+                    store_float(b, b.fdiv(res, cnt), dst, o_dt)
         k.finish()
 
 
