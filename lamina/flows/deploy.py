@@ -69,8 +69,9 @@ __all__ = [
 
 #: Modes a qtable may give an op (TPU-MLIR also has INT4/F8/UINT8 entries; they are not lowered yet).
 QTABLE_LOWERABLE = ("F32", "F16", "BF16", "INT8")
-#: ``--processor`` values without a compiled target: ``cpu`` runs the ``tpu`` interpreter until the CPU
-#: target is built; the built targets add theirs (:func:`processor_names`).
+#: ``--processor`` values that run the ``tpu`` interpreter unless ``model`` names a compiled file
+#: (``cpu``: compiled to native code by the CPU target for ``--model x.lamina``/``x.bmodel``); the
+#: built targets add theirs (:func:`processor_names`).
 PROCESSORS = ("cpu",)
 #: The least cosine between a compiled float model's outputs and the ``tpu`` interpreter's.
 FLOAT_TARGET_COSINE = 0.99999
@@ -245,9 +246,16 @@ def processor_names() -> tuple[str, ...]:
 
 
 def target_of(o: DeployOptions) -> Any:
-    """The compiled target of the options' processor (None: ``cpu`` without a CPU target, which
-    runs the ``tpu`` interpreter); a bad ``chip_config`` is a ToolError naming the file."""
+    """The compiled target of the options' processor (None: ``cpu`` without a CPU target, or
+    without a ``model`` naming a compiled file — ``.lamina``, ``.bmodel``, ... —: the ``tpu``
+    interpreter runs it, as before the CPU target); a bad ``chip_config`` is a ToolError naming the
+    file."""
     from lamina.targets.base import get_target
+
+    if o.processor in PROCESSORS and not (
+        o.model is not None and os.path.splitext(o.model)[1].lower() in COMPILED_EXTENSIONS
+    ):
+        return None
 
     extra: dict[str, Any] = {}
     if o.chip_config:
