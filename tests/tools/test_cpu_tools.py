@@ -31,7 +31,9 @@ def ws(tmp_path_factory: pytest.TempPathFactory) -> Path:
         assert transform.main([*argv, "--mlir", "m.mlir"]) == 0
         os.mkdir("ds")
         np.savez("ds/0.npz", x=np.load("m_in_f32.npz")["x"])
-        assert calibrate.main(["m.mlir", "--dataset", "ds", "-o", "m_cali_table", "-q", "--tune_num", "0"]) == 0
+        assert (
+            calibrate.main(["m.mlir", "--dataset", "ds", "-o", "m_cali_table", "-q", "--tune_num", "0"]) == 0
+        )
     finally:
         os.chdir(cwd)
     return d
@@ -65,7 +67,12 @@ def test_model_deploy_and_runner_on_the_cpu(
     assert model.target == "cpu" and {"object", "llvm_ir", "weights"} <= {s.kind for s in model.sections}
     assert {"m_tpu.mlir", "m_tpu_outputs.npz", "m_model_outputs.npz"} <= {p.name for p in tmp_path.iterdir()}
     # model_runner on the file, with a profile: the same outputs as model_deploy's run
-    assert runner.main(["--input", "m_in_f32.npz", "--model", "m.lamina", "--output", "o.npz", "--profile", "t.json"]) == 0
+    assert (
+        runner.main(
+            ["--input", "m_in_f32.npz", "--model", "m.lamina", "--output", "o.npz", "--profile", "t.json"]
+        )
+        == 0
+    )
     _, err = capsys.readouterr()
     assert "profile:" in err
     got, want = np.load("o.npz"), np.load("m_model_outputs.npz")

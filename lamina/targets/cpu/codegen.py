@@ -150,9 +150,7 @@ def generate(func: Operation, isa: Isa, plans: Plans) -> Program:
     for i, a in enumerate(block.args):
         loc[id(a)] = ("io", i)
     for k in kernels:
-        offs = list(k.get_attr("cpu.offsets").values)  # type: ignore[union-attr]
-        ioa = k.get_attr("cpu.io")
-        slots = list(ioa.values) if ioa is not None else [-1] * len(offs)  # type: ignore[union-attr]
+        offs, slots = _locations(k)
         for r, off, s in zip(k.results, offs, slots):
             loc[id(r)] = ("io", int(s)) if s >= 0 else ("arena", int(off)) if off >= 0 else ("null", 0)
     for j, v in enumerate(ret.operands):
@@ -181,11 +179,11 @@ def generate(func: Operation, isa: Isa, plans: Plans) -> Program:
             except Exception as e:
                 skipped = [*choice.skipped, (choice.template.name, f"emit: {type(e).__name__}: {e}")]
                 nxt = plan_kernel(op, symbol, isa)
-                names = {s[0] for s in skipped}
-                while nxt.template.name in names:
+                tried = {s[0] for s in skipped}
+                while nxt.template.name in tried:
                     from .kernels import candidates
 
-                    rest = [t for t in candidates(op, isa) if t.name not in names]
+                    rest = [t for t in candidates(op, isa) if t.name not in tried]
                     nxt = plan_kernel(op, symbol, isa, only=rest[0].name)
                 nxt.skipped = skipped + nxt.skipped
                 choice = nxt
@@ -223,12 +221,11 @@ def generate(func: Operation, isa: Isa, plans: Plans) -> Program:
                 if not isinstance(v.type, RankedTensorType):
                     bufs.append(("null", 0))
                     continue
-                outer = arg_of.get(id(v))
+                outer: Value | None = arg_of.get(id(v))
                 if outer is None:
-                    r = yielded.get(id(v))
-                    if r is None and spec[0] == "out" and isinstance(spec[1], int):
-                        r = k.results[spec[1]]  # a fused epilogue writes the kernel's result
-                    outer = r
+                    outer = yielded.get(id(v))
+                    if outer is None and spec[0] == "out" and isinstance(spec[1], int):
+                        outer = k.results[spec[1]]  # a fused epilogue writes the kernel's result
                 if outer is None:
                     raise AssertionError(f"{symbol}: buffer {spec} is neither an operand nor a result")
                 bufs.append(loc[id(outer)])
@@ -289,22 +286,30 @@ def _barriers(infos: list[KernelInfo], kernels: list[KernelOp]) -> None:
             return any(x[0] == y[0] and x[1] < y[2] and y[1] < x[2] for x in a for y in b)
 
         ref = info.template == "reference"
-        if written or touched:
-            if ref or hits(reads, written) or hits(writes, touched) or (touched and touched[-1][0] == "ref"):
-                info.barrier = True
-                written, touched = [], []
+        dependent = (
+            ref or hits(reads, written) or hits(writes, touched) or (touched and touched[-1][0] == "ref")
+        )
+        if (written or touched) and dependent:
+            info.barrier = True
+            written, touched = [], []
         written += writes
         touched += reads + writes
         if ref:
             touched.append(("ref", 0, 1))
 
 
+def _locations(k: KernelOp) -> tuple[list[int], list[int]]:
+    """A kernel's results' arena offsets and IO slots (-1: none), from ``cpu-arena-alloc``."""
+    offs = [int(v) for v in getattr(k.get_attr("cpu.offsets"), "values", [])]
+    ioa = k.get_attr("cpu.io")
+    slots = [int(v) for v in getattr(ioa, "values", [])] if ioa is not None else [-1] * len(offs)
+    return offs, slots
+
+
 def _value_buffers(info: KernelInfo, k: KernelOp, outputs: bool) -> list[tuple[str, int]]:
     """The locations of a kernel's inputs or results (from the arena/io attributes)."""
     if outputs:
-        offs = list(k.get_attr("cpu.offsets").values)  # type: ignore[union-attr]
-        ioa = k.get_attr("cpu.io")
-        slots = list(ioa.values) if ioa is not None else [-1] * len(offs)  # type: ignore[union-attr]
+        offs, slots = _locations(k)
         return [("io", int(s)) if s >= 0 else ("arena", int(o)) for o, s in zip(offs, slots)]
     out = []
     for v in k.inputs:

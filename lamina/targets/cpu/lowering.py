@@ -34,6 +34,7 @@ from lamina.passes import Option, Pass, Statistic, register_pass
 from .dialect import KernelOp, YieldOp
 from .kernels import Choice, candidates, plan_kernel
 from .kernels.abi import Isa
+from .kernels.generic_ir import np_dtype
 
 __all__ = [
     "ALIGN",
@@ -47,18 +48,6 @@ __all__ = [
 ]
 
 ALIGN = 64
-
-
-def np_dtype(t: Any) -> np.dtype:
-    """The numpy dtype of a tensor type's elements in memory (a quantized type's storage integers)."""
-    from lamina.dialects.quant import QuantizedType
-    from lamina.dialects.tpu.quantize import storage_dtype
-    from lamina.ir.attributes import element_type_to_dtype
-
-    e = t.element_type
-    if isinstance(e, QuantizedType):
-        return storage_dtype(e)
-    return np.dtype(element_type_to_dtype(e))
 
 
 def nbytes(t: Any) -> int:

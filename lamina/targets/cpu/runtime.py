@@ -48,13 +48,15 @@ def _view(addr: int, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
     if n == 0:
         return np.zeros(shape, dtype)
     buf = (ctypes.c_uint8 * n).from_address(addr)
-    return np.frombuffer(buf, np.uint8).view(dtype).reshape(shape)
+    return np.ctypeslib.as_array(buf).view(dtype).reshape(shape)
 
 
 class CpuModel(CompiledModel):
     """A compiled CPU model (see the module docstring)."""
 
     clock_hz = 1e9
+    #: seconds :func:`load_cpu_model` took (recompiling included)
+    load_seconds: float = 0.0
 
     def __init__(self, model: Model, path: str, threads: int = 1) -> None:
         super().__init__(model, path)

@@ -5,6 +5,7 @@ and the threads of one run synchronize inside the compiled code (its barriers sl
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import weakref
 from collections.abc import Callable
@@ -63,10 +64,8 @@ class Pool:
             self._cond.notify_all()
 
     def __del__(self) -> None:
-        try:
+        with contextlib.suppress(Exception):  # interpreter shutdown
             self.close()
-        except Exception:
-            pass
 
 
 def _worker(ref: Any, tid: int) -> None:

@@ -23,6 +23,7 @@ outermost loop split between the parts, its innermost contiguous (the loop vecto
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import llvmlite.ir as ir
@@ -31,7 +32,6 @@ import numpy as np
 from lamina.ir.constants import constant_array, value_constant
 from lamina.ir.types import FloatType, RankedTensorType
 
-from . import register
 from .abi import Isa, KernelPlan, Template
 from .generic_ir import (
     F64,
@@ -48,6 +48,7 @@ from .generic_ir import (
     libm,
     load_float,
     load_int,
+    np_dtype,
     rounding_rshift,
     storage_type,
     store_float,
@@ -58,8 +59,6 @@ __all__ = ["FLOAT_EW"]
 
 
 def _np(t: Any) -> np.dtype:
-    from ..lowering import np_dtype
-
     return np_dtype(t)
 
 
@@ -237,7 +236,7 @@ def _elementwise_plan(op: Any, symbol: str, extra: dict[str, np.ndarray] | None 
 
 
 def _operand_ptrs(
-    k: Kernel, op: Any, out_shape: list[int], extra: list[tuple[np.ndarray, list[int]]] = ()
+    k: Kernel, op: Any, out_shape: list[int], extra: Sequence[tuple[np.ndarray, list[int]]] = ()
 ) -> list[tuple[Any, list[int], int]]:
     """(pointer, broadcast strides, 0) for each tensor operand, then each extra weight (given with
     its strides over the result), then the result."""
@@ -712,5 +711,14 @@ class Concat(Template):
         k.finish()
 
 
-for _t in (FloatElementwise(), IntElementwise(), Requant(), Cast(), Lut(), Alias(), Gather(), Concat()):
-    register(_t)
+#: this module's templates (registered by :mod:`lamina.targets.cpu.kernels`)
+TEMPLATES: list[Template] = [
+    FloatElementwise(),
+    IntElementwise(),
+    Requant(),
+    Cast(),
+    Lut(),
+    Alias(),
+    Gather(),
+    Concat(),
+]

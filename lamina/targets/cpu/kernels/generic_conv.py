@@ -28,7 +28,6 @@ import numpy as np
 from lamina.ir.constants import constant_array, value_constant
 from lamina.ir.types import RankedTensorType
 
-from . import register
 from .abi import Isa, KernelPlan, Template
 from .generic import _is_float, _np, _quant, _shape, _static
 from .generic_ir import (
@@ -441,13 +440,12 @@ class MatMul(Template):
         if not (_static(a) and _static(w) and _static(r)) or not a.shape or not w.shape:
             return False
         n = w.shape[-1] if len(w.shape) > 1 else 1
-        if isinstance(op.bias.type, RankedTensorType):
-            if (
-                value_constant(op.bias) is None
-                or int(np.prod(op.bias.type.shape)) != n
-                or op.bias.type.shape[-1] != n
-            ):
-                return False
+        if isinstance(op.bias.type, RankedTensorType) and (
+            value_constant(op.bias) is None
+            or int(np.prod(op.bias.type.shape)) != n
+            or op.bias.type.shape[-1] != n
+        ):
+            return False
         if _quant(a):
             return _quant(w) and _quant(r) and op.attr("multiplier") is not None
         return _is_float(a) and _is_float(w) and _is_float(r)
@@ -460,17 +458,17 @@ class MatMul(Template):
         r = [*_shape(op.output.type)]
         r = [*r[:nb], a[-2], w[-1]]
         batch = r[:-2]
-        M, K, N = a[-2], a[-1], w[-1]
+        mm, kk_, nn_ = a[-2], a[-1], w[-1]
         from .generic_ir import broadcast_strides
 
         sa = broadcast_strides(a[:-2], batch) if batch else []
         sb = broadcast_strides(w[:-2], batch) if batch else []
-        return batch, M, K, N, [x * M * K for x in sa], [x * K * N for x in sb]
+        return batch, mm, kk_, nn_, [x * mm * kk_ for x in sa], [x * kk_ * nn_ for x in sb]
 
     def plan(self, op: Any, symbol: str, isa: Isa) -> KernelPlan:
         from lamina.dialects.tpu.quantize import qparams
 
-        batch, M, K, N, _, _ = self._dims(op)
+        batch, mm, kk_, nn_, _, _ = self._dims(op)
         q = _quant(op.input.type)
         weights: dict[str, np.ndarray] = {}
         bufs: list[tuple[str, Any]] = [("in", 0)]
@@ -493,22 +491,22 @@ class MatMul(Template):
             bufs.append(("in", 1))
         if q:
             m, s = _int_params(op)
-            weights["m"] = np.broadcast_to(m, (N,)).astype(np.int64).copy()
-            weights["s"] = np.broadcast_to(s, (N,)).astype(np.int64).copy()
+            weights["m"] = np.broadcast_to(m, (nn_,)).astype(np.int64).copy()
+            weights["s"] = np.broadcast_to(s, (nn_,)).astype(np.int64).copy()
             bufs += [("weight", "m"), ("weight", "s")]
         if isinstance(op.bias.type, RankedTensorType):
             bb = np.asarray(constant_array(op.bias)).reshape(-1)
             weights["b"] = bb.astype(np.int32) if q else bb.astype(np.float32)
             bufs.append(("weight", "b"))
         bufs += [("out", 0), ("scratch", None)]
-        rows = int(np.prod(batch)) * M if batch else M
-        return KernelPlan(symbol, bufs, weights, scratch_bytes=N * 4, macs=rows * K * N)
+        rows = int(np.prod(batch)) * mm if batch else mm
+        return KernelPlan(symbol, bufs, weights, scratch_bytes=nn_ * 4, macs=rows * kk_ * nn_)
 
     def emit(self, module: Any, plan: KernelPlan, op: Any, isa: Isa) -> None:
         from lamina.dialects.tpu.families.common import zp
         from lamina.dialects.tpu.quantize import qparams
 
-        batch, M, K, N, sa, sb = self._dims(op)
+        batch, mm, kk_, nn_, sa, sb = self._dims(op)
         q = _quant(op.input.type)
         k = Kernel(module, plan.symbol)
         b = k.b
@@ -531,16 +529,16 @@ class MatMul(Template):
             i += 1
         out = k.buf(i, storage_type(out_dt))
         acc_t = I32 if q else F32
-        acc = b.gep(k.buf(i + 1, acc_t), [b.mul(k.part, const(N))])
+        acc = b.gep(k.buf(i + 1, acc_t), [b.mul(k.part, const(nn_))])
         za = zp(op.input.type) if q else 0
         zw = 0
         if q and not wconst:
             zw = int(qparams(op.right.type)[1])
-        rows = int(np.prod(batch)) * M if batch else M
+        rows = int(np.prod(batch)) * mm if batch else mm
         lo, hi = k.share(rows)
         with k.loop(lo, hi, "row") as row:
-            bi = b.udiv(row, const(M))
-            mi = b.urem(row, const(M))
+            bi = b.udiv(row, const(mm))
+            mi = b.urem(row, const(mm))
             aoff, woff = const(0), const(0)
             rem = bi
             for d in range(len(batch) - 1, -1, -1):
@@ -550,19 +548,19 @@ class MatMul(Template):
                     aoff = b.add(aoff, b.mul(c, const(sa[d])))
                 if sb[d]:
                     woff = b.add(woff, b.mul(c, const(sb[d])))
-            arow = b.gep(ap, [b.add(aoff, b.mul(mi, const(K)))])
+            arow = b.gep(ap, [b.add(aoff, b.mul(mi, const(kk_)))])
             wmat = b.gep(wp, [woff])
-            with k.loop(0, N, "z") as z:
+            with k.loop(0, nn_, "z") as z:
                 b.store(ir.Constant(acc_t, 0), b.gep(acc, [z]))
-            with k.loop(0, K, "kk") as kk:
+            with k.loop(0, kk_, "kk") as kk:
                 ax = b.gep(arow, [kk])
                 av = (
                     b.trunc(b.sub(load_int(b, ax, a_dt), const(za)), I32)
                     if q
                     else load_float(b, ax, a_dt, F32)
                 )
-                wrow = b.gep(wmat, [b.mul(kk, const(N))])
-                with k.loop(0, N, "n") as nn:
+                wrow = b.gep(wmat, [b.mul(kk, const(nn_))])
+                with k.loop(0, nn_, "n") as nn:
                     wx = b.gep(wrow, [nn])
                     cp = b.gep(acc, [nn])
                     if q:
@@ -571,8 +569,8 @@ class MatMul(Template):
                     else:
                         wv = load_float(b, wx, w_dt, F32)
                         b.store(b.fadd(b.load(cp), b.fmul(av, wv)), cp)
-            orow = b.gep(out, [b.mul(row, const(N))])
-            with k.loop(0, N, "n2") as nn:
+            orow = b.gep(out, [b.mul(row, const(nn_))])
+            with k.loop(0, nn_, "n2") as nn:
                 v = b.load(b.gep(acc, [nn]))
                 if bias is not None:
                     bv = b.load(b.gep(bias, [nn]))
@@ -833,5 +831,5 @@ class Reduce(Template):
         k.finish()
 
 
-for _t in (Conv(), ConvOC(), MatMul(), Pool(), Reduce()):
-    register(_t)
+#: this module's templates (registered by :mod:`lamina.targets.cpu.kernels`)
+TEMPLATES: list[Template] = [Conv(), ConvOC(), MatMul(), Pool(), Reduce()]

@@ -30,6 +30,7 @@ __all__ = [
     "fconst",
     "libm",
     "load_float",
+    "np_dtype",
     "load_int",
     "rounding_rshift",
     "storage_type",
@@ -219,6 +220,18 @@ class Kernel:
 
     def finish(self) -> None:
         self.b.ret_void()
+
+
+def np_dtype(t: Any) -> np.dtype:
+    """The numpy dtype of a tensor type's elements in memory (a quantized type's storage integers)."""
+    from lamina.dialects.quant import QuantizedType
+    from lamina.dialects.tpu.quantize import storage_dtype
+    from lamina.ir.attributes import element_type_to_dtype
+
+    e = t.element_type
+    if isinstance(e, QuantizedType):
+        return storage_dtype(e)
+    return np.dtype(element_type_to_dtype(e))
 
 
 # ---- strided elementwise loop nests -------------------------------------------------------------------

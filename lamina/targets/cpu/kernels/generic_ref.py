@@ -16,7 +16,6 @@ import llvmlite.ir as ir
 from lamina.ir.constants import value_constant
 from lamina.ir.types import RankedTensorType
 
-from . import register
 from .abi import Isa, KernelPlan, Template
 from .generic_ir import I8P, I64, VOID, Kernel, const
 
@@ -74,4 +73,6 @@ class ReferenceTemplate(Template):
         k.finish()
 
 
-REFERENCE = register(ReferenceTemplate())
+REFERENCE = ReferenceTemplate()
+#: this module's templates (registered by :mod:`lamina.targets.cpu.kernels`)
+TEMPLATES: list[Template] = [REFERENCE]

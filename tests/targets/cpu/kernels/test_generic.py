@@ -18,13 +18,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "npu"))
-from tpu_cases import STRATEGIES, Case  # noqa: E402
+from tpu_cases import STRATEGIES, Case
 
-from lamina.ir.types import RankedTensorType  # noqa: E402
-from lamina.targets.cpu.jit import host_spec, run_kernel, spec_for  # noqa: E402
-from lamina.targets.cpu.kernels import select  # noqa: E402
-from lamina.targets.cpu.kernels.abi import Isa  # noqa: E402
-from lamina.targets.cpu.lowering import np_dtype  # noqa: E402
+from lamina.ir.types import RankedTensorType
+from lamina.targets.cpu.jit import host_spec, run_kernel, spec_for
+from lamina.targets.cpu.kernels import select
+from lamina.targets.cpu.kernels.abi import Isa
+from lamina.targets.cpu.lowering import np_dtype
 
 COMPILED = ["Conv", "MatMul", "Eltwise", "Requant", "Cast", "Lut", "Active", "Pool", "Permute", "Reduce"]
 

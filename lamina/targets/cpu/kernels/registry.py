@@ -1,0 +1,73 @@
+"""The registry of the CPU target's kernel templates: :data:`TEMPLATES`, :func:`select` (the matching
+template of highest priority) and :func:`plan_kernel` (the best template whose ``plan`` succeeds).
+See :mod:`lamina.targets.cpu.kernels`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .abi import Isa, KernelPlan, Template
+
+__all__ = ["TEMPLATES", "Choice", "by_name", "candidates", "plan_kernel", "register", "select"]
+
+#: every registered template (any order: :func:`select` sorts by priority)
+TEMPLATES: list[Template] = []
+
+
+def register(t: Template) -> Template:
+    """Add ``t`` to :data:`TEMPLATES` (a second template of the same name replaces the first)."""
+    TEMPLATES[:] = [x for x in TEMPLATES if x.name != t.name]
+    TEMPLATES.append(t)
+    return t
+
+
+def candidates(op: Any, isa: Isa) -> list[Template]:
+    """The templates matching ``op`` for ``isa``, best first (priority, then registration order).
+    A template whose ``matches`` raises does not match."""
+    out = []
+    for i, t in enumerate(TEMPLATES):
+        try:
+            ok = t.matches(op, isa)
+        except Exception:  # a template's bug must not stop the model compiling
+            ok = False
+        if ok:
+            out.append((-t.priority, i, t))
+    return [t for _, _, t in sorted(out, key=lambda x: (x[0], x[1]))]
+
+
+def select(op: Any, isa: Isa) -> Template:
+    """The highest-priority template matching ``op`` (the reference template matches any op)."""
+    c = candidates(op, isa)
+    assert c, f"no template matches {op.name} (the reference template matches every op)"
+    return c[0]
+
+
+def by_name(name: str) -> Template:
+    for t in TEMPLATES:
+        if t.name == name:
+            return t
+    raise KeyError(name)
+
+
+@dataclass
+class Choice:
+    """The template that planned an op, its plan, and the better templates skipped (name, why)."""
+
+    template: Template
+    plan: KernelPlan
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+
+
+def plan_kernel(op: Any, symbol: str, isa: Isa, only: str | None = None) -> Choice:
+    """Plan ``op`` with the best template whose ``plan`` succeeds (``only``: that template first)."""
+    cands = candidates(op, isa)
+    if only is not None:
+        cands = sorted(cands, key=lambda t: t.name != only)
+    skipped: list[tuple[str, str]] = []
+    for t in cands:
+        try:
+            return Choice(t, t.plan(op, symbol, isa), skipped)
+        except Exception as e:
+            skipped.append((t.name, f"{type(e).__name__}: {e}"))
+    raise AssertionError(f"no template planned {op.name}: {skipped}")
