@@ -31,7 +31,7 @@ from lamina.ir.types import FunctionType, RankedTensorType
 from ..base import CompileOptions, CompileResult
 from ..container import Model, Section, SubnetDesc, TensorDesc
 from .codegen import Program, generate
-from .dialect import KernelOp
+from .dialect import KernelOp, YieldOp
 from .jit import CpuSpec, compile_ir, host_spec
 from .kernels.generic_ref import tensor_operands
 from .lowering import assign_arena, convert_function, np_dtype
@@ -188,13 +188,14 @@ def _reference_module(program: Program, func: Operation) -> tuple[str, dict[str,
         for v, a in zip(ins, entry.args):
             if v not in mapping.values:
                 mapping.map(v, a)
+        # the kernel's whole region: the constants, the op, any ops fused after it
+        yielded = []
         for o in k.block.ops:
-            if o is op:
+            if isinstance(o, YieldOp):
+                yielded = [mapping.lookup(v) for v in o.operands]
                 break
-            entry.append(o.clone(mapping))  # the constants it reads
-        new = op.clone(mapping)
-        entry.append(new)
-        outs = [r for r in new.results if isinstance(r.type, RankedTensorType)]
+            entry.append(o.clone(mapping))
+        outs = [v for v in yielded if isinstance(v.type, RankedTensorType)]
         entry.append(ReturnOp.create(outs, [], {}, {}, 0, (), op.location))
         f.properties["function_type"] = TypeAttr(FunctionType([v.type for v in ins], [v.type for v in outs]))
         key = "onnx.name"

@@ -81,7 +81,7 @@ def convert_function(func: Operation, isa: Isa, plans: Plans | None = None) -> d
     stats = {"kernels": 0, "fused": 0, "aliases": 0, "reference": 0}
     index = 0
     for op in list(block.ops):
-        if op.parent is None or op is ret or is_plumbing(op) or isinstance(op, KernelOp):
+        if op.parent is not block or op is ret or is_plumbing(op) or isinstance(op, KernelOp):
             continue
         if op.has_trait(NotALayer) and len(op.operands) == 1 and len(op.results) == 1:
             op.results[0].replace_all_uses_with(op.operands[0])  # top.Input: the argument itself
@@ -103,6 +103,13 @@ def convert_function(func: Operation, isa: Isa, plans: Plans | None = None) -> d
                 op, symbol, isa, only=next(t.name for t in cands if not getattr(t, "alias", False))
             )
         fused = _fusable(choice.template, op, returned)
+        if fused:  # the template plans again, told how many consumers it computes (cpu.fused)
+            op.set_attr("cpu.fused", IntegerAttr(len(fused), i64))
+            try:
+                choice = Choice(choice.template, choice.template.plan(op, symbol, isa), choice.skipped)
+            except Exception:
+                del op.attributes["cpu.fused"]
+                fused = []
         kernel = _wrap(op, fused, choice, symbol)
         plans[symbol] = choice
         index += 1
@@ -127,7 +134,9 @@ def _symbol_part(op: Operation) -> str:
 
 def _fusable(template: Any, op: Operation, returned: set[int]) -> list[Operation]:
     """The consumers the template fuses into ``op``'s kernel (the epilogue hook: a template defines
-    ``fuses(op, consumer) -> bool``); each reads only the previous one's single-use result."""
+    ``fuses(op, consumer) -> bool``); each reads only the previous one's single-use result. The
+    template then plans ``op`` again with ``cpu.fused`` (how many consumers) set on it, and finds
+    them with :func:`~.kernels.generic_ir.fused_consumers`."""
     fuses = getattr(template, "fuses", None)
     if fuses is None:
         return []

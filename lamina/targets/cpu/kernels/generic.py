@@ -44,10 +44,12 @@ from .generic_ir import (
     contiguous_strides,
     emit_strided,
     fconst,
+    fused_consumers,
     intrinsic,
     libm,
     load_float,
     load_int,
+    lut_of,
     np_dtype,
     rounding_rshift,
     storage_type,
@@ -294,7 +296,30 @@ def _axis_strides(shape: list[int], axis: int) -> list[int]:
     return [1 if d == axis else 0 for d in range(len(shape))]
 
 
-class IntElementwise(Template):
+class LutEpilogue:
+    """The fusion hook for a following ``tpu.Lut`` (an INT8 activation): the kernel indexes the table
+    with its stored integer and writes the table's value (the Lut's result) instead."""
+
+    def fuses(self, op: Any, consumer: Any) -> bool:
+        return (
+            consumer.name == "tpu.Lut"
+            and consumer.operands[0].defining_op() is op
+            and _static(consumer.results[0].type)
+            and len(fused_consumers(op)) == 0
+        )
+
+    @staticmethod
+    def lut(op: Any) -> tuple[np.ndarray, int, Any] | None:
+        f = fused_consumers(op)
+        return lut_of(f[0]) if f else None
+
+    @staticmethod
+    def store_lut(b: ir.IRBuilder, y: Any, tp: Any, base: int, ptr: Any, out_t: Any) -> None:
+        """``ptr <- table[y + base]`` (``y``: the stored integer, i64)."""
+        b.store(b.load(b.gep(tp, [b.add(y, const(base))])), ptr)
+
+
+class IntElementwise(LutEpilogue, Template):
     """INT8 Add/Sub (``sum_i sign_i (q_i - zp_i) m_i``) and Mul (``prod_i (q_i - zp_i) * m``), then
     ``rounding_rshift(., 31 + s) + zp`` saturated; per channel: multipliers and shifts read along the
     channel axis from the weights."""
@@ -343,6 +368,9 @@ class IntElementwise(Template):
             for i, a in enumerate(ms):
                 extra[f"m{i}"] = a
             extra["shift"] = sh
+        lut = self.lut(op)
+        if lut is not None:
+            extra["lut"] = lut[0]
         return _elementwise_plan(op, symbol, extra)
 
     def emit(self, module: Any, plan: KernelPlan, op: Any, isa: Isa) -> None:
@@ -360,6 +388,9 @@ class IntElementwise(Template):
         if axis is not None:
             st = _axis_strides(shape, axis)
             extra = [(a, st) for a in ms] + [(sh, st)]
+        lut = self.lut(op)
+        if lut is not None:
+            extra.append((lut[0], [0] * len(shape)))
         ptrs = _operand_ptrs(k, op, shape, extra)
         n = len(in_ts)
         mul = op.name == "tpu.Mul"
@@ -381,14 +412,17 @@ class IntElementwise(Template):
                 acc = b.mul(xs[0], mv[0])
                 for x, mm in zip(xs[1:], mv[1:]):
                     acc = b.add(acc, b.mul(x, mm))
-            y = b.add(rounding_rshift(b, acc, shift), const(zo))
-            store_int(b, clamp_i64(b, y, lo, hi), ps[-1], _np(out_t))
+            y = clamp_i64(b, b.add(rounding_rshift(b, acc, shift), const(zo)), lo, hi)
+            if lut is not None:
+                self.store_lut(b, y, ps[-2], lut[1], ps[-1], lut[2])
+            else:
+                store_int(b, y, ps[-1], _np(out_t))
 
         emit_strided(k, shape, ptrs, body)
         k.finish()
 
 
-class Requant(Template):
+class Requant(LutEpilogue, Template):
     name = "generic.requant"
 
     def matches(self, op: Any, isa: Isa) -> bool:
@@ -405,7 +439,11 @@ class Requant(Template):
 
     def plan(self, op: Any, symbol: str, isa: Isa) -> KernelPlan:
         m, s, axis = self._params(op)
-        return _elementwise_plan(op, symbol, {"m": m, "shift": s} if axis is not None else None)
+        extra = {"m": m, "shift": s} if axis is not None else {}
+        lut = self.lut(op)
+        if lut is not None:
+            extra["lut"] = lut[0]
+        return _elementwise_plan(op, symbol, extra)
 
     def emit(self, module: Any, plan: KernelPlan, op: Any, isa: Isa) -> None:
         from lamina.dialects.tpu.families.common import bounds, zp
@@ -417,6 +455,9 @@ class Requant(Template):
         lo, hi = bounds(out_t)
         zi, zo = zp(a), zp(out_t)
         extra = [(m, _axis_strides(shape, axis)), (s, _axis_strides(shape, axis))] if axis is not None else []
+        lut = self.lut(op)
+        if lut is not None:
+            extra.append((lut[0], [0] * len(shape)))
         ptrs = _operand_ptrs(k, op, shape, extra)
 
         def body(b: ir.IRBuilder, ps: list[Any]) -> None:
@@ -425,8 +466,11 @@ class Requant(Template):
                 mm, sh = b.load(ps[1]), b.load(ps[2])
             else:
                 mm, sh = const(int(m[0])), const(int(s[0]))
-            y = b.add(rounding_rshift(b, b.mul(x, mm), sh), const(zo))
-            store_int(b, clamp_i64(b, y, lo, hi), ps[-1], _np(out_t))
+            y = clamp_i64(b, b.add(rounding_rshift(b, b.mul(x, mm), sh), const(zo)), lo, hi)
+            if lut is not None:
+                self.store_lut(b, y, ps[-2], lut[1], ps[-1], lut[2])
+            else:
+                store_int(b, y, ps[-1], _np(out_t))
 
         emit_strided(k, shape, ptrs, body)
         k.finish()

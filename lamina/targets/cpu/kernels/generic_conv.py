@@ -29,10 +29,11 @@ from lamina.ir.constants import constant_array, value_constant
 from lamina.ir.types import RankedTensorType
 
 from .abi import Isa, KernelPlan, Template
-from .generic import _is_float, _np, _quant, _shape, _static
+from .generic import LutEpilogue, _is_float, _np, _quant, _shape, _static
 from .generic_ir import (
     F32,
     F64,
+    I8,
     I16,
     I32,
     I64,
@@ -307,7 +308,7 @@ class Conv(Template):
         k.finish()
 
 
-class ConvOC(Conv):
+class ConvOC(LutEpilogue, Conv):
     """The generic convolution with the output channels innermost: per output pixel, a row of
     ``OC`` accumulators takes ``x[ic, ih, iw] * w[ic, kh, kw, :]`` for every tap (weights packed
     ``[G, ICg*KH*KW, OCg]``): long contiguous vector loops whatever the spatial size, for the convs
@@ -332,7 +333,14 @@ class ConvOC(Conv):
             w.reshape(g, ocg, geo["ICG"] * geo["KH"] * geo["KW"]).transpose(0, 2, 1)
         )
         p.scratch_bytes = geo["OC"] * 4
+        lut = self.lut(op) if _quant(op.input.type) else None
+        if lut is not None:  # a fused tpu.Lut: its table, before the output in the buffers
+            p.weights["lut"] = lut[0]
+            p.buffers.insert(p.buffers.index(("out", 0)), ("weight", "lut"))
         return p
+
+    def fuses(self, op: Any, consumer: Any) -> bool:
+        return _quant(op.input.type) and super().fuses(op, consumer)
 
     def emit(self, module: Any, plan: KernelPlan, op: Any, isa: Isa) -> None:
         q = _quant(op.input.type)
@@ -348,6 +356,8 @@ class ConvOC(Conv):
         bias = k.buf(1 + keys.index("b"), I32 if q else F32) if "b" in keys else None
         mv = k.buf(1 + keys.index("m"), I64) if q else None
         sv = k.buf(1 + keys.index("s"), I64) if q else None
+        lut = self.lut(op) if q else None
+        tp = k.buf(1 + keys.index("lut"), I8) if lut is not None else None
         out = k.buf(1 + len(keys), storage_type(out_dt))
         acc_t = I32 if q else F32
         acc = b.gep(k.buf(2 + len(keys), acc_t), [b.mul(k.part, g["OC"])])
@@ -406,7 +416,10 @@ class ConvOC(Conv):
                         y = b.add(rounding_rshift(b, b.mul(b.sext(a, I64), m), s), g["ZO"])
                         y = _max(b, _min(b, y, g["HI"]), g["LO"])
                         y = _min(b, _max(b, y, g["RL"]), g["RH"])
-                        store_int(b, y, op_, out_dt)
+                        if lut is not None:
+                            self.store_lut(b, y, tp, lut[1], op_, lut[2])
+                        else:
+                            store_int(b, y, op_, out_dt)
                     else:
                         r = b.call(intrinsic(module, "llvm.maximum", F32, 2), [a, fconst(0.0)])
                         r = b.select(

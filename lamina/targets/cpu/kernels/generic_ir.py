@@ -28,6 +28,8 @@ __all__ = [
     "const",
     "emit_strided",
     "fconst",
+    "fused_consumers",
+    "lut_of",
     "libm",
     "load_float",
     "np_dtype",
@@ -232,6 +234,34 @@ def np_dtype(t: Any) -> np.dtype:
     if isinstance(e, QuantizedType):
         return storage_dtype(e)
     return np.dtype(element_type_to_dtype(e))
+
+
+def fused_consumers(op: Any) -> list[Any]:
+    """The ops fused into ``op``'s kernel: ``cpu.fused`` (set by ``convert-tpu-to-cpu`` when the
+    template's ``fuses`` accepted them) consumers along the chain of single users."""
+    a = op.get_attr("cpu.fused")
+    n = int(getattr(a, "value", 0)) if a is not None else 0
+    out, cur = [], op
+    for _ in range(n):
+        users = cur.results[0].users
+        if len(users) != 1:
+            break
+        cur = users[0]
+        out.append(cur)
+    return out
+
+
+def lut_of(consumer: Any) -> tuple[np.ndarray, int, Any]:
+    """A fused ``tpu.Lut``'s table (as its result's storage), its index base (128 for an int8
+    input) and its result type."""
+    from lamina.dialects.quant import QuantizedType
+    from lamina.dialects.tpu.families.common import store
+
+    out_t = consumer.results[0].type
+    table = np.ascontiguousarray(store(np.asarray(consumer.properties["table"].to_numpy()), out_t))
+    e = consumer.operands[0].type.element_type
+    assert isinstance(e, QuantizedType)
+    return table, 128 if e.signed else 0, out_t
 
 
 # ---- strided elementwise loop nests -------------------------------------------------------------------
