@@ -15,8 +15,6 @@ template module registers with one import line at the end of this file.
 
 from __future__ import annotations
 
-from types import ModuleType
-
 from .abi import Isa, KernelPlan, Template
 from .registry import TEMPLATES, Choice, by_name, candidates, plan_kernel, register, select
 
@@ -33,15 +31,6 @@ __all__ = [
     "select",
 ]
 
-# The templates: the generic ones, then the fast ones (one import line each).
-from . import generic, generic_conv, generic_ref  # noqa: F401
-
-
-def _register_modules() -> None:
-    for m in list(globals().values()):
-        if isinstance(m, ModuleType) and m.__name__.startswith(__name__ + ".") and hasattr(m, "TEMPLATES"):
-            for t in m.TEMPLATES:
-                register(t)
-
-
-_register_modules()
+# The templates: the generic ones, then the fast ones (one import line each, anywhere in this
+# file: the registry takes the TEMPLATES of every imported module of this package).
+from . import generic, generic_conv, generic_norm, generic_ref  # noqa: F401

@@ -13,6 +13,26 @@ __all__ = ["TEMPLATES", "Choice", "by_name", "candidates", "plan_kernel", "regis
 
 #: every registered template (any order: :func:`select` sorts by priority)
 TEMPLATES: list[Template] = []
+_PACKAGE = __name__.rsplit(".", 1)[0]
+_seen_modules: set[str] = set()
+_seen_count = -1
+
+
+def _sync() -> None:
+    """Register the ``TEMPLATES`` of every imported module of the kernels package not seen yet."""
+    import sys
+
+    global _seen_count
+    if len(sys.modules) == _seen_count:
+        return
+    _seen_count = len(sys.modules)
+    for name, m in list(sys.modules.items()):
+        if name.startswith(_PACKAGE + ".") and name not in _seen_modules and m is not None:
+            ts = getattr(m, "TEMPLATES", None)
+            if isinstance(ts, list) and m is not sys.modules[__name__]:
+                _seen_modules.add(name)
+                for t in ts:
+                    register(t)
 
 
 def register(t: Template) -> Template:
@@ -25,6 +45,7 @@ def register(t: Template) -> Template:
 def candidates(op: Any, isa: Isa) -> list[Template]:
     """The templates matching ``op`` for ``isa``, best first (priority, then registration order).
     A template whose ``matches`` raises does not match."""
+    _sync()
     out = []
     for i, t in enumerate(TEMPLATES):
         try:
@@ -44,6 +65,7 @@ def select(op: Any, isa: Isa) -> Template:
 
 
 def by_name(name: str) -> Template:
+    _sync()
     for t in TEMPLATES:
         if t.name == name:
             return t

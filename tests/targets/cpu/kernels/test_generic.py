@@ -26,7 +26,20 @@ from lamina.targets.cpu.kernels import select
 from lamina.targets.cpu.kernels.abi import Isa
 from lamina.targets.cpu.lowering import np_dtype
 
-COMPILED = ["Conv", "MatMul", "Eltwise", "Requant", "Cast", "Lut", "Active", "Pool", "Permute", "Reduce"]
+COMPILED = [
+    "Conv",
+    "MatMul",
+    "Eltwise",
+    "Requant",
+    "Cast",
+    "Lut",
+    "Active",
+    "Pool",
+    "Permute",
+    "Reduce",
+    "Softmax",
+    "LayerNorm",
+]
 
 
 def _run(case: Case, isa: Isa | None, nparts: int) -> tuple[str, list[np.ndarray], list[np.ndarray]]:
