@@ -1,10 +1,13 @@
-"""Generic compiled templates for the float normalizations: ``tpu.Softmax`` (and log-softmax) along
+"""Generic compiled templates for the float normalizations and attention: ``tpu.Softmax`` (and log-softmax) along
 any axis and ``tpu.LayerNorm`` over the trailing dims (without its mean / inv-std results), in F32,
 F16 and BF16 (computed in f32, f64 for f64 tensors, as the float mode). One row — the ``n``
 elements normalized together, ``stride`` apart — per step, the rows split between the parts:
 softmax subtracts the row's max (0 when it is not finite), exponentiates, divides by the sum;
 layer norm takes the mean, the mean square of the differences, ``1 / sqrt(var + eps)``, then the
-scale and bias (constants packed as f32 rows)."""
+scale and bias (constants packed as f32 rows). ``tpu.Attention`` (3-d or 4-d, an additive float
+mask, causal, grouped heads; no KV cache, padding lengths, softcap or extra results): one query row
+per step — its scores against every key in f32 (``q*sqrt(s) . k*sqrt(s)`` as the reference scales
+them), the mask, the softmax, then the weighted sum of the values — in a scratch row."""
 
 from __future__ import annotations
 
@@ -33,7 +36,7 @@ from .generic_ir import (
     store_float,
 )
 
-__all__ = ["LayerNorm", "Softmax"]
+__all__ = ["Attention", "LayerNorm", "Softmax"]
 
 
 def _rows(shape: list[int], axis: int) -> tuple[int, int, int]:
@@ -217,5 +220,147 @@ class LayerNorm(Template):
         k.finish()
 
 
+class Attention(Template):
+    name = "generic.attention"
+
+    def matches(self, op: Any, isa: Isa) -> bool:
+        if op.name != "tpu.Attention":
+            return False
+        q, k, v, mask, pk, pv, npad = op.operands
+        if any(isinstance(x.type, RankedTensorType) for x in (pk, pv, npad)):
+            return False
+        if any(isinstance(r.type, RankedTensorType) for r in op.results[1:]):
+            return False
+        if (op.attr("softcap") or 0) > 0 or op.attr("softmax_precision") is not None:
+            return False
+        ts = [q.type, k.type, v.type, op.results[0].type]
+        if not all(_static(t) and _is_float(t) for t in ts) or len(q.type.shape) not in (3, 4):
+            return False
+        if isinstance(mask.type, RankedTensorType):
+            if not (_static(mask.type) and _is_float(mask.type)) or len(mask.type.shape) > 4:
+                return False
+            if mask.type.shape[-1] != self._dims(op)["skv"]:
+                return False
+        d = self._dims(op)
+        return d["hq"] % d["hk"] == 0
+
+    def _dims(self, op: Any) -> dict[str, Any]:
+        qs, ks, vs = (_shape(op.operands[i].type) for i in range(3))
+        if len(qs) == 3:
+            hq, hk = int(op.attr("q_num_heads")), int(op.attr("kv_num_heads"))
+            b, sq, skv = qs[0], qs[1], ks[1]
+            d, dv = qs[2] // hq, vs[2] // hk
+
+            def st3(s: int, h: int, e: int) -> list[int]:  # (b, h, row, elem) of a (B, S, H*E) tensor
+                return [s * h * e, e, h * e, 1]
+
+            sq_, sk_, sv_, so_ = st3(sq, hq, d), st3(skv, hk, d), st3(skv, hk, dv), st3(sq, hq, dv)
+        else:
+            b, hq, sq, d = qs
+            hk, skv, dv = ks[1], ks[2], vs[3]
+            sq_, sk_, sv_, so_ = (
+                [hq * sq * d, sq * d, d, 1],
+                [hk * skv * d, skv * d, d, 1],
+                [hk * skv * dv, skv * dv, dv, 1],
+                [hq * sq * dv, sq * dv, dv, 1],
+            )
+        return dict(b=b, hq=hq, hk=hk, sq=sq, skv=skv, d=d, dv=dv, q=sq_, k=sk_, v=sv_, o=so_)
+
+    def plan(self, op: Any, symbol: str, isa: Isa) -> KernelPlan:
+        g = self._dims(op)
+        bufs: list[tuple[str, Any]] = [("in", 0), ("in", 1), ("in", 2)]
+        if isinstance(op.operands[3].type, RankedTensorType):
+            bufs.append(("in", 3))
+        bufs += [("out", 0), ("scratch", None)]
+        macs = g["b"] * g["hq"] * g["sq"] * g["skv"] * (g["d"] + g["dv"])
+        return KernelPlan(symbol, bufs, scratch_bytes=(g["skv"] + g["dv"]) * 4, macs=macs)
+
+    def emit(self, module: Any, plan: KernelPlan, op: Any, isa: Isa) -> None:
+        from .generic_ir import broadcast_strides
+
+        g = self._dims(op)
+        dts = [_np(op.operands[i].type) for i in range(3)]
+        o_dt = _np(op.results[0].type)
+        has_mask = isinstance(op.operands[3].type, RankedTensorType)
+        m_dt = _np(op.operands[3].type) if has_mask else None
+        scale = op.attr("scale")
+        scale = 1.0 / math.sqrt(g["d"]) if scale is None else float(scale)
+        s = float(np.float32(math.sqrt(scale)))
+        causal = bool(op.attr("is_causal"))
+        k = Kernel(module, plan.symbol)
+        b = k.b
+        qp, kp, vp = (k.buf(i, storage_type(dts[i])) for i in range(3))
+        mp = k.buf(3, storage_type(m_dt)) if has_mask else None
+        j0 = 4 if has_mask else 3
+        out = k.buf(j0, storage_type(o_dt))
+        scr = b.gep(k.buf(j0 + 1, F32), [b.mul(k.part, const(g["skv"] + g["dv"]))])
+        srow, acc = scr, b.gep(scr, [const(g["skv"])])
+        mst = (
+            broadcast_strides(_shape(op.operands[3].type), [g["b"], g["hq"], g["sq"], g["skv"]])
+            if has_mask
+            else None
+        )
+        rep = g["hq"] // g["hk"]
+        lo, hi = k.share(g["b"] * g["hq"] * g["sq"])
+        sc = fconst(s)
+
+        def off(st: list[int], bi: Any, h: Any, i: Any) -> Any:
+            return b.add(b.add(b.mul(bi, const(st[0])), b.mul(h, const(st[1]))), b.mul(i, const(st[2])))
+
+        with k.loop(lo, hi, "row") as row:
+            i = b.urem(row, const(g["sq"]))
+            bh = b.udiv(row, const(g["sq"]))
+            h = b.urem(bh, const(g["hq"]))
+            bi = b.udiv(bh, const(g["hq"]))
+            hk = b.udiv(h, const(rep))
+            qrow = b.gep(qp, [off(g["q"], bi, h, i)])
+            with k.loop(0, g["skv"], "j") as j:
+                krow = b.gep(kp, [off(g["k"], bi, hk, j)])
+
+                def dot(t: Any, a: Any, krow: Any = krow) -> Any:
+                    x = b.fmul(load_float(b, b.gep(qrow, [t]), dts[0], F32), sc)
+                    y = b.fmul(load_float(b, b.gep(krow, [t]), dts[1], F32), sc)
+                    return b.fadd(a, b.fmul(x, y))
+
+                sco = _reduce(k, g["d"], fconst(0.0), dot)
+                if mp is not None and mst is not None:
+                    mo = b.add(off(mst, bi, h, i), b.mul(j, const(mst[3])))
+                    sco = b.fadd(sco, load_float(b, b.gep(mp, [mo]), m_dt, F32))
+                if causal:
+                    sco = b.select(b.icmp_signed(">", j, i), fconst(-math.inf), sco)
+                b.store(sco, b.gep(srow, [j]))
+            mx = _reduce(
+                k,
+                g["skv"],
+                fconst(-math.inf),
+                lambda t, a: b.call(intrinsic(module, "llvm.maximum", F32, 2), [a, b.load(b.gep(srow, [t]))]),
+            )
+            finite = b.fcmp_ordered(
+                "one", b.call(intrinsic(module, "llvm.fabs", F32), [mx]), fconst(math.inf)
+            )
+            mx = b.select(finite, mx, fconst(0.0))
+            exp = libm(module, "expf", F32)
+
+            def ex(t: Any, a: Any) -> Any:
+                p = b.gep(srow, [t])
+                e = b.call(exp, [b.fsub(b.load(p), mx)])
+                b.store(e, p)
+                return b.fadd(a, e)
+
+            total = _reduce(k, g["skv"], fconst(0.0), ex)
+            with k.loop(0, g["dv"], "z") as z:
+                b.store(fconst(0.0), b.gep(acc, [z]))
+            with k.loop(0, g["skv"], "j2") as j:
+                pj = b.fdiv(b.load(b.gep(srow, [j])), total)
+                vrow = b.gep(vp, [off(g["v"], bi, hk, j)])
+                with k.loop(0, g["dv"], "e") as e:
+                    ap = b.gep(acc, [e])
+                    b.store(b.fadd(b.load(ap), b.fmul(pj, load_float(b, b.gep(vrow, [e]), dts[2], F32))), ap)
+            orow = b.gep(out, [off(g["o"], bi, h, i)])
+            with k.loop(0, g["dv"], "e2") as e:
+                store_float(b, b.load(b.gep(acc, [e])), b.gep(orow, [e]), o_dt)
+        k.finish()
+
+
 #: this module's templates (registered by :mod:`lamina.targets.cpu.kernels`)
-TEMPLATES: list[Template] = [Softmax(), LayerNorm()]
+TEMPLATES: list[Template] = [Softmax(), LayerNorm(), Attention()]

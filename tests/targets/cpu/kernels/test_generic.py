@@ -39,6 +39,7 @@ COMPILED = [
     "Reduce",
     "Softmax",
     "LayerNorm",
+    "Attention",
 ]
 
 
