@@ -755,6 +755,150 @@ class Concat(Template):
         k.finish()
 
 
+_ICMP = {
+    "Equal": "==",
+    "NotEqual": "!=",
+    "Greater": ">",
+    "GreaterOrEqual": ">=",
+    "Less": "<",
+    "LessOrEqual": "<=",
+}
+
+
+def _numeric(t: Any) -> bool:
+    return (
+        isinstance(t, RankedTensorType)
+        and _static(t)
+        and not _quant(t)
+        and (_is_float(t) or _np(t).kind in "iub")
+    )
+
+
+class Compare(Template):
+    """``tpu.Compare`` (a boolean result; floats compared as f64 — NaN unequal to everything —,
+    integers as i64; And/Or/Xor on nonzero-ness) with broadcasting."""
+
+    name = "generic.compare"
+
+    def matches(self, op: Any, isa: Isa) -> bool:
+        if op.name != "tpu.Compare" or not all(_numeric(v.type) for v in op.operands):
+            return False
+        return _np(op.results[0].type).kind == "b" and _static(op.results[0].type)
+
+    def plan(self, op: Any, symbol: str, isa: Isa) -> KernelPlan:
+        return _elementwise_plan(op, symbol)
+
+    def emit(self, module: Any, plan: KernelPlan, op: Any, isa: Isa) -> None:
+        k = Kernel(module, plan.symbol)
+        shape = _shape(op.results[0].type)
+        dts = [_np(v.type) for v in op.operands]
+        ints = all(d.kind in "iub" for d in dts)
+        mode = str(op.attr("mode"))
+        ptrs = _operand_ptrs(k, op, shape)
+
+        def body(b: ir.IRBuilder, ps: list[Any]) -> None:
+            if mode in ("And", "Or", "Xor"):
+                xs = [
+                    b.icmp_signed("!=", load_int(b, p, d), const(0))
+                    if d.kind in "iub"
+                    else b.fcmp_unordered("une", load_float(b, p, d, F64), fconst(0.0, F64))
+                    for p, d in zip(ps[:2], dts)
+                ]
+                r = {"And": b.and_, "Or": b.or_, "Xor": b.xor}[mode](xs[0], xs[1])
+            elif ints:
+                x, y = (load_int(b, p, d) for p, d in zip(ps[:2], dts))
+                unsigned = all(d.kind in "ub" for d in dts)
+                r = (b.icmp_unsigned if unsigned else b.icmp_signed)(_ICMP[mode], x, y)
+            else:
+                x, y = (load_float(b, p, d, F64) for p, d in zip(ps[:2], dts))
+                r = b.fcmp_unordered("!=", x, y) if mode == "NotEqual" else b.fcmp_ordered(_ICMP[mode], x, y)
+            b.store(b.zext(r, storage_type(np.dtype(bool))), ps[-1])
+
+        emit_strided(k, shape, ptrs, body)
+        k.finish()
+
+
+class Where(Template):
+    """``tpu.Where``: ``cond ? x : y`` with broadcasting, the values copied bit for bit (x, y and the
+    result of one storage type)."""
+
+    name = "generic.where"
+
+    def matches(self, op: Any, isa: Isa) -> bool:
+        if op.name != "tpu.Where" or not all(_numeric(v.type) or _quant(v.type) for v in op.operands):
+            return False
+        r = op.results[0].type
+        return _static(r) and _np(op.operands[1].type) == _np(op.operands[2].type) == _np(r)
+
+    def plan(self, op: Any, symbol: str, isa: Isa) -> KernelPlan:
+        return _elementwise_plan(op, symbol)
+
+    def emit(self, module: Any, plan: KernelPlan, op: Any, isa: Isa) -> None:
+        k = Kernel(module, plan.symbol)
+        shape = _shape(op.results[0].type)
+        cdt = _np(op.operands[0].type)
+        et = _int_of(_np(op.results[0].type))
+        ptrs = _operand_ptrs(k, op, shape)
+
+        def body(b: ir.IRBuilder, ps: list[Any]) -> None:
+            c = (
+                b.icmp_signed("!=", load_int(b, ps[0], cdt), const(0))
+                if cdt.kind in "iub"
+                else b.fcmp_unordered("une", load_float(b, ps[0], cdt, F64), fconst(0.0, F64))
+            )
+            x, y = (b.load(b.bitcast(p, et.as_pointer())) for p in ps[1:3])
+            b.store(b.select(c, x, y), b.bitcast(ps[-1], et.as_pointer()))
+
+        emit_strided(k, shape, ptrs, body)
+        k.finish()
+
+
+class GatherIndices(Template):
+    """``tpu.Gather`` along an axis with computed (or constant) indices: each index (negative ones
+    counted from the end; out-of-range ones clamped, never read outside the tensor) selects a slice,
+    copied bit for bit."""
+
+    name = "generic.gather_indices"
+
+    def matches(self, op: Any, isa: Isa) -> bool:
+        if op.name != "tpu.Gather" or len(op.operands) != 2:
+            return False
+        x, idx, r = op.operands[0].type, op.operands[1].type, op.results[0].type
+        if not (_static(x) and _static(r) and isinstance(idx, RankedTensorType) and _static(idx)):
+            return False
+        return _np(idx).kind in "iu" and _np(x) == _np(r) and len(x.shape) > 0
+
+    def plan(self, op: Any, symbol: str, isa: Isa) -> KernelPlan:
+        return KernelPlan(
+            symbol,
+            [("in", 0), ("in", 1), ("out", 0)],
+            bytes=2 * int(np.prod(_shape(op.results[0].type))) * _np(op.results[0].type).itemsize,
+        )
+
+    def emit(self, module: Any, plan: KernelPlan, op: Any, isa: Isa) -> None:
+        xs = _shape(op.operands[0].type)
+        ax = int(op.attr("axis")) % len(xs)
+        outer, dim, inner = math.prod(xs[:ax]), xs[ax], math.prod(xs[ax + 1 :])
+        nidx = int(np.prod(_shape(op.operands[1].type)))
+        et = _int_of(_np(op.results[0].type))
+        idt = _np(op.operands[1].type)
+        k = Kernel(module, plan.symbol)
+        b = k.b
+        x, ip, out = k.buf(0, et), k.buf(1, storage_type(idt)), k.buf(2, et)
+        lo, hi = k.share(outer * nidx)
+        with k.loop(lo, hi, "row") as row:
+            o = b.udiv(row, const(nidx))
+            j = b.urem(row, const(nidx))
+            i = load_int(b, b.gep(ip, [j]), idt)
+            i = b.select(b.icmp_signed("<", i, const(0)), b.add(i, const(dim)), i)
+            i = clamp_i64(b, i, 0, dim - 1)
+            src = b.gep(x, [b.mul(b.add(b.mul(o, const(dim)), i), const(inner))])
+            dst = b.gep(out, [b.mul(row, const(inner))])
+            with k.loop(0, inner, "t") as t:
+                b.store(b.load(b.gep(src, [t])), b.gep(dst, [t]))
+        k.finish()
+
+
 #: this module's templates (registered by :mod:`lamina.targets.cpu.kernels`)
 TEMPLATES: list[Template] = [
     FloatElementwise(),
@@ -765,4 +909,7 @@ TEMPLATES: list[Template] = [
     Alias(),
     Gather(),
     Concat(),
+    Compare(),
+    Where(),
+    GatherIndices(),
 ]

@@ -90,3 +90,49 @@ def test_generic_template_matches_execute(kind: str, data: Any) -> None:
     assert name != "reference", f"{case.op.name} runs through the reference executor"
     for g, w in zip(got, want):
         _close(g, w, f"{name} on {case.op}")
+
+
+# ---- the ops the NPU strategies do not draw: Compare, Where, Gather with computed indices ----------
+
+
+@st.composite
+def host_cases(draw: Any) -> Case:
+    from tpu_cases import fl, op, t
+
+    rng = np.random.default_rng(draw(st.integers(0, 2**31)))
+    kind = draw(st.sampled_from(["compare", "where", "gather"]))
+    shp = tuple(draw(st.integers(1, 4)) for _ in range(draw(st.integers(1, 3))))
+    if kind == "compare":
+        mode = draw(
+            st.sampled_from(["Equal", "NotEqual", "Greater", "GreaterOrEqual", "Less", "LessOrEqual", "And"])
+        )
+        et = draw(st.sampled_from(["f32", "i64", "i32"]))
+        rhs = shp[-1:] if draw(st.booleans()) else shp
+        if et == "f32":
+            a, b = fl(rng, shp, "f32").round(), fl(rng, rhs, "f32").round()
+        else:
+            dt = np.int64 if et == "i64" else np.int32
+            a, b = rng.integers(-2, 3, shp).astype(dt), rng.integers(-2, 3, rhs).astype(dt)
+        o = op("tpu.Compare", [t(shp, et), t(rhs, et)], t(shp, "i1"), f'mode = "{mode}"')
+        return Case(o, [a, b], "Compare")
+    if kind == "where":
+        c = rng.integers(0, 2, shp).astype(bool)
+        ft = draw(st.sampled_from(["f32", "bf16", "f16"]))
+        x, y = fl(rng, shp, ft), fl(rng, shp[-1:], ft)
+        o = op("tpu.Where", [t(shp, "i1"), t(shp, ft), t(shp[-1:], ft)], t(shp, ft))
+        return Case(o, [c, x, y], "Where")
+    ax = draw(st.integers(0, len(shp) - 1))
+    ishape = tuple(draw(st.integers(1, 3)) for _ in range(draw(st.integers(0, 2))))
+    idx = rng.integers(-shp[ax], shp[ax], ishape).astype(np.int64)
+    out = shp[:ax] + ishape + shp[ax + 1 :]
+    o = op("tpu.Gather", [t(shp, "f32"), t(ishape, "i64")], t(out, "f32"), f"axis = {ax} : i64")
+    return Case(o, [fl(rng, shp, "f32"), idx], "Gather")
+
+
+@settings(max_examples=12, deadline=None)
+@given(case=host_cases(), nparts=st.sampled_from([1, 2]))
+def test_host_op_templates_match_execute(case: Case, nparts: int) -> None:
+    name, got, want = _run(case, None, nparts)
+    assert name != "reference", f"{case.op.name} runs through the reference executor"
+    for g, w in zip(got, want):
+        _close(g, w, f"{name} on {case.op}")
