@@ -15,6 +15,7 @@ template module registers with one import line at the end of this file.
 
 from __future__ import annotations
 
+from . import registry
 from .abi import Isa, KernelPlan, Template
 from .registry import TEMPLATES, Choice, by_name, candidates, plan_kernel, register, select
 
@@ -34,3 +35,5 @@ __all__ = [
 # The templates: the generic ones, then the fast ones (one import line each, anywhere in this
 # file: the registry takes the TEMPLATES of every imported module of this package).
 from . import generic, generic_conv, generic_norm, generic_ref  # noqa: F401
+
+registry._sync()  # the templates imported so far (later imports register on the next lookup)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import llvmlite.ir as ir
 import numpy as np
 
 from lamina.ir.constants import constant_array, value_constant
@@ -36,7 +37,7 @@ from .generic_ir import (
     store_float,
 )
 
-__all__ = ["Attention", "LayerNorm", "Softmax"]
+__all__ = ["Attention", "LayerNorm", "Softmax", "pairwise_sum"]
 
 
 def _rows(shape: list[int], axis: int) -> tuple[int, int, int]:
@@ -65,6 +66,44 @@ def _reduce(k: Kernel, n: int, init: Any, step: Any) -> Any:
     b.branch(cond)
     b.position_at_end(end)
     return acc
+
+
+def pairwise_sum(k: Kernel, n: int, val: Any, t: Any, start: int = 0) -> Any:
+    """numpy's pairwise summation of ``val(i)`` for ``i`` in ``[start, start + n)``, in its order (so
+    that a float reduction gives numpy's bits): under 8 terms one after the other from -0.0; up to
+    128, eight strided partial sums combined as ``((r0+r1)+(r2+r3))+((r4+r5)+(r6+r7))`` and the rest
+    added one by one; above, the two halves (the first a multiple of 8) summed so and added."""
+    b = k.b
+    if n < 8:
+        res = fconst(-0.0, t)
+        for i in range(n):
+            res = b.fadd(res, val(const(start + i)))
+        return res
+    if n <= 128:
+        with b.goto_entry_block():
+            acc = b.alloca(ir.ArrayType(t, 8))
+        slots = [
+            b.gep(acc, [ir.Constant(ir.IntType(32), 0), ir.Constant(ir.IntType(32), j)]) for j in range(8)
+        ]
+        for j in range(8):
+            b.store(val(const(start + j)), slots[j])
+        blocks = n // 8
+        if blocks > 1:
+            with k.loop(1, blocks, "pw") as q:
+                base = b.add(const(start), b.mul(q, const(8)))
+                for j in range(8):
+                    b.store(b.fadd(b.load(slots[j]), val(b.add(base, const(j)))), slots[j])
+        r = [b.load(p) for p in slots]
+        res = b.fadd(
+            b.fadd(b.fadd(r[0], r[1]), b.fadd(r[2], r[3])), b.fadd(b.fadd(r[4], r[5]), b.fadd(r[6], r[7]))
+        )
+        for i in range(n - n % 8, n):
+            res = b.fadd(res, val(const(start + i)))
+        return res
+    n2 = n // 2
+    n2 -= n2 % 8
+    left = pairwise_sum(k, n2, val, t, start)
+    return b.fadd(left, pairwise_sum(k, n - n2, val, t, start + n2))
 
 
 class Softmax(Template):
@@ -191,16 +230,15 @@ class LayerNorm(Template):
         lo, hi = k.share(rows)
         with k.loop(lo, hi, "row") as row:
             xr, orow = b.gep(x, [b.mul(row, const(n))]), b.gep(out, [b.mul(row, const(n))])
-            s = _reduce(
-                k, n, fconst(0.0, ct), lambda i, a: b.fadd(a, load_float(b, b.gep(xr, [i]), x_dt, ct))
-            )
+            # the sums in numpy's pairwise order: the mean and variance numpy's mean gives, bit for bit
+            s = pairwise_sum(k, n, lambda i: load_float(b, b.gep(xr, [i]), x_dt, ct), ct)
             mean = b.fdiv(s, fconst(n, ct))
 
-            def sq(i: Any, a: Any) -> Any:
+            def sq(i: Any) -> Any:
                 d = b.fsub(load_float(b, b.gep(xr, [i]), x_dt, ct), mean)
-                return b.fadd(a, b.fmul(d, d))
+                return b.fmul(d, d)
 
-            var = b.fdiv(_reduce(k, n, fconst(0.0, ct), sq), fconst(n, ct))
+            var = b.fdiv(pairwise_sum(k, n, sq, ct), fconst(n, ct))
             inv = b.fdiv(
                 fconst(1.0, ct), b.call(intrinsic(module, "llvm.sqrt", ct), [b.fadd(var, fconst(eps, ct))])
             )
