@@ -477,7 +477,8 @@ class Requant(LutEpilogue, Template):
 
 
 class Cast(Template):
-    """``tpu.Cast``: quantize, dequantize, float → float (other integer casts: the reference)."""
+    """``tpu.Cast``: quantize, dequantize, float → float, integer → f32/f64 (other integer casts:
+    the reference)."""
 
     name = "generic.cast"
 
@@ -493,6 +494,9 @@ class Cast(Template):
             return "dequantize"
         if _is_float(a) and _is_float(b):
             return "float"
+        ints = isinstance(a, RankedTensorType) and not _quant(a) and _np(a).kind in "iub"
+        if ints and _is_float(b) and _np(b).name in ("float32", "float64"):
+            return "int2float"  # numpy's astype: round to nearest, as sitofp/uitofp
         return None
 
     def matches(self, op: Any, isa: Isa) -> bool:
@@ -509,7 +513,7 @@ class Cast(Template):
         return np.atleast_1d(np.asarray(scale, np.float64)), np.atleast_1d(np.asarray(zp, np.int64)), axis
 
     def plan(self, op: Any, symbol: str, isa: Isa) -> KernelPlan:
-        if self._kind(op) == "float":
+        if self._kind(op) in ("float", "int2float"):
             return _elementwise_plan(op, symbol)
         sc, zp, axis = self._params(op)
         return _elementwise_plan(op, symbol, {"scale": sc, "zp": zp} if axis is not None else None)
@@ -522,6 +526,14 @@ class Cast(Template):
         a, out_t = op.operands[0].type, op.results[0].type
         shape = _shape(out_t)
         da, do = _np(a), _np(out_t)
+        if kind == "int2float":
+            ptrs = _operand_ptrs(k, op, shape)
+            ct = compute_float(do)
+            emit_strided(
+                k, shape, ptrs, lambda b, ps: store_float(b, load_float(b, ps[0], da, ct), ps[1], do)
+            )
+            k.finish()
+            return
         if kind == "float":
             ptrs = _operand_ptrs(k, op, shape)
             emit_strided(

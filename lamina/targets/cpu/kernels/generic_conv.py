@@ -725,6 +725,10 @@ def _requant_epilogue_plain(b: ir.IRBuilder, acc32: Any, m: Any, s: Any, out_t: 
     return clamp_i64(b, y, lo, hi)
 
 
+#: the float reductions that sum (in :func:`lamina.execution.kernels.reduce.ordered_sum`'s order)
+SUMS = ("ReduceMean", "ReduceSum", "ReduceL1", "ReduceL2", "ReduceSumSquare")
+
+
 class Reduce(Template):
     name = "generic.reduce"
 
@@ -763,12 +767,17 @@ class Reduce(Template):
             return mode in ("ReduceMax", "ReduceMin") or (
                 mode == "ReduceMean" and op.attr("multiplier") is not None
             )
-        return _is_float(x) and _is_float(r) and mode in ("ReduceMean", "ReduceMax", "ReduceMin", "ReduceSum")
+        return _is_float(x) and _is_float(r) and mode in (*SUMS, "ReduceMax", "ReduceMin")
 
     def plan(self, op: Any, symbol: str, isa: Isa) -> KernelPlan:
+        split = self._split(op)
+        assert split is not None
+        tree = not _quant(op.operands[0].type) and op.attr("mode") in SUMS
+        ct = compute_float(_np(op.operands[0].type))
         return KernelPlan(
             symbol,
-            [("in", 0), ("out", 0)],
+            [("in", 0), ("out", 0)] + ([("scratch", None)] if tree else []),
+            scratch_bytes=split[2] * (8 if ct == F64 else 4) if tree else 0,
             bytes=_np(op.operands[0].type).itemsize * int(np.prod(_shape(op.operands[0].type))),
         )
 
@@ -790,6 +799,41 @@ class Reduce(Template):
             kshape, kstr = [1], [0]
         if q and mode == "ReduceMean":
             m, s = _int_params(op)
+
+        if not q and mode in SUMS:
+            scr = k.b.gep(k.buf(2, ct), [k.b.mul(k.part, const(n))])
+
+            def tree(b: ir.IRBuilder, ps: list[Any]) -> None:
+                """ordered_sum's order: the terms in a row, then pairs (2i, 2i+1) summed level by
+                level, an odd last one carried up — bit for bit the interpreter's float sums."""
+                with k.loop(0, n, "t") as t:
+                    v = load_float(b, b.gep(ps[0], [b.mul(t, const(rstride))]), x_dt, ct)
+                    if mode in ("ReduceL2", "ReduceSumSquare"):
+                        v = b.fmul(v, v)
+                    elif mode == "ReduceL1":
+                        v = b.call(intrinsic(module, "llvm.fabs", ct), [v])
+                    b.store(v, b.gep(scr, [t]))
+                m_ = n
+                while m_ > 1:
+                    half = m_ // 2
+                    with k.loop(0, half, "lvl") as i:
+                        two = b.mul(i, const(2))
+                        a = b.load(b.gep(scr, [two]))
+                        c = b.load(b.gep(scr, [b.add(two, const(1))]))
+                        b.store(b.fadd(a, c), b.gep(scr, [i]))
+                    if m_ % 2:
+                        b.store(b.load(b.gep(scr, [const(m_ - 1)])), b.gep(scr, [const(half)]))
+                    m_ = half + m_ % 2
+                total = b.load(scr) if n else fconst(0.0, ct)
+                if mode == "ReduceMean":
+                    total = b.fdiv(total, fconst(n, ct))
+                elif mode == "ReduceL2":
+                    total = b.call(intrinsic(module, "llvm.sqrt", ct), [total])
+                store_float(b, total, ps[1], o_dt)
+
+            emit_strided(k, kshape, [(x, kstr, 0), (out, contiguous_strides(kshape), 0)], tree)
+            k.finish()
+            return
 
         def body(b: ir.IRBuilder, ps: list[Any]) -> None:
             if q:

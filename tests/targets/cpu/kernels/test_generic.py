@@ -136,3 +136,58 @@ def test_host_op_templates_match_execute(case: Case, nparts: int) -> None:
     assert name != "reference", f"{case.op.name} runs through the reference executor"
     for g, w in zip(got, want):
         _close(g, w, f"{name} on {case.op}")
+
+
+@pytest.mark.parametrize(
+    ("name", "operands", "attrs", "shape"),
+    [
+        ("tpu.Reduce", "axes", 'keepdims = 1 : i64, mode = "ReduceMean"', (3, 5, 37)),
+        ("tpu.Reduce", "axes", 'keepdims = 0 : i64, mode = "ReduceL2"', (2, 129, 3)),
+        ("tpu.Reduce", "axes", 'keepdims = 1 : i64, mode = "ReduceSum"', (4, 300)),
+        ("tpu.LayerNorm", "gamma", "axis = -1 : i64, epsilon = 1.0e-5 : f64", (2, 7, 384)),
+        ("tpu.LayerNorm", "gamma", "axis = 1 : i64, epsilon = 1.0e-5 : f64", (2, 5, 3)),
+    ],
+)
+def test_float_sums_are_bit_exact(name: str, operands: str, attrs: str, shape: tuple[int, ...]) -> None:
+    """The float sums of reductions (``ordered_sum``'s tree) and layer norm (numpy's pairwise mean)
+    in the reference's order: f32 results equal ``execute`` bit for bit."""
+    from tpu_cases import build, dense, t
+
+    rng = np.random.default_rng(1)
+    x = (rng.standard_normal(shape) * 3 + 1).astype(np.float32)
+    if name == "tpu.Reduce":
+        axes = np.array(
+            [1] if len(shape) == 3 and "L2" in attrs else [len(shape) - 1] if len(shape) == 2 else [1, 2]
+        )
+        keep = "keepdims = 1" in attrs
+        out = (
+            tuple(1 if i in axes else d for i, d in enumerate(shape))
+            if keep
+            else tuple(d for i, d in enumerate(shape) if i not in axes)
+        )
+        o = build(
+            name, [t(shape, "f32"), ("const", dense(axes), t((len(axes),), "i64"))], [t(out, "f32")], attrs
+        )
+        ins = [x, axes]
+    else:
+        ax = 1 if "axis = 1" in attrs else len(shape) - 1
+        g = rng.standard_normal(shape[ax:]).astype(np.float32)
+        o = build(
+            name,
+            [t(shape, "f32"), ("const", dense(g), t(shape[ax:], "f32")), None],
+            [t(shape, "f32"), "none", "none"],
+            attrs,
+        )
+        ins = [x, g, None]
+    tname, got, want = _run(Case(o, ins, name), None, 2)
+    assert tname != "reference"
+    assert got[0].tobytes() == np.asarray(want[0]).astype(np.float32).tobytes(), tname
+
+
+def test_integer_to_float_cast() -> None:
+    from tpu_cases import op, t
+
+    x = np.array([[-(2**40) - 1, -3, 0, 7, 2**53 + 1]], np.int64)
+    o = op("tpu.Cast", [t((1, 5), "i64")], t((1, 5), "f32"))
+    name, got, want = _run(Case(o, [x], "Cast"), None, 1)
+    assert name == "generic.cast" and got[0].tobytes() == np.asarray(want[0]).tobytes()
