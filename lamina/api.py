@@ -766,6 +766,7 @@ def deploy(
     task: str | None = None,
     task_threshold: float | None = None,
     task_tolerance: float | None = None,
+    export_lib: bool = False,
 ) -> DeployedModel:
     """``model_deploy`` as a function (same names as the flags): lower a ``top`` model (a :class:`Model`,
     left untouched, or a ``.mlir`` path) to the quantized ``tpu`` IR in ``quantize`` mode (F32, F16,
@@ -777,6 +778,7 @@ def deploy(
     processor with a compiled target (``lnpu``, ``lnpu-edge``; ``chip_config``: a chip JSON file) also
     the compiled ``.lamina`` file (``output`` itself when it ends in ``.lamina`` or ``.bmodel``),
     checked against the interpreter on ``test_input``. ``disable_layer_group``: NPU — every op alone.
+    ``export_lib``: CPU — also ``<prefix>.so`` and ``<prefix>.h``, the model as a C library.
     ``task`` (``cls``, ``det``, ``seg``, ``ocr``, ``embed``; needs both test sets): the outputs also
     compared as the task reads them (``result.task_reports``), failing under ``task_tolerance``.
     Returns a :class:`DeployedModel`; prints the step commands when ``verbose``."""
@@ -810,6 +812,7 @@ def deploy(
         excepts=_names(excepts, "excepts"),
         chip_config=_opt_path(chip_config, "chip_config"),
         disable_layer_group=_bool(disable_layer_group, "disable_layer_group"),
+        export_lib=_bool(export_lib, "export_lib"),
         task=None if task is None else _str(task, "task"),
         task_threshold=_opt_float(task_threshold, "task_threshold"),
         task_tolerance=_opt_float(task_tolerance, "task_tolerance"),

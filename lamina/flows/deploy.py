@@ -120,6 +120,8 @@ class DeployOptions:
     debug: bool = False
     chip_config: str | None = None
     disable_layer_group: bool = False
+    #: CPU: also write ``<prefix>.so`` and ``<prefix>.h``, the model as a C-ABI shared library
+    export_lib: bool = False
     #: ``--task``: compare the outputs as the task reads them (:mod:`lamina.tasks`), its threshold
     #: (None: the task's default) and the score under which the deployment fails (None: report only)
     task: str | None = None
@@ -162,6 +164,8 @@ class DeployResult:
     #: lines about it, its outputs on ``test_input`` and their check against the interpreter
     compiled: Any = None
     model_file: str | None = None
+    #: the shared library and header of ``export_lib``
+    library: tuple[str, str] | None = None
     placement: dict[str, str] = field(default_factory=dict)
     compile_report: list[str] = field(default_factory=list)
     model_outputs: dict[str, np.ndarray] | None = None
@@ -286,6 +290,14 @@ def validate(o: DeployOptions) -> None:
         )
     if o.disable_layer_group and kinds.get(o.processor) != "npu":
         raise UsageError(f"--disable_layer_group applies to an NPU processor, not {o.processor}")
+    if o.export_lib and (
+        kinds.get(o.processor) != "cpu"
+        or o.model is None
+        or os.path.splitext(o.model)[1].lower() not in COMPILED_EXTENSIONS
+    ):
+        raise UsageError(
+            "--export_lib applies to --processor cpu with --model naming the compiled file (x.lamina, x.bmodel)"
+        )
     if o.asymmetric and o.quantize != "INT8":
         raise UsageError(f"--asymmetric applies to --quantize INT8 only, not {o.quantize}")
     if o.quantize == "INT8" and not _given(o.calibration_table):
@@ -443,6 +455,8 @@ def deploy_command(o: DeployOptions) -> str:
         cmd += f" --chip_config {o.chip_config}"
     if o.disable_layer_group:
         cmd += " --disable_layer_group"
+    if o.export_lib:
+        cmd += " --export_lib"
     if _given(o.test_input):
         cmd += f" --test_input {_shown(o.test_input, 'inputs')}"
     if _given(o.test_reference):
@@ -600,6 +614,11 @@ def _compile(
         res.model_file = path
     where = f"wrote {path}" if path else "compiled"
     say(f"{where} for {target.processor} ({time.perf_counter() - t0:.2f} s)")
+    if o.export_lib and path is not None:
+        from lamina.targets.cpu.export import export_library
+
+        res.library = export_library(built.model, os.path.splitext(path)[0])
+        say(f"wrote {res.library[0]} and {res.library[1]} (the model as a C library)")
     for line in built.report:
         say(f"  {line}")
     from lamina.targets.base import load_model_file

@@ -70,6 +70,11 @@ def build_parser(prog: str = TOOL) -> argparse.ArgumentParser:
         action="store_true",
         help="NPU: compile every op alone, through DDR (no layer groups), to measure what grouping gains",
     )
+    p.add_argument(
+        "--export_lib",
+        action="store_true",
+        help="CPU: also write <prefix>.so and <prefix>.h, the compiled model as a C-ABI shared library",
+    )
     p.add_argument("--test_input", help="input .npz (model_transform's _in_f32.npz) to run the tpu IR on")
     p.add_argument("--test_reference", help="reference .npz (model_transform's _top_outputs.npz)")
     p.add_argument(
@@ -137,6 +142,7 @@ def options_from_args(a: argparse.Namespace) -> DeployOptions:
         debug=a.debug,
         chip_config=a.chip_config,
         disable_layer_group=a.disable_layer_group,
+        export_lib=a.export_lib,
         task=a.task,
         task_threshold=a.task_threshold,
         task_tolerance=a.task_tolerance,

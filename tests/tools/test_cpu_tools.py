@@ -95,3 +95,51 @@ def test_model_deploy_cpu_without_a_compiled_file_runs_the_interpreter(
     assert rc == 0, err
     assert "compiled for" not in out and not (tmp_path / "m.lamina").exists()
     assert (tmp_path / "m_tpu.mlir").exists()
+
+
+def test_export_lib_is_a_c_library_giving_the_same_outputs(
+    ws: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--export_lib``: ``m.so`` and ``m.h``; the library called through ctypes (as a C program
+    would: an aligned arena, the input then output buffers) gives the compiled model's outputs."""
+    import ctypes
+    import shutil
+
+    if shutil.which("cc") is None and shutil.which("gcc") is None:
+        pytest.skip("no C compiler/linker")
+    monkeypatch.chdir(tmp_path)
+    _copy(ws, tmp_path)
+    rc = deploy.main([*INT8, "--processor", "cpu", *CHECK, "--model", "m.lamina", "--export_lib"])
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    assert "wrote m.so and m.h" in out
+    header = Path("m.h").read_text()
+    assert "void m_run(void *arena, void **io, int64_t tid, int64_t nthreads);" in header
+    assert "input 'x': float [1 x 3 x 8 x 8]" in header
+    lib = ctypes.CDLL(str(tmp_path / "m.so"))
+    lib.m_arena_bytes.restype = ctypes.c_size_t
+    lib.m_arena_bytes.argtypes = [ctypes.c_int64]
+    lib.m_run.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64]
+    assert not hasattr(lib, "model_run")  # only the two functions are exported
+    n = lib.m_arena_bytes(1)
+    raw = np.zeros(n + 64, np.uint8)
+    arena = raw[(-raw.ctypes.data) % 64 :]
+    x = np.ascontiguousarray(np.load("m_in_f32.npz")["x"], np.float32)
+    want = np.load("m_model_outputs.npz")
+    (key,) = want.files
+    y = np.zeros(want[key].shape, np.float32)
+    io = (ctypes.c_void_p * 2)(x.ctypes.data, y.ctypes.data)
+    lib.m_run(arena.ctypes.data, ctypes.addressof(io), 0, 1)
+    assert np.array_equal(y, want[key])
+
+
+def test_export_lib_needs_a_compiled_cpu_model(
+    ws: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    _copy(ws, tmp_path)
+    assert deploy.main([*INT8, "--processor", "cpu", "--model", "m", "--export_lib"]) == 2
+    assert (
+        "--export_lib applies to --processor cpu with --model naming the compiled file"
+        in capsys.readouterr().err
+    )
