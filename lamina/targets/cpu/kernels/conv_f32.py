@@ -1,0 +1,563 @@
+"""Fast FP32 (and F16/BF16-mode) convolution templates for the CPU target: :class:`ConvF32` (dense
+2-d convolutions as a GEMM ``W[Cout, K] x X[K, HW]``) and :class:`DepthwiseF32` (direct, along W).
+
+**ConvF32**, NCHW in and out as the ``tpu`` op. The weights are packed at compile time into panels of
+``mr`` output channels, ``[Cout/mr][K][mr]`` (``K = Cin * kh * kw``, zero rows pad the last
+panel); the micro-kernel (:func:`.gemm_f32.gemm_tile`) broadcasts ``mr`` weights per k and FMAs them
+into ``nv`` vectors of consecutive output pixels, so the result is stored row by row straight into
+NCHW (masked at the tail). 1x1 stride-1 unpadded F32 convolutions read the input in place
+(``X[Cin, HW]`` *is* the GEMM operand); the others first copy a block of output rows' windows into
+the part's scratch (im2col, ``[K][rows * OW]``: contiguous vector copies along W for stride 1,
+even-lane shuffles for stride 2, scalar copies otherwise; zeros for the padding; f16/bf16 widened
+to f32 here), then run the GEMM over the block. The block's row count keeps it at about
+:data:`BLOCK_BYTES` (it stays in L2 while every weight panel passes over it).
+
+Parts (threads) split the output rows (im2col) or the pixel tiles (in place), each part writing its
+own pixels of every channel; when there are few pixels (deep layers: 7x7, 14x14) they split the
+output-channel panels instead (each part copies the whole input's windows into its own scratch).
+
+**DepthwiseF32** (``group == Cin == Cout``): per channel, the part's scratch holds the zero-padded
+input plane; each output row is ``kh * kw`` FMAs of weight broadcasts with vectors loaded along W
+(stride 1, or stride 2 as two loads and an even-lane shuffle). Parts split the channels.
+
+``matches`` refuses what these do not do exactly (other groups, 1-d/3-d, element types that differ
+between operands, non-constant weights) so that a generic template takes it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from llvmlite import ir
+
+from lamina.ir.types import NoneType
+
+from .abi import Isa, KernelPlan, Template
+from .gemm_f32 import (
+    ELEMS,
+    F32,
+    Epilogue,
+    Fn,
+    Int,
+    Tile,
+    _relu_attrs,
+    elem_name,
+    gemm_tile,
+    static_shape,
+    store_tile,
+    tile_for,
+    weight_of,
+)
+
+#: target size of an im2col block (bytes): it stays in L2 while every weight panel passes over it
+BLOCK_BYTES = 384 * 1024
+
+
+def conv_geometry(
+    op: Any,
+) -> tuple[tuple[int, ...], tuple[int, ...], list[int], list[int], list[int], list[int], int] | None:
+    """(x shape, y shape, kernel, strides, dilations, pads, group) of a static 2-d ``tpu.Conv``."""
+    xs, ws, ys = (static_shape(v.type) for v in (op.input, op.filter, op.output))
+    if xs is None or ws is None or ys is None or len(xs) != 4 or len(ws) != 4:
+        return None
+    k, s, d, p = op.geometry(xs, ws)
+    return xs, ys, list(k), list(s), list(d), list(p), int(op.attr("group"))
+
+
+def _float_conv(op: Any) -> str | None:
+    """The element type of a float-mode conv whose operands all have it, with constant weights."""
+    if op.name != "tpu.Conv" or len(op.operands) != 3:
+        return None
+    ft = elem_name(op.input.type)
+    if ft is None or elem_name(op.output.type) != ft or elem_name(op.filter.type) != ft:
+        return None
+    if weight_of(op.filter) is None:
+        return None
+    if not isinstance(op.bias.type, NoneType) and (
+        elem_name(op.bias.type) != ft or weight_of(op.bias) is None
+    ):
+        return None
+    return ft
+
+
+def _bias(op: Any, n: int, pad_to: int) -> np.ndarray | None:
+    if isinstance(op.bias.type, NoneType):
+        return None
+    b = np.zeros(pad_to, np.float32)
+    b[:n] = weight_of(op.bias).reshape(-1)  # type: ignore[union-attr]
+    return b
+
+
+def _buffers(has_bias: bool, scratch: bool) -> list[tuple[str, Any]]:
+    bufs: list[tuple[str, Any]] = [("in", "input"), ("weight", "w")]
+    if has_bias:
+        bufs.append(("weight", "b"))
+    bufs.append(("out", "output"))
+    if scratch:
+        bufs.append(("scratch", None))
+    return bufs
+
+
+def _bufptrs(fn: Fn, plan: KernelPlan) -> dict[str, ir.Value]:
+    out: dict[str, ir.Value] = {}
+    for i, (kind, key) in enumerate(plan.buffers):
+        out[key if kind != "scratch" else "scratch"] = fn.buf(i)
+    return out
+
+
+class ConvF32(Template):
+    """Dense 2-d ``tpu.Conv`` (group 1) in a float mode as a register-tiled GEMM."""
+
+    name = "conv_f32"
+    priority = 10
+
+    def matches(self, op: Any, isa: Isa) -> bool:
+        if _float_conv(op) is None:
+            return False
+        g = conv_geometry(op)
+        return g is not None and g[6] == 1
+
+    # -- the layout decisions, shared by plan and emit --
+    def _layout(self, op: Any, isa: Isa) -> dict[str, Any]:
+        xs, ys, k, s, d, p, _g = conv_geometry(op)  # type: ignore[misc]
+        tile = tile_for(isa)
+        ft = elem_name(op.input.type)
+        n, cin, h, w = xs
+        cout, oh, ow = ys[1], ys[2], ys[3]
+        kk = cin * k[0] * k[1]
+        direct = ft == "f32" and k == [1, 1] and s == [1, 1] and not any(p)
+        hw = oh * ow
+        panels = -(-cout // tile.mr)
+        ptiles = -(-hw // tile.nb)
+        # few pixels (deep layers): parts split the channel panels
+        by_cout = ptiles < 8 and panels >= 2
+        rows = max(1, min(oh, -(-(BLOCK_BYTES // (4 * kk)) // ow)))
+        if by_cout:
+            rows = oh if 4 * kk * oh * ow <= 2 * BLOCK_BYTES else rows
+        ncols = rows * ow
+        ld = -(-ncols // tile.nb) * tile.nb  # scratch row stride: whole tiles (garbage lanes never stored)
+        return dict(
+            tile=tile,
+            ft=ft,
+            n=n,
+            cin=cin,
+            h=h,
+            w=w,
+            cout=cout,
+            oh=oh,
+            ow=ow,
+            kk=kk,
+            k=k,
+            s=s,
+            d=d,
+            p=p,
+            direct=direct,
+            hw=hw,
+            panels=panels,
+            ptiles=ptiles,
+            by_cout=by_cout,
+            rows=rows,
+            ld=ld,
+        )
+
+    def plan(self, op: Any, symbol: str, isa: Isa) -> KernelPlan:
+        lay = self._layout(op, isa)
+        tile: Tile = lay["tile"]
+        wm = weight_of(op.filter).reshape(lay["cout"], lay["kk"])  # type: ignore[union-attr]
+        mr, panels = tile.mr, lay["panels"]
+        wp = np.zeros((panels * mr, lay["kk"]), np.float32)
+        wp[: lay["cout"]] = wm
+        wp = np.ascontiguousarray(wp.reshape(panels, mr, lay["kk"]).transpose(0, 2, 1))
+        weights = {"w": wp}
+        b = _bias(op, lay["cout"], panels * mr)
+        if b is not None:
+            weights["b"] = b
+        scratch = 0 if lay["direct"] else 4 * lay["kk"] * lay["ld"]
+        esz = ELEMS[lay["ft"]][1]
+        return KernelPlan(
+            symbol,
+            _buffers(b is not None, scratch > 0),
+            weights,
+            scratch,
+            macs=lay["n"] * lay["cout"] * lay["hw"] * lay["kk"],
+            bytes=esz * lay["n"] * (lay["cin"] * lay["h"] * lay["w"] + lay["cout"] * lay["hw"]) + wp.nbytes,
+        )
+
+    def emit(self, module: Any, plan: KernelPlan, op: Any, isa: Isa) -> None:
+        lay = self._layout(op, isa)
+        tile: Tile = lay["tile"]
+        ln, nb, mr = tile.lanes, tile.nb, tile.mr
+        ety = ELEMS[lay["ft"]][0]
+        fn = Fn(module, plan.symbol)
+        ptr = _bufptrs(fn, plan)
+        relu, limit = _relu_attrs(op)
+        cout, kk, hw, ow, oh = lay["cout"], lay["kk"], lay["hw"], lay["ow"], lay["oh"]
+        panels = lay["panels"]
+        full_panels = cout // mr
+        rem = cout - full_panels * mr
+        wp, bias, y = ptr["w"], ptr.get("b"), ptr["output"]
+        in_img = lay["cin"] * lay["h"] * lay["w"]
+        scratch = None
+        if not lay["direct"]:
+            scratch = fn.at(ptr["scratch"], fn.mul(fn.part, 4 * kk * lay["ld"]), ir.IntType(8))
+
+        def panel_range(p_lo: Int, p_hi: Int, body: Any) -> None:
+            """``body(p, rows)`` for the panels in [p_lo, p_hi): full panels, then the partial one."""
+            fn.loop(p_lo, fn.min(p_hi, full_panels), lambda p, _c: body(p, mr))
+            if rem:
+                fn.when(fn.lt(full_panels, p_hi), lambda: body(full_panels, rem))
+
+        def gemm_block(
+            bp: ir.Value,
+            b_ks: Int,
+            col0: Int,
+            ncols: Int,
+            yimg: ir.Value,
+            p_lo: Int,
+            p_hi: Int,
+            masked_loads: bool,
+        ) -> None:
+            """out[co, col0 + c] for c < ncols, co in the panels [p_lo, p_hi), from the operand at
+            ``bp`` (row stride ``b_ks``)."""
+            ntiles_full = fn.udiv(ncols, nb)
+
+            def panel(p: Int, rows: int) -> None:
+                wpan = fn.at(wp, fn.mul(p, kk * mr))
+                ep = Epilogue(
+                    ety, relu, limit, row_bias=fn.at(bias, fn.mul(p, mr)) if bias is not None else None
+                )
+                yrow = fn.at(yimg, fn.add(fn.mul(fn.mul(p, mr), hw), col0), ety)
+
+                def one(t: Int, masks: list[Any] | None) -> None:
+                    c0 = fn.mul(t, nb)
+                    accs = gemm_tile(
+                        fn,
+                        tile,
+                        rows,
+                        kk,
+                        wpan,
+                        1,
+                        mr,
+                        fn.at(bp, c0),
+                        b_ks,
+                        b_masks=masks if masked_loads else None,
+                    )
+                    store_tile(fn, tile, accs, rows, fn.at(yrow, c0, ety), hw, ep, masks)
+
+                fn.loop(0, ntiles_full, lambda t, _c: one(t, None))
+                tail = fn.sub(ncols, fn.mul(ntiles_full, nb))
+                if isinstance(tail, int):
+                    if tail:
+                        one(ntiles_full, [fn.mask(ln, tail, j * ln) for j in range(tile.nv)])
+                else:
+                    fn.when(
+                        fn.lt(0, tail),
+                        lambda: one(ntiles_full, [fn.mask(ln, tail, j * ln) for j in range(tile.nv)]),
+                    )
+
+            panel_range(p_lo, p_hi, panel)
+
+        def image(n: ir.Value, _c: Any) -> None:
+            ximg = fn.at(ptr["input"], fn.mul(n, in_img), ety)
+            yimg = fn.at(y, fn.mul(n, cout * hw), ety)
+            if lay["direct"]:
+                if lay["by_cout"]:
+                    p_lo, p_hi = fn.share(panels)
+                    gemm_block(ximg, hw, 0, hw, yimg, p_lo, p_hi, True)
+                else:
+                    t_lo, t_hi = fn.share(lay["ptiles"])
+                    c_lo = fn.mul(t_lo, nb)
+                    c_hi = fn.min(fn.mul(t_hi, nb), hw)
+                    gemm_block(fn.at(ximg, c_lo), hw, c_lo, fn.sub(c_hi, c_lo), yimg, 0, panels, True)
+                return
+            if lay["by_cout"]:
+                r_lo, r_hi = 0, oh
+                p_lo, p_hi = fn.share(panels)
+            else:
+                r_lo, r_hi = fn.share(oh)
+                p_lo, p_hi = 0, panels
+            rows = lay["rows"]
+
+            def block(r0: ir.Value, _c: Any) -> None:
+                nrows = fn.min(rows, fn.sub(r_hi, r0))
+                _im2col(fn, lay, ety, ximg, r0, nrows, scratch)
+                gemm_block(scratch, lay["ld"], fn.mul(r0, ow), fn.mul(nrows, ow), yimg, p_lo, p_hi, False)
+
+            fn.loop(r_lo, r_hi, block, step=rows)
+
+        fn.loop(0, lay["n"], image)
+        fn.ret()
+
+
+def _im2col(
+    fn: Fn, lay: dict[str, Any], ety: ir.Type, ximg: ir.Value, r0: Int, nrows: Int, scratch: ir.Value
+) -> None:
+    """scratch[k][r * OW + ow] = x[ci, (r0 + r) * sh + kh * dh - pt, ow * sw + kw * dw - pl] (0 outside),
+    ``k = (ci * KH + kh) * KW + kw``, for ``r < nrows``, as f32."""
+    tile: Tile = lay["tile"]
+    ln = tile.lanes
+    kh_n, kw_n = lay["k"]
+    sh, sw = lay["s"]
+    dh, dw = lay["d"]
+    pt, pl = lay["p"][0], lay["p"][1]
+    h, w, ow, ld = lay["h"], lay["w"], lay["ow"], lay["ld"]
+    b = fn.b
+
+    def ci_body(ci: ir.Value, _c: Any) -> None:
+        xc = fn.at(ximg, fn.mul(ci, h * w), ety)
+
+        def kh_body(kh: ir.Value, _c: Any) -> None:
+            for kw in range(kw_n):
+                off = kw * dw - pl
+                lo = -(off // sw) if off < 0 else 0  # ceil(-off / sw)
+                hi = min(ow, (w - 1 - off) // sw + 1) if w - 1 - off >= 0 else 0
+                hi = max(hi, lo)
+                krow = fn.add(fn.mul(fn.add(fn.mul(ci, kh_n), kh), kw_n * ld), kw * ld)
+                dst_k = fn.at(scratch, krow)
+
+                def row(
+                    r: ir.Value, _c: Any, off: int = off, lo: int = lo, hi: int = hi, dst_k: Any = dst_k
+                ) -> None:
+                    ih = fn.add(fn.mul(fn.add(r0, r), sh), fn.sub(fn.mul(kh, dh), pt))
+                    dst = fn.at(dst_k, fn.mul(r, ow))
+                    valid = b.icmp_unsigned("<", fn.c(ih), fn.c(h))
+
+                    def copy() -> None:
+                        _zero(fn, dst, 0, lo, ln)
+                        _zero(fn, dst, hi, ow, ln)
+                        src = fn.at(xc, fn.add(fn.mul(ih, w), lo * sw + off), ety)
+                        _copy(fn, dst, lo, hi - lo, src, sw, ety, ln)
+
+                    fn.when(valid, copy, lambda: _zero(fn, dst, 0, ow, ln))
+
+                fn.loop(0, nrows, row)
+
+        fn.loop(0, kh_n, kh_body)
+
+    fn.loop(0, lay["cin"], ci_body)
+
+
+def _zero(fn: Fn, dst: ir.Value, lo: int, hi: int, ln: int) -> None:
+    """dst[lo:hi] = 0 (static bounds)."""
+    z = fn.vzero(ln)
+    i = lo
+    while i < hi:
+        fn.vstore(z, fn.at(dst, i), fn.mask(ln, hi - i))
+        i += ln
+
+
+def _copy(
+    fn: Fn, dst: ir.Value, d0: int, count: int, src: ir.Value, stride: int, ety: ir.Type, ln: int
+) -> None:
+    """dst[d0 + j] = f32(src[j * stride]) for j < count (static)."""
+    if count <= 0:
+        return
+    b = fn.b
+    if stride == 1:
+        if count > 16 * ln:
+            full = count // ln
+
+            def vec(j: ir.Value, _c: Any) -> None:
+                o = fn.mul(j, ln)
+                fn.vstore(fn.widen(fn.vload(fn.at(src, o, ety), ln, ety)), fn.at(dst, fn.add(d0, o)))
+
+            fn.loop(0, full, vec)
+            j0 = full * ln
+        else:
+            j0 = 0
+        while j0 < count:
+            m = fn.mask(ln, count - j0)
+            v = fn.widen(fn.vload(fn.at(src, j0, ety), ln, ety, m))
+            fn.vstore(v, fn.at(dst, d0 + j0), m)
+            j0 += ln
+        return
+    if stride == 2:
+        evens = ir.Constant(ir.VectorType(ir.IntType(32), ln), list(range(0, 2 * ln, 2)))
+        j0 = 0
+        while j0 < count:
+            n_out = min(ln, count - j0)
+            n_in = 2 * (n_out - 1) + 1  # source elements this vector needs
+            lo_m = fn.mask(ln, n_in)
+            hi_m = fn.mask(ln, n_in, ln)
+            v0 = fn.vload(fn.at(src, 2 * j0, ety), ln, ety, lo_m)
+            if n_in > ln:
+                v1 = fn.vload(fn.at(src, 2 * j0 + ln, ety), ln, ety, hi_m)
+            else:
+                v1 = ir.Constant(v0.type, None)
+            v = fn.widen(b.shuffle_vector(v0, v1, evens))
+            fn.vstore(v, fn.at(dst, d0 + j0), fn.mask(ln, n_out))
+            j0 += ln
+        return
+    for j in range(count):
+        fn.b.store(fn.widen(fn.load(fn.at(src, j * stride, ety), ety)), fn.at(dst, d0 + j), align=4)
+
+
+class DepthwiseF32(Template):
+    """Depthwise 2-d ``tpu.Conv`` (``group == Cin == Cout``) in a float mode, stride 1 or 2 along
+    W: direct, vectorized along W over a zero-padded copy of each channel plane."""
+
+    name = "depthwise_f32"
+    priority = 10
+
+    def matches(self, op: Any, isa: Isa) -> bool:
+        if _float_conv(op) is None:
+            return False
+        g = conv_geometry(op)
+        if g is None:
+            return False
+        xs, ys, _k, s, _d, _p, grp = g
+        return grp == xs[1] == ys[1] and grp > 1 and s[1] in (1, 2)
+
+    def _layout(self, op: Any, isa: Isa) -> dict[str, Any]:
+        xs, ys, k, s, d, p, _g = conv_geometry(op)  # type: ignore[misc]
+        ln = tile_for(isa).lanes
+        nv = min(4, -(-ys[3] // ln))
+        ovec = -(-ys[3] // ln)  # vectors per output row
+        # padded plane: rows of the input's padded height, width enough for the last vector's reads
+        reads = (ovec - 1) * ln * s[1] + (k[1] - 1) * d[1] + (2 * ln if s[1] == 2 else ln)
+        pw = max(xs[3] + p[1] + p[3], reads)
+        pw += (-pw) % ln
+        ph = xs[2] + p[0] + p[2]
+        return dict(
+            ln=ln,
+            nv=nv,
+            ovec=ovec,
+            pw=pw,
+            ph=ph,
+            xs=xs,
+            ys=ys,
+            k=k,
+            s=s,
+            d=d,
+            p=p,
+            ft=elem_name(op.input.type),
+        )
+
+    def plan(self, op: Any, symbol: str, isa: Isa) -> KernelPlan:
+        lay = self._layout(op, isa)
+        xs, ys, k = lay["xs"], lay["ys"], lay["k"]
+        c = xs[1]
+        wts = {"w": np.ascontiguousarray(weight_of(op.filter).reshape(c, k[0] * k[1]))}  # type: ignore[union-attr]
+        b = _bias(op, c, c)
+        if b is not None:
+            wts["b"] = b
+        esz = ELEMS[lay["ft"]][1]
+        return KernelPlan(
+            symbol,
+            _buffers(b is not None, True),
+            wts,
+            4 * lay["ph"] * lay["pw"],
+            macs=xs[0] * c * ys[2] * ys[3] * k[0] * k[1],
+            bytes=esz * (int(np.prod(xs)) + int(np.prod(ys))) + wts["w"].nbytes,
+        )
+
+    def emit(self, module: Any, plan: KernelPlan, op: Any, isa: Isa) -> None:
+        lay = self._layout(op, isa)
+        ln, ovec, pw, ph = lay["ln"], lay["ovec"], lay["pw"], lay["ph"]
+        xs, ys, (kh_n, kw_n), (sh, sw), (dh, dw), p = (
+            lay["xs"],
+            lay["ys"],
+            lay["k"],
+            lay["s"],
+            lay["d"],
+            lay["p"],
+        )
+        n_img, c, h, w = xs
+        oh, ow = ys[2], ys[3]
+        ety = ELEMS[lay["ft"]][0]
+        fn = Fn(module, plan.symbol)
+        ptr = _bufptrs(fn, plan)
+        relu, limit = _relu_attrs(op)
+        b = fn.b
+        plane = fn.at(ptr["scratch"], fn.mul(fn.part, 4 * ph * pw), ir.IntType(8))
+        bias = ptr.get("b")
+        zero = fn.vzero(ln)
+        lim = fn.vconst(limit, ln) if relu and limit > 0 else None
+        evens = ir.Constant(ir.VectorType(ir.IntType(32), ln), list(range(0, 2 * ln, 2)))
+        c_lo, c_hi = fn.share(n_img * c)
+        # zero the plane's borders once: the interior is overwritten per channel, borders stay zero
+        _zero_plane(fn, plane, ph * pw, ln)
+
+        def channel(nc: ir.Value, _c: Any) -> None:
+            ch = b.urem(nc, fn.c(c))
+            src = fn.at(ptr["input"], fn.mul(nc, h * w), ety)
+
+            def fill(r: ir.Value, _c: Any) -> None:
+                _copy_dyn(
+                    fn,
+                    fn.at(plane, fn.add(fn.mul(fn.add(r, p[0]), pw), p[1])),
+                    fn.at(src, fn.mul(r, w), ety),
+                    w,
+                    ety,
+                    ln,
+                )
+
+            fn.loop(0, h, fill)
+            wts = [
+                fn.splat(fn.load(fn.at(ptr["w"], fn.add(fn.mul(ch, kh_n * kw_n), t))), ln)
+                for t in range(kh_n * kw_n)
+            ]
+            bv = fn.splat(fn.load(fn.at(bias, ch)), ln) if bias is not None else None
+            dst = fn.at(ptr["output"], fn.mul(nc, oh * ow), ety)
+
+            def out_row(r: ir.Value, _c: Any) -> None:
+                for v0 in range(0, ovec, lay["nv"]):
+                    vs = list(range(v0, min(ovec, v0 + lay["nv"])))
+                    accs = [zero] * len(vs)
+                    for kh in range(kh_n):
+                        rowp = fn.at(plane, fn.mul(fn.add(fn.mul(r, sh), kh * dh), pw))
+                        for kw in range(kw_n):
+                            wv = wts[kh * kw_n + kw]
+                            for i, vi in enumerate(vs):
+                                base = vi * ln * sw + kw * dw
+                                if sw == 1:
+                                    xv = fn.vload(fn.at(rowp, base), ln)
+                                else:
+                                    a0 = fn.vload(fn.at(rowp, base), ln)
+                                    a1 = fn.vload(fn.at(rowp, base + ln), ln)
+                                    xv = b.shuffle_vector(a0, a1, evens)
+                                accs[i] = fn.fma(wv, xv, accs[i])
+                    for i, vi in enumerate(vs):
+                        v = accs[i]
+                        if bv is not None:
+                            v = b.fadd(v, bv)
+                        if relu:
+                            v = b.select(b.fcmp_unordered(">=", v, zero), v, zero)
+                            if lim is not None:
+                                v = b.select(b.fcmp_unordered("<=", v, lim), v, lim)
+                        fn.vstore(
+                            fn.narrow(v, ety),
+                            fn.at(dst, fn.add(fn.mul(r, ow), vi * ln), ety),
+                            fn.mask(ln, ow, vi * ln),
+                        )
+
+            fn.loop(0, oh, out_row)
+
+        fn.loop(c_lo, c_hi, channel)
+        fn.ret()
+
+
+def _zero_plane(fn: Fn, plane: ir.Value, count: int, ln: int) -> None:
+    z = fn.vzero(ln)
+    fn.loop(0, count // ln, lambda i, _c: fn.vstore(z, fn.at(plane, fn.mul(i, ln))))
+
+
+def _copy_dyn(fn: Fn, dst: ir.Value, src: ir.Value, count: int, ety: ir.Type, ln: int) -> None:
+    """dst[j] = f32(src[j]) for j < count (static count; vector loop plus masked tail)."""
+    full = count // ln
+    if full:
+        fn.loop(
+            0,
+            full,
+            lambda j, _c: fn.vstore(
+                fn.widen(fn.vload(fn.at(src, fn.mul(j, ln), ety), ln, ety)), fn.at(dst, fn.mul(j, ln))
+            ),
+        )
+    if count % ln:
+        m = fn.mask(ln, count, full * ln)
+        v = fn.widen(fn.vload(fn.at(src, full * ln, ety), ln, ety, m))
+        fn.vstore(v, fn.at(dst, full * ln), fn.mask(ln, count - full * ln))
+
+
+__all__ = ["ConvF32", "DepthwiseF32", "F32", "conv_geometry"]
