@@ -435,6 +435,21 @@ def _relu_attrs(op: Any) -> tuple[bool, float]:
     return relu, float(limit) if limit is not None else -1.0
 
 
+def _bias_ok(op: Any, n: int) -> bool:
+    """No bias, or a constant one of ``n`` values along the last axis (broadcast over the rest)."""
+    if isinstance(op.bias.type, NoneType):
+        return True
+    bs = static_shape(op.bias.type)
+    if bs is None or weight_of(op.bias) is None or elem_name(op.bias.type) != elem_name(op.input.type):
+        return False
+    return (
+        bool(bs)
+        and bs[-1] == n
+        and all(d == 1 for d in bs[:-1])
+        and len(bs) <= len(static_shape(op.output.type) or ())
+    )
+
+
 def _matmul_dims(op: Any) -> tuple[int, int, int, int] | None:
     """(batch, M, K, N) of a MatMul of an activation ``[..., M, K]`` (or ``[K]``) by a 2-d weight."""
     a, w = static_shape(op.input.type), static_shape(op.right.type)
@@ -464,11 +479,7 @@ class MatMulF32(Template):
             return False
         if _matmul_dims(op) is None or weight_of(op.right) is None:
             return False
-        if not isinstance(op.bias.type, NoneType):
-            bs = static_shape(op.bias.type)
-            if weight_of(op.bias) is None or bs is None or int(np.prod(bs)) != static_shape(op.right.type)[1]:  # type: ignore[index]
-                return False
-        return True
+        return _bias_ok(op, static_shape(op.right.type)[-1])  # type: ignore[index]
 
     def plan(self, op: Any, symbol: str, isa: Isa) -> KernelPlan:
         tile = tile_for(isa)
@@ -572,3 +583,102 @@ def _gemm_tile_narrow(
 
     zero = fn.vzero(ln)
     return fn.loop(0, k_total, lambda k, accs: step(k, accs), [zero] * (mr * nv))
+
+
+class BatchMatMulF32(Template):
+    """``tpu.MatMul`` in a float mode of two activations ``[*batch, M, K] x [*batch, K, N]`` (the
+    same batch, or a 2-d right operand): no packing; rows of the left operand broadcast, the right
+    operand's rows loaded in place (masked at the column tail); constant bias per column, ReLU.
+    Parts split the (batch, row tile) pairs."""
+
+    name = "batch_matmul_f32"
+    priority = 10
+
+    @staticmethod
+    def _dims(op: Any) -> tuple[int, int, int, int, bool] | None:
+        a, b = static_shape(op.input.type), static_shape(op.right.type)
+        if a is None or b is None or len(a) < 2 or len(b) < 2 or a[-1] != b[-2]:
+            return None
+        if len(b) == 2:
+            shared = True
+        elif tuple(a[:-2]) == tuple(b[:-2]):
+            shared = False
+        else:
+            return None
+        return int(np.prod(a[:-2], dtype=np.int64)), a[-2], a[-1], b[-1], shared
+
+    def matches(self, op: Any, isa: Isa) -> bool:
+        if op.name != "tpu.MatMul" or len(op.operands) != 3:
+            return False
+        ft = elem_name(op.input.type)
+        if ft != "f32" or elem_name(op.output.type) != ft or elem_name(op.right.type) != ft:
+            return False
+        if self._dims(op) is None or weight_of(op.right) is not None:
+            return False
+        return _bias_ok(op, self._dims(op)[3])  # type: ignore[index]
+
+    def plan(self, op: Any, symbol: str, isa: Isa) -> KernelPlan:
+        tile = tile_for(isa)
+        batch, m, k, n, shared = self._dims(op)  # type: ignore[misc]
+        buffers: list[tuple[str, Any]] = [("in", "input"), ("in", "right")]
+        weights = {}
+        if not isinstance(op.bias.type, NoneType):
+            bias = np.zeros(-(-n // tile.nb) * tile.nb, np.float32)
+            bias[:n] = weight_of(op.bias).reshape(-1)  # type: ignore[union-attr]
+            weights["b"] = bias
+            buffers.append(("weight", "b"))
+        buffers.append(("out", "output"))
+        return KernelPlan(
+            symbol,
+            buffers,
+            weights,
+            0,
+            macs=batch * m * k * n,
+            bytes=4 * (batch * m * (k + n) + (1 if shared else batch) * k * n),
+        )
+
+    def emit(self, module: Any, plan: KernelPlan, op: Any, isa: Isa) -> None:
+        tile = tile_for(isa)
+        ln, nb, mr = tile.lanes, tile.nb, tile.mr
+        batch, m, k, n, shared = self._dims(op)  # type: ignore[misc]
+        fn = Fn(module, plan.symbol)
+        keys = list(plan.buffers)
+        x = fn.buf(keys.index(("in", "input")))
+        r = fn.buf(keys.index(("in", "right")))
+        bias = fn.buf(keys.index(("weight", "b"))) if ("weight", "b") in keys else None
+        y = fn.buf(keys.index(("out", "output")))
+        relu, limit = _relu_attrs(op)
+        rtiles = -(-m // mr)
+        rem = m - (rtiles - 1) * mr
+        full_panels, tail = n // nb, n % nb
+        u_lo, u_hi = fn.share(batch * rtiles)
+
+        def rows_tile(bi: Int, r0: Int, rows: int) -> None:
+            a = fn.at(x, fn.add(fn.mul(bi, m * k), fn.mul(r0, k)))
+            rb = fn.at(r, fn.mul(bi, k * n)) if not shared else r
+            yb = fn.at(y, fn.add(fn.mul(bi, m * n), fn.mul(r0, n)))
+
+            def panel(c0: Int, masks: list[Any] | None) -> None:
+                accs = gemm_tile(fn, tile, rows, k, a, k, 1, fn.at(rb, c0), n, b_masks=masks)
+                ep = Epilogue(F32, relu, limit, col_bias=fn.at(bias, c0) if bias is not None else None)
+                store_tile(fn, tile, accs, rows, fn.at(yb, c0), n, ep, masks)
+
+            fn.loop(0, full_panels, lambda p, _c: panel(fn.mul(p, nb), None))
+            if tail:
+                panel(full_panels * nb, [fn.mask(ln, tail, j * ln) for j in range(tile.nv)])
+
+        def unit(u: ir.Value, _c: Any) -> None:
+            bi = fn.udiv(u, rtiles)
+            t = fn.b.urem(u, fn.c(rtiles))
+            if rem == mr:
+                rows_tile(bi, fn.mul(t, mr), mr)
+            else:
+                last = fn.b.icmp_unsigned("==", t, fn.c(rtiles - 1))
+                fn.when(
+                    last,
+                    lambda: rows_tile(bi, (rtiles - 1) * mr, rem),
+                    lambda: rows_tile(bi, fn.mul(t, mr), mr),
+                )
+
+        fn.loop(u_lo, u_hi, unit)
+        fn.ret()
