@@ -132,11 +132,20 @@ class ConvF32(Template):
         ptiles = -(-hw // tile.nb)
         # few pixels (deep layers): parts split the channel panels
         by_cout = ptiles < 8 and panels >= 2
-        rows = max(1, min(oh, -(-(BLOCK_BYTES // (4 * kk)) // ow)))
+        max_rows = max(1, min(oh, -(-(BLOCK_BYTES // (4 * kk)) // ow)))
         if by_cout:
-            rows = oh if 4 * kk * oh * ow <= 2 * BLOCK_BYTES else rows
+            max_rows = oh if 4 * kk * oh * ow <= 2 * BLOCK_BYTES else max_rows
+        # the block's row count wasting the fewest tile columns (ties: more rows)
+        rows = min(range(1, max_rows + 1), key=lambda r: (_waste(r * ow, tile.nb), -r))
         ncols = rows * ow
         ld = -(-ncols // tile.nb) * tile.nb  # scratch row stride: whole tiles (garbage lanes never stored)
+        # pixel-major mode (vectors along the output channels, pixels broadcast): no pixel tails to
+        # waste, at the cost of scalar stores; taken when the whole image's windows fit the block
+        pix = _pix_tile(tile, cout, hw)
+        eff_nchw = 1.0 - (_waste(hw, tile.nb) if direct or by_cout else _waste(ncols, tile.nb))
+        eff_pix = (1.0 - _waste(hw, pix.mr)) * (1.0 - _waste(cout, tile.lanes)) / (1.0 + tile.lanes / kk)
+        pix_fits = direct or 4 * kk * hw <= 2 * BLOCK_BYTES
+        mode = "pix" if pix_fits and eff_pix > eff_nchw + 0.02 else "nchw"
         return dict(
             tile=tile,
             ft=ft,
@@ -159,21 +168,34 @@ class ConvF32(Template):
             by_cout=by_cout,
             rows=rows,
             ld=ld,
+            mode=mode,
+            pix=pix,
+            pix_ld=hw + (-hw) % tile.lanes,
         )
 
     def plan(self, op: Any, symbol: str, isa: Isa) -> KernelPlan:
         lay = self._layout(op, isa)
         tile: Tile = lay["tile"]
         wm = weight_of(op.filter).reshape(lay["cout"], lay["kk"])  # type: ignore[union-attr]
-        mr, panels = tile.mr, lay["panels"]
-        wp = np.zeros((panels * mr, lay["kk"]), np.float32)
-        wp[: lay["cout"]] = wm
-        wp = np.ascontiguousarray(wp.reshape(panels, mr, lay["kk"]).transpose(0, 2, 1))
+        if lay["mode"] == "pix":
+            # [Cout/nb][K][nb]: each k's nb output channels contiguous
+            nbp = lay["pix"].nb
+            panels = -(-lay["cout"] // nbp)
+            wp = np.zeros((panels * nbp, lay["kk"]), np.float32)
+            wp[: lay["cout"]] = wm
+            wp = np.ascontiguousarray(wp.reshape(panels, nbp, lay["kk"]).transpose(0, 2, 1))
+            b = _bias(op, lay["cout"], panels * nbp)
+            scratch = 0 if lay["direct"] else 4 * lay["kk"] * lay["pix_ld"]
+        else:
+            mr, panels = tile.mr, lay["panels"]
+            wp = np.zeros((panels * mr, lay["kk"]), np.float32)
+            wp[: lay["cout"]] = wm
+            wp = np.ascontiguousarray(wp.reshape(panels, mr, lay["kk"]).transpose(0, 2, 1))
+            b = _bias(op, lay["cout"], panels * mr)
+            scratch = 0 if lay["direct"] else 4 * lay["kk"] * lay["ld"]
         weights = {"w": wp}
-        b = _bias(op, lay["cout"], panels * mr)
         if b is not None:
             weights["b"] = b
-        scratch = 0 if lay["direct"] else 4 * lay["kk"] * lay["ld"]
         esz = ELEMS[lay["ft"]][1]
         return KernelPlan(
             symbol,
@@ -186,6 +208,9 @@ class ConvF32(Template):
 
     def emit(self, module: Any, plan: KernelPlan, op: Any, isa: Isa) -> None:
         lay = self._layout(op, isa)
+        if lay["mode"] == "pix":
+            self._emit_pix(module, plan, op, lay)
+            return
         tile: Tile = lay["tile"]
         ln, nb, mr = tile.lanes, tile.nb, tile.mr
         ety = ELEMS[lay["ft"]][0]
@@ -288,6 +313,110 @@ class ConvF32(Template):
 
         fn.loop(0, lay["n"], image)
         fn.ret()
+
+    def _emit_pix(self, module: Any, plan: KernelPlan, op: Any, lay: dict[str, Any]) -> None:
+        """Pixel-major: ``out[co, px]`` tiles of ``mr`` pixels x ``nb`` channels; the part's units are
+        (channel panel, pixel tile) pairs; each part first copies the whole image's windows."""
+        tile: Tile = lay["pix"]
+        ln, nb, mr = tile.lanes, tile.nb, tile.mr
+        ety = ELEMS[lay["ft"]][0]
+        fn = Fn(module, plan.symbol)
+        ptr = _bufptrs(fn, plan)
+        relu, limit = _relu_attrs(op)
+        cout, kk, hw = lay["cout"], lay["kk"], lay["hw"]
+        panels = -(-cout // nb)
+        rtiles = -(-hw // mr)
+        rem_rows = hw - (rtiles - 1) * mr
+        tail_cols = cout - (panels - 1) * nb
+        wp, bias, y = ptr["w"], ptr.get("b"), ptr["output"]
+        in_img = lay["cin"] * lay["h"] * lay["w"]
+        scratch = None
+        if not lay["direct"]:
+            scratch = fn.at(ptr["scratch"], fn.mul(fn.part, 4 * kk * lay["pix_ld"]), ir.IntType(8))
+        a_ks = hw if lay["direct"] else lay["pix_ld"]
+        u_lo, u_hi = fn.share(panels * rtiles)
+        b = fn.b
+
+        def image(n: ir.Value, _c: Any) -> None:
+            ximg = fn.at(ptr["input"], fn.mul(n, in_img), ety)
+            yimg = fn.at(y, fn.mul(n, cout * hw), ety)
+            if lay["direct"]:
+                src = ximg
+            else:
+                assert scratch is not None
+                _im2col(fn, {**lay, "ld": lay["pix_ld"]}, ety, ximg, 0, lay["oh"], scratch)
+                src = scratch
+
+            def one(p: Int, r0: Int, rows: int, cols: int) -> None:
+                c0 = fn.mul(p, nb)
+                masks = [fn.mask(ln, cols, j * ln) for j in range(tile.nv)]
+                accs = gemm_tile(
+                    fn, tile, rows, kk, fn.at(src, r0), 1, a_ks, fn.at(wp, fn.mul(p, kk * nb)), nb, masks
+                )
+                zero = fn.vzero(ln)
+                lim = fn.vconst(limit, ln) if relu and limit > 0 else None
+                base = fn.at(yimg, fn.add(fn.mul(c0, hw), r0), ety)
+                for j in range(tile.nv):
+                    live = min(ln, cols - j * ln)
+                    if live <= 0:
+                        continue
+                    bv = fn.vload(fn.at(bias, fn.add(c0, j * ln)), ln) if bias is not None else None
+                    for i in range(rows):
+                        v = accs[i * tile.nv + j]
+                        if bv is not None:
+                            v = b.fadd(v, bv)
+                        if relu:
+                            v = b.select(b.fcmp_unordered(">=", v, zero), v, zero)
+                            if lim is not None:
+                                v = b.select(b.fcmp_unordered("<=", v, lim), v, lim)
+                        v = fn.narrow(v, ety)
+                        for lane in range(live):
+                            e = b.extract_element(v, ir.Constant(ir.IntType(32), lane))
+                            b.store(e, fn.at(base, (j * ln + lane) * hw + i, ety), align=ELEMS[lay["ft"]][1])
+
+            def unit(u: ir.Value, _c: Any) -> None:
+                p = fn.udiv(u, rtiles)
+                rt = b.urem(u, fn.c(rtiles))
+                r0 = fn.mul(rt, mr)
+
+                def rows_case(cols: int) -> None:
+                    if rem_rows == mr:
+                        one(p, r0, mr, cols)
+                    else:
+                        last = b.icmp_unsigned("==", rt, fn.c(rtiles - 1))
+                        fn.when(
+                            last,
+                            lambda: one(p, (rtiles - 1) * mr, rem_rows, cols),
+                            lambda: one(p, r0, mr, cols),
+                        )
+
+                if tail_cols == nb:
+                    rows_case(nb)
+                else:
+                    lastp = b.icmp_unsigned("==", p, fn.c(panels - 1))
+                    fn.when(lastp, lambda: rows_case(tail_cols), lambda: rows_case(nb))
+
+            fn.loop(u_lo, u_hi, unit)
+
+        fn.loop(0, lay["n"], image)
+        fn.ret()
+
+
+def _waste(n: int, unit: int) -> float:
+    """The share of ``ceil(n / unit) * unit`` slots beyond ``n``."""
+    slots = -(-n // unit) * unit
+    return (slots - n) / slots
+
+
+def _pix_tile(tile: Tile, cout: int, hw: int) -> Tile:
+    """The pixel-major tile: vectors along the channels (AVX-512: 4 when they come in 64s, else up
+    to 3; narrower: 2 or 1), as many pixel rows as fit the accumulators (24 or 12), the count wasting the fewest pixels (ties: more rows)."""
+    acc = 24 if tile.lanes >= 16 else 12  # 32 vector registers with AVX-512, else 16
+    widest = 4 if tile.lanes >= 16 else 2
+    nv = widest if cout % (widest * tile.lanes) == 0 else min(widest - 1 or 1, -(-cout // tile.lanes))
+    top = max(1, min(8, acc // nv))
+    mr = min(range(max(1, top - 3), top + 1), key=lambda m: (_waste(hw, m), -m))
+    return Tile(tile.lanes, mr, nv)
 
 
 def _im2col(
