@@ -56,9 +56,9 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "models"))
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 
 import llvmlite.binding as llvm  # noqa: E402
+from interpreter_vs_onnxruntime import best_of, export_in_subprocess, machine  # noqa: E402
 from llvmlite import ir  # noqa: E402
 
-from interpreter_vs_onnxruntime import best_of, export_in_subprocess, machine  # noqa: E402
 from lamina.targets.cpu.kernels.abi import Isa, Template  # noqa: E402
 from lamina.targets.cpu.kernels.conv_f32 import ConvF32, DepthwiseF32  # noqa: E402
 from lamina.targets.cpu.kernels.gemm_f32 import F32, BatchMatMulF32, Fn, MatMulF32  # noqa: E402
@@ -315,7 +315,7 @@ def main() -> int:
                 f"\n## {LABELS.get(name, name)}: {sum(v.count for v in layers.values())} kernels, {len(layers)} distinct"
             )
             print(
-                f"| layer | x | template | GFLOP | compile ms | max rel err | "
+                "| layer | x | template | GFLOP | compile ms | max rel err | "
                 + " | ".join(f"{n}T GFLOP/s (% peak)" for n in threads)
                 + " |"
             )
