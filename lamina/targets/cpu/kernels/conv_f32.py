@@ -52,6 +52,8 @@ from .gemm_f32 import (
 
 #: target size of an im2col block (bytes): it stays in L2 while every weight panel passes over it
 BLOCK_BYTES = 384 * 1024
+#: the largest whole-image im2col (bytes) for which the pixel-major mode is considered
+PIX_BYTES = 2 * 1024 * 1024
 
 
 def conv_geometry(
@@ -142,9 +144,11 @@ class ConvF32(Template):
         # pixel-major mode (vectors along the output channels, pixels broadcast): no pixel tails to
         # waste, at the cost of scalar stores; taken when the whole image's windows fit the block
         pix = _pix_tile(tile, cout, hw)
-        eff_nchw = 1.0 - (_waste(hw, tile.nb) if direct or by_cout else _waste(ncols, tile.nb))
+        eff_nchw = 1.0 - (
+            _waste(hw, tile.nb) if direct or (by_cout and rows == oh) else _waste(ncols, tile.nb)
+        )
         eff_pix = (1.0 - _waste(hw, pix.mr)) * (1.0 - _waste(cout, tile.lanes)) / (1.0 + tile.lanes / kk)
-        pix_fits = direct or 4 * kk * hw <= 2 * BLOCK_BYTES
+        pix_fits = direct or 4 * kk * hw <= PIX_BYTES
         mode = "pix" if pix_fits and eff_pix > eff_nchw + 0.02 else "nchw"
         return dict(
             tile=tile,
@@ -415,7 +419,8 @@ def _pix_tile(tile: Tile, cout: int, hw: int) -> Tile:
     widest = 4 if tile.lanes >= 16 else 2
     nv = widest if cout % (widest * tile.lanes) == 0 else min(widest - 1 or 1, -(-cout // tile.lanes))
     top = max(1, min(8, acc // nv))
-    mr = min(range(max(1, top - 3), top + 1), key=lambda m: (_waste(hw, m), -m))
+    # fewer rows load more per FMA: weigh the pixel waste against the tile's density
+    mr = max(range(max(1, top - 3), top + 1), key=lambda m: ((1 - _waste(hw, m)) * (1 - 0.15 / m), m))
     return Tile(tile.lanes, mr, nv)
 
 
