@@ -20,11 +20,13 @@ output's scale). Reported per layer: achieved GFLOP/s (2 x MACs / time) and its 
 machine's **measured FP32 peak**: a kernel emitted here of 24 independent ``llvm.fma.v16f32`` chains
 (8 on AVX2) in a counted loop, run on 1 thread and on 2 threads at once, best of several runs.
 
-The first whole-model figure compares the **sum of the model's conv/matmul kernel times** (each
-layer once per occurrence) with onnxruntime's **whole model** (intra_op_num_threads = 1 / 2, all
-graph optimizations): the kernels are most of ResNet's time, but the pooling, residual adds, and
-(MobileNetV2) the other elementwise ops are not counted on Lamina's side, so the ratio flatters
-Lamina a little. ``--whole-model name=M.lamina`` (a file ``model_deploy --processor cpu`` wrote)
+The first whole-model figure compares **one pass over the model's conv/matmul kernels in model
+order** (each kernel on its own buffers, 2 threads: each thread its part of every kernel, no barrier
+between kernels) with onnxruntime's **whole model** (intra_op_num_threads = 1 / 2, all graph
+optimizations), the two timed alternately, ``4 * --repeat`` times, best of each: the kernels are most
+of ResNet's time, but the pooling, residual adds, and (MobileNetV2) the other elementwise ops are
+not counted on Lamina's side, so the ratio flatters Lamina somewhat. Per layer, each kernel is timed
+in short batches, every round timing every layer once, best of ``4 * --repeat`` rounds. ``--whole-model name=M.lamina`` (a file ``model_deploy --processor cpu`` wrote)
 runs the compiled model through ``lamina.runtime.load(M, threads=N)`` instead, for the same
 model names, against the same onnxruntime session. ``--md`` prints the RESULTS.md table.
 
@@ -172,6 +174,9 @@ class Layer:
     macs: int
     compile_ms: float
     err: float
+    fn: Any = None
+    bufs: Any = None
+    keep: list[Any] = field(default_factory=list)
     times: dict[int, float] = field(default_factory=dict)
     count: int = 1
 
@@ -187,7 +192,8 @@ def describe(op: Any) -> str:
     return f"matmul {list(a)}x{list(b)}"
 
 
-def bench_layer(op: Any, isa: Isa, threads: list[int], repeat: int) -> Layer | None:
+def compile_layer(op: Any, isa: Isa, max_threads: int) -> Layer | None:
+    """The op's fast kernel compiled alone, its buffers allocated, its output checked once."""
     template = next((t for t in TEMPLATES if t.matches(op, isa)), None)
     if template is None:
         return None
@@ -203,31 +209,79 @@ def bench_layer(op: Any, isa: Isa, threads: list[int], repeat: int) -> Layer | N
     arrays: dict[Any, np.ndarray] = {"input": x, "output": y}
     if ("in", "right") in plan.buffers:
         arrays["right"] = rng.standard_normal(op.right.type.shape).astype(np.float32)
-    scratch = np.zeros(plan.scratch_bytes * max(threads) + 64, np.uint8)
-    ptrs = [
-        plan.weights[k].ctypes.data
-        if kind == "weight"
-        else scratch.ctypes.data
-        if kind == "scratch"
-        else arrays[k].ctypes.data
-        for kind, k in plan.buffers
-    ]
+    scratch = np.zeros(plan.scratch_bytes * max_threads + 64, np.uint8)
+    ptrs = []
+    for kind, key in plan.buffers:
+        a = plan.weights[key] if kind == "weight" else scratch if kind == "scratch" else arrays[key]
+        ptrs.append(a.ctypes.data)
     bufs = (ctypes.c_void_p * len(ptrs))(*ptrs)
     fn(bufs, 0, 1)
     from lamina.ir.constants import constant_array
 
-    ins = [
-        x if v is op.input else arrays.get("right") if v is getattr(op, "right", None) else None
-        for v in op.operands
-    ]
-    ins = [i if i is not None else constant_array(v) for i, v in zip(ins, op.operands)]
+    ins = []
+    for v in op.operands:
+        if v is op.input:
+            ins.append(x)
+        elif "right" in arrays and v is op.right:
+            ins.append(arrays["right"])
+        else:
+            ins.append(constant_array(v))
     ref = op.execute(ins)[0]
     err = float(np.abs(ref - y).max() / max(float(np.abs(ref).max()), 1e-30))
-    layer = Layer(str(op.location), describe(op), template.name, plan.macs, compile_ms, err)
+    return Layer(
+        str(op.location),
+        describe(op),
+        template.name,
+        plan.macs,
+        compile_ms,
+        err,
+        fn,
+        bufs,
+        [engine, plan, arrays, scratch],
+    )
+
+
+def measure_layers(layers: list[Layer], threads: list[int], repeat: int) -> None:
+    """Each layer's best time per run over ``4 * repeat`` rounds, every round timing every layer
+    once (a short batch), so that each layer's samples spread over the whole measurement."""
+    runs = {}
+    for lay in layers:
+        one = run_parts(lay.fn, lay.bufs, 1, 1)
+        runs[id(lay)] = max(1, min(2000, int(0.01 / max(one, 1e-7))))
     for n in threads:
-        layer.times[n] = timed(fn, bufs, n, repeat)
-    del engine
-    return layer
+        for lay in layers:
+            lay.times[n] = float("inf")
+        for _ in range(4 * repeat):
+            for lay in layers:
+                lay.times[n] = min(lay.times[n], run_parts(lay.fn, lay.bufs, n, runs[id(lay)]))
+
+
+def run_sequence(sequence: list[Layer], nthreads: int) -> float:
+    """Seconds of one pass over the model's kernels in order (each thread its part of each; no
+    barrier between kernels)."""
+
+    def one_pass(p: int) -> None:
+        for lay in sequence:
+            lay.fn(lay.bufs, p, nthreads)
+
+    if nthreads == 1:
+        t0 = time.perf_counter()
+        one_pass(0)
+        return time.perf_counter() - t0
+    start = threading.Barrier(nthreads + 1)
+
+    def work(p: int) -> None:
+        start.wait()
+        one_pass(p)
+
+    ts = [threading.Thread(target=work, args=(p,)) for p in range(nthreads)]
+    for th in ts:
+        th.start()
+    start.wait()
+    t0 = time.perf_counter()
+    for th in ts:
+        th.join()
+    return time.perf_counter() - t0
 
 
 def lower(name: str, workdir: str) -> Any:
@@ -240,25 +294,22 @@ def lower(name: str, workdir: str) -> Any:
     return path, api.load(os.path.join(workdir, f"{name}_f32_tpu.mlir"))
 
 
-def ort_times(
-    path: str, name: str, threads: list[int], repeat: int
-) -> tuple[dict[int, float], dict[str, Any], Any]:
+def ort_sessions(path: str, name: str, threads: list[int]) -> tuple[dict[int, Any], dict[str, Any]]:
     import onnxruntime as ort
     import zoo
 
     feeds_list = zoo.inputs(name, "full")[0]
-    out: dict[int, float] = {}
+    sessions: dict[int, Any] = {}
     feeds: dict[str, Any] = {}
-    sess = None
     for n in threads:
         so = ort.SessionOptions()
         so.intra_op_num_threads = n
         so.inter_op_num_threads = 1
         so.log_severity_level = 3
-        sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
-        feeds = dict(zip([i.name for i in sess.get_inputs()], feeds_list))
-        out[n] = best_of(lambda s=sess, f=feeds: s.run(None, f), 2, repeat)
-    return out, feeds, sess
+        sessions[n] = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+        feeds = dict(zip([i.name for i in sessions[n].get_inputs()], feeds_list))
+        sessions[n].run(None, feeds)
+    return sessions, feeds
 
 
 def whole_model(path: str, feeds: dict[str, Any], threads: list[int], repeat: int) -> dict[int, float]:
@@ -299,30 +350,42 @@ def main() -> int:
     for name in args.models.split(","):
         with tempfile.TemporaryDirectory() as d:
             path, model = lower(name, d)
-            ort_t, feeds, _sess = ort_times(path, name, threads, args.repeat)
+            sessions, feeds = ort_sessions(path, name, threads)
             layers: dict[str, Layer] = {}
+            sequence: list[Layer] = []
             for op in model.module.walk_ops():
                 if op.name not in ("tpu.Conv", "tpu.MatMul"):
                     continue
                 key = describe(op) + f" relu={bool(op.attr('do_relu'))}"
                 if key in layers:
                     layers[key].count += 1
+                    sequence.append(layers[key])
                     continue
-                layer = bench_layer(op, isa, threads, args.repeat)
+                layer = compile_layer(op, isa, max(threads))
                 if layer is None:
                     print(f"  (no fast template: {describe(op)})")
                     continue
                 layers[key] = layer
-            print(
-                f"\n## {LABELS.get(name, name)}: {sum(v.count for v in layers.values())} kernels, {len(layers)} distinct"
-            )
+                sequence.append(layer)
+            distinct = list(layers.values())
+            measure_layers(distinct, threads, args.repeat)
+            # the model's kernels in order vs onnxruntime's whole model, interleaved, best of each
+            ort_t = {n: float("inf") for n in threads}
+            seq_t = {n: float("inf") for n in threads}
+            for _ in range(4 * args.repeat):
+                for n in threads:
+                    t0 = time.perf_counter()
+                    sessions[n].run(None, feeds)
+                    ort_t[n] = min(ort_t[n], time.perf_counter() - t0)
+                    seq_t[n] = min(seq_t[n], run_sequence(sequence, n))
+            print(f"\n## {LABELS.get(name, name)}: {len(sequence)} kernels, {len(distinct)} distinct")
             print(
                 "| layer | x | template | GFLOP | compile ms | max rel err | "
                 + " | ".join(f"{n}T GFLOP/s (% peak)" for n in threads)
                 + " |"
             )
             print("|---|---:|---|---:|---:|---:|" + "---:|" * len(threads))
-            for lay in layers.values():
+            for lay in distinct:
                 cells = " | ".join(
                     f"{2 * lay.macs / lay.times[n] / 1e9:.1f} ({100 * 2 * lay.macs / lay.times[n] / 1e9 / peak[n]:.0f} %)"
                     for n in threads
@@ -331,31 +394,34 @@ def main() -> int:
                     f"| {lay.shape} | {lay.count} | {lay.template} | {2 * lay.macs / 1e9:.3f} | {lay.compile_ms:.0f} | "
                     f"{lay.err:.1e} | {cells} |"
                 )
-            total = {n: sum(lay.times[n] * lay.count for lay in layers.values()) for n in threads}
-            flops = sum(2 * lay.macs * lay.count for lay in layers.values())
-            comp = sum(lay.compile_ms for lay in layers.values())
+            total = {n: sum(lay.times[n] * lay.count for lay in distinct) for n in threads}
+            flops = sum(2 * lay.macs for lay in sequence)
+            comp = sum(lay.compile_ms for lay in distinct)
             lam_whole = whole_model(compiled[name], feeds, threads, args.repeat) if name in compiled else None
             for n in threads:
                 line = (
-                    f"{name} {n}T: onnxruntime whole model {ort_t[n] * 1e3:.2f} ms; Lamina conv/matmul kernels summed "
-                    f"{total[n] * 1e3:.2f} ms ({flops / total[n] / 1e9:.0f} GFLOP/s, {100 * flops / total[n] / 1e9 / peak[n]:.0f} % "
-                    f"of peak), ratio {total[n] / ort_t[n]:.2f}x"
+                    f"{name} {n}T: onnxruntime whole model {ort_t[n] * 1e3:.2f} ms; Lamina's conv/matmul kernels in "
+                    f"sequence {seq_t[n] * 1e3:.2f} ms (ratio {seq_t[n] / ort_t[n]:.2f}x; "
+                    f"{flops / seq_t[n] / 1e9:.0f} GFLOP/s, {100 * flops / seq_t[n] / 1e9 / peak[n]:.0f} % of peak), "
+                    f"best layer times summed {total[n] * 1e3:.2f} ms"
                 )
                 if lam_whole is not None:
                     line += f"; Lamina whole model {lam_whole[n] * 1e3:.2f} ms, ratio {lam_whole[n] / ort_t[n]:.2f}x"
-                print(line)
+                print(line, flush=True)
                 summary.append(
-                    (name, n, ort_t[n], total[n], lam_whole[n] if lam_whole else None, flops, comp)
+                    (name, n, ort_t[n], seq_t[n], lam_whole[n] if lam_whole else None, flops, comp)
                 )
     if args.md:
         print(
-            "\n| model | threads | onnxruntime (ms) | Lamina kernels summed (ms) | ratio | kernels' GFLOP/s (% peak) | compile, all kernels (s) |"
+            "\n| model | threads | onnxruntime whole model (ms) | Lamina conv/matmul kernels in sequence (ms) | ratio "
+            "| kernels' GFLOP/s (% of peak) | Lamina whole model (ms) | compile, distinct kernels (s) |"
         )
-        print("|---|---:|---:|---:|---:|---:|---:|")
-        for name, n, t_ort, t_sum, _w, flops, comp in summary:
+        print("|---|---:|---:|---:|---:|---:|---:|---:|")
+        for name, n, t_ort, t_seq, t_whole, flops, comp in summary:
+            whole = "—" if t_whole is None else f"{t_whole * 1e3:.2f} ({t_whole / t_ort:.2f}x)"
             print(
-                f"| {LABELS.get(name, name)} | {n} | {t_ort * 1e3:.2f} | {t_sum * 1e3:.2f} | {t_sum / t_ort:.2f}x | "
-                f"{flops / t_sum / 1e9:.0f} ({100 * flops / t_sum / 1e9 / peak[n]:.0f} %) | {comp / 1e3:.1f} |"
+                f"| {LABELS.get(name, name)} | {n} | {t_ort * 1e3:.2f} | {t_seq * 1e3:.2f} | {t_seq / t_ort:.2f}x | "
+                f"{flops / t_seq / 1e9:.0f} ({100 * flops / t_seq / 1e9 / peak[n]:.0f} %) | {whole} | {comp / 1e3:.1f} |"
             )
     return 0
 

@@ -189,7 +189,7 @@ class ConvF32(Template):
             wp[: lay["cout"]] = wm
             wp = np.ascontiguousarray(wp.reshape(panels, nbp, lay["kk"]).transpose(0, 2, 1))
             b = _bias(op, lay["cout"], panels * nbp)
-            scratch = 0 if lay["direct"] else 4 * lay["kk"] * lay["pix_ld"]
+            scratch = _pix_im2col_bytes(lay) + 4 * lay["pix"].mr * nbp
         else:
             mr, panels = tile.mr, lay["panels"]
             wp = np.zeros((panels * mr, lay["kk"]), np.float32)
@@ -334,9 +334,9 @@ class ConvF32(Template):
         tail_cols = cout - (panels - 1) * nb
         wp, bias, y = ptr["w"], ptr.get("b"), ptr["output"]
         in_img = lay["cin"] * lay["h"] * lay["w"]
-        scratch = None
-        if not lay["direct"]:
-            scratch = fn.at(ptr["scratch"], fn.mul(fn.part, 4 * kk * lay["pix_ld"]), ir.IntType(8))
+        mine = fn.at(ptr["scratch"], fn.mul(fn.part, plan.scratch_bytes), ir.IntType(8))
+        scratch = None if lay["direct"] else mine
+        tbuf = fn.at(mine, _pix_im2col_bytes(lay), ir.IntType(8))
         a_ks = hw if lay["direct"] else lay["pix_ld"]
         u_lo, u_hi = fn.share(panels * rtiles)
         b = fn.b
@@ -359,10 +359,9 @@ class ConvF32(Template):
                 )
                 zero = fn.vzero(ln)
                 lim = fn.vconst(limit, ln) if relu and limit > 0 else None
-                base = fn.at(yimg, fn.add(fn.mul(c0, hw), r0), ety)
+                # the tile, pixel-major, into the part's tile buffer; then channel by channel out
                 for j in range(tile.nv):
-                    live = min(ln, cols - j * ln)
-                    if live <= 0:
+                    if cols - j * ln <= 0:
                         continue
                     bv = fn.vload(fn.at(bias, fn.add(c0, j * ln)), ln) if bias is not None else None
                     for i in range(rows):
@@ -373,10 +372,18 @@ class ConvF32(Template):
                             v = b.select(b.fcmp_unordered(">=", v, zero), v, zero)
                             if lim is not None:
                                 v = b.select(b.fcmp_unordered("<=", v, lim), v, lim)
-                        v = fn.narrow(v, ety)
-                        for lane in range(live):
-                            e = b.extract_element(v, ir.Constant(ir.IntType(32), lane))
-                            b.store(e, fn.at(base, (j * ln + lane) * hw + i, ety), align=ELEMS[lay["ft"]][1])
+                        fn.vstore(v, fn.at(tbuf, i * nb + j * ln))
+                base = fn.at(yimg, fn.add(fn.mul(c0, hw), r0), ety)
+
+                def channel(c: ir.Value, _c: Any) -> None:
+                    row = fn.at(base, fn.mul(c, hw), ety)
+                    for i in range(rows):
+                        e = fn.load(fn.at(tbuf, fn.add(c, i * nb)))
+                        if ety != F32:
+                            e = b.fptrunc(e, ety)
+                        b.store(e, fn.at(row, i, ety), align=ELEMS[lay["ft"]][1])
+
+                fn.loop(0, cols, channel)
 
             def unit(u: ir.Value, _c: Any) -> None:
                 p = fn.udiv(u, rtiles)
@@ -404,6 +411,12 @@ class ConvF32(Template):
 
         fn.loop(0, lay["n"], image)
         fn.ret()
+
+
+def _pix_im2col_bytes(lay: dict[str, Any]) -> int:
+    """The pixel-major mode's im2col bytes per part (none in place), a multiple of 64."""
+    n = 0 if lay["direct"] else 4 * lay["kk"] * lay["pix_ld"]
+    return n + (-n) % 64
 
 
 def _waste(n: int, unit: int) -> float:
