@@ -52,6 +52,8 @@ from .gemm_f32 import (
 
 #: target size of an im2col block (bytes): it stays in L2 while every weight panel passes over it
 BLOCK_BYTES = 384 * 1024
+#: the most output pixels in an im2col block (K-blocked f32 convolutions)
+MAX_COLS = 768
 #: the largest whole-image im2col (bytes) for which the pixel-major mode is considered
 PIX_BYTES = 2 * 1024 * 1024
 
@@ -134,13 +136,27 @@ class ConvF32(Template):
         ptiles = -(-hw // tile.nb)
         # few pixels (deep layers): parts split the channel panels
         by_cout = ptiles < 8 and panels >= 2
-        max_rows = max(1, min(oh, -(-(BLOCK_BYTES // (4 * kk)) // ow)))
-        if by_cout:
-            max_rows = oh if 4 * kk * oh * ow <= 2 * BLOCK_BYTES else max_rows
-        # the block's row count wasting the fewest tile columns (ties: more rows)
-        rows = min(range(1, max_rows + 1), key=lambda r: (_waste(r * ow, tile.nb), -r))
+        taps = k[0] * k[1]
+        if ft == "f32" and not direct:
+            # K blocks of whole input channels (a divisor of Cin) keep a block of about BLOCK_BYTES
+            # while the row count is chosen for whole tiles: partial sums wait in the output
+            max_cols = max(ow, MAX_COLS)
+            cands = range(1, oh + 1) if by_cout else range(1, max(1, min(oh, max_cols // ow)) + 1)
+            rows = (
+                oh if by_cout else min(cands, key=lambda r: (round(_split_waste(oh, ow, r, tile.nb), 2), -r))
+            )
+            kc_ch = max(1, BLOCK_BYTES // (4 * taps * rows * ow))
+            kc_ch = max(c for c in range(1, min(cin, kc_ch) + 1) if cin % c == 0)
+        else:
+            max_rows = max(1, min(oh, -(-(BLOCK_BYTES // (4 * kk)) // ow)))
+            if by_cout:
+                max_rows = oh if 4 * kk * oh * ow <= 2 * BLOCK_BYTES else max_rows
+            # the block's row count wasting the fewest tile columns (ties: more rows)
+            rows = min(range(1, max_rows + 1), key=lambda r: (_waste(r * ow, tile.nb), -r))
+            kc_ch = cin
         ncols = rows * ow
         ld = -(-ncols // tile.nb) * tile.nb  # scratch row stride: whole tiles (garbage lanes never stored)
+        kc = kc_ch * taps
         # pixel-major mode (vectors along the output channels, pixels broadcast): no pixel tails to
         # waste, at the cost of scalar stores; taken when the whole image's windows fit the block
         pix = _pix_tile(tile, cout, hw)
@@ -172,6 +188,8 @@ class ConvF32(Template):
             by_cout=by_cout,
             rows=rows,
             ld=ld,
+            kc_ch=kc_ch,
+            kc=kc,
             mode=mode,
             pix=pix,
             pix_ld=hw + (-hw) % tile.lanes,
@@ -196,7 +214,7 @@ class ConvF32(Template):
             wp[: lay["cout"]] = wm
             wp = np.ascontiguousarray(wp.reshape(panels, mr, lay["kk"]).transpose(0, 2, 1))
             b = _bias(op, lay["cout"], panels * mr)
-            scratch = 0 if lay["direct"] else 4 * lay["kk"] * lay["ld"]
+            scratch = 0 if lay["direct"] else 4 * lay["kc"] * lay["ld"]
         weights = {"w": wp}
         if b is not None:
             weights["b"] = b
@@ -229,7 +247,7 @@ class ConvF32(Template):
         in_img = lay["cin"] * lay["h"] * lay["w"]
         scratch = None
         if not lay["direct"]:
-            scratch = fn.at(ptr["scratch"], fn.mul(fn.part, 4 * kk * lay["ld"]), ir.IntType(8))
+            scratch = fn.at(ptr["scratch"], fn.mul(fn.part, 4 * lay["kc"] * lay["ld"]), ir.IntType(8))
 
         def panel_range(p_lo: Int, p_hi: Int, body: Any) -> None:
             """``body(p, rows)`` for the panels in [p_lo, p_hi): full panels, then the partial one."""
@@ -246,15 +264,23 @@ class ConvF32(Template):
             p_lo: Int,
             p_hi: Int,
             masked_loads: bool,
+            kblock: tuple[Int, int, ir.Value, ir.Value] | None = None,
         ) -> None:
             """out[co, col0 + c] for c < ncols, co in the panels [p_lo, p_hi), from the operand at
-            ``bp`` (row stride ``b_ks``)."""
+            ``bp`` (row stride ``b_ks``); ``kblock``: (first k, length, accumulate, finish) of one
+            K block (else the whole K at once)."""
             ntiles_full = fn.udiv(ncols, nb)
+            k0, klen, acc_flag, fin_flag = kblock if kblock is not None else (0, kk, None, None)
 
             def panel(p: Int, rows: int) -> None:
-                wpan = fn.at(wp, fn.mul(p, kk * mr))
+                wpan = fn.at(wp, fn.add(fn.mul(p, kk * mr), fn.mul(k0, mr)))
                 ep = Epilogue(
-                    ety, relu, limit, row_bias=fn.at(bias, fn.mul(p, mr)) if bias is not None else None
+                    ety,
+                    relu,
+                    limit,
+                    row_bias=fn.at(bias, fn.mul(p, mr)) if bias is not None else None,
+                    accumulate=acc_flag,
+                    finish=fin_flag,
                 )
                 yrow = fn.at(yimg, fn.add(fn.mul(fn.mul(p, mr), hw), col0), ety)
 
@@ -264,7 +290,7 @@ class ConvF32(Template):
                         fn,
                         tile,
                         rows,
-                        kk,
+                        klen,
                         wpan,
                         1,
                         mr,
@@ -308,10 +334,35 @@ class ConvF32(Template):
                 p_lo, p_hi = 0, panels
             rows = lay["rows"]
 
+            kc_ch, kc = lay["kc_ch"], lay["kc"]
+            nkb = lay["cin"] // kc_ch
+
             def block(r0: ir.Value, _c: Any) -> None:
                 nrows = fn.min(rows, fn.sub(r_hi, r0))
-                _im2col(fn, lay, ety, ximg, r0, nrows, scratch)
-                gemm_block(scratch, lay["ld"], fn.mul(r0, ow), fn.mul(nrows, ow), yimg, p_lo, p_hi, False)
+                if nkb == 1:
+                    _im2col(fn, lay, ety, ximg, r0, nrows, scratch)
+                    gemm_block(scratch, lay["ld"], fn.mul(r0, ow), fn.mul(nrows, ow), yimg, p_lo, p_hi, False)
+                    return
+
+                def kblock(kb: ir.Value, _c: Any) -> None:
+                    _im2col(fn, lay, ety, ximg, r0, nrows, scratch, fn.mul(kb, kc_ch), kc_ch)
+                    flags = (
+                        fn.b.icmp_unsigned("!=", kb, fn.c(0)),
+                        fn.b.icmp_unsigned("==", kb, fn.c(nkb - 1)),
+                    )
+                    gemm_block(
+                        scratch,
+                        lay["ld"],
+                        fn.mul(r0, ow),
+                        fn.mul(nrows, ow),
+                        yimg,
+                        p_lo,
+                        p_hi,
+                        False,
+                        (fn.mul(kb, kc), kc, *flags),
+                    )
+
+                fn.loop(0, nkb, kblock)
 
             fn.loop(r_lo, r_hi, block, step=rows)
 
@@ -419,6 +470,20 @@ def _pix_im2col_bytes(lay: dict[str, Any]) -> int:
     return n + (-n) % 64
 
 
+def _split_waste(oh: int, ow: int, rows: int, nb: int) -> float:
+    """The share of tile columns wasted by blocks of ``rows`` output rows, averaged over 1 and 2
+    parts (each part's rows cut into blocks, the last one shorter)."""
+    slots = used = 0
+    for nparts in (1, 2):
+        for part in range(nparts):
+            mine = (part + 1) * oh // nparts - part * oh // nparts
+            for r0 in range(0, mine, rows):
+                cols = min(rows, mine - r0) * ow
+                used += cols
+                slots += -(-cols // nb) * nb
+    return (slots - used) / slots
+
+
 def _waste(n: int, unit: int) -> float:
     """The share of ``ceil(n / unit) * unit`` slots beyond ``n``."""
     slots = -(-n // unit) * unit
@@ -438,10 +503,19 @@ def _pix_tile(tile: Tile, cout: int, hw: int) -> Tile:
 
 
 def _im2col(
-    fn: Fn, lay: dict[str, Any], ety: ir.Type, ximg: ir.Value, r0: Int, nrows: Int, scratch: ir.Value
+    fn: Fn,
+    lay: dict[str, Any],
+    ety: ir.Type,
+    ximg: ir.Value,
+    r0: Int,
+    nrows: Int,
+    scratch: ir.Value,
+    ci0: Int = 0,
+    count: int | None = None,
 ) -> None:
-    """scratch[k][r * OW + ow] = x[ci, (r0 + r) * sh + kh * dh - pt, ow * sw + kw * dw - pl] (0 outside),
-    ``k = (ci * KH + kh) * KW + kw``, for ``r < nrows``, as f32."""
+    """scratch[k][r * OW + ow] = x[ci0 + ci, (r0 + r) * sh + kh * dh - pt, ow * sw + kw * dw - pl]
+    (0 outside), ``k = (ci * KH + kh) * KW + kw``, for ``r < nrows`` and ``ci < count`` (all
+    channels by default), as f32."""
     tile: Tile = lay["tile"]
     ln = tile.lanes
     kh_n, kw_n = lay["k"]
@@ -452,7 +526,7 @@ def _im2col(
     b = fn.b
 
     def ci_body(ci: ir.Value, _c: Any) -> None:
-        xc = fn.at(ximg, fn.mul(ci, h * w), ety)
+        xc = fn.at(ximg, fn.mul(fn.add(ci0, ci), h * w), ety)
 
         def kh_body(kh: ir.Value, _c: Any) -> None:
             for kw in range(kw_n):
@@ -482,7 +556,7 @@ def _im2col(
 
         fn.loop(0, kh_n, kh_body)
 
-    fn.loop(0, lay["cin"], ci_body)
+    fn.loop(0, lay["cin"] if count is None else count, ci_body)
 
 
 def _zero(fn: Fn, dst: ir.Value, lo: int, hi: int, ln: int) -> None:

@@ -380,13 +380,21 @@ def _all_off(m: ir.Value) -> bool:
 class Epilogue:
     """What the tile's store does: bias per row (``row_bias``, f32 pointer at the tile's first row)
     or per column (``col_bias``, at its first column, padded), ``relu``, ``limit`` (> 0: clamp above)
-    and the result element type."""
+    and the result element type. K-blocked tiles: ``accumulate`` (a runtime i1) adds what the
+    output holds (f32) before, ``finish`` (a runtime i1) says whether this is the last K block (the
+    epilogue applies then only). ``residual``: a pointer laid out as the output whose values are
+    added after the op's own ReLU (the op's result rounded to its type first, as the separate add
+    would see it), then ``post_relu``."""
 
     out_ety: ir.Type = F32
     relu: bool = False
     limit: float = -1.0
     row_bias: ir.Value | None = None
     col_bias: ir.Value | None = None
+    accumulate: ir.Value | None = None
+    finish: ir.Value | None = None
+    residual: ir.Value | None = None
+    post_relu: bool = False
 
 
 def store_tile(
@@ -412,7 +420,13 @@ def store_tile(
         for j in range(nv):
             if masks[j] is not None and _all_off(masks[j]):
                 continue
+            off = fn.add(fn.mul(i, c_rs), j * ln)
+            dst = fn.at(cp, off, ep.out_ety)
             v = accs[i * nv + j]
+            if ep.accumulate is not None:
+                old = fn.vload(dst, ln, F32, masks[j])
+                v = b.select(ep.accumulate, b.fadd(v, old), v)
+            raw = v
             if rb is not None:
                 v = b.fadd(v, rb)
             if cb is not None:
@@ -421,9 +435,16 @@ def store_tile(
                 v = b.select(b.fcmp_unordered(">=", v, zero), v, zero)
                 if lim is not None:
                     v = b.select(b.fcmp_unordered("<=", v, lim), v, lim)
-            fn.vstore(
-                fn.narrow(v, ep.out_ety), fn.at(cp, fn.add(fn.mul(i, c_rs), j * ln), ep.out_ety), masks[j]
-            )
+            if ep.residual is not None:
+                v = fn.widen(fn.narrow(v, ep.out_ety))
+                v = b.fadd(
+                    v, fn.widen(fn.vload(fn.at(ep.residual, off, ep.out_ety), ln, ep.out_ety, masks[j]))
+                )
+                if ep.post_relu:
+                    v = b.select(b.fcmp_unordered(">=", v, zero), v, zero)
+            if ep.finish is not None:
+                v = b.select(ep.finish, v, raw)
+            fn.vstore(fn.narrow(v, ep.out_ety), dst, masks[j])
 
 
 # ---- MatMul ----------------------------------------------------------------------------------------------

@@ -176,6 +176,21 @@ def test_conv_examples(case: int, vb: int) -> None:
     check_conv(xs, cout, k, s, d, pads, vb=vb, nparts=1 + case % 3, relu=["", "relu", "limit"][case % 3])
 
 
+@pytest.mark.parametrize("vb", [64, 32])
+@pytest.mark.parametrize("case", [0, 2, 3, 5, 7, 9, 12])
+def test_conv_k_blocks(case: int, vb: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Small im2col blocks: K split into blocks of input channels, partial sums kept in the output."""
+    import lamina.targets.cpu.kernels.conv_f32 as conv_f32
+
+    monkeypatch.setattr(conv_f32, "BLOCK_BYTES", 1024)
+    monkeypatch.setattr(conv_f32, "PIX_BYTES", 0)
+    xs, cout, k, s, d, pads = CONVS[case]
+    o, _, _ = conv_op(np.random.default_rng(0), xs, cout, k, s, d, list(pads), 1, "f32", True, "")
+    lay = ConvF32()._layout(o, ISAS[vb])
+    assert lay["mode"] == "nchw" and (lay["kc_ch"] < xs[1] or xs[1] == 1 or lay["direct"])
+    check_conv(xs, cout, k, s, d, pads, vb=vb, nparts=1 + case % 3, relu=["", "relu", "limit"][case % 3])
+
+
 @pytest.mark.parametrize("ft", ["f16", "bf16"])
 @pytest.mark.parametrize("k", [1, 3])
 def test_conv_half_modes(ft: str, k: int) -> None:
