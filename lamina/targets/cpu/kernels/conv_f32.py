@@ -53,7 +53,7 @@ from .gemm_f32 import (
 #: target size of an im2col block (bytes): it stays in L2 while every weight panel passes over it
 BLOCK_BYTES = 384 * 1024
 #: the most output pixels in an im2col block (K-blocked f32 convolutions)
-MAX_COLS = 768
+MAX_COLS = 384
 #: the largest whole-image im2col (bytes) for which the pixel-major mode is considered
 PIX_BYTES = 2 * 1024 * 1024
 
