@@ -24,7 +24,7 @@ machine's **measured FP32 peak**: a kernel emitted here of 24 independent ``llvm
 (8 on AVX2) in a counted loop, run on 1 thread and on 2 threads at once, best of several runs.
 
 The first whole-model figure compares **one pass over the model's conv/matmul kernels in model
-order** (each kernel on its own buffers, 2 threads: each thread its part of every kernel, no barrier
+order** (each reading the previous one's output where the shapes match, 2 threads: each thread its part of every kernel, no barrier
 between kernels) with onnxruntime's **whole model** (intra_op_num_threads = 1 / 2, all graph
 optimizations), the two timed alternately, ``4 * --repeat`` times, best of each: the kernels are most
 of ResNet's time, but the pooling, residual adds, and (MobileNetV2) the other elementwise ops are
@@ -266,13 +266,39 @@ def measure_layers(layers: list[Layer], threads: list[int], repeat: int) -> None
                 lay.times[n] = min(lay.times[n], run_parts(lay.fn, lay.bufs, n, runs[id(lay)]))
 
 
-def run_sequence(sequence: list[Layer], nthreads: int) -> float:
+def chain(sequence: list[Layer]) -> list[tuple[Any, Any]]:
+    """(kernel, bufs) per occurrence in model order, each writing its own output, reading the
+    previous kernel's output when the shapes match (activations flow through the caches as in the
+    model), else its own input."""
+    out: list[tuple[Any, Any]] = []
+    prev: np.ndarray | None = None
+    for lay in sequence:
+        _engine, plan, arrays, scratch = lay.keep[:4]
+        x = arrays["input"]
+        if prev is not None and prev.shape == x.shape:
+            x = prev
+        y = np.zeros_like(arrays["output"])
+        lay.keep.append((x, y))
+        ptrs = []
+        for kind, key in plan.buffers:
+            if kind == "weight":
+                ptrs.append(plan.weights[key].ctypes.data)
+            elif kind == "scratch":
+                ptrs.append(scratch.ctypes.data)
+            else:
+                ptrs.append({"input": x, "output": y}.get(key, arrays.get(key)).ctypes.data)
+        out.append((lay.fn, (ctypes.c_void_p * len(ptrs))(*ptrs)))
+        prev = y
+    return out
+
+
+def run_sequence(sequence: list[tuple[Any, Any]], nthreads: int) -> float:
     """Seconds of one pass over the model's kernels in order (each thread its part of each; no
     barrier between kernels)."""
 
     def one_pass(p: int) -> None:
-        for lay in sequence:
-            lay.fn(lay.bufs, p, nthreads)
+        for fn, bufs in sequence:
+            fn(bufs, p, nthreads)
 
     if nthreads == 1:
         t0 = clock()
@@ -380,6 +406,7 @@ def main() -> int:
             distinct = list(layers.values())
             measure_layers(distinct, threads, args.repeat)
             # the model's kernels in order vs onnxruntime's whole model, interleaved, best of each
+            chained = chain(sequence)
             ort_t = {n: float("inf") for n in threads}
             seq_t = {n: float("inf") for n in threads}
             for _ in range(4 * args.repeat):
@@ -388,7 +415,7 @@ def main() -> int:
                     t0 = tick()
                     sessions[n].run(None, feeds)
                     ort_t[n] = min(ort_t[n], tick() - t0)
-                    seq_t[n] = min(seq_t[n], run_sequence(sequence, n))
+                    seq_t[n] = min(seq_t[n], run_sequence(chained, n))
             print(f"\n## {LABELS.get(name, name)}: {len(sequence)} kernels, {len(distinct)} distinct")
             print(
                 "| layer | x | template | GFLOP | compile ms | max rel err | "

@@ -781,4 +781,12 @@ def _copy_dyn(fn: Fn, dst: ir.Value, src: ir.Value, count: int, ety: ir.Type, ln
         fn.vstore(v, fn.at(dst, full * ln), fn.mask(ln, count - full * ln))
 
 
-__all__ = ["ConvF32", "DepthwiseF32", "F32", "conv_geometry"]
+__all__ = ["ConvF32", "DepthwiseF32", "F32", "conv_geometry", "f32_templates"]
+
+
+def f32_templates() -> list[Template]:
+    """The fast float-mode templates of this module and :mod:`.gemm_f32`, for the registry
+    (``TEMPLATES`` in :mod:`lamina.targets.cpu.kernels`)."""
+    from .gemm_f32 import BatchMatMulF32, MatMulF32
+
+    return [ConvF32(), DepthwiseF32(), MatMulF32(), BatchMatMulF32()]
