@@ -616,7 +616,8 @@ def _copy(
 
 class DepthwiseF32(Template):
     """Depthwise 2-d ``tpu.Conv`` (``group == Cin == Cout``) in a float mode, stride 1 or 2 along
-    W: direct, vectorized along W over a zero-padded copy of each channel plane."""
+    W: direct, vectorized along W over a zero-padded copy of each channel plane (stride 2: its even
+    and odd columns as two planes)."""
 
     name = "depthwise_f32"
     priority = 10
@@ -635,11 +636,17 @@ class DepthwiseF32(Template):
         ln = tile_for(isa).lanes
         nv = min(4, -(-ys[3] // ln))
         ovec = -(-ys[3] // ln)  # vectors per output row
-        # padded plane: rows of the input's padded height, width enough for the last vector's reads
-        reads = (ovec - 1) * ln * s[1] + (k[1] - 1) * d[1] + (2 * ln if s[1] == 2 else ln)
-        pw = max(xs[3] + p[1] + p[3], reads)
-        pw += (-pw) % ln
+        # padded plane(s): rows of the input's padded height, width enough for the last vector's
+        # reads; stride 2 along W: two planes, the padded row's even and odd columns, so that every
+        # tap reads a contiguous vector
         ph = xs[2] + p[0] + p[2]
+        if s[1] == 1:
+            reads = (ovec - 1) * ln + (k[1] - 1) * d[1] + ln
+            pw = max(xs[3] + p[1] + p[3], reads)
+        else:
+            reads = (ovec - 1) * ln + ((k[1] - 1) * d[1]) // 2 + ln
+            pw = max(-(-(xs[3] + p[1] + p[3]) // 2), reads)
+        pw += (-pw) % ln
         return dict(
             ln=ln,
             nv=nv,
@@ -668,7 +675,7 @@ class DepthwiseF32(Template):
             symbol,
             _buffers(b is not None, True),
             wts,
-            4 * lay["ph"] * lay["pw"],
+            4 * lay["ph"] * lay["pw"] * lay["s"][1],
             macs=xs[0] * c * ys[2] * ys[3] * k[0] * k[1],
             bytes=esz * (int(np.prod(xs)) + int(np.prod(ys))) + wts["w"].nbytes,
         )
@@ -691,28 +698,30 @@ class DepthwiseF32(Template):
         ptr = _bufptrs(fn, plan)
         relu, limit = _relu_attrs(op)
         b = fn.b
-        plane = fn.at(ptr["scratch"], fn.mul(fn.part, 4 * ph * pw), ir.IntType(8))
+        plane = fn.at(ptr["scratch"], fn.mul(fn.part, 4 * ph * pw * sw), ir.IntType(8))
+        odd_plane = fn.at(plane, ph * pw) if sw == 2 else plane
         bias = ptr.get("b")
         zero = fn.vzero(ln)
         lim = fn.vconst(limit, ln) if relu and limit > 0 else None
-        evens = ir.Constant(ir.VectorType(ir.IntType(32), ln), list(range(0, 2 * ln, 2)))
         c_lo, c_hi = fn.share(n_img * c)
         # zero the plane's borders once: the interior is overwritten per channel, borders stay zero
-        _zero_plane(fn, plane, ph * pw, ln)
+        _zero_plane(fn, plane, ph * pw * sw, ln)
 
         def channel(nc: ir.Value, _c: Any) -> None:
             ch = b.urem(nc, fn.c(c))
             src = fn.at(ptr["input"], fn.mul(nc, h * w), ety)
 
             def fill(r: ir.Value, _c: Any) -> None:
-                _copy_dyn(
-                    fn,
-                    fn.at(plane, fn.add(fn.mul(fn.add(r, p[0]), pw), p[1])),
-                    fn.at(src, fn.mul(r, w), ety),
-                    w,
-                    ety,
-                    ln,
-                )
+                row = fn.mul(fn.add(r, p[0]), pw)
+                srow = fn.at(src, fn.mul(r, w), ety)
+                if sw == 1:
+                    _copy_dyn(fn, fn.at(plane, fn.add(row, p[1])), srow, w, ety, ln)
+                else:
+                    # padded column q = p[1] + iw goes to plane q % 2 at q // 2
+                    first = p[1] % 2  # the plane of iw = 0
+                    dst0 = fn.at(odd_plane if first else plane, fn.add(row, p[1] // 2))
+                    dst1 = fn.at(plane if first else odd_plane, fn.add(row, (p[1] + 1) // 2))
+                    _deinterleave(fn, dst0, dst1, srow, w, ety, ln)
 
             fn.loop(0, h, fill)
             wts = [
@@ -727,17 +736,14 @@ class DepthwiseF32(Template):
                     vs = list(range(v0, min(ovec, v0 + lay["nv"])))
                     accs = [zero] * len(vs)
                     for kh in range(kh_n):
-                        rowp = fn.at(plane, fn.mul(fn.add(fn.mul(r, sh), kh * dh), pw))
+                        roff = fn.mul(fn.add(fn.mul(r, sh), kh * dh), pw)
+                        rows = (fn.at(plane, roff), fn.at(odd_plane, roff))
                         for kw in range(kw_n):
                             wv = wts[kh * kw_n + kw]
+                            q = kw * dw  # padded column of the tap, from the output column * sw
+                            rowp, qoff = (rows[0], q) if sw == 1 else (rows[q % 2], q // 2)
                             for i, vi in enumerate(vs):
-                                base = vi * ln * sw + kw * dw
-                                if sw == 1:
-                                    xv = fn.vload(fn.at(rowp, base), ln)
-                                else:
-                                    a0 = fn.vload(fn.at(rowp, base), ln)
-                                    a1 = fn.vload(fn.at(rowp, base + ln), ln)
-                                    xv = b.shuffle_vector(a0, a1, evens)
+                                xv = fn.vload(fn.at(rowp, vi * ln + qoff), ln)
                                 accs[i] = fn.fma(wv, xv, accs[i])
                     for i, vi in enumerate(vs):
                         v = accs[i]
@@ -757,6 +763,26 @@ class DepthwiseF32(Template):
 
         fn.loop(c_lo, c_hi, channel)
         fn.ret()
+
+
+def _deinterleave(
+    fn: Fn, even: ir.Value, odd: ir.Value, src: ir.Value, count: int, ety: ir.Type, ln: int
+) -> None:
+    """even[j] = f32(src[2j]), odd[j] = f32(src[2j + 1]) for the ``count`` (static) source elements."""
+    b = fn.b
+    evens = ir.Constant(ir.VectorType(ir.IntType(32), ln), list(range(0, 2 * ln, 2)))
+    odds = ir.Constant(ir.VectorType(ir.IntType(32), ln), list(range(1, 2 * ln, 2)))
+    for j0 in range(0, count, 2 * ln):
+        v0 = fn.vload(fn.at(src, j0, ety), ln, ety, fn.mask(ln, count - j0))
+        v1 = (
+            fn.vload(fn.at(src, j0 + ln, ety), ln, ety, fn.mask(ln, count - j0 - ln))
+            if count - j0 > ln
+            else ir.Constant(v0.type, None)
+        )
+        n_even, n_odd = -(-(count - j0) // 2), (count - j0) // 2
+        fn.vstore(fn.widen(b.shuffle_vector(v0, v1, evens)), fn.at(even, j0 // 2), fn.mask(ln, n_even))
+        if n_odd > 0:
+            fn.vstore(fn.widen(b.shuffle_vector(v0, v1, odds)), fn.at(odd, j0 // 2), fn.mask(ln, n_odd))
 
 
 def _zero_plane(fn: Fn, plane: ir.Value, count: int, ln: int) -> None:
