@@ -26,6 +26,7 @@ between operands, non-constant weights) so that a generic template takes it.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -108,6 +109,14 @@ def _bufptrs(fn: Fn, plan: KernelPlan) -> dict[str, ir.Value]:
     for i, (kind, key) in enumerate(plan.buffers):
         out[key if kind != "scratch" else "scratch"] = fn.buf(i)
     return out
+
+
+@dataclass
+class ConvPlan(KernelPlan):
+    """A :class:`KernelPlan` with the fused residual add (and ReLU after it) of :meth:`ConvF32.plan`."""
+
+    residual: bool = False
+    post_relu: bool = False
 
 
 class ConvF32(Template):
@@ -195,7 +204,13 @@ class ConvF32(Template):
             pix_ld=hw + (-hw) % tile.lanes,
         )
 
-    def plan(self, op: Any, symbol: str, isa: Isa) -> KernelPlan:
+    def plan(
+        self, op: Any, symbol: str, isa: Isa, residual: bool = False, post_relu: bool = False
+    ) -> KernelPlan:
+        """The plan; ``residual``: fuse an add of a tensor shaped as the output (the buffer
+        ``("in", "residual")``, right after the input) into the epilogue — the op's result rounded
+        to its type, plus the residual, rounded again, as a separate ``tpu.Add`` computes it —
+        and ``post_relu``: a ReLU after that add."""
         lay = self._layout(op, isa)
         tile: Tile = lay["tile"]
         wm = weight_of(op.filter).reshape(lay["cout"], lay["kk"])  # type: ignore[union-attr]
@@ -219,13 +234,21 @@ class ConvF32(Template):
         if b is not None:
             weights["b"] = b
         esz = ELEMS[lay["ft"]][1]
-        return KernelPlan(
+        buffers = _buffers(b is not None, scratch > 0)
+        if residual:
+            buffers.insert(1, ("in", "residual"))
+        return ConvPlan(
             symbol,
-            _buffers(b is not None, scratch > 0),
+            buffers,
             weights,
             scratch,
             macs=lay["n"] * lay["cout"] * lay["hw"] * lay["kk"],
-            bytes=esz * lay["n"] * (lay["cin"] * lay["h"] * lay["w"] + lay["cout"] * lay["hw"]) + wp.nbytes,
+            bytes=esz
+            * lay["n"]
+            * (lay["cin"] * lay["h"] * lay["w"] + (2 if residual else 1) * lay["cout"] * lay["hw"])
+            + wp.nbytes,
+            residual=residual,
+            post_relu=post_relu,
         )
 
     def emit(self, module: Any, plan: KernelPlan, op: Any, isa: Isa) -> None:
@@ -282,10 +305,14 @@ class ConvF32(Template):
                     accumulate=acc_flag,
                     finish=fin_flag,
                 )
-                yrow = fn.at(yimg, fn.add(fn.mul(fn.mul(p, mr), hw), col0), ety)
+                yoff = fn.add(fn.mul(fn.mul(p, mr), hw), col0)
+                yrow = fn.at(yimg, yoff, ety)
 
                 def one(t: Int, masks: list[Any] | None) -> None:
                     c0 = fn.mul(t, nb)
+                    if rimg is not None:
+                        ep.residual = fn.at(rimg, fn.add(yoff, c0), ety)
+                        ep.post_relu = post_relu
                     accs = gemm_tile(
                         fn,
                         tile,
@@ -313,9 +340,15 @@ class ConvF32(Template):
 
             panel_range(p_lo, p_hi, panel)
 
+        residual = ptr.get("residual")
+        post_relu = bool(getattr(plan, "post_relu", False))
+        rimg: ir.Value | None = None
+
         def image(n: ir.Value, _c: Any) -> None:
+            nonlocal rimg
             ximg = fn.at(ptr["input"], fn.mul(n, in_img), ety)
             yimg = fn.at(y, fn.mul(n, cout * hw), ety)
+            rimg = fn.at(residual, fn.mul(n, cout * hw), ety) if residual is not None else None
             if lay["direct"]:
                 if lay["by_cout"]:
                     p_lo, p_hi = fn.share(panels)
@@ -392,9 +425,13 @@ class ConvF32(Template):
         u_lo, u_hi = fn.share(panels * rtiles)
         b = fn.b
 
+        residual = ptr.get("residual")
+        post_relu = bool(getattr(plan, "post_relu", False))
+
         def image(n: ir.Value, _c: Any) -> None:
             ximg = fn.at(ptr["input"], fn.mul(n, in_img), ety)
             yimg = fn.at(y, fn.mul(n, cout * hw), ety)
+            rimg = fn.at(residual, fn.mul(n, cout * hw), ety) if residual is not None else None
             if lay["direct"]:
                 src = ximg
             else:
@@ -425,6 +462,7 @@ class ConvF32(Template):
                                 v = b.select(b.fcmp_unordered("<=", v, lim), v, lim)
                         fn.vstore(v, fn.at(tbuf, i * nb + j * ln))
                 base = fn.at(yimg, fn.add(fn.mul(c0, hw), r0), ety)
+                rbase = fn.at(rimg, fn.add(fn.mul(c0, hw), r0), ety) if rimg is not None else None
 
                 def channel(c: ir.Value, _c: Any) -> None:
                     row = fn.at(base, fn.mul(c, hw), ety)
@@ -432,6 +470,15 @@ class ConvF32(Template):
                         e = fn.load(fn.at(tbuf, fn.add(c, i * nb)))
                         if ety != F32:
                             e = b.fptrunc(e, ety)
+                        if rbase is not None:
+                            r = fn.load(fn.at(rbase, fn.add(fn.mul(c, hw), i), ety), ety)
+                            e = b.fadd(fn.widen(e), fn.widen(r))
+                            if post_relu:
+                                e = b.select(
+                                    b.fcmp_unordered(">=", e, ir.Constant(F32, 0.0)), e, ir.Constant(F32, 0.0)
+                                )
+                            if ety != F32:
+                                e = b.fptrunc(e, ety)
                         b.store(e, fn.at(row, i, ety), align=ELEMS[lay["ft"]][1])
 
                 fn.loop(0, cols, channel)

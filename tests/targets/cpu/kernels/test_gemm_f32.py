@@ -45,9 +45,9 @@ def _target_machine() -> Any:
 class Compiled:
     """One template's kernel for one op, compiled for the host (MCJIT)."""
 
-    def __init__(self, template: Template, o: Any, isa: Isa) -> None:
+    def __init__(self, template: Template, o: Any, isa: Isa, **plan_options: Any) -> None:
         assert template.matches(o, isa)
-        self.plan = template.plan(o, "kernel", isa)
+        self.plan = template.plan(o, "kernel", isa, **plan_options)
         module = ir.Module()
         template.emit(module, self.plan, o, isa)
         mod = llvm.parse_assembly(str(module))
@@ -189,6 +189,31 @@ def test_conv_k_blocks(case: int, vb: int, monkeypatch: pytest.MonkeyPatch) -> N
     lay = ConvF32()._layout(o, ISAS[vb])
     assert lay["mode"] == "nchw" and (lay["kc_ch"] < xs[1] or xs[1] == 1 or lay["direct"])
     check_conv(xs, cout, k, s, d, pads, vb=vb, nparts=1 + case % 3, relu=["", "relu", "limit"][case % 3])
+
+
+@pytest.mark.parametrize("ft", ["f32", "bf16"])
+@pytest.mark.parametrize("case", [0, 1, 7, 10, 12])
+@pytest.mark.parametrize("kblocks", [False, True])
+def test_conv_fused_residual(case: int, ft: str, kblocks: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``plan(..., residual=True, post_relu=True)``: relu(round(conv) + r) as tpu.Add + tpu.Relu."""
+    import lamina.targets.cpu.kernels.conv_f32 as conv_f32
+    from lamina.dialects.tpu.quantize import round_float
+
+    if kblocks:
+        monkeypatch.setattr(conv_f32, "BLOCK_BYTES", 1024)
+        monkeypatch.setattr(conv_f32, "PIX_BYTES", 0)
+    xs, cout, k, s, d, pads = CONVS[case]
+    rng = np.random.default_rng(case)
+    o, ins, ys = conv_op(rng, xs, cout, k, s, d, list(pads), 1, ft, True, "relu" if case % 2 else "")
+    isa = ISAS[64]
+    kernel = Compiled(ConvF32(), o, isa, residual=True, post_relu=True)
+    assert kernel.plan.buffers[1] == ("in", "residual")
+    r = fl(rng, ys, ft)
+    y = _empty(ys, ft)
+    kernel({"input": ins[0], "residual": r, "output": y}, 2)
+    conv = o.execute(ins)[0]
+    ref = np.maximum(round_float(conv.astype(np.float32) + r.astype(np.float32), o.output.type), 0)
+    _close(y, ref, ft)
 
 
 @pytest.mark.parametrize("ft", ["f16", "bf16"])
