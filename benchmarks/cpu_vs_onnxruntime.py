@@ -207,12 +207,12 @@ def compile_layer(op: Any, isa: Isa, max_threads: int) -> Layer | None:
     template = next((t for t in TEMPLATES if t.matches(op, isa)), None)
     if template is None:
         return None
-    t0 = time.perf_counter()
+    t0 = clock()  # CPU time: plan (packing) + emit + LLVM -O3 + machine code, all in this thread
     plan = template.plan(op, "kernel", isa)
     module = ir.Module()
     template.emit(module, plan, op, isa)
     engine, fn = jit(module, "kernel")
-    compile_ms = (time.perf_counter() - t0) * 1e3
+    compile_ms = (clock() - t0) * 1e3
     rng = np.random.default_rng(0)
     x = rng.standard_normal(op.input.type.shape).astype(np.float32)
     y = np.zeros(op.output.type.shape, np.float32)
