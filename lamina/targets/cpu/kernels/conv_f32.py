@@ -210,7 +210,8 @@ class ConvF32(Template):
         """The plan; ``residual``: fuse an add of a tensor shaped as the output (the buffer
         ``("in", "residual")``, right after the input) into the epilogue — the op's result rounded
         to its type, plus the residual, rounded again, as a separate ``tpu.Add`` computes it —
-        and ``post_relu``: a ReLU after that add."""
+        and ``post_relu``: a ReLU after that add. The residual must not share bytes with the
+        output (K-blocked kernels keep partial sums in the output before they read it)."""
         lay = self._layout(op, isa)
         tile: Tile = lay["tile"]
         wm = weight_of(op.filter).reshape(lay["cout"], lay["kk"])  # type: ignore[union-attr]
@@ -241,7 +242,7 @@ class ConvF32(Template):
             symbol,
             buffers,
             weights,
-            scratch,
+            _round64(scratch),
             macs=lay["n"] * lay["cout"] * lay["hw"] * lay["kk"],
             bytes=esz
             * lay["n"]
@@ -270,7 +271,7 @@ class ConvF32(Template):
         in_img = lay["cin"] * lay["h"] * lay["w"]
         scratch = None
         if not lay["direct"]:
-            scratch = fn.at(ptr["scratch"], fn.mul(fn.part, 4 * lay["kc"] * lay["ld"]), ir.IntType(8))
+            scratch = fn.at(ptr["scratch"], fn.mul(fn.part, plan.scratch_bytes), ir.IntType(8))
 
         def panel_range(p_lo: Int, p_hi: Int, body: Any) -> None:
             """``body(p, rows)`` for the panels in [p_lo, p_hi): full panels, then the partial one."""
@@ -511,6 +512,11 @@ class ConvF32(Template):
         fn.ret()
 
 
+def _round64(n: int) -> int:
+    """``n`` rounded up to whole cache lines (each part's scratch slice starts on one)."""
+    return n + (-n) % 64
+
+
 def _pix_im2col_bytes(lay: dict[str, Any]) -> int:
     """The pixel-major mode's im2col bytes per part (none in place), a multiple of 64."""
     n = 0 if lay["direct"] else 4 * lay["kk"] * lay["pix_ld"]
@@ -722,7 +728,7 @@ class DepthwiseF32(Template):
             symbol,
             _buffers(b is not None, True),
             wts,
-            4 * lay["ph"] * lay["pw"] * lay["s"][1],
+            _round64(4 * lay["ph"] * lay["pw"] * lay["s"][1]),
             macs=xs[0] * c * ys[2] * ys[3] * k[0] * k[1],
             bytes=esz * (int(np.prod(xs)) + int(np.prod(ys))) + wts["w"].nbytes,
         )
@@ -745,7 +751,7 @@ class DepthwiseF32(Template):
         ptr = _bufptrs(fn, plan)
         relu, limit = _relu_attrs(op)
         b = fn.b
-        plane = fn.at(ptr["scratch"], fn.mul(fn.part, 4 * ph * pw * sw), ir.IntType(8))
+        plane = fn.at(ptr["scratch"], fn.mul(fn.part, plan.scratch_bytes), ir.IntType(8))
         odd_plane = fn.at(plane, ph * pw) if sw == 2 else plane
         bias = ptr.get("b")
         zero = fn.vzero(ln)
