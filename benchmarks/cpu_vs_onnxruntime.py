@@ -74,6 +74,7 @@ LABELS = {
     "resnet18": "ResNet-18 1x3x224x224",
     "resnet50": "ResNet-50 1x3x224x224",
     "mobilenetv2": "MobileNetV2 1x3x224x224",
+    "bert": "BERT-base encoder (12x768, seq 128)",
 }
 
 

@@ -1,27 +1,42 @@
 """Fast FP32 (and F16/BF16-mode) convolution templates for the CPU target: :class:`ConvF32` (dense
 2-d convolutions as a GEMM ``W[Cout, K] x X[K, HW]``) and :class:`DepthwiseF32` (direct, along W).
 
-**ConvF32**, NCHW in and out as the ``tpu`` op. The weights are packed at compile time into panels of
-``mr`` output channels, ``[Cout/mr][K][mr]`` (``K = Cin * kh * kw``, zero rows pad the last
-panel); the micro-kernel (:func:`.gemm_f32.gemm_tile`) broadcasts ``mr`` weights per k and FMAs them
-into ``nv`` vectors of consecutive output pixels, so the result is stored row by row straight into
-NCHW (masked at the tail). 1x1 stride-1 unpadded F32 convolutions read the input in place
-(``X[Cin, HW]`` *is* the GEMM operand); the others first copy a block of output rows' windows into
-the part's scratch (im2col, ``[K][rows * OW]``: contiguous vector copies along W for stride 1,
-even-lane shuffles for stride 2, scalar copies otherwise; zeros for the padding; f16/bf16 widened
-to f32 here), then run the GEMM over the block. The block's row count keeps it at about
-:data:`BLOCK_BYTES` (it stays in L2 while every weight panel passes over it).
+**ConvF32**, NCHW in and out as the ``tpu`` op, in one of two modes chosen per layer by the share
+of vector lanes each wastes:
+
+* *channel-major* (``"nchw"``, most layers): weights packed at compile time into panels of ``mr``
+  output channels, ``[Cout/mr][K][mr]`` (``K = Cin * kh * kw``, zero rows pad the last panel); the
+  micro-kernel (:func:`.gemm_f32.gemm_tile`) broadcasts ``mr`` weights per k and FMAs them into
+  ``nv`` vectors of consecutive output pixels, so each tile row is stored straight into NCHW
+  (masked at the tail). 1x1 stride-1 unpadded F32 convolutions read the input in place
+  (``X[Cin, HW]`` *is* the GEMM operand); the others copy a block of output rows' windows into the
+  part's scratch first (im2col, ``[K][rows * OW]``: contiguous vector copies along W for stride 1,
+  even-lane shuffles for stride 2, scalar copies otherwise; zeros for the padding; f16/bf16
+  widened to f32 here). The block's row count is chosen to fill whole tiles (over 1 and 2 parts,
+  at most :data:`MAX_COLS` pixels); F32 convolutions split K into blocks of input channels so that
+  a block stays near :data:`BLOCK_BYTES` (in L2 while every weight panel passes over it), the
+  partial sums waiting in the output (the epilogue runs with the last K block).
+* *pixel-major* (``"pix"``, few pixels: 7x7, 14x14, ... where pixel tails would waste lanes):
+  weights packed ``[Cout/nb][K][nb]``; the micro-kernel broadcasts ``mr`` pixels' window values and
+  FMAs them into ``nv`` vectors of output channels; the tile goes through a per-part buffer and
+  out channel by channel. Each part copies the whole image's windows (at most :data:`PIX_BYTES`).
 
 Parts (threads) split the output rows (im2col) or the pixel tiles (in place), each part writing its
-own pixels of every channel; when there are few pixels (deep layers: 7x7, 14x14) they split the
-output-channel panels instead (each part copies the whole input's windows into its own scratch).
+own pixels of every channel; with few pixels they split the output-channel panels (channel-major)
+or the (channel panel, pixel tile) pairs (pixel-major) instead.
 
-**DepthwiseF32** (``group == Cin == Cout``): per channel, the part's scratch holds the zero-padded
-input plane; each output row is ``kh * kw`` FMAs of weight broadcasts with vectors loaded along W
-(stride 1, or stride 2 as two loads and an even-lane shuffle). Parts split the channels.
+Epilogue: bias, ReLU / ReLU limit as the op has them and, declared in the plan
+(:meth:`ConvF32.plan` ``residual=True``, ``post_relu``), a residual add and a ReLU after it.
+
+**DepthwiseF32** (``group == Cin == Cout``, stride 1 or 2 along W): per channel, the part's scratch
+holds the zero-padded input plane (stride 2: its even and odd columns as two planes); each output
+row is ``kh * kw`` FMAs of weight broadcasts with contiguous vectors loaded along W. Parts split
+the channels.
 
 ``matches`` refuses what these do not do exactly (other groups, 1-d/3-d, element types that differ
-between operands, non-constant weights) so that a generic template takes it.
+between operands, non-constant weights, depthwise strides above 2 along W) so that a generic
+template takes it. The kernels' code depends on the op's shapes, attributes and the ISA only
+(weights are buffers): ops alike in those can share one function.
 """
 
 from __future__ import annotations
