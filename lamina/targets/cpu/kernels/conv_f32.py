@@ -33,7 +33,8 @@ holds the zero-padded input plane (stride 2: its even and odd columns as two pla
 row is ``kh * kw`` FMAs of weight broadcasts with contiguous vectors loaded along W. Parts split
 the channels.
 
-``matches`` refuses what these do not do exactly (other groups, 1-d/3-d, element types that differ
+1-d convolutions (NCW) run as 2-d ones of height 1. ``matches`` refuses what these do not do
+exactly (other groups, 3-d, element types that differ
 between operands, non-constant weights, depthwise strides above 2 along W) so that a generic
 template takes it. The kernels' code depends on the op's shapes, attributes and the ISA only
 (weights are buffers): ops alike in those can share one function.
@@ -77,11 +78,15 @@ PIX_BYTES = 2 * 1024 * 1024
 def conv_geometry(
     op: Any,
 ) -> tuple[tuple[int, ...], tuple[int, ...], list[int], list[int], list[int], list[int], int] | None:
-    """(x shape, y shape, kernel, strides, dilations, pads, group) of a static 2-d ``tpu.Conv``."""
+    """(x shape, y shape, kernel, strides, dilations, pads, group) of a static 2-d ``tpu.Conv``; a
+    1-d one (NCW) as a 2-d one of height 1 (the same bytes)."""
     xs, ws, ys = (static_shape(v.type) for v in (op.input, op.filter, op.output))
-    if xs is None or ws is None or ys is None or len(xs) != 4 or len(ws) != 4:
+    if xs is None or ws is None or ys is None or len(xs) != len(ws) or len(xs) not in (3, 4):
         return None
     k, s, d, p = op.geometry(xs, ws)
+    if len(xs) == 3:
+        one = (xs[0], xs[1], 1, xs[2]), (ys[0], ys[1], 1, ys[2])
+        return one[0], one[1], [1, k[0]], [1, s[0]], [1, d[0]], [0, p[0], 0, p[1]], int(op.attr("group"))
     return xs, ys, list(k), list(s), list(d), list(p), int(op.attr("group"))
 
 

@@ -328,13 +328,50 @@ def test_conv_refuses_what_it_cannot_do() -> None:
         f"{arr('strides', [1, 1])}, {arr('pads', [1, 1, 1, 1])}, {arr('multiplier', [1 << 30])}, {arr('rshift', [5])}",
     )
     assert not ConvF32().matches(int8, isa) and not DepthwiseF32().matches(int8, isa)
-    # a 1-d convolution
-    conv1d = op(
+    # a 3-d convolution
+    conv3d = op(
         "tpu.Conv",
-        [t((1, 3, 8), "f32"), ("const", dense(np.ones((2, 3, 3), np.float32)), t((2, 3, 3), "f32")), None],
-        t((1, 2, 6), "f32"),
+        [
+            t((1, 3, 4, 4, 4), "f32"),
+            ("const", dense(np.ones((2, 3, 3, 3, 3), np.float32)), t((2, 3, 3, 3, 3), "f32")),
+            None,
+        ],
+        t((1, 2, 2, 2, 2), "f32"),
     )
-    assert not ConvF32().matches(conv1d, isa)
+    assert not ConvF32().matches(conv3d, isa) and not DepthwiseF32().matches(conv3d, isa)
+
+
+@pytest.mark.parametrize("vb", [64, 16])
+@pytest.mark.parametrize(
+    "case",
+    [
+        # (x shape, cout, k, s, d, pads, group)
+        ((2, 5, 40), 7, 3, 1, 1, (1, 1), 1),
+        ((1, 8, 33), 20, 5, 2, 2, (4, 0), 1),
+        ((1, 64, 9), 96, 1, 1, 1, (0, 0), 1),
+        ((1, 6, 50), 6, 3, 2, 1, (1, 1), 6),
+    ],
+)
+def test_conv_1d(case: tuple[Any, ...], vb: int) -> None:
+    """1-d convolutions (NCW) as 2-d ones of height 1."""
+    xs, cout, k, s, d, pads, g = case
+    rng = np.random.default_rng(4)
+    ws = (cout, xs[1] // g, k)
+    ow = (xs[2] + pads[0] + pads[1] - (k - 1) * d - 1) // s + 1
+    w = fl(rng, ws, "f32")
+    b = fl(rng, (cout,), "f32")
+    attrs = f"{arr('strides', [s])}, {arr('dilations', [d])}, {arr('pads', list(pads))}, group = {g} : i64, do_relu = true"
+    o = op(
+        "tpu.Conv",
+        [t(xs, "f32"), ("const", dense(w), t(ws, "f32")), ("const", dense(b), t((cout,), "f32"))],
+        t((xs[0], cout, ow), "f32"),
+        attrs,
+    )
+    x = fl(rng, xs, "f32")
+    kernel = Compiled(DepthwiseF32() if g > 1 else ConvF32(), o, ISAS[vb])
+    y = _empty((xs[0], cout, ow), "f32")
+    kernel({"input": x, "output": y}, 2)
+    _close(y, o.execute([x, w, b])[0], "f32")
 
 
 # ---- matmul ----------------------------------------------------------------------------------------------
