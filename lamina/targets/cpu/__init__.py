@@ -1,0 +1,1 @@
+"""The CPU target: ``tpu`` modules compiled to native code through LLVM (llvmlite)."""

@@ -1,0 +1,1 @@
+"""Kernel templates of the CPU target (the ABI in :mod:`.abi`)."""
