@@ -1,0 +1,992 @@
+"""Fast INT8 kernel templates of the CPU target: ``tpu.Conv`` (grouped, strided, dilated, padded),
+depthwise ``tpu.Conv`` and ``tpu.MatMul`` with a constant weight, emitted as LLVM IR (llvmlite),
+bit-exact with the ops' ``execute`` (``docs/tpu.md``, "Integer arithmetic").
+
+**Arithmetic.** Activations enter as unsigned bytes ``u = q + off`` (``off`` = 128 for int8
+storage, 0 for uint8): the unsigned × signed dot product of four byte pairs into an int32 lane is
+``vpdpbusd`` (AVX-512 VNNI / AVX-VNNI), or its exact emulation in plain i32 vectors without VNNI.
+The contract's accumulator is ``Σ (q - zp) * w = Σ u * w - (zp + off) * Σ w``, wrapped to int32,
+plus the bias with wrap; every step here is int32 arithmetic modulo 2**32, so folding
+``bias - (zp + off) * Σ_k w[c, k]`` into one per-channel int32 constant (packed with the weights)
+gives the same register bit for bit. Padding reads the byte ``zp + off`` (a centred 0), and
+channels or K positions added to fill a group of four have weight 0. The epilogue is the
+requantization of :func:`lamina.dialects.tpu.quantize.requantize` in i64 lanes
+(``p = acc * multiplier``, ``(p + 2**(S-1) - (p < 0)) >> S``), the output zero point, saturation
+and the ``do_relu`` / ``relu_limit`` clamps folded into one pair of bounds.
+
+**Convolution** (NCHW at the boundary). Each part packs the rows of the padded input it needs into
+its scratch, split by stride phase — phase ``(a, b)`` holds ``x_pad[i*sh + a, j*sw + b]`` — with
+channels in groups of four interleaved per pixel (``[g][ci/4][phase][row][col][4]``). On a phase
+image of row width ``Wph`` every kernel tap is one constant offset, so 16 consecutive output
+positions ``q = oh * Wph + ow`` (a register of 64 bytes) are one unaligned load: the columns
+``ow >= OW`` are computed and never stored (masked stores, one per output row a register spans).
+The register tile is ``MR`` output channels × ``NV`` registers of positions (weights broadcast,
+4 bytes per channel and tap, packed ``[g][co/MR][ci/4][tap][MR][4]``). Parts split the output rows.
+
+**Depthwise.** The same packing without interleave; per channel and tap, one i32 multiply-add of
+a register of 16 positions (products of a byte and a weight are exact in i32).
+
+**MatMul** ``[.., M, K] x [K, N]``: lanes along N (the weight's columns, packed
+``[N/(NV*L)][K/4][NV][L][4]``), four activation bytes broadcast; each part packs (offsets, pads K
+to a multiple of 4) the rows it computes; parts split rows, or column tiles when there are fewer
+row tiles than parts.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from llvmlite import ir
+
+from lamina.dialects.quant import UniformQuantizedPerAxisType, UniformQuantizedType
+from lamina.dialects.tpu.quantize import MAX_SHIFT, qparams, round_half_away
+from lamina.execution.kernels.geometry import conv_pads
+from lamina.ir.constants import constant_array
+from lamina.ir.types import IntegerType, NoneType, RankedTensorType
+
+from .abi import Isa, KernelPlan, Template
+
+__all__ = ["Int8Conv", "Int8Depthwise", "Int8MatMul", "TEMPLATES", "vnni", "lanes"]
+
+I1 = ir.IntType(1)
+I8 = ir.IntType(8)
+I32 = ir.IntType(32)
+I64 = ir.IntType(64)
+I8P = I8.as_pointer()
+
+
+def vnni(isa: Isa) -> bool:
+    """Whether ``vpdpbusd`` is usable at the Isa's vector width."""
+    if isa.vector_bytes == 64:
+        return isa.has("avx512vnni")
+    return isa.has("avxvnni") or (isa.has("avx512vnni") and isa.has("avx512vl"))
+
+
+def lanes(isa: Isa) -> int:
+    """int32 lanes per vector register."""
+    return max(4, isa.vector_bytes // 4)
+
+
+# ---- the quantization parameters an INT8 template needs ---------------------------------------
+
+
+@dataclass
+class QuantInfo:
+    """What the integer form reads, checked: input offset/zero point, the output's bounds, the
+    per-channel multipliers and total shifts, the (signed int8) weight and int32 bias."""
+
+    in_signed: bool
+    zp_in: int
+    lo: int
+    hi: int
+    zp_out: int
+    mult: np.ndarray  # int64 per output channel
+    shift: np.ndarray  # total shift 31 + rshift per output channel
+    weight: np.ndarray  # int8 storage
+    bias: np.ndarray | None  # int32 per output channel
+
+
+def _quant8(t: Any) -> Any:
+    e = getattr(t, "element_type", None)
+    if isinstance(e, (UniformQuantizedType, UniformQuantizedPerAxisType)) and e.storage_width == 8:
+        return e
+    return None
+
+
+def _static(t: Any) -> bool:
+    return isinstance(t, RankedTensorType) and all(isinstance(d, int) and d >= 0 for d in t.shape)
+
+
+def _quant_info(op: Any, channels: int) -> QuantInfo | None:
+    """The checked integer parameters of an INT8 Conv / MatMul with a constant weight, or None when
+    the op is not one this module runs bit-exactly."""
+    x_t, w_t, out_t = op.operands[0].type, op.operands[1].type, op.results[0].type
+    ex, ew, eo = _quant8(x_t), _quant8(w_t), _quant8(out_t)
+    if ex is None or ew is None or eo is None or not all(_static(t) for t in (x_t, w_t, out_t)):
+        return None
+    _, zx, ax, _, _ = qparams(ex)
+    _, zw, _, _, _ = qparams(ew)
+    _, zo, ao, lo, hi = qparams(eo)
+    if np.any(np.asarray(zw) != 0) or not ew.signed:
+        return None
+    if ax is not None and np.any(np.asarray(zx) != 0):
+        return None
+    if ao is not None and np.any(np.asarray(zo) != 0):
+        return None
+    zp_in = 0 if ax is not None else int(zx)
+    zp_out = 0 if ao is not None else int(zo)
+    w = constant_array(op.operands[1])
+    if w is None:
+        return None
+    w = np.asarray(w)
+    if w.dtype.kind not in "iu" or w.min(initial=0) < -128 or w.max(initial=0) > 127:
+        return None
+    m, r = op.attr("multiplier"), op.attr("rshift")
+    if m is None or r is None:
+        return None
+    m = np.asarray(m, np.int64)
+    s = 31 + np.asarray(r, np.int64)
+    if m.size not in (1, channels) or s.size != m.size:
+        return None
+    if np.any(m < 0) or np.any(m >= 2**31) or np.any(s < 1) or np.any(s > MAX_SHIFT):
+        return None
+    m = np.broadcast_to(m, (channels,)).copy()
+    s = np.broadcast_to(s, (channels,)).copy()
+    lo_c, hi_c = int(lo), int(hi)
+    if op.attr("do_relu"):
+        lo_c = max(lo_c, zp_out)
+        limit = op.attr("relu_limit")
+        if limit is not None and limit > 0:
+            sc = qparams(eo)[0]
+            if np.ndim(sc) and np.size(sc) != 1:
+                return None  # the contract reads one output scale here
+            hi_c = min(hi_c, zp_out + int(round_half_away(np.float64(limit / float(np.ravel(sc)[0])))))
+            if hi_c < lo_c:
+                return None
+    bias = None
+    bt = op.operands[2].type if len(op.operands) > 2 else NoneType()
+    if not isinstance(bt, NoneType):
+        b = constant_array(op.operands[2])
+        if b is None or not isinstance(getattr(bt, "element_type", None), IntegerType):
+            return None
+        b = np.asarray(b)
+        if b.size != channels or b.dtype.kind not in "iu":
+            return None
+        bias = b.reshape(-1).astype(np.int64).astype(np.int32)
+    return QuantInfo(bool(ex.signed), zp_in, lo_c, hi_c, zp_out, m, s, w.astype(np.int8), bias)
+
+
+def _fold(q: QuantInfo, wsum: np.ndarray) -> np.ndarray:
+    """``bias - (zp_in + off) * Σ w`` per channel, in wrapping int32 arithmetic."""
+    zpu = q.zp_in + (128 if q.in_signed else 0)
+    b = np.zeros(wsum.shape, np.int64) if q.bias is None else q.bias.astype(np.int64)
+    return ((b - zpu * wsum.astype(np.int64)) & 0xFFFFFFFF).astype(np.uint32).view(np.int32)
+
+
+def _tables(q: QuantInfo, wsum: np.ndarray, pad_to: int) -> dict[str, np.ndarray]:
+    """The per-channel epilogue tables (int32): folded constant, multiplier, total shift."""
+    n = wsum.size
+    c = np.zeros(pad_to, np.int32)
+    m = np.zeros(pad_to, np.int32)
+    s = np.full(pad_to, 31, np.int32)
+    c[:n] = _fold(q, wsum)
+    m[:n] = q.mult
+    s[:n] = q.shift
+    return {"c": c, "m": m, "s": s}
+
+
+# ---- IR generation helpers ------------------------------------------------------------------------
+
+
+def vt(elem: ir.Type, n: int) -> ir.VectorType:
+    return ir.VectorType(elem, n)
+
+
+class Gen:
+    """One kernel function under construction: ``void @symbol(i8** bufs, i64 part, i64 nparts)``
+    with the buffer pointers loaded, plus loops, vectors and the INT8 primitives."""
+
+    def __init__(self, module: ir.Module, symbol: str, nbufs: int, isa: Isa):
+        self.module = module
+        self.isa = isa
+        self.L = lanes(isa)
+        fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [I8P.as_pointer(), I64, I64]), symbol)
+        self.fn = fn
+        self.b = ir.IRBuilder(fn.append_basic_block("entry"))
+        bufs, self.part, self.nparts = fn.args
+        self.bufs = [self.b.load(self.b.gep(bufs, [self.c(i)])) for i in range(nbufs)]
+        self._iota: dict[tuple[int, int], ir.Constant] = {}
+
+    # constants / casts
+    @staticmethod
+    def c(v: int, ty: ir.Type = I64) -> ir.Constant:
+        return ir.Constant(ty, v)
+
+    @staticmethod
+    def cv(vals: Sequence[int], ty: ir.Type = I32) -> ir.Constant:
+        return ir.Constant(vt(ty, len(vals)), [ir.Constant(ty, int(v)) for v in vals])
+
+    def i64(self, v: Any) -> Any:
+        return self.c(v) if isinstance(v, int) else v
+
+    def splat(self, v: Any, n: int) -> Any:
+        b = self.b
+        ty = v.type
+        one = b.insert_element(ir.Constant(vt(ty, 1), None), v, self.c(0, I32))
+        return b.shuffle_vector(one, one, ir.Constant(vt(I32, n), [0] * n))
+
+    def ptr(self, base: Any, off: Any, ty: ir.Type) -> Any:
+        """``(ty*)(base + off bytes)``."""
+        p = self.b.gep(base, [self.i64(off)]) if not (isinstance(off, int) and off == 0) else base
+        return self.b.bitcast(p, ty.as_pointer())
+
+    def load(self, base: Any, off: Any, ty: ir.Type, align: int = 1) -> Any:
+        return self.b.load(self.ptr(base, off, ty), align=align)
+
+    def store(self, v: Any, base: Any, off: Any, align: int = 1) -> None:
+        self.b.store(v, self.ptr(base, off, v.type), align=align)
+
+    def intrinsic(self, name: str, ret: ir.Type, args: Sequence[ir.Type]) -> ir.Function:
+        g = self.module.globals.get(name)
+        if g is None:
+            g = ir.Function(self.module, ir.FunctionType(ret, list(args)), name)
+        return g
+
+    def masked_store(self, v: Any, base: Any, off: Any, mask: Any) -> None:
+        """Store the lanes of ``v`` where ``mask`` is set (no access to the others)."""
+        n = v.type.count
+        f = self.intrinsic(
+            f"llvm.masked.store.v{n}i{v.type.element.width}.p0", ir.VoidType(), [v.type, v.type.as_pointer(), I32, vt(I1, n)]
+        )
+        self.b.call(f, [v, self.ptr(base, off, v.type), self.c(1, I32), mask])
+
+    def smax(self, a: Any, b: Any) -> Any:
+        return self.b.select(self.b.icmp_signed(">", a, b), a, b)
+
+    def smin(self, a: Any, b: Any) -> Any:
+        return self.b.select(self.b.icmp_signed("<", a, b), a, b)
+
+    def iota(self, n: int, ty: ir.Type = I32) -> ir.Constant:
+        return self.cv(list(range(n)), ty)
+
+    # control flow
+    def loop(
+        self,
+        start: Any,
+        stop: Any,
+        body: Callable[[Any, list[Any]], Sequence[Any] | None],
+        carry: Sequence[Any] = (),
+        step: int = 1,
+    ) -> list[Any]:
+        """``for i in range(start, stop, step)`` with loop-carried values ``carry`` (``body(i,
+        values)`` returns the next values); returns the values after the loop."""
+        b = self.b
+        start, stop = self.i64(start), self.i64(stop)
+        pre = b.block
+        hdr = b.append_basic_block("h")
+        bod = b.append_basic_block("b")
+        ext = b.append_basic_block("e")
+        b.branch(hdr)
+        b.position_at_end(hdr)
+        iv = b.phi(I64)
+        iv.add_incoming(start, pre)
+        phis = []
+        for v in carry:
+            p = b.phi(v.type)
+            p.add_incoming(v, pre)
+            phis.append(p)
+        b.cbranch(b.icmp_signed("<", iv, stop), bod, ext)
+        b.position_at_end(bod)
+        new = list(body(iv, list(phis)) or [])
+        end = b.block
+        iv.add_incoming(b.add(iv, self.c(step)), end)
+        for p, v in zip(phis, new):
+            p.add_incoming(v, end)
+        b.branch(hdr)
+        b.position_at_end(ext)
+        return list(phis)
+
+    def when(self, cond: Any, body: Callable[[], None]) -> None:
+        with self.b.if_then(cond):
+            body()
+
+    # INT8 primitives
+    def dot(self, acc: Any, u: Any, s: Any) -> Any:
+        """``acc[j] + Σ_t u[4j+t] * s[4j+t]`` (u unsigned bytes, s signed bytes; wrapping int32)."""
+        n = acc.type.count
+        b = self.b
+        if vnni(self.isa) and n * 4 in (16, 32, 64):
+            bits = n * 32
+            f = self.intrinsic(f"llvm.x86.avx512.vpdpbusd.{bits}", vt(I32, n), [vt(I32, n), vt(I8, 4 * n), vt(I8, 4 * n)])
+            return b.call(f, [acc, u, s])
+        uz = b.zext(u, vt(I32, 4 * n))
+        sz = b.sext(s, vt(I32, 4 * n))
+        p = b.mul(uz, sz)
+        r = acc
+        for t in range(4):
+            r = b.add(r, b.shuffle_vector(p, p, self.cv([4 * j + t for j in range(n)])))
+        return r
+
+    def requant(self, acc: Any, cf: Any, mult: Any, shift: Any, q: QuantInfo) -> Any:
+        """The epilogue of ``n`` int32 lanes: ``sat(zp + rdiv((acc + cf) * m, 2**S))`` clamped to
+        the relu bounds, as ``<n x i8>``. ``cf``/``mult``/``shift`` are ``<n x i32>``."""
+        b = self.b
+        n = acc.type.count
+        a = b.add(acc, cf)
+        p = b.mul(b.sext(a, vt(I64, n)), b.sext(mult, vt(I64, n)))
+        s64 = b.zext(shift, vt(I64, n))
+        ones = self.cv([1] * n, I64)
+        half = b.shl(ones, b.sub(s64, ones))
+        neg = b.ashr(p, self.cv([63] * n, I64))
+        y = b.ashr(b.add(b.add(p, half), neg), s64)
+        y = b.trunc(self.smin(self.smax(y, self.cv([q.lo - q.zp_out] * n, I64)), self.cv([q.hi - q.zp_out] * n, I64)), vt(I32, n))
+        y = b.add(y, self.cv([q.zp_out] * n, I32))
+        return b.trunc(y, vt(I8, n))
+
+    def bcast32(self, base: Any, off: Any, n: int) -> Any:
+        """4 bytes at ``base + off`` repeated over ``n`` int32 lanes, as ``<4n x i8>``."""
+        return self.b.bitcast(self.splat(self.load(base, off, I32, align=4), n), vt(I8, 4 * n))
+
+    def part_range(self, total: Any) -> tuple[Any, Any]:
+        """``[total * part / nparts, total * (part + 1) / nparts)``."""
+        b = self.b
+        total = self.i64(total)
+        lo = b.sdiv(b.mul(total, self.part), self.nparts)
+        hi = b.sdiv(b.mul(total, b.add(self.part, self.c(1))), self.nparts)
+        return lo, hi
+
+
+def _choose_tile(rows: int, cols: int, L: int, regs: int, mr_max: int, nv_max: int) -> tuple[int, int]:
+    """Register tile ``(MR, NV)``: ``MR`` rows × ``NV`` vectors of ``L`` columns, ``MR*NV + NV`` of
+    the ``regs`` vector registers, chosen to minimise the padded work weighted by the load cost."""
+    best: tuple[float, int, int] = (math.inf, 1, 1)
+    for nv in range(1, nv_max + 1):
+        for mr in range(1, mr_max + 1):
+            if mr * nv + nv > regs:
+                continue
+            work = math.ceil(rows / mr) * mr * math.ceil(cols / (nv * L)) * nv * L
+            cost = work * (1.0 + 0.5 * (mr + nv) / (mr * nv))
+            if cost < best[0] - 1e-9:
+                best = (cost, mr, nv)
+    return best[1], best[2]
+
+
+# ---- convolution geometry ----------------------------------------------------------------------
+
+
+@dataclass
+class ConvGeom:
+    N: int
+    Ci: int
+    H: int
+    W: int
+    Co: int
+    G: int
+    KH: int
+    KW: int
+    sh: int
+    sw: int
+    dh: int
+    dw: int
+    pt: int
+    pl: int
+    OH: int
+    OW: int
+    Wph: int
+    phases: list[tuple[int, int]]  # used stride phases (a, b)
+    taps: list[tuple[int, int, int]]  # per (kh, kw): (phase index, row offset, column offset)
+
+    @property
+    def Cig(self) -> int:
+        return self.Ci // self.G
+
+    @property
+    def Cog(self) -> int:
+        return self.Co // self.G
+
+    @property
+    def max_off(self) -> int:
+        return max(r * self.Wph + c for _, r, c in self.taps)
+
+    def rows_alloc(self, qt: int) -> int:
+        """Phase rows packed per part (for at most OH output rows and q tiles of ``qt``)."""
+        return self.OH + -(-(qt + self.max_off) // self.Wph) + 1
+
+
+def conv_geom(op: Any) -> ConvGeom | None:
+    xs = op.operands[0].type.shape
+    ws = op.operands[1].type.shape
+    os_ = op.results[0].type.shape
+    if len(xs) not in (3, 4) or len(ws) != len(xs):
+        return None
+    nd = len(xs) - 2
+    k = list(op.attr("kernel_shape") or ws[2:])
+    s = list(op.attr("strides") or [1] * nd)
+    d = list(op.attr("dilations") or [1] * nd)
+    pads = conv_pads(op.attr("auto_pad") or "NOTSET", list(xs[2:]), k, s, d, op.attr("pads"))
+    if list(k) != list(ws[2:]) or min(s) < 1 or min(d) < 1 or min(pads) < 0:
+        return None
+    if nd == 1:
+        xs, ws, os_ = [xs[0], xs[1], 1, xs[2]], [ws[0], ws[1], 1, ws[2]], [os_[0], os_[1], 1, os_[2]]
+        k, s, d, pads = [1, k[0]], [1, s[0]], [1, d[0]], [0, pads[0], 0, pads[1]]
+    g = int(op.attr("group") or 1)
+    N, Ci, H, W = xs
+    Co = ws[0]
+    if Ci % g or Co % g or ws[1] != Ci // g:
+        return None
+    pt, pl, pb, pr = pads
+    Hp, Wp = H + pt + pb, W + pl + pr
+    OH = (Hp - (k[0] - 1) * d[0] - 1) // s[0] + 1
+    OW = (Wp - (k[1] - 1) * d[1] - 1) // s[1] + 1
+    if [OH, OW] != list(os_[2:]) or OH < 1 or OW < 1 or os_[1] != Co:
+        return None
+    Wph = -(-Wp // s[1])
+    phases: list[tuple[int, int]] = []
+    taps = []
+    for kh in range(k[0]):
+        for kw in range(k[1]):
+            ph = ((kh * d[0]) % s[0], (kw * d[1]) % s[1])
+            if ph not in phases:
+                phases.append(ph)
+            taps.append((phases.index(ph), (kh * d[0]) // s[0], (kw * d[1]) // s[1]))
+    return ConvGeom(N, Ci, H, W, Co, g, k[0], k[1], s[0], s[1], d[0], d[1], pt, pl, OH, OW, Wph, phases, taps)
+
+
+def _emit_pack(
+    gen: Gen, geo: ConvGeom, x: Any, n: Any, r0: Any, dst: Any, ra: int, q: QuantInfo, inter: int
+) -> None:
+    """Pack the phase rows ``[r0, r0 + ra)`` of image ``n`` into ``dst``: layout
+    ``[g][c/inter][phase][row][col][inter]`` of bytes ``q + off`` (``zp + off`` for padding and
+    for missing channels of the last group)."""
+    b = gen.b
+    off = 128 if q.in_signed else 0
+    padu = (q.zp_in + off) & 0xFF
+    Wph, sw, W, H = geo.Wph, geo.sw, geo.W, geo.H
+    Cig = geo.Cig
+    ngroups = -(-Cig // inter)
+    nph = len(geo.phases)
+    row_bytes = Wph * inter
+    xor = gen.cv([off] * 64, I8) if off else None
+
+    def row_ptrs(gi: Any, cg: Any, nchan: int, ir_: Any) -> list[Any]:
+        ptrs = []
+        for t in range(nchan):
+            ch = b.add(b.mul(gi, gen.c(Cig)), b.add(b.mul(cg, gen.c(inter)), gen.c(t)))
+            plane = b.add(b.mul(n, gen.c(geo.Ci)), ch)
+            ptrs.append(b.gep(x, [b.mul(b.add(b.mul(plane, gen.c(H)), ir_), gen.c(W))]))
+        return ptrs
+
+    def pack_group(gi: Any, cg: Any, nchan: int) -> None:
+        for pi, (a, bb) in enumerate(geo.phases):
+            # columns j whose input column j*sw + bb - pl lies in [0, W)
+            j_lo = max(0, -(-(geo.pl - bb) // sw))
+            j_hi = min(Wph, (W - 1 + geo.pl - bb) // sw + 1) if W - 1 + geo.pl - bb >= 0 else 0
+            j_hi = max(j_hi, j_lo)
+            span = 16 * sw
+            # vector chunk starts j: j >= j_lo and j*sw + bb - pl + span <= W
+            jv_max = (W - span + geo.pl - bb) // sw if W - span + geo.pl - bb >= 0 else -1
+            jv_end = min(jv_max, j_hi - 16)
+            chunks = list(range(j_lo, jv_end + 1, 16))
+            if chunks and chunks[-1] != jv_end:
+                chunks.append(jv_end)
+            covered = set()
+            for j in chunks:
+                covered.update(range(j, j + 16))
+            scalar_js = [j for j in range(j_lo, j_hi) if j not in covered]
+
+            def row_body(i: Any, _: list[Any], pi: int = pi, a: int = a, bb: int = bb) -> None:
+                phrow = b.add(r0, i)
+                ir_ = b.sub(b.add(b.mul(phrow, gen.c(geo.sh)), gen.c(a)), gen.c(geo.pt))
+                base_idx = b.add(b.mul(b.add(b.mul(b.add(b.mul(gi, gen.c(ngroups)), cg), gen.c(nph)), gen.c(pi)), gen.c(ra)), i)
+                drow = b.gep(dst, [b.mul(base_idx, gen.c(row_bytes))])
+                inside = b.and_(b.icmp_signed(">=", ir_, gen.c(0)), b.icmp_signed("<", ir_, gen.c(H)))
+                with b.if_else(inside) as (then, other):
+                    with then:
+                        ptrs = row_ptrs(gi, cg, nchan, ir_)
+                        # padding columns
+                        for j in list(range(0, j_lo)) + list(range(j_hi, Wph)):
+                            gen.store(gen.cv([padu] * inter, I8), drow, j * inter)
+                        for j in chunks:
+                            c0 = j * sw + bb - geo.pl
+                            vs = []
+                            for t in range(inter):
+                                if t < nchan:
+                                    v = gen.load(ptrs[t], c0, vt(I8, span))
+                                    if sw > 1:
+                                        v = b.shuffle_vector(v, v, gen.cv([jj * sw for jj in range(16)]))
+                                else:
+                                    v = gen.cv([padu ^ off] * 16, I8)
+                                vs.append(v)
+                            if inter == 1:
+                                out = vs[0]
+                            else:
+                                lo2 = b.shuffle_vector(vs[0], vs[1], gen.iota(32))
+                                hi2 = b.shuffle_vector(vs[2], vs[3], gen.iota(32))
+                                cat = b.shuffle_vector(lo2, hi2, gen.iota(64))
+                                out = b.shuffle_vector(cat, cat, gen.cv([t * 16 + jj for jj in range(16) for t in range(4)]))
+                            if xor is not None:
+                                out = b.xor(out, gen.cv([off] * (16 * inter), I8))
+                            gen.store(out, drow, j * inter)
+                        for j in scalar_js:
+                            c0 = j * sw + bb - geo.pl
+                            for t in range(inter):
+                                if t < nchan:
+                                    v = b.load(b.gep(ptrs[t], [gen.c(c0)]))
+                                    if off:
+                                        v = b.xor(v, gen.c(off, I8))
+                                else:
+                                    v = gen.c(padu, I8)
+                                b.store(v, b.gep(drow, [gen.c(j * inter + t)]))
+                    with other:
+                        fill = gen.cv([padu] * 64, I8)
+                        nfull = row_bytes // 64
+                        for kk in range(nfull):
+                            gen.store(fill, drow, kk * 64)
+                        for kk in range(nfull * 64, row_bytes):
+                            b.store(gen.c(padu, I8), b.gep(drow, [gen.c(kk)]))
+
+            gen.loop(0, ra, row_body)
+
+    def group_body(gi: Any, _: list[Any]) -> None:
+        full = Cig // inter
+        if full:
+            gen.loop(0, full, lambda cg, __: pack_group(gi, cg, inter))
+        if Cig % inter:
+            pack_group(gi, gen.c(full), Cig % inter)
+
+    gen.loop(0, geo.G, group_body)
+
+
+def _store_masks(gen: Gen, geo: ConvGeom, qv: Any, qend: Any, r0: Any) -> list[tuple[Any, Any]]:
+    """For the register of positions ``[qv, qv + L)`` (relative to row ``r0``): one ``(offset in
+    the output plane, lane mask)`` per output row it may span."""
+    b = gen.b
+    L = gen.L
+    Wph = geo.Wph
+    nseg = (L - 1) // Wph + 2
+    qvec = b.add(gen.splat(b.trunc(qv, I32), L), gen.iota(L))
+    row = b.udiv(qvec, gen.cv([Wph] * L))
+    col = b.urem(qvec, gen.cv([Wph] * L))
+    valid = b.and_(b.icmp_unsigned("<", col, gen.cv([geo.OW] * L)), b.icmp_unsigned("<", qvec, gen.splat(b.trunc(qend, I32), L)))
+    row0 = b.udiv(qv, gen.c(Wph))
+    out = []
+    for s in range(nseg):
+        rs = b.add(row0, gen.c(s))
+        mask = b.and_(valid, b.icmp_unsigned("==", row, gen.splat(b.trunc(rs, I32), L)))
+        offs = b.add(b.sub(b.mul(b.add(r0, rs), gen.c(geo.OW)), b.mul(rs, gen.c(Wph))), qv)
+        out.append((offs, mask))
+    return out
+
+
+def _images(gen: Gen, n: int, body: Callable[[Any, list[Any]], None]) -> None:
+    gen.loop(0, n, body)
+
+
+# ---- templates ----------------------------------------------------------------------------------
+
+
+def _is(op: Any, name: str) -> bool:
+    return getattr(op, "name", None) == name
+
+
+class Int8Conv(Template):
+    """INT8 convolution (any groups but depthwise, strides, dilations, pads; 1-d and 2-d) as a
+    register-tiled implicit GEMM over stride-phase-packed input (``vpdpbusd`` where present)."""
+
+    name = "int8-conv"
+    priority = 10
+
+    def _geo(self, op: Any) -> tuple[ConvGeom, QuantInfo] | None:
+        if not _is(op, "tpu.Conv") or len(op.operands) != 3:
+            return None
+        try:
+            geo = conv_geom(op)
+        except (TypeError, ValueError):
+            return None
+        if geo is None:
+            return None
+        q = _quant_info(op, geo.Co)
+        if q is None:
+            return None
+        return geo, q
+
+    def matches(self, op: Any, isa: Isa) -> bool:
+        r = self._geo(op)
+        return r is not None and not (r[0].Cig == 1 and r[0].Cog == 1)
+
+    def _tile(self, geo: ConvGeom, isa: Isa) -> tuple[int, int]:
+        L = lanes(isa)
+        regs = 30 if isa.vector_bytes == 64 else 14
+        if not vnni(isa):
+            regs = regs // 2
+        return _choose_tile(geo.Cog, geo.OH * geo.Wph, L, regs, 8, 4)
+
+    def plan(self, op: Any, symbol: str, isa: Isa) -> KernelPlan:
+        r = self._geo(op)
+        assert r is not None
+        geo, q = r
+        L = lanes(isa)
+        mr, nv = self._tile(geo, isa)
+        cig4 = -(-geo.Cig // 4)
+        cot = -(-geo.Cog // mr)
+        T = len(geo.taps)
+        w = q.weight.reshape(geo.G, geo.Cog, geo.Cig, geo.KH * geo.KW).astype(np.int8)
+        wp = np.zeros((geo.G, cot * mr, cig4 * 4, T), np.int8)
+        wp[:, : geo.Cog, : geo.Cig] = w
+        # [g][cot][cig4][tap][mr][4]
+        wp = wp.reshape(geo.G, cot, mr, cig4, 4, T).transpose(0, 1, 3, 5, 2, 4).copy()
+        wsum = w.astype(np.int64).sum(axis=(2, 3)).reshape(-1)
+        weights = {"w": wp.reshape(-1), **_tables(q, wsum, geo.Co + mr)}
+        ra = geo.rows_alloc(nv * L)
+        scratch = geo.G * cig4 * len(geo.phases) * ra * geo.Wph * 4 + 64
+        macs = geo.N * geo.Co * geo.OH * geo.OW * geo.Cig * geo.KH * geo.KW
+        nbytes = int(np.prod(op.operands[0].type.shape)) + int(np.prod(op.results[0].type.shape)) + wp.size
+        return KernelPlan(
+            symbol,
+            [("in", 0), ("weight", "w"), ("weight", "c"), ("weight", "m"), ("weight", "s"), ("out", 0), ("scratch", None)],
+            weights,
+            scratch,
+            macs,
+            nbytes,
+        )
+
+    def emit(self, module: Any, plan: KernelPlan, op: Any, isa: Isa) -> None:
+        r = self._geo(op)
+        assert r is not None
+        geo, q = r
+        gen = Gen(module, plan.symbol, 7, isa)
+        b = gen.b
+        L = gen.L
+        mr, nv = self._tile(geo, isa)
+        x, wp, ct, mt, st_, out, scr = gen.bufs
+        ct = b.bitcast(ct, I32.as_pointer())
+        mt = b.bitcast(mt, I32.as_pointer())
+        st_ = b.bitcast(st_, I32.as_pointer())
+        cig4 = -(-geo.Cig // 4)
+        cot = -(-geo.Cog // mr)
+        T = len(geo.taps)
+        nph = len(geo.phases)
+        QT = nv * L
+        ra = geo.rows_alloc(QT)
+        scr = b.gep(scr, [b.mul(gen.part, gen.c(plan.scratch_bytes))])
+        r0, r1 = gen.part_range(geo.OH)
+        nrows = b.sub(r1, r0)
+        qend = b.mul(nrows, gen.c(geo.Wph))
+        nqt = b.sdiv(b.add(qend, gen.c(QT - 1)), gen.c(QT))
+        plane_out = geo.OH * geo.OW
+        cig_stride = nph * ra * geo.Wph * 4  # bytes per channel group of four
+        tap_offs = [((pi * ra + ro) * geo.Wph + co) * 4 for pi, ro, co in geo.taps]
+
+        def image(n: Any, _: list[Any]) -> None:
+            _emit_pack(gen, geo, x, n, r0, scr, ra, q, 4)
+
+            def qtile(qt: Any, _: list[Any]) -> None:
+                q0 = b.mul(qt, gen.c(QT))
+                masks = [_store_masks(gen, geo, b.add(q0, gen.c(v * L)), qend, r0) for v in range(nv)]
+
+                def group(gi: Any, _: list[Any]) -> None:
+                    xg = b.gep(scr, [b.add(b.mul(gi, gen.c(cig4 * cig_stride)), b.mul(q0, gen.c(4)))])
+
+                    def cotile(ct_i: Any, _: list[Any]) -> None:
+                        wt = b.gep(wp, [b.mul(b.add(b.mul(gi, gen.c(cot)), ct_i), gen.c(cig4 * T * mr * 4))])
+                        zero = gen.cv([0] * L, I32)
+
+                        def kstep(cg: Any, accs: list[Any]) -> list[Any]:
+                            xc = b.gep(xg, [b.mul(cg, gen.c(cig_stride))])
+                            wc = b.gep(wt, [b.mul(cg, gen.c(T * mr * 4))])
+                            accs = list(accs)
+                            for ti, toff in enumerate(tap_offs):
+                                xv = [gen.load(xc, toff + v * L * 4, vt(I8, 4 * L)) for v in range(nv)]
+                                for mm in range(mr):
+                                    wb = gen.bcast32(wc, (ti * mr + mm) * 4, L)
+                                    for v in range(nv):
+                                        accs[mm * nv + v] = gen.dot(accs[mm * nv + v], xv[v], wb)
+                            return accs
+
+                        accs = gen.loop(0, cig4, kstep, [zero] * (mr * nv))
+                        for mm in range(mr):
+
+                            def epi(mm: int = mm) -> None:
+                                col = b.add(b.mul(ct_i, gen.c(mr)), gen.c(mm))
+                                co = b.add(b.mul(gi, gen.c(geo.Cog)), col)
+                                cf = gen.splat(b.load(b.gep(ct, [co])), L)
+                                mu = gen.splat(b.load(b.gep(mt, [co])), L)
+                                sh = gen.splat(b.load(b.gep(st_, [co])), L)
+                                obase = b.gep(out, [b.mul(b.add(b.mul(n, gen.c(geo.Co)), co), gen.c(plane_out))])
+                                for v in range(nv):
+                                    y = gen.requant(accs[mm * nv + v], cf, mu, sh, q)
+                                    for offs, mask in masks[v]:
+                                        gen.masked_store(y, obase, offs, mask)
+
+                            if geo.Cog % mr:
+                                col = b.add(b.mul(ct_i, gen.c(mr)), gen.c(mm))
+                                gen.when(b.icmp_signed("<", col, gen.c(geo.Cog)), epi)
+                            else:
+                                epi()
+
+                    gen.loop(0, cot, cotile)
+
+                gen.loop(0, geo.G, group)
+
+            gen.loop(0, nqt, qtile)
+
+        gen.when(b.icmp_signed("<", r0, r1), lambda: _images(gen, geo.N, image))
+        b.ret_void()
+
+
+class Int8Depthwise(Template):
+    """INT8 depthwise convolution (group == input channels == output channels): per channel, taps
+    unrolled over registers of positions in i32 lanes."""
+
+    name = "int8-depthwise"
+    priority = 10
+
+    def _geo(self, op: Any) -> tuple[ConvGeom, QuantInfo] | None:
+        r = Int8Conv._geo(Int8Conv(), op)
+        if r is None or not (r[0].Cig == 1 and r[0].Cog == 1):
+            return None
+        return r
+
+    def matches(self, op: Any, isa: Isa) -> bool:
+        return self._geo(op) is not None
+
+    @staticmethod
+    def _nv(isa: Isa) -> int:
+        return 4 if isa.vector_bytes >= 32 else 2
+
+    def plan(self, op: Any, symbol: str, isa: Isa) -> KernelPlan:
+        r = self._geo(op)
+        assert r is not None
+        geo, q = r
+        L = lanes(isa)
+        nv = self._nv(isa)
+        w = q.weight.reshape(geo.Co, geo.KH * geo.KW).astype(np.int32)
+        wsum = w.astype(np.int64).sum(axis=1)
+        weights = {"w": w.reshape(-1).copy(), **_tables(q, wsum, geo.Co + 1)}
+        ra = geo.rows_alloc(nv * L)
+        scratch = geo.G * len(geo.phases) * ra * geo.Wph + 64
+        macs = geo.N * geo.Co * geo.OH * geo.OW * geo.KH * geo.KW
+        nbytes = int(np.prod(op.operands[0].type.shape)) + int(np.prod(op.results[0].type.shape)) + w.size
+        return KernelPlan(
+            symbol,
+            [("in", 0), ("weight", "w"), ("weight", "c"), ("weight", "m"), ("weight", "s"), ("out", 0), ("scratch", None)],
+            weights,
+            scratch,
+            macs,
+            nbytes,
+        )
+
+    def emit(self, module: Any, plan: KernelPlan, op: Any, isa: Isa) -> None:
+        r = self._geo(op)
+        assert r is not None
+        geo, q = r
+        gen = Gen(module, plan.symbol, 7, isa)
+        b = gen.b
+        L = gen.L
+        nv = self._nv(isa)
+        x, wp, ct, mt, st_, out, scr = gen.bufs
+        wp = b.bitcast(wp, I32.as_pointer())
+        ct = b.bitcast(ct, I32.as_pointer())
+        mt = b.bitcast(mt, I32.as_pointer())
+        st_ = b.bitcast(st_, I32.as_pointer())
+        T = len(geo.taps)
+        nph = len(geo.phases)
+        QT = nv * L
+        ra = geo.rows_alloc(QT)
+        scr = b.gep(scr, [b.mul(gen.part, gen.c(plan.scratch_bytes))])
+        r0, r1 = gen.part_range(geo.OH)
+        qend = b.mul(b.sub(r1, r0), gen.c(geo.Wph))
+        nqt = b.sdiv(b.add(qend, gen.c(QT - 1)), gen.c(QT))
+        plane_out = geo.OH * geo.OW
+        ch_stride = nph * ra * geo.Wph
+        tap_offs = [(pi * ra + ro) * geo.Wph + co for pi, ro, co in geo.taps]
+
+        def image(n: Any, _: list[Any]) -> None:
+            _emit_pack(gen, geo, x, n, r0, scr, ra, q, 1)
+
+            def channel(c: Any, _: list[Any]) -> None:
+                xc = b.gep(scr, [b.mul(c, gen.c(ch_stride))])
+                ws = [gen.splat(b.load(b.gep(wp, [b.add(b.mul(c, gen.c(T)), gen.c(t))])), L) for t in range(T)]
+                cf = gen.splat(b.load(b.gep(ct, [c])), L)
+                mu = gen.splat(b.load(b.gep(mt, [c])), L)
+                sh = gen.splat(b.load(b.gep(st_, [c])), L)
+                obase = b.gep(out, [b.mul(b.add(b.mul(n, gen.c(geo.Co)), c), gen.c(plane_out))])
+
+                def qtile(qt: Any, _: list[Any]) -> None:
+                    q0 = b.mul(qt, gen.c(QT))
+                    xq = b.gep(xc, [q0])
+                    accs = [gen.cv([0] * L, I32) for _ in range(nv)]
+                    for t, toff in enumerate(tap_offs):
+                        for v in range(nv):
+                            u = b.zext(gen.load(xq, toff + v * L, vt(I8, L)), vt(I32, L))
+                            accs[v] = b.add(accs[v], b.mul(u, ws[t]))
+                    for v in range(nv):
+                        y = gen.requant(accs[v], cf, mu, sh, q)
+                        for offs, mask in _store_masks(gen, geo, b.add(q0, gen.c(v * L)), qend, r0):
+                            gen.masked_store(y, obase, offs, mask)
+
+                gen.loop(0, nqt, qtile)
+
+            gen.loop(0, geo.Co, channel)
+
+        gen.when(b.icmp_signed("<", r0, r1), lambda: _images(gen, geo.N, image))
+        b.ret_void()
+
+
+class Int8MatMul(Template):
+    """INT8 MatMul ``[.., M, K] x W[K, N]`` with a constant weight (per-column requant, per-axis
+    inputs along K and per-axis outputs included): register-tiled, lanes along N."""
+
+    name = "int8-matmul"
+    priority = 10
+
+    def _info(self, op: Any) -> tuple[int, int, int, QuantInfo] | None:
+        if not _is(op, "tpu.MatMul") or len(op.operands) != 3:
+            return None
+        a_t, w_t, o_t = op.operands[0].type, op.operands[1].type, op.results[0].type
+        if not all(_static(t) for t in (a_t, w_t, o_t)):
+            return None
+        if len(w_t.shape) != 2 or len(a_t.shape) < 2:
+            return None
+        K, N = w_t.shape
+        if a_t.shape[-1] != K or list(o_t.shape) != [*a_t.shape[:-1], N]:
+            return None
+        ea = _quant8(a_t)
+        if ea is not None and isinstance(ea, UniformQuantizedPerAxisType) and ea.axis != len(a_t.shape) - 1:
+            return None
+        eo = _quant8(o_t)
+        if eo is not None and isinstance(eo, UniformQuantizedPerAxisType) and eo.axis != len(o_t.shape) - 1:
+            return None
+        ew = _quant8(w_t)
+        if ew is not None and isinstance(ew, UniformQuantizedPerAxisType) and ew.axis != 1:
+            return None
+        q = _quant_info(op, N)
+        if q is None:
+            return None
+        M = int(np.prod(a_t.shape[:-1]))
+        return M, K, N, q
+
+    def matches(self, op: Any, isa: Isa) -> bool:
+        return self._info(op) is not None
+
+    def _tile(self, M: int, N: int, isa: Isa) -> tuple[int, int]:
+        L = lanes(isa)
+        regs = 30 if isa.vector_bytes == 64 else 14
+        if not vnni(isa):
+            regs = regs // 2
+        return _choose_tile(M, N, L, regs, 6, 8)
+
+    def plan(self, op: Any, symbol: str, isa: Isa) -> KernelPlan:
+        r = self._info(op)
+        assert r is not None
+        M, K, N, q = r
+        L = lanes(isa)
+        mr, nv = self._tile(M, N, isa)
+        kg = -(-K // 4)
+        nt = -(-N // (nv * L))
+        w = np.zeros((kg * 4, nt * nv * L), np.int8)
+        w[:K, :N] = q.weight
+        # [nt][kg][nv*L][4]
+        wp = w.reshape(kg, 4, nt, nv * L).transpose(2, 0, 3, 1).copy()
+        wsum = q.weight.astype(np.int64).sum(axis=0)
+        weights = {"w": wp.reshape(-1), **_tables(q, wsum, nt * nv * L)}
+        scratch = (M + mr) * kg * 4 + 64
+        nbytes = M * K + M * N + wp.size
+        return KernelPlan(
+            symbol,
+            [("in", 0), ("weight", "w"), ("weight", "c"), ("weight", "m"), ("weight", "s"), ("out", 0), ("scratch", None)],
+            weights,
+            scratch,
+            M * K * N,
+            nbytes,
+        )
+
+    def emit(self, module: Any, plan: KernelPlan, op: Any, isa: Isa) -> None:
+        r = self._info(op)
+        assert r is not None
+        M, K, N, q = r
+        gen = Gen(module, plan.symbol, 7, isa)
+        b = gen.b
+        L = gen.L
+        mr, nv = self._tile(M, N, isa)
+        a, wp, ct, mt, st_, out, scr = gen.bufs
+        ct = b.bitcast(ct, I32.as_pointer())
+        mt = b.bitcast(mt, I32.as_pointer())
+        st_ = b.bitcast(st_, I32.as_pointer())
+        kg = -(-K // 4)
+        K4 = kg * 4
+        nt = -(-N // (nv * L))
+        mtiles = -(-M // mr)
+        scr = b.gep(scr, [b.mul(gen.part, gen.c(plan.scratch_bytes))])
+        off = 128 if q.in_signed else 0
+        # split row tiles when there are enough, else column tiles
+        by_rows = b.icmp_signed(">=", gen.c(mtiles), gen.nparts)
+        t_lo, t_hi = gen.part_range(mtiles)
+        n_lo, n_hi = gen.part_range(nt)
+        m_lo = b.select(by_rows, b.mul(t_lo, gen.c(mr)), gen.c(0))
+        m_hi = b.select(by_rows, b.mul(t_hi, gen.c(mr)), gen.c(mtiles * mr))
+        m_hi = b.select(b.icmp_signed(">", m_hi, gen.c(M)), gen.c(M), m_hi)
+        nt_lo = b.select(by_rows, gen.c(0), n_lo)
+        nt_hi = b.select(by_rows, gen.c(nt), n_hi)
+
+        # pack rows [m_lo, m_hi): bytes + off, K padded to K4 with zeros
+        def pack_row(m: Any, _: list[Any]) -> None:
+            src = b.gep(a, [b.mul(m, gen.c(K))])
+            dst = b.gep(scr, [b.mul(b.sub(m, m_lo), gen.c(K4))])
+            starts = list(range(0, K - 63, 64))
+            if K >= 64 and (not starts or starts[-1] + 64 < K):
+                starts.append(K - 64)
+            for s0 in starts:
+                v = gen.load(src, s0, vt(I8, 64))
+                if off:
+                    v = b.xor(v, gen.cv([off] * 64, I8))
+                gen.store(v, dst, s0)
+            done = set()
+            for s0 in starts:
+                done.update(range(s0, s0 + 64))
+            for k in range(K4):
+                if k in done:
+                    continue
+                if k < K:
+                    v = b.load(b.gep(src, [gen.c(k)]))
+                    if off:
+                        v = b.xor(v, gen.c(off, I8))
+                else:
+                    v = gen.c(0, I8)
+                b.store(v, b.gep(dst, [gen.c(k)]))
+
+        gen.loop(m_lo, m_hi, pack_row)
+        full_n = N % (nv * L) == 0
+
+        def ntile(ti: Any, _: list[Any]) -> None:
+            wt = b.gep(wp, [b.mul(ti, gen.c(kg * nv * L * 4))])
+            ncol = b.mul(ti, gen.c(nv * L))
+            cfs = [gen.load(b.bitcast(ct, I8P), b.mul(b.add(ncol, gen.c(v * L)), gen.c(4)), vt(I32, L), 4) for v in range(nv)]
+            mus = [gen.load(b.bitcast(mt, I8P), b.mul(b.add(ncol, gen.c(v * L)), gen.c(4)), vt(I32, L), 4) for v in range(nv)]
+            shs = [gen.load(b.bitcast(st_, I8P), b.mul(b.add(ncol, gen.c(v * L)), gen.c(4)), vt(I32, L), 4) for v in range(nv)]
+            nmask = []
+            if not full_n:
+                for v in range(nv):
+                    cols = b.add(gen.splat(b.trunc(b.add(ncol, gen.c(v * L)), I32), L), gen.iota(L))
+                    nmask.append(b.icmp_signed("<", cols, gen.cv([N] * L)))
+
+            def mtile(m0: Any, _: list[Any]) -> None:
+                ab = b.gep(scr, [b.mul(b.sub(m0, m_lo), gen.c(K4))])
+                zero = gen.cv([0] * L, I32)
+
+                def kstep(k: Any, accs: list[Any]) -> list[Any]:
+                    wk = b.gep(wt, [b.mul(k, gen.c(nv * L * 4))])
+                    wv = [gen.load(wk, v * L * 4, vt(I8, 4 * L)) for v in range(nv)]
+                    accs = list(accs)
+                    for mm in range(mr):
+                        av = gen.bcast32(ab, b.add(gen.c(mm * K4), b.mul(k, gen.c(4))), L)
+                        for v in range(nv):
+                            accs[mm * nv + v] = gen.dot(accs[mm * nv + v], av, wv[v])
+                    return accs
+
+                accs = gen.loop(0, kg, kstep, [zero] * (mr * nv))
+                for mm in range(mr):
+                    row = b.add(m0, gen.c(mm))
+
+                    def epi(mm: int = mm, row: Any = row) -> None:
+                        ob = b.gep(out, [b.add(b.mul(row, gen.c(N)), ncol)])
+                        for v in range(nv):
+                            y = gen.requant(accs[mm * nv + v], cfs[v], mus[v], shs[v], q)
+                            if full_n:
+                                gen.store(y, ob, v * L)
+                            else:
+                                gen.masked_store(y, ob, v * L, nmask[v])
+
+                    gen.when(b.icmp_signed("<", row, m_hi), epi)
+
+            gen.loop(m_lo, m_hi, mtile, step=mr)
+
+        gen.loop(nt_lo, nt_hi, ntile)
+        b.ret_void()
+
+
+TEMPLATES: list[Template] = [Int8Conv(), Int8Depthwise(), Int8MatMul()]
