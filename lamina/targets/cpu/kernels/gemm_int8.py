@@ -3,7 +3,7 @@ depthwise ``tpu.Conv`` and ``tpu.MatMul`` with a constant weight, emitted as LLV
 bit-exact with the ops' ``execute`` (``docs/tpu.md``, "Integer arithmetic").
 
 **Arithmetic.** Activations enter as unsigned bytes ``u = q + off`` (``off`` = 128 for int8
-storage, 0 for uint8): the unsigned × signed dot product of four byte pairs into an int32 lane is
+storage, 0 for uint8): the unsigned x signed dot product of four byte pairs into an int32 lane is
 ``vpdpbusd`` (AVX-512 VNNI / AVX-VNNI), or its exact emulation in plain i32 vectors without VNNI.
 The contract's accumulator is ``Σ (q - zp) * w = Σ u * w - (zp + off) * Σ w``, wrapped to int32,
 plus the bias with wrap; every step here is int32 arithmetic modulo 2**32, so folding
@@ -20,15 +20,15 @@ channels in groups of four interleaved per pixel (``[g][ci/4][phase][row][col][4
 image of row width ``Wph`` every kernel tap is one constant offset, so 16 consecutive output
 positions ``q = oh * Wph + ow`` (a register of 64 bytes) are one unaligned load: the columns
 ``ow >= OW`` are computed and never stored (masked stores, one per output row a register spans).
-The register tile is ``MR`` output channels × ``NV`` registers of positions (weights broadcast,
+The register tile is ``MR`` output channels x ``NV`` registers of positions (weights broadcast,
 4 bytes per channel and tap, packed ``[g][co/MR][ci/4][tap][MR][4]``). Parts split the output rows.
 
 **Depthwise.** The same packing without interleave; per channel and tap, one i32 multiply-add of
 a register of 16 positions (products of a byte and a weight are exact in i32).
 
 **MatMul** ``[.., M, K] x [K, N]``: lanes along N (the weight's columns, packed
-``[N/(NV*L)][K/4][NV][L][4]``), four activation bytes broadcast; each part packs (offsets, pads K
-to a multiple of 4) the rows it computes; parts split rows, or column tiles when there are fewer
+``[N/(NV*L)][K/4][NV][L][4]``, ``L`` int32 lanes per register), four activation bytes broadcast;
+each part packs (offsets, pads K to a multiple of 4) the rows it computes; parts split rows, or column tiles when there are fewer
 row tiles than parts.
 """
 
@@ -193,7 +193,7 @@ class Gen:
     def __init__(self, module: ir.Module, symbol: str, nbufs: int, isa: Isa):
         self.module = module
         self.isa = isa
-        self.L = lanes(isa)
+        self.nl = lanes(isa)
         fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [I8P.as_pointer(), I64, I64]), symbol)
         self.fn = fn
         self.b = ir.IRBuilder(fn.append_basic_block("entry"))
@@ -240,7 +240,9 @@ class Gen:
         """Store the lanes of ``v`` where ``mask`` is set (no access to the others)."""
         n = v.type.count
         f = self.intrinsic(
-            f"llvm.masked.store.v{n}i{v.type.element.width}.p0", ir.VoidType(), [v.type, v.type.as_pointer(), I32, vt(I1, n)]
+            f"llvm.masked.store.v{n}i{v.type.element.width}.p0",
+            ir.VoidType(),
+            [v.type, v.type.as_pointer(), I32, vt(I1, n)],
         )
         self.b.call(f, [v, self.ptr(base, off, v.type), self.c(1, I32), mask])
 
@@ -301,7 +303,9 @@ class Gen:
         b = self.b
         if vnni(self.isa) and n * 4 in (16, 32, 64):
             bits = n * 32
-            f = self.intrinsic(f"llvm.x86.avx512.vpdpbusd.{bits}", vt(I32, n), [vt(I32, n), vt(I8, 4 * n), vt(I8, 4 * n)])
+            f = self.intrinsic(
+                f"llvm.x86.avx512.vpdpbusd.{bits}", vt(I32, n), [vt(I32, n), vt(I8, 4 * n), vt(I8, 4 * n)]
+            )
             return b.call(f, [acc, u, s])
         uz = b.zext(u, vt(I32, 4 * n))
         sz = b.sext(s, vt(I32, 4 * n))
@@ -323,7 +327,10 @@ class Gen:
         half = b.shl(ones, b.sub(s64, ones))
         neg = b.ashr(p, self.cv([63] * n, I64))
         y = b.ashr(b.add(b.add(p, half), neg), s64)
-        y = b.trunc(self.smin(self.smax(y, self.cv([q.lo - q.zp_out] * n, I64)), self.cv([q.hi - q.zp_out] * n, I64)), vt(I32, n))
+        y = b.trunc(
+            self.smin(self.smax(y, self.cv([q.lo - q.zp_out] * n, I64)), self.cv([q.hi - q.zp_out] * n, I64)),
+            vt(I32, n),
+        )
         y = b.add(y, self.cv([q.zp_out] * n, I32))
         return b.trunc(y, vt(I8, n))
 
@@ -340,15 +347,15 @@ class Gen:
         return lo, hi
 
 
-def _choose_tile(rows: int, cols: int, L: int, regs: int, mr_max: int, nv_max: int) -> tuple[int, int]:
-    """Register tile ``(MR, NV)``: ``MR`` rows × ``NV`` vectors of ``L`` columns, ``MR*NV + NV`` of
+def _choose_tile(rows: int, cols: int, nl: int, regs: int, mr_max: int, nv_max: int) -> tuple[int, int]:
+    """Register tile ``(MR, NV)``: ``MR`` rows x ``NV`` vectors of ``nl`` columns, ``MR*NV + NV`` of
     the ``regs`` vector registers, chosen to minimise the padded work weighted by the load cost."""
     best: tuple[float, int, int] = (math.inf, 1, 1)
     for nv in range(1, nv_max + 1):
         for mr in range(1, mr_max + 1):
             if mr * nv + nv > regs:
                 continue
-            work = math.ceil(rows / mr) * mr * math.ceil(cols / (nv * L)) * nv * L
+            work = math.ceil(rows / mr) * mr * math.ceil(cols / (nv * nl)) * nv * nl
             cost = work * (1.0 + 0.5 * (mr + nv) / (mr * nv))
             if cost < best[0] - 1e-9:
                 best = (cost, mr, nv)
@@ -360,41 +367,41 @@ def _choose_tile(rows: int, cols: int, L: int, regs: int, mr_max: int, nv_max: i
 
 @dataclass
 class ConvGeom:
-    N: int
-    Ci: int
-    H: int
-    W: int
-    Co: int
-    G: int
-    KH: int
-    KW: int
+    batch: int
+    cin: int
+    ih: int
+    iw: int
+    cout: int
+    groups: int
+    kh: int
+    kw: int
     sh: int
     sw: int
     dh: int
     dw: int
     pt: int
     pl: int
-    OH: int
-    OW: int
-    Wph: int
+    oh: int
+    ow: int
+    wph: int
     phases: list[tuple[int, int]]  # used stride phases (a, b)
     taps: list[tuple[int, int, int]]  # per (kh, kw): (phase index, row offset, column offset)
 
     @property
-    def Cig(self) -> int:
-        return self.Ci // self.G
+    def cig(self) -> int:
+        return self.cin // self.groups
 
     @property
-    def Cog(self) -> int:
-        return self.Co // self.G
+    def cog(self) -> int:
+        return self.cout // self.groups
 
     @property
     def max_off(self) -> int:
-        return max(r * self.Wph + c for _, r, c in self.taps)
+        return max(r * self.wph + c for _, r, c in self.taps)
 
     def rows_alloc(self, qt: int) -> int:
-        """Phase rows packed per part (for at most OH output rows and q tiles of ``qt``)."""
-        return self.OH + -(-(qt + self.max_off) // self.Wph) + 1
+        """Phase rows packed per part (for at most oh output rows and q tiles of ``qt``)."""
+        return self.oh + -(-(qt + self.max_off) // self.wph) + 1
 
 
 def conv_geom(op: Any) -> ConvGeom | None:
@@ -414,17 +421,17 @@ def conv_geom(op: Any) -> ConvGeom | None:
         xs, ws, os_ = [xs[0], xs[1], 1, xs[2]], [ws[0], ws[1], 1, ws[2]], [os_[0], os_[1], 1, os_[2]]
         k, s, d, pads = [1, k[0]], [1, s[0]], [1, d[0]], [0, pads[0], 0, pads[1]]
     g = int(op.attr("group") or 1)
-    N, Ci, H, W = xs
-    Co = ws[0]
-    if Ci % g or Co % g or ws[1] != Ci // g:
+    batch, cin, ih, iw = xs
+    cout = ws[0]
+    if cin % g or cout % g or ws[1] != cin // g:
         return None
     pt, pl, pb, pr = pads
-    Hp, Wp = H + pt + pb, W + pl + pr
-    OH = (Hp - (k[0] - 1) * d[0] - 1) // s[0] + 1
-    OW = (Wp - (k[1] - 1) * d[1] - 1) // s[1] + 1
-    if [OH, OW] != list(os_[2:]) or OH < 1 or OW < 1 or os_[1] != Co:
+    hp, wpad = ih + pt + pb, iw + pl + pr
+    oh = (hp - (k[0] - 1) * d[0] - 1) // s[0] + 1
+    ow = (wpad - (k[1] - 1) * d[1] - 1) // s[1] + 1
+    if [oh, ow] != list(os_[2:]) or oh < 1 or ow < 1 or os_[1] != cout:
         return None
-    Wph = -(-Wp // s[1])
+    wph = -(-wpad // s[1])
     phases: list[tuple[int, int]] = []
     taps = []
     for kh in range(k[0]):
@@ -433,7 +440,9 @@ def conv_geom(op: Any) -> ConvGeom | None:
             if ph not in phases:
                 phases.append(ph)
             taps.append((phases.index(ph), (kh * d[0]) // s[0], (kw * d[1]) // s[1]))
-    return ConvGeom(N, Ci, H, W, Co, g, k[0], k[1], s[0], s[1], d[0], d[1], pt, pl, OH, OW, Wph, phases, taps)
+    return ConvGeom(
+        batch, cin, ih, iw, cout, g, k[0], k[1], s[0], s[1], d[0], d[1], pt, pl, oh, ow, wph, phases, taps
+    )
 
 
 def _emit_pack(
@@ -445,30 +454,30 @@ def _emit_pack(
     b = gen.b
     off = 128 if q.in_signed else 0
     padu = (q.zp_in + off) & 0xFF
-    Wph, sw, W, H = geo.Wph, geo.sw, geo.W, geo.H
-    Cig = geo.Cig
-    ngroups = -(-Cig // inter)
+    wph, sw, iw, ih = geo.wph, geo.sw, geo.iw, geo.ih
+    cig = geo.cig
+    ngroups = -(-cig // inter)
     nph = len(geo.phases)
-    row_bytes = Wph * inter
+    row_bytes = wph * inter
     xor = gen.cv([off] * 64, I8) if off else None
 
     def row_ptrs(gi: Any, cg: Any, nchan: int, ir_: Any) -> list[Any]:
         ptrs = []
         for t in range(nchan):
-            ch = b.add(b.mul(gi, gen.c(Cig)), b.add(b.mul(cg, gen.c(inter)), gen.c(t)))
-            plane = b.add(b.mul(n, gen.c(geo.Ci)), ch)
-            ptrs.append(b.gep(x, [b.mul(b.add(b.mul(plane, gen.c(H)), ir_), gen.c(W))]))
+            ch = b.add(b.mul(gi, gen.c(cig)), b.add(b.mul(cg, gen.c(inter)), gen.c(t)))
+            plane = b.add(b.mul(n, gen.c(geo.cin)), ch)
+            ptrs.append(b.gep(x, [b.mul(b.add(b.mul(plane, gen.c(ih)), ir_), gen.c(iw))]))
         return ptrs
 
     def pack_group(gi: Any, cg: Any, nchan: int) -> None:
         for pi, (a, bb) in enumerate(geo.phases):
-            # columns j whose input column j*sw + bb - pl lies in [0, W)
+            # columns j whose input column j*sw + bb - pl lies in [0, iw)
             j_lo = max(0, -(-(geo.pl - bb) // sw))
-            j_hi = min(Wph, (W - 1 + geo.pl - bb) // sw + 1) if W - 1 + geo.pl - bb >= 0 else 0
+            j_hi = min(wph, (iw - 1 + geo.pl - bb) // sw + 1) if iw - 1 + geo.pl - bb >= 0 else 0
             j_hi = max(j_hi, j_lo)
             span = 16 * sw
-            # vector chunk starts j: j >= j_lo and j*sw + bb - pl + span <= W
-            jv_max = (W - span + geo.pl - bb) // sw if W - span + geo.pl - bb >= 0 else -1
+            # vector chunk starts j: j >= j_lo and j*sw + bb - pl + span <= iw
+            jv_max = (iw - span + geo.pl - bb) // sw if iw - span + geo.pl - bb >= 0 else -1
             jv_end = min(jv_max, j_hi - 16)
             chunks = list(range(j_lo, jv_end + 1, 16))
             if chunks and chunks[-1] != jv_end:
@@ -478,17 +487,33 @@ def _emit_pack(
                 covered.update(range(j, j + 16))
             scalar_js = [j for j in range(j_lo, j_hi) if j not in covered]
 
-            def row_body(i: Any, _: list[Any], pi: int = pi, a: int = a, bb: int = bb) -> None:
+            def row_body(
+                i: Any,
+                _: list[Any],
+                pi: int = pi,
+                a: int = a,
+                bb: int = bb,
+                j_lo: int = j_lo,
+                j_hi: int = j_hi,
+                chunks: list[int] = chunks,
+                scalar_js: list[int] = scalar_js,
+                span: int = span,
+            ) -> None:
                 phrow = b.add(r0, i)
                 ir_ = b.sub(b.add(b.mul(phrow, gen.c(geo.sh)), gen.c(a)), gen.c(geo.pt))
-                base_idx = b.add(b.mul(b.add(b.mul(b.add(b.mul(gi, gen.c(ngroups)), cg), gen.c(nph)), gen.c(pi)), gen.c(ra)), i)
+                base_idx = b.add(
+                    b.mul(
+                        b.add(b.mul(b.add(b.mul(gi, gen.c(ngroups)), cg), gen.c(nph)), gen.c(pi)), gen.c(ra)
+                    ),
+                    i,
+                )
                 drow = b.gep(dst, [b.mul(base_idx, gen.c(row_bytes))])
-                inside = b.and_(b.icmp_signed(">=", ir_, gen.c(0)), b.icmp_signed("<", ir_, gen.c(H)))
+                inside = b.and_(b.icmp_signed(">=", ir_, gen.c(0)), b.icmp_signed("<", ir_, gen.c(ih)))
                 with b.if_else(inside) as (then, other):
                     with then:
                         ptrs = row_ptrs(gi, cg, nchan, ir_)
                         # padding columns
-                        for j in list(range(0, j_lo)) + list(range(j_hi, Wph)):
+                        for j in list(range(0, j_lo)) + list(range(j_hi, wph)):
                             gen.store(gen.cv([padu] * inter, I8), drow, j * inter)
                         for j in chunks:
                             c0 = j * sw + bb - geo.pl
@@ -507,7 +532,9 @@ def _emit_pack(
                                 lo2 = b.shuffle_vector(vs[0], vs[1], gen.iota(32))
                                 hi2 = b.shuffle_vector(vs[2], vs[3], gen.iota(32))
                                 cat = b.shuffle_vector(lo2, hi2, gen.iota(64))
-                                out = b.shuffle_vector(cat, cat, gen.cv([t * 16 + jj for jj in range(16) for t in range(4)]))
+                                out = b.shuffle_vector(
+                                    cat, cat, gen.cv([t * 16 + jj for jj in range(16) for t in range(4)])
+                                )
                             if xor is not None:
                                 out = b.xor(out, gen.cv([off] * (16 * inter), I8))
                             gen.store(out, drow, j * inter)
@@ -532,32 +559,35 @@ def _emit_pack(
             gen.loop(0, ra, row_body)
 
     def group_body(gi: Any, _: list[Any]) -> None:
-        full = Cig // inter
+        full = cig // inter
         if full:
             gen.loop(0, full, lambda cg, __: pack_group(gi, cg, inter))
-        if Cig % inter:
-            pack_group(gi, gen.c(full), Cig % inter)
+        if cig % inter:
+            pack_group(gi, gen.c(full), cig % inter)
 
-    gen.loop(0, geo.G, group_body)
+    gen.loop(0, geo.groups, group_body)
 
 
 def _store_masks(gen: Gen, geo: ConvGeom, qv: Any, qend: Any, r0: Any) -> list[tuple[Any, Any]]:
-    """For the register of positions ``[qv, qv + L)`` (relative to row ``r0``): one ``(offset in
+    """For the register of positions ``[qv, qv + nl)`` (relative to row ``r0``): one ``(offset in
     the output plane, lane mask)`` per output row it may span."""
     b = gen.b
-    L = gen.L
-    Wph = geo.Wph
-    nseg = (L - 1) // Wph + 2
-    qvec = b.add(gen.splat(b.trunc(qv, I32), L), gen.iota(L))
-    row = b.udiv(qvec, gen.cv([Wph] * L))
-    col = b.urem(qvec, gen.cv([Wph] * L))
-    valid = b.and_(b.icmp_unsigned("<", col, gen.cv([geo.OW] * L)), b.icmp_unsigned("<", qvec, gen.splat(b.trunc(qend, I32), L)))
-    row0 = b.udiv(qv, gen.c(Wph))
+    nl = gen.nl
+    wph = geo.wph
+    nseg = (nl - 1) // wph + 2
+    qvec = b.add(gen.splat(b.trunc(qv, I32), nl), gen.iota(nl))
+    row = b.udiv(qvec, gen.cv([wph] * nl))
+    col = b.urem(qvec, gen.cv([wph] * nl))
+    valid = b.and_(
+        b.icmp_unsigned("<", col, gen.cv([geo.ow] * nl)),
+        b.icmp_unsigned("<", qvec, gen.splat(b.trunc(qend, I32), nl)),
+    )
+    row0 = b.udiv(qv, gen.c(wph))
     out = []
     for s in range(nseg):
         rs = b.add(row0, gen.c(s))
-        mask = b.and_(valid, b.icmp_unsigned("==", row, gen.splat(b.trunc(rs, I32), L)))
-        offs = b.add(b.sub(b.mul(b.add(r0, rs), gen.c(geo.OW)), b.mul(rs, gen.c(Wph))), qv)
+        mask = b.and_(valid, b.icmp_unsigned("==", row, gen.splat(b.trunc(rs, I32), nl)))
+        offs = b.add(b.sub(b.mul(b.add(r0, rs), gen.c(geo.ow)), b.mul(rs, gen.c(wph))), qv)
         out.append((offs, mask))
     return out
 
@@ -589,45 +619,53 @@ class Int8Conv(Template):
             return None
         if geo is None:
             return None
-        q = _quant_info(op, geo.Co)
+        q = _quant_info(op, geo.cout)
         if q is None:
             return None
         return geo, q
 
     def matches(self, op: Any, isa: Isa) -> bool:
         r = self._geo(op)
-        return r is not None and not (r[0].Cig == 1 and r[0].Cog == 1)
+        return r is not None and not (r[0].cig == 1 and r[0].cog == 1)
 
     def _tile(self, geo: ConvGeom, isa: Isa) -> tuple[int, int]:
-        L = lanes(isa)
+        nl = lanes(isa)
         regs = 30 if isa.vector_bytes == 64 else 14
         if not vnni(isa):
             regs = regs // 2
-        return _choose_tile(geo.Cog, geo.OH * geo.Wph, L, regs, 8, 4)
+        return _choose_tile(geo.cog, geo.oh * geo.wph, nl, regs, 8, 4)
 
     def plan(self, op: Any, symbol: str, isa: Isa) -> KernelPlan:
         r = self._geo(op)
         assert r is not None
         geo, q = r
-        L = lanes(isa)
+        nl = lanes(isa)
         mr, nv = self._tile(geo, isa)
-        cig4 = -(-geo.Cig // 4)
-        cot = -(-geo.Cog // mr)
-        T = len(geo.taps)
-        w = q.weight.reshape(geo.G, geo.Cog, geo.Cig, geo.KH * geo.KW).astype(np.int8)
-        wp = np.zeros((geo.G, cot * mr, cig4 * 4, T), np.int8)
-        wp[:, : geo.Cog, : geo.Cig] = w
+        cig4 = -(-geo.cig // 4)
+        cot = -(-geo.cog // mr)
+        ntap = len(geo.taps)
+        w = q.weight.reshape(geo.groups, geo.cog, geo.cig, geo.kh * geo.kw).astype(np.int8)
+        wp = np.zeros((geo.groups, cot * mr, cig4 * 4, ntap), np.int8)
+        wp[:, : geo.cog, : geo.cig] = w
         # [g][cot][cig4][tap][mr][4]
-        wp = wp.reshape(geo.G, cot, mr, cig4, 4, T).transpose(0, 1, 3, 5, 2, 4).copy()
+        wp = wp.reshape(geo.groups, cot, mr, cig4, 4, ntap).transpose(0, 1, 3, 5, 2, 4).copy()
         wsum = w.astype(np.int64).sum(axis=(2, 3)).reshape(-1)
-        weights = {"w": wp.reshape(-1), **_tables(q, wsum, geo.Co + mr)}
-        ra = geo.rows_alloc(nv * L)
-        scratch = geo.G * cig4 * len(geo.phases) * ra * geo.Wph * 4 + 64
-        macs = geo.N * geo.Co * geo.OH * geo.OW * geo.Cig * geo.KH * geo.KW
+        weights = {"w": wp.reshape(-1), **_tables(q, wsum, geo.cout + mr)}
+        ra = geo.rows_alloc(nv * nl)
+        scratch = geo.groups * cig4 * len(geo.phases) * ra * geo.wph * 4 + 64
+        macs = geo.batch * geo.cout * geo.oh * geo.ow * geo.cig * geo.kh * geo.kw
         nbytes = int(np.prod(op.operands[0].type.shape)) + int(np.prod(op.results[0].type.shape)) + wp.size
         return KernelPlan(
             symbol,
-            [("in", 0), ("weight", "w"), ("weight", "c"), ("weight", "m"), ("weight", "s"), ("out", 0), ("scratch", None)],
+            [
+                ("in", 0),
+                ("weight", "w"),
+                ("weight", "c"),
+                ("weight", "m"),
+                ("weight", "s"),
+                ("out", 0),
+                ("scratch", None),
+            ],
             weights,
             scratch,
             macs,
@@ -640,49 +678,51 @@ class Int8Conv(Template):
         geo, q = r
         gen = Gen(module, plan.symbol, 7, isa)
         b = gen.b
-        L = gen.L
+        nl = gen.nl
         mr, nv = self._tile(geo, isa)
         x, wp, ct, mt, st_, out, scr = gen.bufs
         ct = b.bitcast(ct, I32.as_pointer())
         mt = b.bitcast(mt, I32.as_pointer())
         st_ = b.bitcast(st_, I32.as_pointer())
-        cig4 = -(-geo.Cig // 4)
-        cot = -(-geo.Cog // mr)
-        T = len(geo.taps)
+        cig4 = -(-geo.cig // 4)
+        cot = -(-geo.cog // mr)
+        ntap = len(geo.taps)
         nph = len(geo.phases)
-        QT = nv * L
-        ra = geo.rows_alloc(QT)
+        qtl = nv * nl
+        ra = geo.rows_alloc(qtl)
         scr = b.gep(scr, [b.mul(gen.part, gen.c(plan.scratch_bytes))])
-        r0, r1 = gen.part_range(geo.OH)
+        r0, r1 = gen.part_range(geo.oh)
         nrows = b.sub(r1, r0)
-        qend = b.mul(nrows, gen.c(geo.Wph))
-        nqt = b.sdiv(b.add(qend, gen.c(QT - 1)), gen.c(QT))
-        plane_out = geo.OH * geo.OW
-        cig_stride = nph * ra * geo.Wph * 4  # bytes per channel group of four
-        tap_offs = [((pi * ra + ro) * geo.Wph + co) * 4 for pi, ro, co in geo.taps]
+        qend = b.mul(nrows, gen.c(geo.wph))
+        nqt = b.sdiv(b.add(qend, gen.c(qtl - 1)), gen.c(qtl))
+        plane_out = geo.oh * geo.ow
+        cig_stride = nph * ra * geo.wph * 4  # bytes per channel group of four
+        tap_offs = [((pi * ra + ro) * geo.wph + co) * 4 for pi, ro, co in geo.taps]
 
         def image(n: Any, _: list[Any]) -> None:
             _emit_pack(gen, geo, x, n, r0, scr, ra, q, 4)
 
             def qtile(qt: Any, _: list[Any]) -> None:
-                q0 = b.mul(qt, gen.c(QT))
-                masks = [_store_masks(gen, geo, b.add(q0, gen.c(v * L)), qend, r0) for v in range(nv)]
+                q0 = b.mul(qt, gen.c(qtl))
+                masks = [_store_masks(gen, geo, b.add(q0, gen.c(v * nl)), qend, r0) for v in range(nv)]
 
                 def group(gi: Any, _: list[Any]) -> None:
                     xg = b.gep(scr, [b.add(b.mul(gi, gen.c(cig4 * cig_stride)), b.mul(q0, gen.c(4)))])
 
                     def cotile(ct_i: Any, _: list[Any]) -> None:
-                        wt = b.gep(wp, [b.mul(b.add(b.mul(gi, gen.c(cot)), ct_i), gen.c(cig4 * T * mr * 4))])
-                        zero = gen.cv([0] * L, I32)
+                        wt = b.gep(
+                            wp, [b.mul(b.add(b.mul(gi, gen.c(cot)), ct_i), gen.c(cig4 * ntap * mr * 4))]
+                        )
+                        zero = gen.cv([0] * nl, I32)
 
                         def kstep(cg: Any, accs: list[Any]) -> list[Any]:
                             xc = b.gep(xg, [b.mul(cg, gen.c(cig_stride))])
-                            wc = b.gep(wt, [b.mul(cg, gen.c(T * mr * 4))])
+                            wc = b.gep(wt, [b.mul(cg, gen.c(ntap * mr * 4))])
                             accs = list(accs)
                             for ti, toff in enumerate(tap_offs):
-                                xv = [gen.load(xc, toff + v * L * 4, vt(I8, 4 * L)) for v in range(nv)]
+                                xv = [gen.load(xc, toff + v * nl * 4, vt(I8, 4 * nl)) for v in range(nv)]
                                 for mm in range(mr):
-                                    wb = gen.bcast32(wc, (ti * mr + mm) * 4, L)
+                                    wb = gen.bcast32(wc, (ti * mr + mm) * 4, nl)
                                     for v in range(nv):
                                         accs[mm * nv + v] = gen.dot(accs[mm * nv + v], xv[v], wb)
                             return accs
@@ -692,29 +732,31 @@ class Int8Conv(Template):
 
                             def epi(mm: int = mm) -> None:
                                 col = b.add(b.mul(ct_i, gen.c(mr)), gen.c(mm))
-                                co = b.add(b.mul(gi, gen.c(geo.Cog)), col)
-                                cf = gen.splat(b.load(b.gep(ct, [co])), L)
-                                mu = gen.splat(b.load(b.gep(mt, [co])), L)
-                                sh = gen.splat(b.load(b.gep(st_, [co])), L)
-                                obase = b.gep(out, [b.mul(b.add(b.mul(n, gen.c(geo.Co)), co), gen.c(plane_out))])
+                                co = b.add(b.mul(gi, gen.c(geo.cog)), col)
+                                cf = gen.splat(b.load(b.gep(ct, [co])), nl)
+                                mu = gen.splat(b.load(b.gep(mt, [co])), nl)
+                                sh = gen.splat(b.load(b.gep(st_, [co])), nl)
+                                obase = b.gep(
+                                    out, [b.mul(b.add(b.mul(n, gen.c(geo.cout)), co), gen.c(plane_out))]
+                                )
                                 for v in range(nv):
                                     y = gen.requant(accs[mm * nv + v], cf, mu, sh, q)
                                     for offs, mask in masks[v]:
                                         gen.masked_store(y, obase, offs, mask)
 
-                            if geo.Cog % mr:
+                            if geo.cog % mr:
                                 col = b.add(b.mul(ct_i, gen.c(mr)), gen.c(mm))
-                                gen.when(b.icmp_signed("<", col, gen.c(geo.Cog)), epi)
+                                gen.when(b.icmp_signed("<", col, gen.c(geo.cog)), epi)
                             else:
                                 epi()
 
                     gen.loop(0, cot, cotile)
 
-                gen.loop(0, geo.G, group)
+                gen.loop(0, geo.groups, group)
 
             gen.loop(0, nqt, qtile)
 
-        gen.when(b.icmp_signed("<", r0, r1), lambda: _images(gen, geo.N, image))
+        gen.when(b.icmp_signed("<", r0, r1), lambda: _images(gen, geo.batch, image))
         b.ret_void()
 
 
@@ -727,7 +769,7 @@ class Int8Depthwise(Template):
 
     def _geo(self, op: Any) -> tuple[ConvGeom, QuantInfo] | None:
         r = Int8Conv._geo(Int8Conv(), op)
-        if r is None or not (r[0].Cig == 1 and r[0].Cog == 1):
+        if r is None or not (r[0].cig == 1 and r[0].cog == 1):
             return None
         return r
 
@@ -742,18 +784,26 @@ class Int8Depthwise(Template):
         r = self._geo(op)
         assert r is not None
         geo, q = r
-        L = lanes(isa)
+        nl = lanes(isa)
         nv = self._nv(isa)
-        w = q.weight.reshape(geo.Co, geo.KH * geo.KW).astype(np.int32)
+        w = q.weight.reshape(geo.cout, geo.kh * geo.kw).astype(np.int32)
         wsum = w.astype(np.int64).sum(axis=1)
-        weights = {"w": w.reshape(-1).copy(), **_tables(q, wsum, geo.Co + 1)}
-        ra = geo.rows_alloc(nv * L)
-        scratch = geo.G * len(geo.phases) * ra * geo.Wph + 64
-        macs = geo.N * geo.Co * geo.OH * geo.OW * geo.KH * geo.KW
+        weights = {"w": w.reshape(-1).copy(), **_tables(q, wsum, geo.cout + 1)}
+        ra = geo.rows_alloc(nv * nl)
+        scratch = geo.groups * len(geo.phases) * ra * geo.wph + 64
+        macs = geo.batch * geo.cout * geo.oh * geo.ow * geo.kh * geo.kw
         nbytes = int(np.prod(op.operands[0].type.shape)) + int(np.prod(op.results[0].type.shape)) + w.size
         return KernelPlan(
             symbol,
-            [("in", 0), ("weight", "w"), ("weight", "c"), ("weight", "m"), ("weight", "s"), ("out", 0), ("scratch", None)],
+            [
+                ("in", 0),
+                ("weight", "w"),
+                ("weight", "c"),
+                ("weight", "m"),
+                ("weight", "s"),
+                ("out", 0),
+                ("scratch", None),
+            ],
             weights,
             scratch,
             macs,
@@ -766,60 +816,63 @@ class Int8Depthwise(Template):
         geo, q = r
         gen = Gen(module, plan.symbol, 7, isa)
         b = gen.b
-        L = gen.L
+        nl = gen.nl
         nv = self._nv(isa)
         x, wp, ct, mt, st_, out, scr = gen.bufs
         wp = b.bitcast(wp, I32.as_pointer())
         ct = b.bitcast(ct, I32.as_pointer())
         mt = b.bitcast(mt, I32.as_pointer())
         st_ = b.bitcast(st_, I32.as_pointer())
-        T = len(geo.taps)
+        ntap = len(geo.taps)
         nph = len(geo.phases)
-        QT = nv * L
-        ra = geo.rows_alloc(QT)
+        qtl = nv * nl
+        ra = geo.rows_alloc(qtl)
         scr = b.gep(scr, [b.mul(gen.part, gen.c(plan.scratch_bytes))])
-        r0, r1 = gen.part_range(geo.OH)
-        qend = b.mul(b.sub(r1, r0), gen.c(geo.Wph))
-        nqt = b.sdiv(b.add(qend, gen.c(QT - 1)), gen.c(QT))
-        plane_out = geo.OH * geo.OW
-        ch_stride = nph * ra * geo.Wph
-        tap_offs = [(pi * ra + ro) * geo.Wph + co for pi, ro, co in geo.taps]
+        r0, r1 = gen.part_range(geo.oh)
+        qend = b.mul(b.sub(r1, r0), gen.c(geo.wph))
+        nqt = b.sdiv(b.add(qend, gen.c(qtl - 1)), gen.c(qtl))
+        plane_out = geo.oh * geo.ow
+        ch_stride = nph * ra * geo.wph
+        tap_offs = [(pi * ra + ro) * geo.wph + co for pi, ro, co in geo.taps]
 
         def image(n: Any, _: list[Any]) -> None:
             _emit_pack(gen, geo, x, n, r0, scr, ra, q, 1)
 
             def channel(c: Any, _: list[Any]) -> None:
                 xc = b.gep(scr, [b.mul(c, gen.c(ch_stride))])
-                ws = [gen.splat(b.load(b.gep(wp, [b.add(b.mul(c, gen.c(T)), gen.c(t))])), L) for t in range(T)]
-                cf = gen.splat(b.load(b.gep(ct, [c])), L)
-                mu = gen.splat(b.load(b.gep(mt, [c])), L)
-                sh = gen.splat(b.load(b.gep(st_, [c])), L)
-                obase = b.gep(out, [b.mul(b.add(b.mul(n, gen.c(geo.Co)), c), gen.c(plane_out))])
+                ws = [
+                    gen.splat(b.load(b.gep(wp, [b.add(b.mul(c, gen.c(ntap)), gen.c(t))])), nl)
+                    for t in range(ntap)
+                ]
+                cf = gen.splat(b.load(b.gep(ct, [c])), nl)
+                mu = gen.splat(b.load(b.gep(mt, [c])), nl)
+                sh = gen.splat(b.load(b.gep(st_, [c])), nl)
+                obase = b.gep(out, [b.mul(b.add(b.mul(n, gen.c(geo.cout)), c), gen.c(plane_out))])
 
                 def qtile(qt: Any, _: list[Any]) -> None:
-                    q0 = b.mul(qt, gen.c(QT))
+                    q0 = b.mul(qt, gen.c(qtl))
                     xq = b.gep(xc, [q0])
-                    accs = [gen.cv([0] * L, I32) for _ in range(nv)]
+                    accs = [gen.cv([0] * nl, I32) for _ in range(nv)]
                     for t, toff in enumerate(tap_offs):
                         for v in range(nv):
-                            u = b.zext(gen.load(xq, toff + v * L, vt(I8, L)), vt(I32, L))
+                            u = b.zext(gen.load(xq, toff + v * nl, vt(I8, nl)), vt(I32, nl))
                             accs[v] = b.add(accs[v], b.mul(u, ws[t]))
                     for v in range(nv):
                         y = gen.requant(accs[v], cf, mu, sh, q)
-                        for offs, mask in _store_masks(gen, geo, b.add(q0, gen.c(v * L)), qend, r0):
+                        for offs, mask in _store_masks(gen, geo, b.add(q0, gen.c(v * nl)), qend, r0):
                             gen.masked_store(y, obase, offs, mask)
 
                 gen.loop(0, nqt, qtile)
 
-            gen.loop(0, geo.Co, channel)
+            gen.loop(0, geo.cout, channel)
 
-        gen.when(b.icmp_signed("<", r0, r1), lambda: _images(gen, geo.N, image))
+        gen.when(b.icmp_signed("<", r0, r1), lambda: _images(gen, geo.batch, image))
         b.ret_void()
 
 
 class Int8MatMul(Template):
-    """INT8 MatMul ``[.., M, K] x W[K, N]`` with a constant weight (per-column requant, per-axis
-    inputs along K and per-axis outputs included): register-tiled, lanes along N."""
+    """INT8 MatMul ``[.., mrows, kdim] x iw[kdim, ncols]`` with a constant weight (per-column requant, per-axis
+    inputs along kdim and per-axis outputs included): register-tiled, lanes along ncols."""
 
     name = "int8-matmul"
     priority = 10
@@ -832,8 +885,8 @@ class Int8MatMul(Template):
             return None
         if len(w_t.shape) != 2 or len(a_t.shape) < 2:
             return None
-        K, N = w_t.shape
-        if a_t.shape[-1] != K or list(o_t.shape) != [*a_t.shape[:-1], N]:
+        kdim, ncols = w_t.shape
+        if a_t.shape[-1] != kdim or list(o_t.shape) != [*a_t.shape[:-1], ncols]:
             return None
         ea = _quant8(a_t)
         if ea is not None and isinstance(ea, UniformQuantizedPerAxisType) and ea.axis != len(a_t.shape) - 1:
@@ -844,63 +897,71 @@ class Int8MatMul(Template):
         ew = _quant8(w_t)
         if ew is not None and isinstance(ew, UniformQuantizedPerAxisType) and ew.axis != 1:
             return None
-        q = _quant_info(op, N)
+        q = _quant_info(op, ncols)
         if q is None:
             return None
-        M = int(np.prod(a_t.shape[:-1]))
-        return M, K, N, q
+        mrows = int(np.prod(a_t.shape[:-1]))
+        return mrows, kdim, ncols, q
 
     def matches(self, op: Any, isa: Isa) -> bool:
         return self._info(op) is not None
 
-    def _tile(self, M: int, N: int, isa: Isa) -> tuple[int, int]:
-        L = lanes(isa)
+    def _tile(self, mrows: int, ncols: int, isa: Isa) -> tuple[int, int]:
+        nl = lanes(isa)
         regs = 30 if isa.vector_bytes == 64 else 14
         if not vnni(isa):
             regs = regs // 2
-        return _choose_tile(M, N, L, regs, 6, 8)
+        return _choose_tile(mrows, ncols, nl, regs, 6, 8)
 
     def plan(self, op: Any, symbol: str, isa: Isa) -> KernelPlan:
         r = self._info(op)
         assert r is not None
-        M, K, N, q = r
-        L = lanes(isa)
-        mr, nv = self._tile(M, N, isa)
-        kg = -(-K // 4)
-        nt = -(-N // (nv * L))
-        w = np.zeros((kg * 4, nt * nv * L), np.int8)
-        w[:K, :N] = q.weight
-        # [nt][kg][nv*L][4]
-        wp = w.reshape(kg, 4, nt, nv * L).transpose(2, 0, 3, 1).copy()
+        mrows, kdim, ncols, q = r
+        nl = lanes(isa)
+        mr, nv = self._tile(mrows, ncols, isa)
+        kg = -(-kdim // 4)
+        nt = -(-ncols // (nv * nl))
+        w = np.zeros((kg * 4, nt * nv * nl), np.int8)
+        w[:kdim, :ncols] = q.weight
+        # [nt][kg][nv*nl][4]
+        wp = w.reshape(kg, 4, nt, nv * nl).transpose(2, 0, 3, 1).copy()
         wsum = q.weight.astype(np.int64).sum(axis=0)
-        weights = {"w": wp.reshape(-1), **_tables(q, wsum, nt * nv * L)}
-        scratch = (M + mr) * kg * 4 + 64
-        nbytes = M * K + M * N + wp.size
+        weights = {"w": wp.reshape(-1), **_tables(q, wsum, nt * nv * nl)}
+        scratch = (mrows + mr) * kg * 4 + 64
+        nbytes = mrows * kdim + mrows * ncols + wp.size
         return KernelPlan(
             symbol,
-            [("in", 0), ("weight", "w"), ("weight", "c"), ("weight", "m"), ("weight", "s"), ("out", 0), ("scratch", None)],
+            [
+                ("in", 0),
+                ("weight", "w"),
+                ("weight", "c"),
+                ("weight", "m"),
+                ("weight", "s"),
+                ("out", 0),
+                ("scratch", None),
+            ],
             weights,
             scratch,
-            M * K * N,
+            mrows * kdim * ncols,
             nbytes,
         )
 
     def emit(self, module: Any, plan: KernelPlan, op: Any, isa: Isa) -> None:
         r = self._info(op)
         assert r is not None
-        M, K, N, q = r
+        mrows, kdim, ncols, q = r
         gen = Gen(module, plan.symbol, 7, isa)
         b = gen.b
-        L = gen.L
-        mr, nv = self._tile(M, N, isa)
+        nl = gen.nl
+        mr, nv = self._tile(mrows, ncols, isa)
         a, wp, ct, mt, st_, out, scr = gen.bufs
         ct = b.bitcast(ct, I32.as_pointer())
         mt = b.bitcast(mt, I32.as_pointer())
         st_ = b.bitcast(st_, I32.as_pointer())
-        kg = -(-K // 4)
-        K4 = kg * 4
-        nt = -(-N // (nv * L))
-        mtiles = -(-M // mr)
+        kg = -(-kdim // 4)
+        k4 = kg * 4
+        nt = -(-ncols // (nv * nl))
+        mtiles = -(-mrows // mr)
         scr = b.gep(scr, [b.mul(gen.part, gen.c(plan.scratch_bytes))])
         off = 128 if q.in_signed else 0
         # split row tiles when there are enough, else column tiles
@@ -909,29 +970,27 @@ class Int8MatMul(Template):
         n_lo, n_hi = gen.part_range(nt)
         m_lo = b.select(by_rows, b.mul(t_lo, gen.c(mr)), gen.c(0))
         m_hi = b.select(by_rows, b.mul(t_hi, gen.c(mr)), gen.c(mtiles * mr))
-        m_hi = b.select(b.icmp_signed(">", m_hi, gen.c(M)), gen.c(M), m_hi)
+        m_hi = b.select(b.icmp_signed(">", m_hi, gen.c(mrows)), gen.c(mrows), m_hi)
         nt_lo = b.select(by_rows, gen.c(0), n_lo)
         nt_hi = b.select(by_rows, gen.c(nt), n_hi)
 
-        # pack rows [m_lo, m_hi): bytes + off, K padded to K4 with zeros
+        # pack rows [m_lo, m_hi): bytes + off, kdim padded to k4 with zeros
         def pack_row(m: Any, _: list[Any]) -> None:
-            src = b.gep(a, [b.mul(m, gen.c(K))])
-            dst = b.gep(scr, [b.mul(b.sub(m, m_lo), gen.c(K4))])
-            starts = list(range(0, K - 63, 64))
-            if K >= 64 and (not starts or starts[-1] + 64 < K):
-                starts.append(K - 64)
-            for s0 in starts:
-                v = gen.load(src, s0, vt(I8, 64))
+            src = b.gep(a, [b.mul(m, gen.c(kdim))])
+            dst = b.gep(scr, [b.mul(b.sub(m, m_lo), gen.c(k4))])
+            nfull = kdim // 64
+
+            def chunk(ci: Any, _: list[Any]) -> None:
+                o64 = b.mul(ci, gen.c(64))
+                v = gen.load(src, o64, vt(I8, 64))
                 if off:
                     v = b.xor(v, gen.cv([off] * 64, I8))
-                gen.store(v, dst, s0)
-            done = set()
-            for s0 in starts:
-                done.update(range(s0, s0 + 64))
-            for k in range(K4):
-                if k in done:
-                    continue
-                if k < K:
+                gen.store(v, dst, o64)
+
+            if nfull:
+                gen.loop(0, nfull, chunk)
+            for k in range(nfull * 64, k4):
+                if k < kdim:
                     v = b.load(b.gep(src, [gen.c(k)]))
                     if off:
                         v = b.xor(v, gen.c(off, I8))
@@ -940,30 +999,39 @@ class Int8MatMul(Template):
                 b.store(v, b.gep(dst, [gen.c(k)]))
 
         gen.loop(m_lo, m_hi, pack_row)
-        full_n = N % (nv * L) == 0
+        full_n = ncols % (nv * nl) == 0
 
         def ntile(ti: Any, _: list[Any]) -> None:
-            wt = b.gep(wp, [b.mul(ti, gen.c(kg * nv * L * 4))])
-            ncol = b.mul(ti, gen.c(nv * L))
-            cfs = [gen.load(b.bitcast(ct, I8P), b.mul(b.add(ncol, gen.c(v * L)), gen.c(4)), vt(I32, L), 4) for v in range(nv)]
-            mus = [gen.load(b.bitcast(mt, I8P), b.mul(b.add(ncol, gen.c(v * L)), gen.c(4)), vt(I32, L), 4) for v in range(nv)]
-            shs = [gen.load(b.bitcast(st_, I8P), b.mul(b.add(ncol, gen.c(v * L)), gen.c(4)), vt(I32, L), 4) for v in range(nv)]
+            wt = b.gep(wp, [b.mul(ti, gen.c(kg * nv * nl * 4))])
+            ncol = b.mul(ti, gen.c(nv * nl))
+            cfs = [
+                gen.load(b.bitcast(ct, I8P), b.mul(b.add(ncol, gen.c(v * nl)), gen.c(4)), vt(I32, nl), 4)
+                for v in range(nv)
+            ]
+            mus = [
+                gen.load(b.bitcast(mt, I8P), b.mul(b.add(ncol, gen.c(v * nl)), gen.c(4)), vt(I32, nl), 4)
+                for v in range(nv)
+            ]
+            shs = [
+                gen.load(b.bitcast(st_, I8P), b.mul(b.add(ncol, gen.c(v * nl)), gen.c(4)), vt(I32, nl), 4)
+                for v in range(nv)
+            ]
             nmask = []
             if not full_n:
                 for v in range(nv):
-                    cols = b.add(gen.splat(b.trunc(b.add(ncol, gen.c(v * L)), I32), L), gen.iota(L))
-                    nmask.append(b.icmp_signed("<", cols, gen.cv([N] * L)))
+                    cols = b.add(gen.splat(b.trunc(b.add(ncol, gen.c(v * nl)), I32), nl), gen.iota(nl))
+                    nmask.append(b.icmp_signed("<", cols, gen.cv([ncols] * nl)))
 
             def mtile(m0: Any, _: list[Any]) -> None:
-                ab = b.gep(scr, [b.mul(b.sub(m0, m_lo), gen.c(K4))])
-                zero = gen.cv([0] * L, I32)
+                ab = b.gep(scr, [b.mul(b.sub(m0, m_lo), gen.c(k4))])
+                zero = gen.cv([0] * nl, I32)
 
                 def kstep(k: Any, accs: list[Any]) -> list[Any]:
-                    wk = b.gep(wt, [b.mul(k, gen.c(nv * L * 4))])
-                    wv = [gen.load(wk, v * L * 4, vt(I8, 4 * L)) for v in range(nv)]
+                    wk = b.gep(wt, [b.mul(k, gen.c(nv * nl * 4))])
+                    wv = [gen.load(wk, v * nl * 4, vt(I8, 4 * nl)) for v in range(nv)]
                     accs = list(accs)
                     for mm in range(mr):
-                        av = gen.bcast32(ab, b.add(gen.c(mm * K4), b.mul(k, gen.c(4))), L)
+                        av = gen.bcast32(ab, b.add(gen.c(mm * k4), b.mul(k, gen.c(4))), nl)
                         for v in range(nv):
                             accs[mm * nv + v] = gen.dot(accs[mm * nv + v], av, wv[v])
                     return accs
@@ -973,13 +1041,13 @@ class Int8MatMul(Template):
                     row = b.add(m0, gen.c(mm))
 
                     def epi(mm: int = mm, row: Any = row) -> None:
-                        ob = b.gep(out, [b.add(b.mul(row, gen.c(N)), ncol)])
+                        ob = b.gep(out, [b.add(b.mul(row, gen.c(ncols)), ncol)])
                         for v in range(nv):
                             y = gen.requant(accs[mm * nv + v], cfs[v], mus[v], shs[v], q)
                             if full_n:
-                                gen.store(y, ob, v * L)
+                                gen.store(y, ob, v * nl)
                             else:
-                                gen.masked_store(y, ob, v * L, nmask[v])
+                                gen.masked_store(y, ob, v * nl, nmask[v])
 
                     gen.when(b.icmp_signed("<", row, m_hi), epi)
 

@@ -54,7 +54,9 @@ class Compiled:
         self.compile_ms = (time.perf_counter() - t0) * 1e3
         self.emit_ms = (t1 - t0) * 1e3
         addr = self.ee.get_function_address(symbol)
-        self.fn = ctypes.CFUNCTYPE(None, ctypes.POINTER(ctypes.c_void_p), ctypes.c_int64, ctypes.c_int64)(addr)
+        self.fn = ctypes.CFUNCTYPE(None, ctypes.POINTER(ctypes.c_void_p), ctypes.c_int64, ctypes.c_int64)(
+            addr
+        )
         self.weights = {k: _aligned(v) for k, v in self.plan.weights.items()}
         _KEEP.append(self.ee)
 
@@ -76,7 +78,9 @@ class Compiled:
         keep.append(arr)
         return arr, keep
 
-    def __call__(self, ins: list[np.ndarray], out_shape: tuple[int, ...], out_dtype: Any, nparts: int = 1) -> np.ndarray:
+    def __call__(
+        self, ins: list[np.ndarray], out_shape: tuple[int, ...], out_dtype: Any, nparts: int = 1
+    ) -> np.ndarray:
         out = np.full(out_shape, 0x5A, dtype=out_dtype)
         arr, keep = self.buffers(ins, [out], nparts)
         for p in range(nparts):
