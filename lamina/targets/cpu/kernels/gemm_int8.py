@@ -482,7 +482,7 @@ def _emit_pack(
             chunks = list(range(j_lo, jv_end + 1, 16))
             if chunks and chunks[-1] != jv_end:
                 chunks.append(jv_end)
-            covered = set()
+            covered: set[int] = set()
             for j in chunks:
                 covered.update(range(j, j + 16))
             scalar_js = [j for j in range(j_lo, j_hi) if j not in covered]
