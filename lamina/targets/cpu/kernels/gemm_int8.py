@@ -50,7 +50,7 @@ from lamina.ir.types import IntegerType, NoneType, RankedTensorType
 
 from .abi import Isa, KernelPlan, Template
 
-__all__ = ["Int8Conv", "Int8Depthwise", "Int8MatMul", "TEMPLATES", "vnni", "lanes"]
+__all__ = ["Int8Conv", "Int8ConvChannels", "Int8Depthwise", "Int8MatMul", "TEMPLATES", "vnni", "lanes"]
 
 I1 = ir.IntType(1)
 I8 = ir.IntType(8)
@@ -760,6 +760,194 @@ class Int8Conv(Template):
         b.ret_void()
 
 
+class Int8ConvChannels(Int8Conv):
+    """INT8 convolution with the output channels along the vector lanes: ``MR`` output positions
+    (four input bytes each broadcast) x ``NV`` registers of 16 channels. It reads only the valid
+    positions of the phase-packed input, so it wins where the pixel-lane kernel's computed but
+    unused columns (``Wph - OW`` per row) are many — small images such as 14x14 and 7x7 — and it
+    scatters each output register's bytes to their channel planes (NCHW). Taken (priority 11) only
+    where its estimated efficiency beats :class:`Int8Conv`'s; ``force`` takes every conv it can run
+    (tests)."""
+
+    name = "int8-conv-channels"
+    priority = 11
+
+    def __init__(self, force: bool = False):
+        self.force = force
+
+    def _ctile(self, geo: ConvGeom, isa: Isa) -> tuple[int, int]:
+        nl = lanes(isa)
+        regs = 29 if isa.vector_bytes == 64 else 13
+        if not vnni(isa):
+            regs = regs // 2
+        return _choose_tile(geo.oh * geo.ow, geo.cog, nl, regs, 8, 4)
+
+    def _better(self, geo: ConvGeom, isa: Isa) -> bool:
+        nl = lanes(isa)
+        mr, nv = Int8Conv._tile(self, geo, isa)
+        qtl = nv * nl
+        q = geo.oh * geo.wph
+        pos = geo.oh * geo.ow
+        e_pix = pos / (-(-q // qtl) * qtl) * (geo.cog / (-(-geo.cog // mr) * mr))
+        cr, cv = self._ctile(geo, isa)
+        k4 = -(-geo.cig // 4) * len(geo.taps)
+        e_ch = pos / (-(-pos // cr) * cr) * (geo.cog / (-(-geo.cog // (cv * nl)) * cv * nl))
+        e_ch *= k4 / (k4 + 12)
+        return e_ch > 1.03 * e_pix
+
+    def matches(self, op: Any, isa: Isa) -> bool:
+        r = self._geo(op)
+        if r is None or (r[0].cig == 1 and r[0].cog == 1) or r[0].cog % lanes(isa):
+            return False
+        return self.force or self._better(r[0], isa)
+
+    def plan(self, op: Any, symbol: str, isa: Isa) -> KernelPlan:
+        r = self._geo(op)
+        assert r is not None
+        geo, q = r
+        nl = lanes(isa)
+        _, nv = self._ctile(geo, isa)
+        cw = nv * nl
+        cig4 = -(-geo.cig // 4)
+        cot = -(-geo.cog // cw)
+        ntap = len(geo.taps)
+        w = q.weight.reshape(geo.groups, geo.cog, geo.cig, geo.kh * geo.kw).astype(np.int8)
+        wp = np.zeros((geo.groups, cot * cw, cig4 * 4, ntap), np.int8)
+        wp[:, : geo.cog, : geo.cig] = w
+        # [g][cot][cig4][tap][nv*nl][4]
+        wp = wp.reshape(geo.groups, cot, cw, cig4, 4, ntap).transpose(0, 1, 3, 5, 2, 4).copy()
+        wsum = w.astype(np.int64).sum(axis=(2, 3)).reshape(-1)
+        weights = {"w": wp.reshape(-1), **_tables(q, wsum, geo.cout + cw)}
+        ra = geo.rows_alloc(4)
+        scratch = geo.groups * cig4 * len(geo.phases) * ra * geo.wph * 4 + 64
+        macs = geo.batch * geo.cout * geo.oh * geo.ow * geo.cig * geo.kh * geo.kw
+        nbytes = int(np.prod(op.operands[0].type.shape)) + int(np.prod(op.results[0].type.shape)) + wp.size
+        return KernelPlan(
+            symbol,
+            [
+                ("in", 0),
+                ("weight", "w"),
+                ("weight", "c"),
+                ("weight", "m"),
+                ("weight", "s"),
+                ("out", 0),
+                ("scratch", None),
+            ],
+            weights,
+            scratch,
+            macs,
+            nbytes,
+        )
+
+    def emit(self, module: Any, plan: KernelPlan, op: Any, isa: Isa) -> None:
+        r = self._geo(op)
+        assert r is not None
+        geo, q = r
+        gen = Gen(module, plan.symbol, 7, isa)
+        b = gen.b
+        nl = gen.nl
+        mr, nv = self._ctile(geo, isa)
+        cw = nv * nl
+        x, wp, ct, mt, st_, out, scr = gen.bufs
+        cig4 = -(-geo.cig // 4)
+        cot = -(-geo.cog // cw)
+        ntap = len(geo.taps)
+        nph = len(geo.phases)
+        ra = geo.rows_alloc(4)
+        scr = b.gep(scr, [b.mul(gen.part, gen.c(plan.scratch_bytes))])
+        r0, r1 = gen.part_range(geo.oh)
+        npos = b.mul(b.sub(r1, r0), gen.c(geo.ow))
+        npt = b.sdiv(b.add(npos, gen.c(mr - 1)), gen.c(mr))
+        plane_out = geo.oh * geo.ow
+        cig_stride = nph * ra * geo.wph * 4
+        tap_offs = [((pi * ra + ro) * geo.wph + co) * 4 for pi, ro, co in geo.taps]
+        pbase = b.mul(r0, gen.c(geo.ow))
+
+        def image(n: Any, _: list[Any]) -> None:
+            _emit_pack(gen, geo, x, n, r0, scr, ra, q, 4)
+
+            def group(gi: Any, _: list[Any]) -> None:
+                xg = b.gep(scr, [b.mul(gi, gen.c(cig4 * cig_stride))])
+
+                def cotile(ct_i: Any, _: list[Any]) -> None:
+                    wt = b.gep(wp, [b.mul(b.add(b.mul(gi, gen.c(cot)), ct_i), gen.c(cig4 * ntap * cw * 4))])
+                    col0 = b.mul(ct_i, gen.c(cw))
+                    ch0 = b.add(b.mul(gi, gen.c(geo.cog)), col0)
+                    tabs = []
+                    for v in range(nv):
+                        o4 = b.mul(b.add(ch0, gen.c(v * nl)), gen.c(4))
+                        tabs.append(tuple(gen.load(tb, o4, vt(I32, nl), 4) for tb in (ct, mt, st_)))
+
+                    def ptile(pt: Any, _: list[Any]) -> None:
+                        p0 = b.mul(pt, gen.c(mr))
+                        last = b.sub(npos, gen.c(1))
+                        xoffs = []
+                        for rr in range(mr):
+                            p = b.add(p0, gen.c(rr))
+                            p = b.select(b.icmp_signed(">", p, last), last, p)
+                            qq = b.add(
+                                b.mul(b.udiv(p, gen.c(geo.ow)), gen.c(geo.wph)), b.urem(p, gen.c(geo.ow))
+                            )
+                            xoffs.append(b.mul(qq, gen.c(4)))
+                        zero = gen.cv([0] * nl, I32)
+
+                        def kstep(cg: Any, accs: list[Any]) -> list[Any]:
+                            xc = b.gep(xg, [b.mul(cg, gen.c(cig_stride))])
+                            wc = b.gep(wt, [b.mul(cg, gen.c(ntap * cw * 4))])
+                            xr = [b.gep(xc, [xo]) for xo in xoffs]
+                            accs = list(accs)
+                            for ti, toff in enumerate(tap_offs):
+                                wv = [gen.load(wc, (ti * nv + v) * nl * 4, vt(I8, 4 * nl)) for v in range(nv)]
+                                for rr in range(mr):
+                                    a = gen.bcast32(xr[rr], toff, nl)
+                                    for v in range(nv):
+                                        accs[rr * nv + v] = gen.dot(accs[rr * nv + v], a, wv[v])
+                            return accs
+
+                        accs = gen.loop(0, cig4, kstep, [zero] * (mr * nv))
+                        for v in range(nv):
+
+                            def epi_v(v: int = v) -> None:
+                                cf, mu, sh = tabs[v]
+                                obase = b.gep(
+                                    out,
+                                    [
+                                        b.add(
+                                            b.mul(
+                                                b.add(b.mul(n, gen.c(geo.cout)), b.add(ch0, gen.c(v * nl))),
+                                                gen.c(plane_out),
+                                            ),
+                                            b.add(pbase, p0),
+                                        )
+                                    ],
+                                )
+                                for rr in range(mr):
+
+                                    def epi_r(rr: int = rr) -> None:
+                                        y = gen.requant(accs[rr * nv + v], cf, mu, sh, q)
+                                        for lane in range(nl):
+                                            e = b.extract_element(y, gen.c(lane, I32))
+                                            b.store(e, b.gep(obase, [gen.c(lane * plane_out + rr)]))
+
+                                    gen.when(b.icmp_signed("<", b.add(p0, gen.c(rr)), npos), epi_r)
+
+                            if geo.cog % cw:
+                                gen.when(
+                                    b.icmp_signed("<", b.add(col0, gen.c(v * nl)), gen.c(geo.cog)), epi_v
+                                )
+                            else:
+                                epi_v()
+
+                    gen.loop(0, npt, ptile)
+
+                gen.loop(0, cot, cotile)
+
+            gen.loop(0, geo.groups, group)
+
+        gen.when(b.icmp_signed("<", r0, r1), lambda: _images(gen, geo.batch, image))
+        b.ret_void()
+
+
 class Int8Depthwise(Template):
     """INT8 depthwise convolution (group == input channels == output channels): per channel, taps
     unrolled over registers of positions in i32 lanes."""
@@ -1057,4 +1245,4 @@ class Int8MatMul(Template):
         b.ret_void()
 
 
-TEMPLATES: list[Template] = [Int8Conv(), Int8Depthwise(), Int8MatMul()]
+TEMPLATES: list[Template] = [Int8Conv(), Int8ConvChannels(), Int8Depthwise(), Int8MatMul()]

@@ -30,6 +30,7 @@ from lamina.targets.cpu.kernels.abi import Isa, Template
 from lamina.targets.cpu.kernels.gemm_int8 import (
     TEMPLATES,
     Int8Conv,
+    Int8ConvChannels,
     Int8Depthwise,
     Int8MatMul,
     vnni,
@@ -152,11 +153,11 @@ def conv_op(
 
 
 @st.composite
-def conv_cases(draw: Any, depthwise: bool) -> tuple[Any, np.ndarray]:
+def conv_cases(draw: Any, depthwise: bool, channel_block: int = 1) -> tuple[Any, np.ndarray]:
     nd = draw(st.sampled_from([2, 2, 2, 1]))
     g = draw(st.integers(1, 4)) if not depthwise else draw(st.integers(1, 9))
     cin = g if depthwise else g * draw(st.integers(1, 9))
-    cout = g if depthwise else g * draw(st.integers(1, 11))
+    cout = g if depthwise else g * channel_block * draw(st.integers(1, 11 if channel_block == 1 else 3))
     k = tuple(draw(st.integers(1, 5)) for _ in range(nd))
     d = tuple(draw(st.integers(1, 3)) for _ in range(nd))
     s = tuple(draw(st.integers(1, 3)) for _ in range(nd))
@@ -182,6 +183,30 @@ def conv_cases(draw: Any, depthwise: bool) -> tuple[Any, np.ndarray]:
 @given(case=conv_cases(depthwise=False))
 def test_conv_bit_exact(case: tuple[Any, np.ndarray]) -> None:
     check(conv_template(case[0], HOST), *case, HOST)
+
+
+@SETTINGS
+@given(case=conv_cases(depthwise=False, channel_block=16))
+def test_conv_channel_lanes_bit_exact(case: tuple[Any, np.ndarray]) -> None:
+    """The channel-lane conv kernel (forced on every conv it can run)."""
+    check(Int8ConvChannels(force=True), *case, HOST)
+
+
+@pytest.mark.parametrize("isa", ISAS[1:], ids=ISA_IDS[1:])
+@settings(max_examples=2, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@given(case=conv_cases(depthwise=False, channel_block=16))
+def test_conv_channel_lanes_narrower_isa(isa: Isa, case: tuple[Any, np.ndarray]) -> None:
+    check(Int8ConvChannels(force=True), *case, isa, nparts=(1, 3))
+
+
+def test_channel_lanes_taken_where_it_pays() -> None:
+    """Small images with many channels go to the channel-lane kernel, large ones stay on pixels."""
+    rng = np.random.default_rng(0)
+    small = conv_op(rng, 1, 64, (7, 7), 64, (3, 3), (1, 1), (1, 1), [1] * 4, 1, "u8", "relu", True, "small")
+    large = conv_op(rng, 1, 16, (40, 40), 16, (3, 3), (1, 1), (1, 1), [1] * 4, 1, "u8", "relu", True, "small")
+    assert Int8ConvChannels().matches(small, HOST) and Int8Conv().matches(small, HOST)
+    assert Int8ConvChannels().priority > Int8Conv().priority
+    assert not Int8ConvChannels().matches(large, HOST)
 
 
 @SETTINGS
@@ -450,10 +475,17 @@ def test_lowered_ops(kind: str, lo: str, asym: bool) -> None:
 @pytest.mark.slow
 @settings(max_examples=150, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 @given(
-    case=st.one_of(conv_cases(depthwise=False), conv_cases(depthwise=True), matmul_cases()),
+    case=st.one_of(
+        conv_cases(depthwise=False),
+        conv_cases(depthwise=True),
+        conv_cases(depthwise=False, channel_block=16),
+        matmul_cases(),
+    ),
     isa=st.sampled_from(ISAS),
 )
 def test_many_bit_exact(case: tuple[Any, np.ndarray], isa: Isa) -> None:
     """The long run (``-m slow``): every template, every ISA, more examples."""
     o = case[0]
     check(conv_template(o, isa) if o.name == "tpu.Conv" else Int8MatMul(), *case, isa)
+    if Int8ConvChannels(force=True).matches(o, isa):
+        check(Int8ConvChannels(force=True), *case, isa)
