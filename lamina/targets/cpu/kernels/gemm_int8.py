@@ -702,18 +702,24 @@ class Int8Conv(Template):
         def image(n: Any, _: list[Any]) -> None:
             _emit_pack(gen, geo, x, n, r0, scr, ra, q, 4)
 
-            def qtile(qt: Any, _: list[Any]) -> None:
-                q0 = b.mul(qt, gen.c(qtl))
-                masks = [_store_masks(gen, geo, b.add(q0, gen.c(v * nl)), qend, r0) for v in range(nv)]
+            def group(gi: Any, _: list[Any]) -> None:
+                # channel tiles outer, position tiles inner: each output plane is written in order
+                # and the tile's weights stay in L1 while the packed input streams from L2
+                def cotile(ct_i: Any, _: list[Any]) -> None:
+                    wt = b.gep(wp, [b.mul(b.add(b.mul(gi, gen.c(cot)), ct_i), gen.c(cig4 * ntap * mr * 4))])
+                    chans = []
+                    for mm in range(mr):
+                        col = b.add(b.mul(ct_i, gen.c(mr)), gen.c(mm))
+                        co = b.add(b.mul(gi, gen.c(geo.cog)), col)
+                        chans.append((col, co))
+                    zero = gen.cv([0] * nl, I32)
 
-                def group(gi: Any, _: list[Any]) -> None:
-                    xg = b.gep(scr, [b.add(b.mul(gi, gen.c(cig4 * cig_stride)), b.mul(q0, gen.c(4)))])
-
-                    def cotile(ct_i: Any, _: list[Any]) -> None:
-                        wt = b.gep(
-                            wp, [b.mul(b.add(b.mul(gi, gen.c(cot)), ct_i), gen.c(cig4 * ntap * mr * 4))]
-                        )
-                        zero = gen.cv([0] * nl, I32)
+                    def qtile(qt: Any, _: list[Any]) -> None:
+                        q0 = b.mul(qt, gen.c(qtl))
+                        masks = [
+                            _store_masks(gen, geo, b.add(q0, gen.c(v * nl)), qend, r0) for v in range(nv)
+                        ]
+                        xg = b.gep(scr, [b.add(b.mul(gi, gen.c(cig4 * cig_stride)), b.mul(q0, gen.c(4)))])
 
                         def kstep(cg: Any, accs: list[Any]) -> list[Any]:
                             xc = b.gep(xg, [b.mul(cg, gen.c(cig_stride))])
@@ -731,8 +737,7 @@ class Int8Conv(Template):
                         for mm in range(mr):
 
                             def epi(mm: int = mm) -> None:
-                                col = b.add(b.mul(ct_i, gen.c(mr)), gen.c(mm))
-                                co = b.add(b.mul(gi, gen.c(geo.cog)), col)
+                                co = chans[mm][1]
                                 cf = gen.splat(b.load(b.gep(ct, [co])), nl)
                                 mu = gen.splat(b.load(b.gep(mt, [co])), nl)
                                 sh = gen.splat(b.load(b.gep(st_, [co])), nl)
@@ -745,16 +750,15 @@ class Int8Conv(Template):
                                         gen.masked_store(y, obase, offs, mask)
 
                             if geo.cog % mr:
-                                col = b.add(b.mul(ct_i, gen.c(mr)), gen.c(mm))
-                                gen.when(b.icmp_signed("<", col, gen.c(geo.cog)), epi)
+                                gen.when(b.icmp_signed("<", chans[mm][0], gen.c(geo.cog)), epi)
                             else:
                                 epi()
 
-                    gen.loop(0, cot, cotile)
+                    gen.loop(0, nqt, qtile)
 
-                gen.loop(0, geo.groups, group)
+                gen.loop(0, cot, cotile)
 
-            gen.loop(0, nqt, qtile)
+            gen.loop(0, geo.groups, group)
 
         gen.when(b.icmp_signed("<", r0, r1), lambda: _images(gen, geo.batch, image))
         b.ret_void()
