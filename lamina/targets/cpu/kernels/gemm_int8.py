@@ -1030,41 +1030,41 @@ class Int8Depthwise(Template):
         def image(n: Any, _: list[Any]) -> None:
             _emit_pack(gen, geo, x, n, r0, scr, ra, q, 1)
 
-            def channel(c: Any, _: list[Any]) -> None:
-                xc = b.gep(scr, [b.mul(c, gen.c(ch_stride))])
-                ws = [
-                    gen.splat(b.load(b.gep(wp, [b.add(b.mul(c, gen.c(ntap)), gen.c(t))])), nl)
-                    for t in range(ntap)
-                ]
-                cf = gen.splat(b.load(b.gep(ct, [c])), nl)
-                mu = gen.splat(b.load(b.gep(mt, [c])), nl)
-                sh = gen.splat(b.load(b.gep(st_, [c])), nl)
-                obase = b.gep(out, [b.mul(b.add(b.mul(n, gen.c(geo.cout)), c), gen.c(plane_out))])
+            # position tiles outer (their store masks computed once), channels inner; weights
+            # read per tap (a broadcast operand, not a register each)
+            def qtile(qt: Any, _: list[Any]) -> None:
+                q0 = b.mul(qt, gen.c(qtl))
+                masks = [_store_masks(gen, geo, b.add(q0, gen.c(v * nl)), qend, r0) for v in range(nv)]
 
-                def qtile(qt: Any, _: list[Any]) -> None:
-                    q0 = b.mul(qt, gen.c(qtl))
-                    xq = b.gep(xc, [q0])
+                def channel(c: Any, _: list[Any]) -> None:
+                    xq = b.gep(scr, [b.add(b.mul(c, gen.c(ch_stride)), q0)])
+                    wc = b.gep(wp, [b.mul(c, gen.c(ntap))])
                     accs = [gen.cv([0] * nl, I32) for _ in range(nv)]
                     for t, toff in enumerate(tap_offs):
+                        wt = gen.splat(b.load(b.gep(wc, [gen.c(t)])), nl)
                         for v in range(nv):
                             u = b.zext(gen.load(xq, toff + v * nl, vt(I8, nl)), vt(I32, nl))
-                            accs[v] = b.add(accs[v], b.mul(u, ws[t]))
+                            accs[v] = b.add(accs[v], b.mul(u, wt))
+                    cf = gen.splat(b.load(b.gep(ct, [c])), nl)
+                    mu = gen.splat(b.load(b.gep(mt, [c])), nl)
+                    sh = gen.splat(b.load(b.gep(st_, [c])), nl)
+                    obase = b.gep(out, [b.mul(b.add(b.mul(n, gen.c(geo.cout)), c), gen.c(plane_out))])
                     for v in range(nv):
                         y = gen.requant(accs[v], cf, mu, sh, q)
-                        for offs, mask in _store_masks(gen, geo, b.add(q0, gen.c(v * nl)), qend, r0):
+                        for offs, mask in masks[v]:
                             gen.masked_store(y, obase, offs, mask)
 
-                gen.loop(0, nqt, qtile)
+                gen.loop(0, geo.cout, channel)
 
-            gen.loop(0, geo.cout, channel)
+            gen.loop(0, nqt, qtile)
 
         gen.when(b.icmp_signed("<", r0, r1), lambda: _images(gen, geo.batch, image))
         b.ret_void()
 
 
 class Int8MatMul(Template):
-    """INT8 MatMul ``[.., mrows, kdim] x iw[kdim, ncols]`` with a constant weight (per-column requant, per-axis
-    inputs along kdim and per-axis outputs included): register-tiled, lanes along ncols."""
+    """INT8 MatMul ``[.., M, K] x W[K, N]`` with a constant weight (per-column requant, per-axis
+    inputs along K and per-axis outputs included): register-tiled, lanes along N."""
 
     name = "int8-matmul"
     priority = 10
