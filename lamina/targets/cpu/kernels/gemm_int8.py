@@ -952,6 +952,28 @@ class Int8ConvChannels(Int8Conv):
         b.ret_void()
 
 
+def _tap_runs(geo: ConvGeom, ra: int) -> list[tuple[int, list[tuple[int, int]]]]:
+    """The taps of a depthwise kernel grouped into 4-byte windows of one phase row: ``(offset of
+    the window in the channel's packed plane, [(tap index, byte in the window)])`` — a 3x3 kernel
+    of stride 1 is three windows, each one ``vpdpbusd`` over 16 positions (``ra``: phase rows per
+    channel in the packed plane)."""
+    by_row: dict[tuple[int, int], list[tuple[int, int]]] = {}
+    for ti, (pi, ro, co) in enumerate(geo.taps):
+        by_row.setdefault((pi, ro), []).append((co, ti))
+    out = []
+    for (pi, ro), cols in by_row.items():
+        cols.sort()
+        i = 0
+        while i < len(cols):
+            c0 = cols[i][0]
+            members = []
+            while i < len(cols) and cols[i][0] - c0 < 4:
+                members.append((cols[i][1], cols[i][0] - c0))
+                i += 1
+            out.append(((pi * ra + ro) * geo.wph + c0, members))
+    return out
+
+
 class Int8Depthwise(Template):
     """INT8 depthwise convolution (group == input channels == output channels): per channel, taps
     unrolled over registers of positions in i32 lanes."""
@@ -978,11 +1000,16 @@ class Int8Depthwise(Template):
         geo, q = r
         nl = lanes(isa)
         nv = self._nv(isa)
-        w = q.weight.reshape(geo.cout, geo.kh * geo.kw).astype(np.int32)
+        w = q.weight.reshape(geo.cout, geo.kh * geo.kw).astype(np.int8)
         wsum = w.astype(np.int64).sum(axis=1)
-        weights = {"w": w.reshape(-1).copy(), **_tables(q, wsum, geo.cout + 1)}
+        runs = _tap_runs(geo, 1)
+        wr = np.zeros((geo.cout, len(runs), 4), np.int8)
+        for ri, (_, members) in enumerate(runs):
+            for ti, pos in members:
+                wr[:, ri, pos] = w[:, ti]
+        weights = {"w": wr.reshape(-1), **_tables(q, wsum, geo.cout + 1)}
         ra = geo.rows_alloc(nv * nl)
-        scratch = geo.groups * len(geo.phases) * ra * geo.wph + 64
+        scratch = geo.groups * len(geo.phases) * ra * geo.wph + 2 * nl + 64
         macs = geo.batch * geo.cout * geo.oh * geo.ow * geo.kh * geo.kw
         nbytes = int(np.prod(op.operands[0].type.shape)) + int(np.prod(op.results[0].type.shape)) + w.size
         return KernelPlan(
@@ -1011,11 +1038,9 @@ class Int8Depthwise(Template):
         nl = gen.nl
         nv = self._nv(isa)
         x, wp, ct, mt, st_, out, scr = gen.bufs
-        wp = b.bitcast(wp, I32.as_pointer())
         ct = b.bitcast(ct, I32.as_pointer())
         mt = b.bitcast(mt, I32.as_pointer())
         st_ = b.bitcast(st_, I32.as_pointer())
-        ntap = len(geo.taps)
         nph = len(geo.phases)
         qtl = nv * nl
         ra = geo.rows_alloc(qtl)
@@ -1025,26 +1050,29 @@ class Int8Depthwise(Template):
         nqt = b.sdiv(b.add(qend, gen.c(qtl - 1)), gen.c(qtl))
         plane_out = geo.oh * geo.ow
         ch_stride = nph * ra * geo.wph
-        tap_offs = [(pi * ra + ro) * geo.wph + co for pi, ro, co in geo.taps]
+        runs = _tap_runs(geo, ra)
+        run_offs = [off for off, _ in runs]
 
         def image(n: Any, _: list[Any]) -> None:
             _emit_pack(gen, geo, x, n, r0, scr, ra, q, 1)
 
-            # position tiles outer (their store masks computed once), channels inner; weights
-            # read per tap (a broadcast operand, not a register each)
+            # position tiles outer (their store masks computed once), channels inner
             def qtile(qt: Any, _: list[Any]) -> None:
                 q0 = b.mul(qt, gen.c(qtl))
                 masks = [_store_masks(gen, geo, b.add(q0, gen.c(v * nl)), qend, r0) for v in range(nv)]
 
                 def channel(c: Any, _: list[Any]) -> None:
                     xq = b.gep(scr, [b.add(b.mul(c, gen.c(ch_stride)), q0)])
-                    wc = b.gep(wp, [b.mul(c, gen.c(ntap))])
+                    wc = b.gep(wp, [b.mul(c, gen.c(len(runs) * 4))])
                     accs = [gen.cv([0] * nl, I32) for _ in range(nv)]
-                    for t, toff in enumerate(tap_offs):
-                        wt = gen.splat(b.load(b.gep(wc, [gen.c(t)])), nl)
+                    for ri, roff in enumerate(run_offs):
+                        wb = gen.bcast32(wc, ri * 4, nl)
                         for v in range(nv):
-                            u = b.zext(gen.load(xq, toff + v * nl, vt(I8, nl)), vt(I32, nl))
-                            accs[v] = b.add(accs[v], b.mul(u, wt))
+                            win = gen.load(xq, roff + v * nl, vt(I8, 2 * nl))
+                            u = b.shuffle_vector(
+                                win, win, gen.cv([j + t for j in range(nl) for t in range(4)])
+                            )
+                            accs[v] = gen.dot(accs[v], u, wb)
                     cf = gen.splat(b.load(b.gep(ct, [c])), nl)
                     mu = gen.splat(b.load(b.gep(mt, [c])), nl)
                     sh = gen.splat(b.load(b.gep(st_, [c])), nl)
