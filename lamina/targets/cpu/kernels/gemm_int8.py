@@ -154,10 +154,19 @@ def _quant_info(op: Any, channels: int) -> QuantInfo | None:
         if b is None or not isinstance(getattr(bt, "element_type", None), IntegerType):
             return None
         b = np.asarray(b)
-        if b.size != channels or b.dtype.kind not in "iu":
+        if (
+            b.size != channels
+            or b.dtype.kind not in "iu"
+            or (_is(op, "tpu.MatMul") and b.ndim > 0 and b.shape[-1] != channels)
+        ):
             return None
         bias = b.reshape(-1).astype(np.int64).astype(np.int32)
     return QuantInfo(bool(ex.signed), zp_in, lo_c, hi_c, zp_out, m, s, w.astype(np.int8), bias)
+
+
+def _scalars(q: QuantInfo) -> tuple[bool, int, int, int, int]:
+    """What the emitted code reads of the quantization (the rest lives in the packed tables)."""
+    return (q.in_signed, q.zp_in, q.lo, q.hi, q.zp_out)
 
 
 def _fold(q: QuantInfo, wsum: np.ndarray) -> np.ndarray:
@@ -628,6 +637,14 @@ class Int8Conv(Template):
         r = self._geo(op)
         return r is not None and not (r[0].cig == 1 and r[0].cog == 1)
 
+    def ir_key(self, op: Any, isa: Isa) -> tuple[Any, ...]:
+        """Ops of equal keys get the same function but for its name (the per-channel factors, bias
+        and weights are buffers): a compiler may emit one and call it for all. (Not in the ABI.)"""
+        r = self._geo(op)
+        assert r is not None
+        g = r[0]
+        return (self.name, repr(g), _scalars(r[1]), isa)
+
     def _tile(self, geo: ConvGeom, isa: Isa) -> tuple[int, int]:
         nl = lanes(isa)
         regs = 30 if isa.vector_bytes == 64 else 14
@@ -990,6 +1007,12 @@ class Int8Depthwise(Template):
     def matches(self, op: Any, isa: Isa) -> bool:
         return self._geo(op) is not None
 
+    def ir_key(self, op: Any, isa: Isa) -> tuple[Any, ...]:
+        """As :meth:`Int8Conv.ir_key`."""
+        r = self._geo(op)
+        assert r is not None
+        return (self.name, repr(r[0]), _scalars(r[1]), isa)
+
     @staticmethod
     def _nv(isa: Isa) -> int:
         return 4 if isa.vector_bytes >= 32 else 2
@@ -1125,6 +1148,12 @@ class Int8MatMul(Template):
 
     def matches(self, op: Any, isa: Isa) -> bool:
         return self._info(op) is not None
+
+    def ir_key(self, op: Any, isa: Isa) -> tuple[Any, ...]:
+        """As :meth:`Int8Conv.ir_key`."""
+        r = self._info(op)
+        assert r is not None
+        return (self.name, r[:3], _scalars(r[3]), isa)
 
     def _tile(self, mrows: int, ncols: int, isa: Isa) -> tuple[int, int]:
         nl = lanes(isa)

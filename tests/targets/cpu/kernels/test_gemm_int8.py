@@ -489,3 +489,50 @@ def test_many_bit_exact(case: tuple[Any, np.ndarray], isa: Isa) -> None:
     check(conv_template(o, isa) if o.name == "tpu.Conv" else Int8MatMul(), *case, isa)
     if Int8ConvChannels(force=True).matches(o, isa):
         check(Int8ConvChannels(force=True), *case, isa)
+
+
+def test_ir_key_names_what_the_code_depends_on() -> None:
+    """Two convs differing only in weights, bias and multipliers share a key and emit the same
+    function (but for its name); another output zero point or shape gives another key."""
+    from llvmlite import ir
+
+    rng = np.random.default_rng(5)
+    args = (1, 8, (6, 6), 16, (3, 3), (1, 1), (1, 1), [1] * 4, 1, "asym", "none", True, "small")
+    a, b = conv_op(rng, *args), conv_op(rng, *args)
+    other = conv_op(rng, 1, 8, (7, 6), 16, (3, 3), (1, 1), (1, 1), [1] * 4, 1, "asym", "none", True, "small")
+    for tp in (Int8Conv(), Int8ConvChannels(force=True)):
+        assert tp.ir_key(a, HOST) == tp.ir_key(b, HOST) != tp.ir_key(other, HOST)
+        texts = []
+        for o in (a, b):
+            m = ir.Module(name="m")
+            tp.emit(m, tp.plan(o, "k", HOST), o, HOST)
+            texts.append(str(m))
+        assert texts[0] == texts[1]
+    ma = matmul_op(rng, (3, 20), 8, "sym", "none", True, "small")
+    mb = matmul_op(rng, (3, 20), 8, "sym", "none", True, "small")
+    mc = matmul_op(rng, (3, 20), 8, "u8", "none", True, "small")
+    assert Int8MatMul().ir_key(ma, HOST) == Int8MatMul().ir_key(mb, HOST) != Int8MatMul().ir_key(mc, HOST)
+
+
+def test_conv_auto_pad_same() -> None:
+    rng = np.random.default_rng(9)
+    w = rng.integers(-127, 128, (8, 4, 3, 3)).astype(np.int8)
+    for mode in ("SAME_UPPER", "SAME_LOWER"):
+        o = op(
+            "tpu.Conv",
+            [
+                t((1, 4, 8, 7), q8(True, 0.05, 2)),
+                ("const", dense(w), t((8, 4, 3, 3), per_axis([0.01] * 8, 0)), t((8, 4, 3, 3), "i8")),
+                None,
+            ],
+            t((1, 8, 4, 4), q8(True, 0.02, 1)),
+            ", ".join(
+                [
+                    arr("strides", [2, 2]),
+                    f'auto_pad = "{mode}"',
+                    arr("multiplier", [1 << 30]),
+                    arr("rshift", [8]),
+                ]
+            ),
+        )
+        check(Int8Conv(), o, _act(rng, (1, 4, 8, 7), True, "rand"), HOST)
