@@ -601,6 +601,26 @@ def _store_masks(gen: Gen, geo: ConvGeom, qv: Any, qend: Any, r0: Any) -> list[t
     return out
 
 
+def _row_table(gen: Gen, geo: ConvGeom, tap_offs: list[int], tile: int) -> tuple[Any, list[int]]:
+    """For kernels with many taps (more than ~250 dot products unrolled): when every kernel row's
+    taps sit at the same offsets from the row's first, a constant table of the rows' first offsets
+    (an internal global) and those column offsets, so the rows run as a loop (smaller code, faster
+    compile); else ``(None, [])`` (all taps unrolled)."""
+    if len(tap_offs) * tile <= 256 or geo.kh < 2:
+        return None, []
+    starts = [tap_offs[kh * geo.kw] for kh in range(geo.kh)]
+    cols = [tap_offs[kw] - starts[0] for kw in range(geo.kw)]
+    for kh in range(geo.kh):
+        if [tap_offs[kh * geo.kw + kw] - starts[kh] for kw in range(geo.kw)] != cols:
+            return None, []
+    aty = ir.ArrayType(I64, geo.kh)
+    g = ir.GlobalVariable(gen.module, aty, gen.module.get_unique_name(gen.fn.name + ".rows"))
+    g.global_constant = True
+    g.linkage = "internal"
+    g.initializer = ir.Constant(aty, [ir.Constant(I64, v) for v in starts])
+    return g, cols
+
+
 def _images(gen: Gen, n: int, body: Callable[[Any, list[Any]], None]) -> None:
     gen.loop(0, n, body)
 
@@ -715,6 +735,7 @@ class Int8Conv(Template):
         plane_out = geo.oh * geo.ow
         cig_stride = nph * ra * geo.wph * 4  # bytes per channel group of four
         tap_offs = [((pi * ra + ro) * geo.wph + co) * 4 for pi, ro, co in geo.taps]
+        rows_tab, col_offs = _row_table(gen, geo, tap_offs, mr * nv)
 
         def image(n: Any, _: list[Any]) -> None:
             _emit_pack(gen, geo, x, n, r0, scr, ra, q, 4)
@@ -738,17 +759,29 @@ class Int8Conv(Template):
                         ]
                         xg = b.gep(scr, [b.add(b.mul(gi, gen.c(cig4 * cig_stride)), b.mul(q0, gen.c(4)))])
 
-                        def kstep(cg: Any, accs: list[Any]) -> list[Any]:
-                            xc = b.gep(xg, [b.mul(cg, gen.c(cig_stride))])
-                            wc = b.gep(wt, [b.mul(cg, gen.c(ntap * mr * 4))])
+                        def taps(xc: Any, wc: Any, accs: list[Any], offs: list[int], first: int) -> list[Any]:
                             accs = list(accs)
-                            for ti, toff in enumerate(tap_offs):
+                            for ti, toff in enumerate(offs):
                                 xv = [gen.load(xc, toff + v * nl * 4, vt(I8, 4 * nl)) for v in range(nv)]
                                 for mm in range(mr):
-                                    wb = gen.bcast32(wc, (ti * mr + mm) * 4, nl)
+                                    wb = gen.bcast32(wc, ((first + ti) * mr + mm) * 4, nl)
                                     for v in range(nv):
                                         accs[mm * nv + v] = gen.dot(accs[mm * nv + v], xv[v], wb)
                             return accs
+
+                        def kstep(cg: Any, accs: list[Any]) -> list[Any]:
+                            xc = b.gep(xg, [b.mul(cg, gen.c(cig_stride))])
+                            wc = b.gep(wt, [b.mul(cg, gen.c(ntap * mr * 4))])
+                            if rows_tab is None:
+                                return taps(xc, wc, accs, tap_offs, 0)
+
+                            # many taps: the kernel rows as a loop (row offsets from a table)
+                            def krow(kh: Any, acc: list[Any]) -> list[Any]:
+                                ro = b.load(b.gep(rows_tab, [gen.c(0), kh]))
+                                wk = b.gep(wc, [b.mul(kh, gen.c(geo.kw * mr * 4))])
+                                return taps(b.gep(xc, [ro]), wk, acc, col_offs, 0)
+
+                            return gen.loop(0, geo.kh, krow, accs)
 
                         accs = gen.loop(0, cig4, kstep, [zero] * (mr * nv))
                         for mm in range(mr):

@@ -536,3 +536,12 @@ def test_conv_auto_pad_same() -> None:
             ),
         )
         check(Int8Conv(), o, _act(rng, (1, 4, 8, 7), True, "rand"), HOST)
+
+
+def test_many_taps_loop_over_kernel_rows() -> None:
+    """A 7x7 kernel runs its rows as a loop over a constant table (smaller code), still exact."""
+    rng = np.random.default_rng(11)
+    o = conv_op(rng, 1, 3, (20, 20), 16, (7, 7), (2, 2), (1, 1), [3] * 4, 1, "sym", "relu", True, "small")
+    c = Compiled(Int8Conv(), o, HOST)
+    assert ".rows" in c.ir_text
+    check(Int8Conv(), o, _act(rng, (1, 3, 20, 20), True, "rand"), HOST)
