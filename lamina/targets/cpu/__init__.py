@@ -1,1 +1,0 @@
-"""The CPU target: ``tpu`` modules compiled to native code through LLVM (llvmlite)."""

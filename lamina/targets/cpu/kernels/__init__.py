@@ -1,1 +1,0 @@
-"""Kernel templates of the CPU target (the ABI in :mod:`.abi`)."""
