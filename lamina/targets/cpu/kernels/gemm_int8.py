@@ -1,0 +1,1342 @@
+"""Fast INT8 kernel templates of the CPU target: ``tpu.Conv`` (grouped, strided, dilated, padded),
+depthwise ``tpu.Conv`` and ``tpu.MatMul`` with a constant weight, emitted as LLVM IR (llvmlite),
+bit-exact with the ops' ``execute`` (``docs/tpu.md``, "Integer arithmetic").
+
+**Arithmetic.** Activations enter as unsigned bytes ``u = q + off`` (``off`` = 128 for int8
+storage, 0 for uint8): the unsigned x signed dot product of four byte pairs into an int32 lane is
+``vpdpbusd`` (AVX-512 VNNI / AVX-VNNI), or its exact emulation in plain i32 vectors without VNNI.
+The contract's accumulator is ``Σ (q - zp) * w = Σ u * w - (zp + off) * Σ w``, wrapped to int32,
+plus the bias with wrap; every step here is int32 arithmetic modulo 2**32, so folding
+``bias - (zp + off) * Σ_k w[c, k]`` into one per-channel int32 constant (packed with the weights)
+gives the same register bit for bit. Padding reads the byte ``zp + off`` (a centred 0), and
+channels or K positions added to fill a group of four have weight 0. The epilogue is the
+requantization of :func:`lamina.dialects.tpu.quantize.requantize` in i64 lanes
+(``p = acc * multiplier``, ``(p + 2**(S-1) - (p < 0)) >> S``), the output zero point, saturation
+and the ``do_relu`` / ``relu_limit`` clamps folded into one pair of bounds.
+
+**Convolution** (NCHW at the boundary). Each part packs the rows of the padded input it needs into
+its scratch, split by stride phase — phase ``(a, b)`` holds ``x_pad[i*sh + a, j*sw + b]`` — with
+channels in groups of four interleaved per pixel (``[g][ci/4][phase][row][col][4]``). On a phase
+image of row width ``Wph`` every kernel tap is one constant offset, so 16 consecutive output
+positions ``q = oh * Wph + ow`` (a register of 64 bytes) are one unaligned load: the columns
+``ow >= OW`` are computed and never stored (masked stores, one per output row a register spans).
+The register tile is ``MR`` output channels x ``NV`` registers of positions (weights broadcast,
+4 bytes per channel and tap, packed ``[g][co/MR][ci/4][tap][MR][4]``). Parts split the output rows.
+
+**Depthwise.** The same packing without interleave; per channel and tap, one i32 multiply-add of
+a register of 16 positions (products of a byte and a weight are exact in i32).
+
+**MatMul** ``[.., M, K] x [K, N]``: lanes along N (the weight's columns, packed
+``[N/(NV*L)][K/4][NV][L][4]``, ``L`` int32 lanes per register), four activation bytes broadcast;
+each part packs (offsets, pads K to a multiple of 4) the rows it computes; parts split rows, or column tiles when there are fewer
+row tiles than parts.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from llvmlite import ir
+
+from lamina.dialects.quant import UniformQuantizedPerAxisType, UniformQuantizedType
+from lamina.dialects.tpu.quantize import MAX_SHIFT, qparams, round_half_away
+from lamina.execution.kernels.geometry import conv_pads
+from lamina.ir.constants import constant_array
+from lamina.ir.types import IntegerType, NoneType, RankedTensorType
+
+from .abi import Isa, KernelPlan, Template
+
+__all__ = ["Int8Conv", "Int8ConvChannels", "Int8Depthwise", "Int8MatMul", "TEMPLATES", "vnni", "lanes"]
+
+I1 = ir.IntType(1)
+I8 = ir.IntType(8)
+I32 = ir.IntType(32)
+I64 = ir.IntType(64)
+I8P = I8.as_pointer()
+
+
+def vnni(isa: Isa) -> bool:
+    """Whether ``vpdpbusd`` is usable at the Isa's vector width."""
+    if isa.vector_bytes == 64:
+        return isa.has("avx512vnni")
+    return isa.has("avxvnni") or (isa.has("avx512vnni") and isa.has("avx512vl"))
+
+
+def lanes(isa: Isa) -> int:
+    """int32 lanes per vector register."""
+    return max(4, isa.vector_bytes // 4)
+
+
+# ---- the quantization parameters an INT8 template needs ---------------------------------------
+
+
+@dataclass
+class QuantInfo:
+    """What the integer form reads, checked: input offset/zero point, the output's bounds, the
+    per-channel multipliers and total shifts, the (signed int8) weight and int32 bias."""
+
+    in_signed: bool
+    zp_in: int
+    lo: int
+    hi: int
+    zp_out: int
+    mult: np.ndarray  # int64 per output channel
+    shift: np.ndarray  # total shift 31 + rshift per output channel
+    weight: np.ndarray  # int8 storage
+    bias: np.ndarray | None  # int32 per output channel
+
+
+def _quant8(t: Any) -> Any:
+    e = getattr(t, "element_type", None)
+    if isinstance(e, (UniformQuantizedType, UniformQuantizedPerAxisType)) and e.storage_width == 8:
+        return e
+    return None
+
+
+def _static(t: Any) -> bool:
+    return isinstance(t, RankedTensorType) and all(isinstance(d, int) and d >= 0 for d in t.shape)
+
+
+def _quant_info(op: Any, channels: int) -> QuantInfo | None:
+    """The checked integer parameters of an INT8 Conv / MatMul with a constant weight, or None when
+    the op is not one this module runs bit-exactly."""
+    x_t, w_t, out_t = op.operands[0].type, op.operands[1].type, op.results[0].type
+    ex, ew, eo = _quant8(x_t), _quant8(w_t), _quant8(out_t)
+    if ex is None or ew is None or eo is None or not all(_static(t) for t in (x_t, w_t, out_t)):
+        return None
+    _, zx, ax, _, _ = qparams(ex)
+    _, zw, _, _, _ = qparams(ew)
+    _, zo, ao, lo, hi = qparams(eo)
+    if np.any(np.asarray(zw) != 0) or not ew.signed:
+        return None
+    if ax is not None and np.any(np.asarray(zx) != 0):
+        return None
+    if ao is not None and np.any(np.asarray(zo) != 0):
+        return None
+    zp_in = 0 if ax is not None else int(zx)
+    zp_out = 0 if ao is not None else int(zo)
+    w = constant_array(op.operands[1])
+    if w is None:
+        return None
+    w = np.asarray(w)
+    if w.dtype.kind not in "iu" or w.min(initial=0) < -128 or w.max(initial=0) > 127:
+        return None
+    m, r = op.attr("multiplier"), op.attr("rshift")
+    if m is None or r is None:
+        return None
+    m = np.asarray(m, np.int64)
+    s = 31 + np.asarray(r, np.int64)
+    if m.size not in (1, channels) or s.size != m.size:
+        return None
+    if np.any(m < 0) or np.any(m >= 2**31) or np.any(s < 1) or np.any(s > MAX_SHIFT):
+        return None
+    m = np.broadcast_to(m, (channels,)).copy()
+    s = np.broadcast_to(s, (channels,)).copy()
+    lo_c, hi_c = int(lo), int(hi)
+    if op.attr("do_relu"):
+        lo_c = max(lo_c, zp_out)
+        limit = op.attr("relu_limit")
+        if limit is not None and limit > 0:
+            sc = qparams(eo)[0]
+            if np.ndim(sc) and np.size(sc) != 1:
+                return None  # the contract reads one output scale here
+            hi_c = min(hi_c, zp_out + int(round_half_away(np.float64(limit / float(np.ravel(sc)[0])))))
+            if hi_c < lo_c:
+                return None
+    bias = None
+    bt = op.operands[2].type if len(op.operands) > 2 else NoneType()
+    if not isinstance(bt, NoneType):
+        b = constant_array(op.operands[2])
+        if b is None or not isinstance(getattr(bt, "element_type", None), IntegerType):
+            return None
+        b = np.asarray(b)
+        if (
+            b.size != channels
+            or b.dtype.kind not in "iu"
+            or (_is(op, "tpu.MatMul") and b.ndim > 0 and b.shape[-1] != channels)
+        ):
+            return None
+        bias = b.reshape(-1).astype(np.int64).astype(np.int32)
+    return QuantInfo(bool(ex.signed), zp_in, lo_c, hi_c, zp_out, m, s, w.astype(np.int8), bias)
+
+
+def _scalars(q: QuantInfo) -> tuple[bool, int, int, int, int]:
+    """What the emitted code reads of the quantization (the rest lives in the packed tables)."""
+    return (q.in_signed, q.zp_in, q.lo, q.hi, q.zp_out)
+
+
+def _fold(q: QuantInfo, wsum: np.ndarray) -> np.ndarray:
+    """``bias - (zp_in + off) * Σ w`` per channel, in wrapping int32 arithmetic."""
+    zpu = q.zp_in + (128 if q.in_signed else 0)
+    b = np.zeros(wsum.shape, np.int64) if q.bias is None else q.bias.astype(np.int64)
+    return ((b - zpu * wsum.astype(np.int64)) & 0xFFFFFFFF).astype(np.uint32).view(np.int32)
+
+
+def _tables(q: QuantInfo, wsum: np.ndarray, pad_to: int) -> dict[str, np.ndarray]:
+    """The per-channel epilogue tables (int32): folded constant, multiplier, total shift."""
+    n = wsum.size
+    c = np.zeros(pad_to, np.int32)
+    m = np.zeros(pad_to, np.int32)
+    s = np.full(pad_to, 31, np.int32)
+    c[:n] = _fold(q, wsum)
+    m[:n] = q.mult
+    s[:n] = q.shift
+    return {"c": c, "m": m, "s": s}
+
+
+# ---- IR generation helpers ------------------------------------------------------------------------
+
+
+def vt(elem: ir.Type, n: int) -> ir.VectorType:
+    return ir.VectorType(elem, n)
+
+
+class Gen:
+    """One kernel function under construction: ``void @symbol(i8** bufs, i64 part, i64 nparts)``
+    with the buffer pointers loaded, plus loops, vectors and the INT8 primitives."""
+
+    def __init__(self, module: ir.Module, symbol: str, nbufs: int, isa: Isa):
+        self.module = module
+        self.isa = isa
+        self.nl = lanes(isa)
+        fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [I8P.as_pointer(), I64, I64]), symbol)
+        self.fn = fn
+        self.b = ir.IRBuilder(fn.append_basic_block("entry"))
+        bufs, self.part, self.nparts = fn.args
+        self.bufs = [self.b.load(self.b.gep(bufs, [self.c(i)])) for i in range(nbufs)]
+        self._iota: dict[tuple[int, int], ir.Constant] = {}
+
+    # constants / casts
+    @staticmethod
+    def c(v: int, ty: ir.Type = I64) -> ir.Constant:
+        return ir.Constant(ty, v)
+
+    @staticmethod
+    def cv(vals: Sequence[int], ty: ir.Type = I32) -> ir.Constant:
+        return ir.Constant(vt(ty, len(vals)), [ir.Constant(ty, int(v)) for v in vals])
+
+    def i64(self, v: Any) -> Any:
+        return self.c(v) if isinstance(v, int) else v
+
+    def splat(self, v: Any, n: int) -> Any:
+        b = self.b
+        ty = v.type
+        one = b.insert_element(ir.Constant(vt(ty, 1), None), v, self.c(0, I32))
+        return b.shuffle_vector(one, one, ir.Constant(vt(I32, n), [0] * n))
+
+    def ptr(self, base: Any, off: Any, ty: ir.Type) -> Any:
+        """``(ty*)(base + off bytes)``."""
+        p = self.b.gep(base, [self.i64(off)]) if not (isinstance(off, int) and off == 0) else base
+        return self.b.bitcast(p, ty.as_pointer())
+
+    def load(self, base: Any, off: Any, ty: ir.Type, align: int = 1) -> Any:
+        return self.b.load(self.ptr(base, off, ty), align=align)
+
+    def store(self, v: Any, base: Any, off: Any, align: int = 1) -> None:
+        self.b.store(v, self.ptr(base, off, v.type), align=align)
+
+    def intrinsic(self, name: str, ret: ir.Type, args: Sequence[ir.Type]) -> ir.Function:
+        g = self.module.globals.get(name)
+        if g is None:
+            g = ir.Function(self.module, ir.FunctionType(ret, list(args)), name)
+        return g
+
+    def masked_store(self, v: Any, base: Any, off: Any, mask: Any) -> None:
+        """Store the lanes of ``v`` where ``mask`` is set (no access to the others)."""
+        n = v.type.count
+        f = self.intrinsic(
+            f"llvm.masked.store.v{n}i{v.type.element.width}.p0",
+            ir.VoidType(),
+            [v.type, v.type.as_pointer(), I32, vt(I1, n)],
+        )
+        self.b.call(f, [v, self.ptr(base, off, v.type), self.c(1, I32), mask])
+
+    def smax(self, a: Any, b: Any) -> Any:
+        return self.b.select(self.b.icmp_signed(">", a, b), a, b)
+
+    def smin(self, a: Any, b: Any) -> Any:
+        return self.b.select(self.b.icmp_signed("<", a, b), a, b)
+
+    def iota(self, n: int, ty: ir.Type = I32) -> ir.Constant:
+        return self.cv(list(range(n)), ty)
+
+    # control flow
+    def loop(
+        self,
+        start: Any,
+        stop: Any,
+        body: Callable[[Any, list[Any]], Sequence[Any] | None],
+        carry: Sequence[Any] = (),
+        step: int = 1,
+    ) -> list[Any]:
+        """``for i in range(start, stop, step)`` with loop-carried values ``carry`` (``body(i,
+        values)`` returns the next values); returns the values after the loop."""
+        b = self.b
+        start, stop = self.i64(start), self.i64(stop)
+        pre = b.block
+        hdr = b.append_basic_block("h")
+        bod = b.append_basic_block("b")
+        ext = b.append_basic_block("e")
+        b.branch(hdr)
+        b.position_at_end(hdr)
+        iv = b.phi(I64)
+        iv.add_incoming(start, pre)
+        phis = []
+        for v in carry:
+            p = b.phi(v.type)
+            p.add_incoming(v, pre)
+            phis.append(p)
+        b.cbranch(b.icmp_signed("<", iv, stop), bod, ext)
+        b.position_at_end(bod)
+        new = list(body(iv, list(phis)) or [])
+        end = b.block
+        iv.add_incoming(b.add(iv, self.c(step)), end)
+        for p, v in zip(phis, new):
+            p.add_incoming(v, end)
+        b.branch(hdr)
+        b.position_at_end(ext)
+        return list(phis)
+
+    def when(self, cond: Any, body: Callable[[], None]) -> None:
+        with self.b.if_then(cond):
+            body()
+
+    # INT8 primitives
+    def dot(self, acc: Any, u: Any, s: Any) -> Any:
+        """``acc[j] + Σ_t u[4j+t] * s[4j+t]`` (u unsigned bytes, s signed bytes; wrapping int32)."""
+        n = acc.type.count
+        b = self.b
+        if vnni(self.isa) and n * 4 in (16, 32, 64):
+            bits = n * 32
+            f = self.intrinsic(
+                f"llvm.x86.avx512.vpdpbusd.{bits}", vt(I32, n), [vt(I32, n), vt(I8, 4 * n), vt(I8, 4 * n)]
+            )
+            return b.call(f, [acc, u, s])
+        uz = b.zext(u, vt(I32, 4 * n))
+        sz = b.sext(s, vt(I32, 4 * n))
+        p = b.mul(uz, sz)
+        r = acc
+        for t in range(4):
+            r = b.add(r, b.shuffle_vector(p, p, self.cv([4 * j + t for j in range(n)])))
+        return r
+
+    def requant(self, acc: Any, cf: Any, mult: Any, shift: Any, q: QuantInfo) -> Any:
+        """The epilogue of ``n`` int32 lanes: ``sat(zp + rdiv((acc + cf) * m, 2**S))`` clamped to
+        the relu bounds, as ``<n x i8>``. ``cf``/``mult``/``shift`` are ``<n x i32>``."""
+        b = self.b
+        n = acc.type.count
+        a = b.add(acc, cf)
+        p = b.mul(b.sext(a, vt(I64, n)), b.sext(mult, vt(I64, n)))
+        s64 = b.zext(shift, vt(I64, n))
+        ones = self.cv([1] * n, I64)
+        half = b.shl(ones, b.sub(s64, ones))
+        neg = b.ashr(p, self.cv([63] * n, I64))
+        y = b.ashr(b.add(b.add(p, half), neg), s64)
+        y = b.trunc(
+            self.smin(self.smax(y, self.cv([q.lo - q.zp_out] * n, I64)), self.cv([q.hi - q.zp_out] * n, I64)),
+            vt(I32, n),
+        )
+        y = b.add(y, self.cv([q.zp_out] * n, I32))
+        return b.trunc(y, vt(I8, n))
+
+    def bcast32(self, base: Any, off: Any, n: int) -> Any:
+        """4 bytes at ``base + off`` repeated over ``n`` int32 lanes, as ``<4n x i8>``."""
+        return self.b.bitcast(self.splat(self.load(base, off, I32, align=4), n), vt(I8, 4 * n))
+
+    def part_range(self, total: Any) -> tuple[Any, Any]:
+        """``[total * part / nparts, total * (part + 1) / nparts)``."""
+        b = self.b
+        total = self.i64(total)
+        lo = b.sdiv(b.mul(total, self.part), self.nparts)
+        hi = b.sdiv(b.mul(total, b.add(self.part, self.c(1))), self.nparts)
+        return lo, hi
+
+
+def _choose_tile(rows: int, cols: int, nl: int, regs: int, mr_max: int, nv_max: int) -> tuple[int, int]:
+    """Register tile ``(MR, NV)``: ``MR`` rows x ``NV`` vectors of ``nl`` columns, ``MR*NV + NV`` of
+    the ``regs`` vector registers, chosen to minimise the padded work weighted by the load cost."""
+    best: tuple[float, int, int] = (math.inf, 1, 1)
+    for nv in range(1, nv_max + 1):
+        for mr in range(1, mr_max + 1):
+            if mr * nv + nv > regs:
+                continue
+            work = math.ceil(rows / mr) * mr * math.ceil(cols / (nv * nl)) * nv * nl
+            cost = work * (1.0 + 0.5 * (mr + nv) / (mr * nv))
+            if cost < best[0] - 1e-9:
+                best = (cost, mr, nv)
+    return best[1], best[2]
+
+
+# ---- convolution geometry ----------------------------------------------------------------------
+
+
+@dataclass
+class ConvGeom:
+    batch: int
+    cin: int
+    ih: int
+    iw: int
+    cout: int
+    groups: int
+    kh: int
+    kw: int
+    sh: int
+    sw: int
+    dh: int
+    dw: int
+    pt: int
+    pl: int
+    oh: int
+    ow: int
+    wph: int
+    phases: list[tuple[int, int]]  # used stride phases (a, b)
+    taps: list[tuple[int, int, int]]  # per (kh, kw): (phase index, row offset, column offset)
+
+    @property
+    def cig(self) -> int:
+        return self.cin // self.groups
+
+    @property
+    def cog(self) -> int:
+        return self.cout // self.groups
+
+    @property
+    def max_off(self) -> int:
+        return max(r * self.wph + c for _, r, c in self.taps)
+
+    def rows_alloc(self, qt: int) -> int:
+        """Phase rows packed per part (for at most oh output rows and q tiles of ``qt``)."""
+        return self.oh + -(-(qt + self.max_off) // self.wph) + 1
+
+
+def conv_geom(op: Any) -> ConvGeom | None:
+    xs = op.operands[0].type.shape
+    ws = op.operands[1].type.shape
+    os_ = op.results[0].type.shape
+    if len(xs) not in (3, 4) or len(ws) != len(xs):
+        return None
+    nd = len(xs) - 2
+    k = list(op.attr("kernel_shape") or ws[2:])
+    s = list(op.attr("strides") or [1] * nd)
+    d = list(op.attr("dilations") or [1] * nd)
+    pads = conv_pads(op.attr("auto_pad") or "NOTSET", list(xs[2:]), k, s, d, op.attr("pads"))
+    if list(k) != list(ws[2:]) or min(s) < 1 or min(d) < 1 or min(pads) < 0:
+        return None
+    if nd == 1:
+        xs, ws, os_ = [xs[0], xs[1], 1, xs[2]], [ws[0], ws[1], 1, ws[2]], [os_[0], os_[1], 1, os_[2]]
+        k, s, d, pads = [1, k[0]], [1, s[0]], [1, d[0]], [0, pads[0], 0, pads[1]]
+    g = int(op.attr("group") or 1)
+    batch, cin, ih, iw = xs
+    cout = ws[0]
+    if cin % g or cout % g or ws[1] != cin // g:
+        return None
+    pt, pl, pb, pr = pads
+    hp, wpad = ih + pt + pb, iw + pl + pr
+    oh = (hp - (k[0] - 1) * d[0] - 1) // s[0] + 1
+    ow = (wpad - (k[1] - 1) * d[1] - 1) // s[1] + 1
+    if [oh, ow] != list(os_[2:]) or oh < 1 or ow < 1 or os_[1] != cout:
+        return None
+    wph = -(-wpad // s[1])
+    phases: list[tuple[int, int]] = []
+    taps = []
+    for kh in range(k[0]):
+        for kw in range(k[1]):
+            ph = ((kh * d[0]) % s[0], (kw * d[1]) % s[1])
+            if ph not in phases:
+                phases.append(ph)
+            taps.append((phases.index(ph), (kh * d[0]) // s[0], (kw * d[1]) // s[1]))
+    return ConvGeom(
+        batch, cin, ih, iw, cout, g, k[0], k[1], s[0], s[1], d[0], d[1], pt, pl, oh, ow, wph, phases, taps
+    )
+
+
+def _emit_pack(
+    gen: Gen, geo: ConvGeom, x: Any, n: Any, r0: Any, dst: Any, ra: int, q: QuantInfo, inter: int
+) -> None:
+    """Pack the phase rows ``[r0, r0 + ra)`` of image ``n`` into ``dst``: layout
+    ``[g][c/inter][phase][row][col][inter]`` of bytes ``q + off`` (``zp + off`` for padding and
+    for missing channels of the last group)."""
+    b = gen.b
+    off = 128 if q.in_signed else 0
+    padu = (q.zp_in + off) & 0xFF
+    wph, sw, iw, ih = geo.wph, geo.sw, geo.iw, geo.ih
+    cig = geo.cig
+    ngroups = -(-cig // inter)
+    nph = len(geo.phases)
+    row_bytes = wph * inter
+    xor = gen.cv([off] * 64, I8) if off else None
+
+    def row_ptrs(gi: Any, cg: Any, nchan: int, ir_: Any) -> list[Any]:
+        ptrs = []
+        for t in range(nchan):
+            ch = b.add(b.mul(gi, gen.c(cig)), b.add(b.mul(cg, gen.c(inter)), gen.c(t)))
+            plane = b.add(b.mul(n, gen.c(geo.cin)), ch)
+            ptrs.append(b.gep(x, [b.mul(b.add(b.mul(plane, gen.c(ih)), ir_), gen.c(iw))]))
+        return ptrs
+
+    def pack_group(gi: Any, cg: Any, nchan: int) -> None:
+        for pi, (a, bb) in enumerate(geo.phases):
+            # columns j whose input column j*sw + bb - pl lies in [0, iw)
+            j_lo = max(0, -(-(geo.pl - bb) // sw))
+            j_hi = min(wph, (iw - 1 + geo.pl - bb) // sw + 1) if iw - 1 + geo.pl - bb >= 0 else 0
+            j_hi = max(j_hi, j_lo)
+            span = 16 * sw
+            # vector chunk starts j: j >= j_lo and j*sw + bb - pl + span <= iw
+            jv_max = (iw - span + geo.pl - bb) // sw if iw - span + geo.pl - bb >= 0 else -1
+            jv_end = min(jv_max, j_hi - 16)
+            chunks = list(range(j_lo, jv_end + 1, 16))
+            if chunks and chunks[-1] != jv_end:
+                chunks.append(jv_end)
+            covered: set[int] = set()
+            for j in chunks:
+                covered.update(range(j, j + 16))
+            scalar_js = [j for j in range(j_lo, j_hi) if j not in covered]
+
+            def row_body(
+                i: Any,
+                _: list[Any],
+                pi: int = pi,
+                a: int = a,
+                bb: int = bb,
+                j_lo: int = j_lo,
+                j_hi: int = j_hi,
+                chunks: list[int] = chunks,
+                scalar_js: list[int] = scalar_js,
+                span: int = span,
+            ) -> None:
+                phrow = b.add(r0, i)
+                ir_ = b.sub(b.add(b.mul(phrow, gen.c(geo.sh)), gen.c(a)), gen.c(geo.pt))
+                base_idx = b.add(
+                    b.mul(
+                        b.add(b.mul(b.add(b.mul(gi, gen.c(ngroups)), cg), gen.c(nph)), gen.c(pi)), gen.c(ra)
+                    ),
+                    i,
+                )
+                drow = b.gep(dst, [b.mul(base_idx, gen.c(row_bytes))])
+                inside = b.and_(b.icmp_signed(">=", ir_, gen.c(0)), b.icmp_signed("<", ir_, gen.c(ih)))
+                with b.if_else(inside) as (then, other):
+                    with then:
+                        ptrs = row_ptrs(gi, cg, nchan, ir_)
+                        # padding columns
+                        for j in list(range(0, j_lo)) + list(range(j_hi, wph)):
+                            gen.store(gen.cv([padu] * inter, I8), drow, j * inter)
+                        for j in chunks:
+                            c0 = j * sw + bb - geo.pl
+                            vs = []
+                            for t in range(inter):
+                                if t < nchan:
+                                    v = gen.load(ptrs[t], c0, vt(I8, span))
+                                    if sw > 1:
+                                        v = b.shuffle_vector(v, v, gen.cv([jj * sw for jj in range(16)]))
+                                else:
+                                    v = gen.cv([padu ^ off] * 16, I8)
+                                vs.append(v)
+                            if inter == 1:
+                                out = vs[0]
+                            else:
+                                lo2 = b.shuffle_vector(vs[0], vs[1], gen.iota(32))
+                                hi2 = b.shuffle_vector(vs[2], vs[3], gen.iota(32))
+                                cat = b.shuffle_vector(lo2, hi2, gen.iota(64))
+                                out = b.shuffle_vector(
+                                    cat, cat, gen.cv([t * 16 + jj for jj in range(16) for t in range(4)])
+                                )
+                            if xor is not None:
+                                out = b.xor(out, gen.cv([off] * (16 * inter), I8))
+                            gen.store(out, drow, j * inter)
+                        for j in scalar_js:
+                            c0 = j * sw + bb - geo.pl
+                            for t in range(inter):
+                                if t < nchan:
+                                    v = b.load(b.gep(ptrs[t], [gen.c(c0)]))
+                                    if off:
+                                        v = b.xor(v, gen.c(off, I8))
+                                else:
+                                    v = gen.c(padu, I8)
+                                b.store(v, b.gep(drow, [gen.c(j * inter + t)]))
+                    with other:
+                        fill = gen.cv([padu] * 64, I8)
+                        nfull = row_bytes // 64
+                        for kk in range(nfull):
+                            gen.store(fill, drow, kk * 64)
+                        for kk in range(nfull * 64, row_bytes):
+                            b.store(gen.c(padu, I8), b.gep(drow, [gen.c(kk)]))
+
+            gen.loop(0, ra, row_body)
+
+    def group_body(gi: Any, _: list[Any]) -> None:
+        full = cig // inter
+        if full:
+            gen.loop(0, full, lambda cg, __: pack_group(gi, cg, inter))
+        if cig % inter:
+            pack_group(gi, gen.c(full), cig % inter)
+
+    gen.loop(0, geo.groups, group_body)
+
+
+def _store_masks(gen: Gen, geo: ConvGeom, qv: Any, qend: Any, r0: Any) -> list[tuple[Any, Any]]:
+    """For the register of positions ``[qv, qv + nl)`` (relative to row ``r0``): one ``(offset in
+    the output plane, lane mask)`` per output row it may span."""
+    b = gen.b
+    nl = gen.nl
+    wph = geo.wph
+    nseg = (nl - 1) // wph + 2
+    qvec = b.add(gen.splat(b.trunc(qv, I32), nl), gen.iota(nl))
+    row = b.udiv(qvec, gen.cv([wph] * nl))
+    col = b.urem(qvec, gen.cv([wph] * nl))
+    valid = b.and_(
+        b.icmp_unsigned("<", col, gen.cv([geo.ow] * nl)),
+        b.icmp_unsigned("<", qvec, gen.splat(b.trunc(qend, I32), nl)),
+    )
+    row0 = b.udiv(qv, gen.c(wph))
+    out = []
+    for s in range(nseg):
+        rs = b.add(row0, gen.c(s))
+        mask = b.and_(valid, b.icmp_unsigned("==", row, gen.splat(b.trunc(rs, I32), nl)))
+        offs = b.add(b.sub(b.mul(b.add(r0, rs), gen.c(geo.ow)), b.mul(rs, gen.c(wph))), qv)
+        out.append((offs, mask))
+    return out
+
+
+def _row_table(gen: Gen, geo: ConvGeom, tap_offs: list[int], tile: int) -> tuple[Any, list[int]]:
+    """For kernels with many taps (more than ~250 dot products unrolled): when every kernel row's
+    taps sit at the same offsets from the row's first, a constant table of the rows' first offsets
+    (an internal global) and those column offsets, so the rows run as a loop (smaller code, faster
+    compile); else ``(None, [])`` (all taps unrolled)."""
+    if len(tap_offs) * tile <= 256 or geo.kh < 2:
+        return None, []
+    starts = [tap_offs[kh * geo.kw] for kh in range(geo.kh)]
+    cols = [tap_offs[kw] - starts[0] for kw in range(geo.kw)]
+    for kh in range(geo.kh):
+        if [tap_offs[kh * geo.kw + kw] - starts[kh] for kw in range(geo.kw)] != cols:
+            return None, []
+    aty = ir.ArrayType(I64, geo.kh)
+    g = ir.GlobalVariable(gen.module, aty, gen.module.get_unique_name(gen.fn.name + ".rows"))
+    g.global_constant = True
+    g.linkage = "internal"
+    g.initializer = ir.Constant(aty, [ir.Constant(I64, v) for v in starts])
+    return g, cols
+
+
+def _images(gen: Gen, n: int, body: Callable[[Any, list[Any]], None]) -> None:
+    gen.loop(0, n, body)
+
+
+# ---- templates ----------------------------------------------------------------------------------
+
+
+def _is(op: Any, name: str) -> bool:
+    return getattr(op, "name", None) == name
+
+
+class Int8Conv(Template):
+    """INT8 convolution (any groups but depthwise, strides, dilations, pads; 1-d and 2-d) as a
+    register-tiled implicit GEMM over stride-phase-packed input (``vpdpbusd`` where present)."""
+
+    name = "int8-conv"
+    priority = 10
+
+    def _geo(self, op: Any) -> tuple[ConvGeom, QuantInfo] | None:
+        if not _is(op, "tpu.Conv") or len(op.operands) != 3:
+            return None
+        try:
+            geo = conv_geom(op)
+        except (TypeError, ValueError):
+            return None
+        if geo is None:
+            return None
+        q = _quant_info(op, geo.cout)
+        if q is None:
+            return None
+        return geo, q
+
+    def matches(self, op: Any, isa: Isa) -> bool:
+        r = self._geo(op)
+        return r is not None and not (r[0].cig == 1 and r[0].cog == 1)
+
+    def ir_key(self, op: Any, isa: Isa) -> tuple[Any, ...]:
+        """Ops of equal keys get the same function but for its name (the per-channel factors, bias
+        and weights are buffers): a compiler may emit one and call it for all. (Not in the ABI.)"""
+        r = self._geo(op)
+        assert r is not None
+        g = r[0]
+        return (self.name, repr(g), _scalars(r[1]), isa)
+
+    def _tile(self, geo: ConvGeom, isa: Isa) -> tuple[int, int]:
+        nl = lanes(isa)
+        regs = 30 if isa.vector_bytes == 64 else 14
+        if not vnni(isa):
+            regs = regs // 2
+        return _choose_tile(geo.cog, geo.oh * geo.wph, nl, regs, 8, 4)
+
+    def plan(self, op: Any, symbol: str, isa: Isa) -> KernelPlan:
+        r = self._geo(op)
+        assert r is not None
+        geo, q = r
+        nl = lanes(isa)
+        mr, nv = self._tile(geo, isa)
+        cig4 = -(-geo.cig // 4)
+        cot = -(-geo.cog // mr)
+        ntap = len(geo.taps)
+        w = q.weight.reshape(geo.groups, geo.cog, geo.cig, geo.kh * geo.kw).astype(np.int8)
+        wp = np.zeros((geo.groups, cot * mr, cig4 * 4, ntap), np.int8)
+        wp[:, : geo.cog, : geo.cig] = w
+        # [g][cot][cig4][tap][mr][4]
+        wp = wp.reshape(geo.groups, cot, mr, cig4, 4, ntap).transpose(0, 1, 3, 5, 2, 4).copy()
+        wsum = w.astype(np.int64).sum(axis=(2, 3)).reshape(-1)
+        weights = {"w": wp.reshape(-1), **_tables(q, wsum, geo.cout + mr)}
+        ra = geo.rows_alloc(nv * nl)
+        scratch = geo.groups * cig4 * len(geo.phases) * ra * geo.wph * 4 + 64
+        macs = geo.batch * geo.cout * geo.oh * geo.ow * geo.cig * geo.kh * geo.kw
+        nbytes = int(np.prod(op.operands[0].type.shape)) + int(np.prod(op.results[0].type.shape)) + wp.size
+        return KernelPlan(
+            symbol,
+            [
+                ("in", 0),
+                ("weight", "w"),
+                ("weight", "c"),
+                ("weight", "m"),
+                ("weight", "s"),
+                ("out", 0),
+                ("scratch", None),
+            ],
+            weights,
+            scratch,
+            macs,
+            nbytes,
+        )
+
+    def emit(self, module: Any, plan: KernelPlan, op: Any, isa: Isa) -> None:
+        r = self._geo(op)
+        assert r is not None
+        geo, q = r
+        gen = Gen(module, plan.symbol, 7, isa)
+        b = gen.b
+        nl = gen.nl
+        mr, nv = self._tile(geo, isa)
+        x, wp, ct, mt, st_, out, scr = gen.bufs
+        ct = b.bitcast(ct, I32.as_pointer())
+        mt = b.bitcast(mt, I32.as_pointer())
+        st_ = b.bitcast(st_, I32.as_pointer())
+        cig4 = -(-geo.cig // 4)
+        cot = -(-geo.cog // mr)
+        ntap = len(geo.taps)
+        nph = len(geo.phases)
+        qtl = nv * nl
+        ra = geo.rows_alloc(qtl)
+        scr = b.gep(scr, [b.mul(gen.part, gen.c(plan.scratch_bytes))])
+        r0, r1 = gen.part_range(geo.oh)
+        nrows = b.sub(r1, r0)
+        qend = b.mul(nrows, gen.c(geo.wph))
+        nqt = b.sdiv(b.add(qend, gen.c(qtl - 1)), gen.c(qtl))
+        plane_out = geo.oh * geo.ow
+        cig_stride = nph * ra * geo.wph * 4  # bytes per channel group of four
+        tap_offs = [((pi * ra + ro) * geo.wph + co) * 4 for pi, ro, co in geo.taps]
+        rows_tab, col_offs = _row_table(gen, geo, tap_offs, mr * nv)
+
+        def image(n: Any, _: list[Any]) -> None:
+            _emit_pack(gen, geo, x, n, r0, scr, ra, q, 4)
+
+            def group(gi: Any, _: list[Any]) -> None:
+                # channel tiles outer, position tiles inner: each output plane is written in order
+                # and the tile's weights stay in L1 while the packed input streams from L2
+                def cotile(ct_i: Any, _: list[Any]) -> None:
+                    wt = b.gep(wp, [b.mul(b.add(b.mul(gi, gen.c(cot)), ct_i), gen.c(cig4 * ntap * mr * 4))])
+                    chans = []
+                    for mm in range(mr):
+                        col = b.add(b.mul(ct_i, gen.c(mr)), gen.c(mm))
+                        co = b.add(b.mul(gi, gen.c(geo.cog)), col)
+                        chans.append((col, co))
+                    zero = gen.cv([0] * nl, I32)
+
+                    def qtile(qt: Any, _: list[Any]) -> None:
+                        q0 = b.mul(qt, gen.c(qtl))
+                        masks = [
+                            _store_masks(gen, geo, b.add(q0, gen.c(v * nl)), qend, r0) for v in range(nv)
+                        ]
+                        xg = b.gep(scr, [b.add(b.mul(gi, gen.c(cig4 * cig_stride)), b.mul(q0, gen.c(4)))])
+
+                        def taps(xc: Any, wc: Any, accs: list[Any], offs: list[int], first: int) -> list[Any]:
+                            accs = list(accs)
+                            for ti, toff in enumerate(offs):
+                                xv = [gen.load(xc, toff + v * nl * 4, vt(I8, 4 * nl)) for v in range(nv)]
+                                for mm in range(mr):
+                                    wb = gen.bcast32(wc, ((first + ti) * mr + mm) * 4, nl)
+                                    for v in range(nv):
+                                        accs[mm * nv + v] = gen.dot(accs[mm * nv + v], xv[v], wb)
+                            return accs
+
+                        def kstep(cg: Any, accs: list[Any]) -> list[Any]:
+                            xc = b.gep(xg, [b.mul(cg, gen.c(cig_stride))])
+                            wc = b.gep(wt, [b.mul(cg, gen.c(ntap * mr * 4))])
+                            if rows_tab is None:
+                                return taps(xc, wc, accs, tap_offs, 0)
+
+                            # many taps: the kernel rows as a loop (row offsets from a table)
+                            def krow(kh: Any, acc: list[Any]) -> list[Any]:
+                                ro = b.load(b.gep(rows_tab, [gen.c(0), kh]))
+                                wk = b.gep(wc, [b.mul(kh, gen.c(geo.kw * mr * 4))])
+                                return taps(b.gep(xc, [ro]), wk, acc, col_offs, 0)
+
+                            return gen.loop(0, geo.kh, krow, accs)
+
+                        accs = gen.loop(0, cig4, kstep, [zero] * (mr * nv))
+                        for mm in range(mr):
+
+                            def epi(mm: int = mm) -> None:
+                                co = chans[mm][1]
+                                cf = gen.splat(b.load(b.gep(ct, [co])), nl)
+                                mu = gen.splat(b.load(b.gep(mt, [co])), nl)
+                                sh = gen.splat(b.load(b.gep(st_, [co])), nl)
+                                obase = b.gep(
+                                    out, [b.mul(b.add(b.mul(n, gen.c(geo.cout)), co), gen.c(plane_out))]
+                                )
+                                for v in range(nv):
+                                    y = gen.requant(accs[mm * nv + v], cf, mu, sh, q)
+                                    for offs, mask in masks[v]:
+                                        gen.masked_store(y, obase, offs, mask)
+
+                            if geo.cog % mr:
+                                gen.when(b.icmp_signed("<", chans[mm][0], gen.c(geo.cog)), epi)
+                            else:
+                                epi()
+
+                    gen.loop(0, nqt, qtile)
+
+                gen.loop(0, cot, cotile)
+
+            gen.loop(0, geo.groups, group)
+
+        gen.when(b.icmp_signed("<", r0, r1), lambda: _images(gen, geo.batch, image))
+        b.ret_void()
+
+
+class Int8ConvChannels(Int8Conv):
+    """INT8 convolution with the output channels along the vector lanes: ``MR`` output positions
+    (four input bytes each broadcast) x ``NV`` registers of 16 channels. It reads only the valid
+    positions of the phase-packed input, so it wins where the pixel-lane kernel's computed but
+    unused columns (``Wph - OW`` per row) are many — small images such as 14x14 and 7x7 — and it
+    scatters each output register's bytes to their channel planes (NCHW). Taken (priority 11) only
+    where its estimated efficiency beats :class:`Int8Conv`'s; ``force`` takes every conv it can run
+    (tests)."""
+
+    name = "int8-conv-channels"
+    priority = 11
+
+    def __init__(self, force: bool = False):
+        self.force = force
+
+    def _ctile(self, geo: ConvGeom, isa: Isa) -> tuple[int, int]:
+        nl = lanes(isa)
+        regs = 29 if isa.vector_bytes == 64 else 13
+        if not vnni(isa):
+            regs = regs // 2
+        return _choose_tile(geo.oh * geo.ow, geo.cog, nl, regs, 8, 4)
+
+    def _better(self, geo: ConvGeom, isa: Isa) -> bool:
+        nl = lanes(isa)
+        mr, nv = Int8Conv._tile(self, geo, isa)
+        qtl = nv * nl
+        q = geo.oh * geo.wph
+        pos = geo.oh * geo.ow
+        e_pix = pos / (-(-q // qtl) * qtl) * (geo.cog / (-(-geo.cog // mr) * mr))
+        cr, cv = self._ctile(geo, isa)
+        k4 = -(-geo.cig // 4) * len(geo.taps)
+        e_ch = pos / (-(-pos // cr) * cr) * (geo.cog / (-(-geo.cog // (cv * nl)) * cv * nl))
+        e_ch *= k4 / (k4 + 12)
+        return e_ch > 1.03 * e_pix
+
+    def matches(self, op: Any, isa: Isa) -> bool:
+        r = self._geo(op)
+        if r is None or (r[0].cig == 1 and r[0].cog == 1) or r[0].cog % lanes(isa):
+            return False
+        return self.force or self._better(r[0], isa)
+
+    def plan(self, op: Any, symbol: str, isa: Isa) -> KernelPlan:
+        r = self._geo(op)
+        assert r is not None
+        geo, q = r
+        nl = lanes(isa)
+        _, nv = self._ctile(geo, isa)
+        cw = nv * nl
+        cig4 = -(-geo.cig // 4)
+        cot = -(-geo.cog // cw)
+        ntap = len(geo.taps)
+        w = q.weight.reshape(geo.groups, geo.cog, geo.cig, geo.kh * geo.kw).astype(np.int8)
+        wp = np.zeros((geo.groups, cot * cw, cig4 * 4, ntap), np.int8)
+        wp[:, : geo.cog, : geo.cig] = w
+        # [g][cot][cig4][tap][nv*nl][4]
+        wp = wp.reshape(geo.groups, cot, cw, cig4, 4, ntap).transpose(0, 1, 3, 5, 2, 4).copy()
+        wsum = w.astype(np.int64).sum(axis=(2, 3)).reshape(-1)
+        weights = {"w": wp.reshape(-1), **_tables(q, wsum, geo.cout + cw)}
+        ra = geo.rows_alloc(4)
+        scratch = geo.groups * cig4 * len(geo.phases) * ra * geo.wph * 4 + 64
+        macs = geo.batch * geo.cout * geo.oh * geo.ow * geo.cig * geo.kh * geo.kw
+        nbytes = int(np.prod(op.operands[0].type.shape)) + int(np.prod(op.results[0].type.shape)) + wp.size
+        return KernelPlan(
+            symbol,
+            [
+                ("in", 0),
+                ("weight", "w"),
+                ("weight", "c"),
+                ("weight", "m"),
+                ("weight", "s"),
+                ("out", 0),
+                ("scratch", None),
+            ],
+            weights,
+            scratch,
+            macs,
+            nbytes,
+        )
+
+    def emit(self, module: Any, plan: KernelPlan, op: Any, isa: Isa) -> None:
+        r = self._geo(op)
+        assert r is not None
+        geo, q = r
+        gen = Gen(module, plan.symbol, 7, isa)
+        b = gen.b
+        nl = gen.nl
+        mr, nv = self._ctile(geo, isa)
+        cw = nv * nl
+        x, wp, ct, mt, st_, out, scr = gen.bufs
+        cig4 = -(-geo.cig // 4)
+        cot = -(-geo.cog // cw)
+        ntap = len(geo.taps)
+        nph = len(geo.phases)
+        ra = geo.rows_alloc(4)
+        scr = b.gep(scr, [b.mul(gen.part, gen.c(plan.scratch_bytes))])
+        r0, r1 = gen.part_range(geo.oh)
+        npos = b.mul(b.sub(r1, r0), gen.c(geo.ow))
+        npt = b.sdiv(b.add(npos, gen.c(mr - 1)), gen.c(mr))
+        plane_out = geo.oh * geo.ow
+        cig_stride = nph * ra * geo.wph * 4
+        tap_offs = [((pi * ra + ro) * geo.wph + co) * 4 for pi, ro, co in geo.taps]
+        pbase = b.mul(r0, gen.c(geo.ow))
+
+        def image(n: Any, _: list[Any]) -> None:
+            _emit_pack(gen, geo, x, n, r0, scr, ra, q, 4)
+
+            def group(gi: Any, _: list[Any]) -> None:
+                xg = b.gep(scr, [b.mul(gi, gen.c(cig4 * cig_stride))])
+
+                def cotile(ct_i: Any, _: list[Any]) -> None:
+                    wt = b.gep(wp, [b.mul(b.add(b.mul(gi, gen.c(cot)), ct_i), gen.c(cig4 * ntap * cw * 4))])
+                    col0 = b.mul(ct_i, gen.c(cw))
+                    ch0 = b.add(b.mul(gi, gen.c(geo.cog)), col0)
+                    tabs = []
+                    for v in range(nv):
+                        o4 = b.mul(b.add(ch0, gen.c(v * nl)), gen.c(4))
+                        tabs.append(tuple(gen.load(tb, o4, vt(I32, nl), 4) for tb in (ct, mt, st_)))
+
+                    def ptile(pt: Any, _: list[Any]) -> None:
+                        p0 = b.mul(pt, gen.c(mr))
+                        last = b.sub(npos, gen.c(1))
+                        xoffs = []
+                        for rr in range(mr):
+                            p = b.add(p0, gen.c(rr))
+                            p = b.select(b.icmp_signed(">", p, last), last, p)
+                            qq = b.add(
+                                b.mul(b.udiv(p, gen.c(geo.ow)), gen.c(geo.wph)), b.urem(p, gen.c(geo.ow))
+                            )
+                            xoffs.append(b.mul(qq, gen.c(4)))
+                        zero = gen.cv([0] * nl, I32)
+
+                        def kstep(cg: Any, accs: list[Any]) -> list[Any]:
+                            xc = b.gep(xg, [b.mul(cg, gen.c(cig_stride))])
+                            wc = b.gep(wt, [b.mul(cg, gen.c(ntap * cw * 4))])
+                            xr = [b.gep(xc, [xo]) for xo in xoffs]
+                            accs = list(accs)
+                            for ti, toff in enumerate(tap_offs):
+                                wv = [gen.load(wc, (ti * nv + v) * nl * 4, vt(I8, 4 * nl)) for v in range(nv)]
+                                for rr in range(mr):
+                                    a = gen.bcast32(xr[rr], toff, nl)
+                                    for v in range(nv):
+                                        accs[rr * nv + v] = gen.dot(accs[rr * nv + v], a, wv[v])
+                            return accs
+
+                        accs = gen.loop(0, cig4, kstep, [zero] * (mr * nv))
+                        for v in range(nv):
+
+                            def epi_v(v: int = v) -> None:
+                                cf, mu, sh = tabs[v]
+                                obase = b.gep(
+                                    out,
+                                    [
+                                        b.add(
+                                            b.mul(
+                                                b.add(b.mul(n, gen.c(geo.cout)), b.add(ch0, gen.c(v * nl))),
+                                                gen.c(plane_out),
+                                            ),
+                                            b.add(pbase, p0),
+                                        )
+                                    ],
+                                )
+                                for rr in range(mr):
+
+                                    def epi_r(rr: int = rr) -> None:
+                                        y = gen.requant(accs[rr * nv + v], cf, mu, sh, q)
+                                        for lane in range(nl):
+                                            e = b.extract_element(y, gen.c(lane, I32))
+                                            b.store(e, b.gep(obase, [gen.c(lane * plane_out + rr)]))
+
+                                    gen.when(b.icmp_signed("<", b.add(p0, gen.c(rr)), npos), epi_r)
+
+                            if geo.cog % cw:
+                                gen.when(
+                                    b.icmp_signed("<", b.add(col0, gen.c(v * nl)), gen.c(geo.cog)), epi_v
+                                )
+                            else:
+                                epi_v()
+
+                    gen.loop(0, npt, ptile)
+
+                gen.loop(0, cot, cotile)
+
+            gen.loop(0, geo.groups, group)
+
+        gen.when(b.icmp_signed("<", r0, r1), lambda: _images(gen, geo.batch, image))
+        b.ret_void()
+
+
+def _tap_runs(geo: ConvGeom, ra: int) -> list[tuple[int, list[tuple[int, int]]]]:
+    """The taps of a depthwise kernel grouped into 4-byte windows of one phase row: ``(offset of
+    the window in the channel's packed plane, [(tap index, byte in the window)])`` — a 3x3 kernel
+    of stride 1 is three windows, each one ``vpdpbusd`` over 16 positions (``ra``: phase rows per
+    channel in the packed plane)."""
+    by_row: dict[tuple[int, int], list[tuple[int, int]]] = {}
+    for ti, (pi, ro, co) in enumerate(geo.taps):
+        by_row.setdefault((pi, ro), []).append((co, ti))
+    out = []
+    for (pi, ro), cols in by_row.items():
+        cols.sort()
+        i = 0
+        while i < len(cols):
+            c0 = cols[i][0]
+            members = []
+            while i < len(cols) and cols[i][0] - c0 < 4:
+                members.append((cols[i][1], cols[i][0] - c0))
+                i += 1
+            out.append(((pi * ra + ro) * geo.wph + c0, members))
+    return out
+
+
+class Int8Depthwise(Template):
+    """INT8 depthwise convolution (group == input channels == output channels): per channel, taps
+    unrolled over registers of positions in i32 lanes."""
+
+    name = "int8-depthwise"
+    priority = 10
+
+    def _geo(self, op: Any) -> tuple[ConvGeom, QuantInfo] | None:
+        r = Int8Conv._geo(Int8Conv(), op)
+        if r is None or not (r[0].cig == 1 and r[0].cog == 1):
+            return None
+        return r
+
+    def matches(self, op: Any, isa: Isa) -> bool:
+        return self._geo(op) is not None
+
+    def ir_key(self, op: Any, isa: Isa) -> tuple[Any, ...]:
+        """As :meth:`Int8Conv.ir_key`."""
+        r = self._geo(op)
+        assert r is not None
+        return (self.name, repr(r[0]), _scalars(r[1]), isa)
+
+    @staticmethod
+    def _nv(isa: Isa) -> int:
+        return 4 if isa.vector_bytes >= 32 else 2
+
+    def plan(self, op: Any, symbol: str, isa: Isa) -> KernelPlan:
+        r = self._geo(op)
+        assert r is not None
+        geo, q = r
+        nl = lanes(isa)
+        nv = self._nv(isa)
+        w = q.weight.reshape(geo.cout, geo.kh * geo.kw).astype(np.int8)
+        wsum = w.astype(np.int64).sum(axis=1)
+        runs = _tap_runs(geo, 1)
+        wr = np.zeros((geo.cout, len(runs), 4), np.int8)
+        for ri, (_, members) in enumerate(runs):
+            for ti, pos in members:
+                wr[:, ri, pos] = w[:, ti]
+        weights = {"w": wr.reshape(-1), **_tables(q, wsum, geo.cout + 1)}
+        ra = geo.rows_alloc(nv * nl)
+        scratch = geo.groups * len(geo.phases) * ra * geo.wph + 2 * nl + 64
+        macs = geo.batch * geo.cout * geo.oh * geo.ow * geo.kh * geo.kw
+        nbytes = int(np.prod(op.operands[0].type.shape)) + int(np.prod(op.results[0].type.shape)) + w.size
+        return KernelPlan(
+            symbol,
+            [
+                ("in", 0),
+                ("weight", "w"),
+                ("weight", "c"),
+                ("weight", "m"),
+                ("weight", "s"),
+                ("out", 0),
+                ("scratch", None),
+            ],
+            weights,
+            scratch,
+            macs,
+            nbytes,
+        )
+
+    def emit(self, module: Any, plan: KernelPlan, op: Any, isa: Isa) -> None:
+        r = self._geo(op)
+        assert r is not None
+        geo, q = r
+        gen = Gen(module, plan.symbol, 7, isa)
+        b = gen.b
+        nl = gen.nl
+        nv = self._nv(isa)
+        x, wp, ct, mt, st_, out, scr = gen.bufs
+        ct = b.bitcast(ct, I32.as_pointer())
+        mt = b.bitcast(mt, I32.as_pointer())
+        st_ = b.bitcast(st_, I32.as_pointer())
+        nph = len(geo.phases)
+        qtl = nv * nl
+        ra = geo.rows_alloc(qtl)
+        scr = b.gep(scr, [b.mul(gen.part, gen.c(plan.scratch_bytes))])
+        r0, r1 = gen.part_range(geo.oh)
+        qend = b.mul(b.sub(r1, r0), gen.c(geo.wph))
+        nqt = b.sdiv(b.add(qend, gen.c(qtl - 1)), gen.c(qtl))
+        plane_out = geo.oh * geo.ow
+        ch_stride = nph * ra * geo.wph
+        runs = _tap_runs(geo, ra)
+        run_offs = [off for off, _ in runs]
+
+        def image(n: Any, _: list[Any]) -> None:
+            _emit_pack(gen, geo, x, n, r0, scr, ra, q, 1)
+
+            # position tiles outer (their store masks computed once), channels inner
+            def qtile(qt: Any, _: list[Any]) -> None:
+                q0 = b.mul(qt, gen.c(qtl))
+                masks = [_store_masks(gen, geo, b.add(q0, gen.c(v * nl)), qend, r0) for v in range(nv)]
+
+                def channel(c: Any, _: list[Any]) -> None:
+                    xq = b.gep(scr, [b.add(b.mul(c, gen.c(ch_stride)), q0)])
+                    wc = b.gep(wp, [b.mul(c, gen.c(len(runs) * 4))])
+                    accs = [gen.cv([0] * nl, I32) for _ in range(nv)]
+                    for ri, roff in enumerate(run_offs):
+                        wb = gen.bcast32(wc, ri * 4, nl)
+                        for v in range(nv):
+                            win = gen.load(xq, roff + v * nl, vt(I8, 2 * nl))
+                            u = b.shuffle_vector(
+                                win, win, gen.cv([j + t for j in range(nl) for t in range(4)])
+                            )
+                            accs[v] = gen.dot(accs[v], u, wb)
+                    cf = gen.splat(b.load(b.gep(ct, [c])), nl)
+                    mu = gen.splat(b.load(b.gep(mt, [c])), nl)
+                    sh = gen.splat(b.load(b.gep(st_, [c])), nl)
+                    obase = b.gep(out, [b.mul(b.add(b.mul(n, gen.c(geo.cout)), c), gen.c(plane_out))])
+                    for v in range(nv):
+                        y = gen.requant(accs[v], cf, mu, sh, q)
+                        for offs, mask in masks[v]:
+                            gen.masked_store(y, obase, offs, mask)
+
+                gen.loop(0, geo.cout, channel)
+
+            gen.loop(0, nqt, qtile)
+
+        gen.when(b.icmp_signed("<", r0, r1), lambda: _images(gen, geo.batch, image))
+        b.ret_void()
+
+
+class Int8MatMul(Template):
+    """INT8 MatMul ``[.., M, K] x W[K, N]`` with a constant weight (per-column requant, per-axis
+    inputs along K and per-axis outputs included): register-tiled, lanes along N."""
+
+    name = "int8-matmul"
+    priority = 10
+
+    def _info(self, op: Any) -> tuple[int, int, int, QuantInfo] | None:
+        if not _is(op, "tpu.MatMul") or len(op.operands) != 3:
+            return None
+        a_t, w_t, o_t = op.operands[0].type, op.operands[1].type, op.results[0].type
+        if not all(_static(t) for t in (a_t, w_t, o_t)):
+            return None
+        if len(w_t.shape) != 2 or len(a_t.shape) < 2:
+            return None
+        kdim, ncols = w_t.shape
+        if a_t.shape[-1] != kdim or list(o_t.shape) != [*a_t.shape[:-1], ncols]:
+            return None
+        ea = _quant8(a_t)
+        if ea is not None and isinstance(ea, UniformQuantizedPerAxisType) and ea.axis != len(a_t.shape) - 1:
+            return None
+        eo = _quant8(o_t)
+        if eo is not None and isinstance(eo, UniformQuantizedPerAxisType) and eo.axis != len(o_t.shape) - 1:
+            return None
+        ew = _quant8(w_t)
+        if ew is not None and isinstance(ew, UniformQuantizedPerAxisType) and ew.axis != 1:
+            return None
+        q = _quant_info(op, ncols)
+        if q is None:
+            return None
+        mrows = int(np.prod(a_t.shape[:-1]))
+        return mrows, kdim, ncols, q
+
+    def matches(self, op: Any, isa: Isa) -> bool:
+        return self._info(op) is not None
+
+    def ir_key(self, op: Any, isa: Isa) -> tuple[Any, ...]:
+        """As :meth:`Int8Conv.ir_key`."""
+        r = self._info(op)
+        assert r is not None
+        return (self.name, r[:3], _scalars(r[3]), isa)
+
+    def _tile(self, mrows: int, ncols: int, isa: Isa) -> tuple[int, int]:
+        nl = lanes(isa)
+        regs = 30 if isa.vector_bytes == 64 else 14
+        if not vnni(isa):
+            regs = regs // 2
+        return _choose_tile(mrows, ncols, nl, regs, 6, 8)
+
+    def plan(self, op: Any, symbol: str, isa: Isa) -> KernelPlan:
+        r = self._info(op)
+        assert r is not None
+        mrows, kdim, ncols, q = r
+        nl = lanes(isa)
+        mr, nv = self._tile(mrows, ncols, isa)
+        kg = -(-kdim // 4)
+        nt = -(-ncols // (nv * nl))
+        w = np.zeros((kg * 4, nt * nv * nl), np.int8)
+        w[:kdim, :ncols] = q.weight
+        # [nt][kg][nv*nl][4]
+        wp = w.reshape(kg, 4, nt, nv * nl).transpose(2, 0, 3, 1).copy()
+        wsum = q.weight.astype(np.int64).sum(axis=0)
+        weights = {"w": wp.reshape(-1), **_tables(q, wsum, nt * nv * nl)}
+        scratch = (mrows + mr) * kg * 4 + 64
+        nbytes = mrows * kdim + mrows * ncols + wp.size
+        return KernelPlan(
+            symbol,
+            [
+                ("in", 0),
+                ("weight", "w"),
+                ("weight", "c"),
+                ("weight", "m"),
+                ("weight", "s"),
+                ("out", 0),
+                ("scratch", None),
+            ],
+            weights,
+            scratch,
+            mrows * kdim * ncols,
+            nbytes,
+        )
+
+    def emit(self, module: Any, plan: KernelPlan, op: Any, isa: Isa) -> None:
+        r = self._info(op)
+        assert r is not None
+        mrows, kdim, ncols, q = r
+        gen = Gen(module, plan.symbol, 7, isa)
+        b = gen.b
+        nl = gen.nl
+        mr, nv = self._tile(mrows, ncols, isa)
+        a, wp, ct, mt, st_, out, scr = gen.bufs
+        ct = b.bitcast(ct, I32.as_pointer())
+        mt = b.bitcast(mt, I32.as_pointer())
+        st_ = b.bitcast(st_, I32.as_pointer())
+        kg = -(-kdim // 4)
+        k4 = kg * 4
+        nt = -(-ncols // (nv * nl))
+        mtiles = -(-mrows // mr)
+        scr = b.gep(scr, [b.mul(gen.part, gen.c(plan.scratch_bytes))])
+        off = 128 if q.in_signed else 0
+        # split row tiles when there are enough, else column tiles
+        by_rows = b.icmp_signed(">=", gen.c(mtiles), gen.nparts)
+        t_lo, t_hi = gen.part_range(mtiles)
+        n_lo, n_hi = gen.part_range(nt)
+        m_lo = b.select(by_rows, b.mul(t_lo, gen.c(mr)), gen.c(0))
+        m_hi = b.select(by_rows, b.mul(t_hi, gen.c(mr)), gen.c(mtiles * mr))
+        m_hi = b.select(b.icmp_signed(">", m_hi, gen.c(mrows)), gen.c(mrows), m_hi)
+        nt_lo = b.select(by_rows, gen.c(0), n_lo)
+        nt_hi = b.select(by_rows, gen.c(nt), n_hi)
+
+        # pack rows [m_lo, m_hi): bytes + off, kdim padded to k4 with zeros
+        def pack_row(m: Any, _: list[Any]) -> None:
+            src = b.gep(a, [b.mul(m, gen.c(kdim))])
+            dst = b.gep(scr, [b.mul(b.sub(m, m_lo), gen.c(k4))])
+            nfull = kdim // 64
+
+            def chunk(ci: Any, _: list[Any]) -> None:
+                o64 = b.mul(ci, gen.c(64))
+                v = gen.load(src, o64, vt(I8, 64))
+                if off:
+                    v = b.xor(v, gen.cv([off] * 64, I8))
+                gen.store(v, dst, o64)
+
+            if nfull:
+                gen.loop(0, nfull, chunk)
+            for k in range(nfull * 64, k4):
+                if k < kdim:
+                    v = b.load(b.gep(src, [gen.c(k)]))
+                    if off:
+                        v = b.xor(v, gen.c(off, I8))
+                else:
+                    v = gen.c(0, I8)
+                b.store(v, b.gep(dst, [gen.c(k)]))
+
+        gen.loop(m_lo, m_hi, pack_row)
+        full_n = ncols % (nv * nl) == 0
+
+        def ntile(ti: Any, _: list[Any]) -> None:
+            wt = b.gep(wp, [b.mul(ti, gen.c(kg * nv * nl * 4))])
+            ncol = b.mul(ti, gen.c(nv * nl))
+            cfs = [
+                gen.load(b.bitcast(ct, I8P), b.mul(b.add(ncol, gen.c(v * nl)), gen.c(4)), vt(I32, nl), 4)
+                for v in range(nv)
+            ]
+            mus = [
+                gen.load(b.bitcast(mt, I8P), b.mul(b.add(ncol, gen.c(v * nl)), gen.c(4)), vt(I32, nl), 4)
+                for v in range(nv)
+            ]
+            shs = [
+                gen.load(b.bitcast(st_, I8P), b.mul(b.add(ncol, gen.c(v * nl)), gen.c(4)), vt(I32, nl), 4)
+                for v in range(nv)
+            ]
+            nmask = []
+            if not full_n:
+                for v in range(nv):
+                    cols = b.add(gen.splat(b.trunc(b.add(ncol, gen.c(v * nl)), I32), nl), gen.iota(nl))
+                    nmask.append(b.icmp_signed("<", cols, gen.cv([ncols] * nl)))
+
+            def mtile(m0: Any, _: list[Any]) -> None:
+                ab = b.gep(scr, [b.mul(b.sub(m0, m_lo), gen.c(k4))])
+                zero = gen.cv([0] * nl, I32)
+
+                def kstep(k: Any, accs: list[Any]) -> list[Any]:
+                    wk = b.gep(wt, [b.mul(k, gen.c(nv * nl * 4))])
+                    wv = [gen.load(wk, v * nl * 4, vt(I8, 4 * nl)) for v in range(nv)]
+                    accs = list(accs)
+                    for mm in range(mr):
+                        av = gen.bcast32(ab, b.add(gen.c(mm * k4), b.mul(k, gen.c(4))), nl)
+                        for v in range(nv):
+                            accs[mm * nv + v] = gen.dot(accs[mm * nv + v], av, wv[v])
+                    return accs
+
+                accs = gen.loop(0, kg, kstep, [zero] * (mr * nv))
+                for mm in range(mr):
+                    row = b.add(m0, gen.c(mm))
+
+                    def epi(mm: int = mm, row: Any = row) -> None:
+                        ob = b.gep(out, [b.add(b.mul(row, gen.c(ncols)), ncol)])
+                        for v in range(nv):
+                            y = gen.requant(accs[mm * nv + v], cfs[v], mus[v], shs[v], q)
+                            if full_n:
+                                gen.store(y, ob, v * nl)
+                            else:
+                                gen.masked_store(y, ob, v * nl, nmask[v])
+
+                    gen.when(b.icmp_signed("<", row, m_hi), epi)
+
+            gen.loop(m_lo, m_hi, mtile, step=mr)
+
+        gen.loop(nt_lo, nt_hi, ntile)
+        b.ret_void()
+
+
+TEMPLATES: list[Template] = [Int8Conv(), Int8ConvChannels(), Int8Depthwise(), Int8MatMul()]

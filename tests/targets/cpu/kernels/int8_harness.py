@@ -1,0 +1,98 @@
+"""A tiny JIT harness for the INT8 kernel tests and benchmark: plan + emit one template into a fresh
+llvmlite module, compile it for the host (O3 pipeline, host CPU name and features), call the
+kernel through ctypes with numpy buffers for every part of ``nparts``."""
+
+from __future__ import annotations
+
+import ctypes
+import time
+from typing import Any
+
+import llvmlite.binding as llvm
+import numpy as np
+from llvmlite import ir
+
+from lamina.targets.cpu.kernels.abi import Isa, KernelPlan, Template
+
+_INIT = False
+_KEEP: list[Any] = []
+
+
+def _init() -> None:
+    global _INIT
+    if not _INIT:
+        llvm.initialize_native_target()
+        llvm.initialize_native_asmprinter()
+        _INIT = True
+
+
+def host_isa() -> Isa:
+    _init()
+    feats = {f[1:] for f in llvm.get_host_cpu_features().flatten().split(",") if f.startswith("+")}
+    vb = 64 if "avx512f" in feats else 32 if "avx2" in feats else 16
+    return Isa(vb, frozenset(feats))
+
+
+class Compiled:
+    def __init__(self, template: Template, op: Any, isa: Isa, symbol: str = "k"):
+        _init()
+        t0 = time.perf_counter()
+        self.plan: KernelPlan = template.plan(op, symbol, isa)
+        mod = ir.Module(name="m")
+        template.emit(mod, self.plan, op, isa)
+        t1 = time.perf_counter()
+        self.ir_text = str(mod)
+        tm = llvm.Target.from_default_triple().create_target_machine(
+            cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(), opt=3
+        )
+        m = llvm.parse_assembly(self.ir_text)
+        m.verify()
+        pb = llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(speed_level=3))
+        pb.getModulePassManager().run(m, pb)
+        self.ee = llvm.create_mcjit_compiler(m, tm)
+        self.ee.finalize_object()
+        self.compile_ms = (time.perf_counter() - t0) * 1e3
+        self.emit_ms = (t1 - t0) * 1e3
+        addr = self.ee.get_function_address(symbol)
+        self.fn = ctypes.CFUNCTYPE(None, ctypes.POINTER(ctypes.c_void_p), ctypes.c_int64, ctypes.c_int64)(
+            addr
+        )
+        self.weights = {k: _aligned(v) for k, v in self.plan.weights.items()}
+        _KEEP.append(self.ee)
+
+    def buffers(self, ins: list[np.ndarray], outs: list[np.ndarray], nparts: int) -> tuple[Any, list[Any]]:
+        keep: list[Any] = []
+        ptrs = []
+        for kind, key in self.plan.buffers:
+            if kind == "in":
+                a = np.ascontiguousarray(ins[key])
+            elif kind == "out":
+                a = outs[key]
+            elif kind == "weight":
+                a = self.weights[key]
+            else:
+                a = _aligned(np.zeros(max(1, self.plan.scratch_bytes * nparts), np.uint8))
+            keep.append(a)
+            ptrs.append(a.ctypes.data)
+        arr = (ctypes.c_void_p * len(ptrs))(*ptrs)
+        keep.append(arr)
+        return arr, keep
+
+    def __call__(
+        self, ins: list[np.ndarray], out_shape: tuple[int, ...], out_dtype: Any, nparts: int = 1
+    ) -> np.ndarray:
+        out = np.full(out_shape, 0x5A, dtype=out_dtype)
+        arr, keep = self.buffers(ins, [out], nparts)
+        for p in range(nparts):
+            self.fn(arr, p, nparts)
+        del keep
+        return out
+
+
+def _aligned(a: np.ndarray) -> np.ndarray:
+    a = np.ascontiguousarray(a)
+    raw = np.zeros(a.nbytes + 64, np.uint8)
+    off = (-raw.ctypes.data) % 64
+    out = raw[off : off + a.nbytes].view(a.dtype).reshape(a.shape)
+    out[...] = a
+    return out
