@@ -662,13 +662,16 @@ def calibrate(
     asym_tail: float | None = None,
     calibration_table: PathLike | None = None,
     verbose: bool = False,
+    mask_input: str | None = "auto",
 ) -> Any:
     """``run_calibration`` as a function (same names as the flags): the calibration table of a ``top``
     model (a :class:`Model` or a ``.mlir`` path) from ``dataset`` (a directory of samples),
     ``data_list`` (a file listing them) or ``samples`` in memory (each arrays by input name, a list
     of arrays in input order, or one array). Returns the
     :class:`~lamina.dialects.tpu.tables.CalibrationTable` (pass it to :func:`deploy`); writes it to
-    ``calibration_table`` when given. Shows progress and notes when ``verbose``."""
+    ``calibration_table`` when given. Shows progress and notes when ``verbose``. ``mask_input``:
+    the attention-mask input whose kept positions the statistics count ("auto": detected; an input
+    name; None or "none": every position)."""
     from lamina.flows.calibrate import calibrate_file
     from lamina.quant.methods import METHODS
 
@@ -689,6 +692,8 @@ def calibrate(
         if v is not None and not _is_real(v):
             raise LaminaError(f"{what} must be a number, got {_type_name(v)} {v!r}")
     verbose = _bool(verbose, "verbose")
+    if mask_input is not None and not isinstance(mask_input, str):
+        raise LaminaError(f"mask_input must be an input name, 'auto' or 'none', got {_type_name(mask_input)}")
     res = calibrate_file(
         path,
         dataset=_opt_path(dataset, "dataset"),
@@ -702,6 +707,7 @@ def calibrate(
         log=print if verbose else None,
         outlier_ratio=None if outlier_ratio is None else float(outlier_ratio),
         asym_tail=None if asym_tail is None else float(asym_tail),
+        mask_input=mask_input,
         module=module,
         samples=samples,
     )

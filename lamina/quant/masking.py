@@ -61,7 +61,9 @@ __all__ = [
     "detect_mask",
     "keep_positions",
     "kept_elements",
+    "kept_flat",
     "resolve_mask",
+    "shape_spec",
 ]
 
 #: a value of an additive mask at most this far below 0 (relative to its largest magnitude) attends
@@ -164,6 +166,17 @@ def kept_flat(x: np.ndarray, spec: MaskSpec | None, keep: np.ndarray | None) -> 
     if len(parts) == 1:
         return parts[0].reshape(-1)
     return np.concatenate([p.reshape(-1) for p in parts])
+
+
+def shape_spec(shape: Sequence[int], keep: np.ndarray) -> MaskSpec | None:
+    """The masked axes of a tensor known only by its shape (no graph: ``npz_tool compare --mask``):
+    with a leading batch axis of the mask's batch size (or 1), every later axis of the mask's
+    sequence length. None when it has none (a pooled ``[B, H]``)."""
+    nb, seq = keep.shape
+    if len(shape) < 2 or shape[0] not in (nb, 1):
+        return None
+    axes = tuple(i for i in range(1, len(shape)) if shape[i] == seq)
+    return MaskSpec(axes, 0) if axes else None
 
 
 # ---- detection --------------------------------------------------------------------------------------
