@@ -220,8 +220,33 @@ def _ops(module: Any) -> list[Any]:
     return [op for op in _entry(module).ops]
 
 
+def _mask_arithmetic(op: Any) -> bool:
+    """Whether ``op`` may be part of a mask's own arithmetic: elementwise ops (``Elementwise``:
+    Cast, Sub, Mul, Not, Compare ...), ``Where``, reductions and data movement (Reshape, Unsqueeze,
+    Expand, Permute, Tile, Slice, Concat). Not a lookup or a contraction (``Gather`` on a table,
+    ``MatMul``): what token ids compute through those is the network, not a mask."""
+    from lamina.dialects.top.elementwise import WhereOp
+    from lamina.dialects.top.reduce import ReduceOp
+    from lamina.dialects.top.tensor import (
+        ConcatOp,
+        ExpandOp,
+        FlattenOp,
+        PermuteOp,
+        ReshapeOp,
+        SliceOp,
+        SqueezeOp,
+        TileOp,
+        UnsqueezeOp,
+    )
+    from lamina.ir.traits import Elementwise
+
+    movement = (WhereOp, ReduceOp, ConcatOp, ExpandOp, FlattenOp, PermuteOp, ReshapeOp, SliceOp, SqueezeOp)
+    return op.has_trait(Elementwise) or isinstance(op, (*movement, TileOp, UnsqueezeOp))
+
+
 def _derived_values(ops: Sequence[Any], seed: Any) -> tuple[set[int], list[Any]]:
-    """ids of the values computed from ``seed`` and constants alone, and the ops computing them."""
+    """ids of the values computed from ``seed`` and constants alone by mask arithmetic
+    (:func:`_mask_arithmetic`), and the ops computing them."""
     derived = {id(seed)}
     chain: list[Any] = []
     for op in ops:
@@ -231,7 +256,7 @@ def _derived_values(ops: Sequence[Any], seed: Any) -> tuple[set[int], list[Any]]
         if not any(id(v) in derived for v in ins):
             continue
         if all(id(v) in derived or _is_const(v) or _is_none(v) for v in ins) and op.dialect_name == "top":
-            if op.name == "top.Input":
+            if op.name == "top.Input" or not _mask_arithmetic(op):
                 continue
             derived.update(id(r) for r in op.results)
             chain.append(op)
@@ -462,6 +487,16 @@ def _broadcast_labels(operands: Sequence[tuple[tuple[int, ...], Labels]], out: t
     return res
 
 
+def _spec_of(v: Any, labels: Mapping[int, Labels], free: Mapping[int, set[int]]) -> MaskSpec | None:
+    lab = labels.get(id(v))
+    if not lab:
+        return None
+    kept_axes = tuple(sorted(a for a, k in lab.items() if k == "seq" and a not in free.get(id(v), set())))
+    if not kept_axes:
+        return None
+    return MaskSpec(kept_axes, next((a for a, k in lab.items() if k == "B"), None))
+
+
 def label_axes(module: Any, info: MaskInfo, ops: Sequence[Any] | None = None) -> None:
     """Fill ``info.axes`` and ``info.derived`` (see the module doc)."""
     from lamina.dialects.top.elementwise import AddOp, SubOp, WhereOp
@@ -549,18 +584,22 @@ def label_axes(module: Any, info: MaskInfo, ops: Sequence[Any] | None = None) ->
             if id(r) in derived:
                 derived_names.add(n)
                 continue
-            lab = labels.get(id(r))
-            if not lab or n in names:
-                continue
-            kept_axes = tuple(
-                sorted(a for a, k in lab.items() if k == "seq" and a not in free.get(id(r), set()))
-            )
-            if not kept_axes:
-                continue
-            bat = next((a for a, k in lab.items() if k == "B"), None)
-            names[n] = MaskSpec(kept_axes, bat)
+            spec = _spec_of(r, labels, free)
+            if spec is not None and n not in names:
+                names[n] = spec
     for n, v in inputs:
         if id(v) in derived:
             derived_names.add(n)
+    # the outputs also go by their ONNX names (the dumps' and the comparisons' keys)
+    from lamina.frontends.model_io import module_signature
+
+    ret = _entry(module).last_op
+    if ret is not None:
+        for n, v in zip(module_signature(module).output_names, ret.operands):
+            spec = _spec_of(v, labels, free)
+            if id(v) in derived:
+                derived_names.add(n)
+            elif spec is not None:
+                names[n] = spec
     info.axes = names
     info.derived = derived_names
