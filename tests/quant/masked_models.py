@@ -6,7 +6,6 @@ mean pooling over the mask. Outputs ``hidden`` ``[1, S, H]`` and ``pooled`` ``[1
 from __future__ import annotations
 
 from pathlib import Path
-
 from typing import Any
 
 import numpy as np
@@ -89,7 +88,10 @@ def encoder(
         n("Add", ["c", "x"], ["h0"], name="residual"),
     ]
     if kind == "nomask":
-        nodes += [n("Unsqueeze", ["m", "axm1"], ["mm"], name="m3"), n("Add", ["h0", "mm"], ["hidden"], name="add_m")]
+        nodes += [
+            n("Unsqueeze", ["m", "axm1"], ["mm"], name="m3"),
+            n("Add", ["h0", "mm"], ["hidden"], name="add_m"),
+        ]
         nodes += [n("ReduceMean", ["hidden"], ["pooled"], axes=[1], keepdims=0, name="pool")]
     else:
         keep = "m" if kind != "padding" else "keepf"

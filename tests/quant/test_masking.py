@@ -14,9 +14,9 @@ import pytest
 pytest.importorskip("onnx")
 sys.path.insert(0, str(Path(__file__).parent))
 
-import masked_models as mm  # noqa: E402
+import masked_models as mm
 
-from lamina.quant.masking import (  # noqa: E402
+from lamina.quant.masking import (
     MaskError,
     MaskSpec,
     detect_mask,
@@ -72,7 +72,9 @@ def test_detects_the_mask_and_its_polarity(tmp: Path, kind: str, probs: bool) ->
 def test_no_mask_found(tmp: Path) -> None:
     m = _top(tmp, "nomask", probs=True)
     assert detect_mask(m.module) is None
-    with pytest.raises(MaskError, match=r"'mask' is not an attention mask: it does not reach attention scores"):
+    with pytest.raises(
+        MaskError, match=r"'mask' is not an attention mask: it does not reach attention scores"
+    ):
         resolve_mask(m.module, "mask")
 
 
@@ -164,7 +166,9 @@ def test_search_reports_the_mask(tmp: Path) -> None:
     samples = mm.samples(4)
     table = calibrate(m.module, samples, method="max", tune_num=0).table
     lines: list[str] = []
-    res = search_qtable(m.module, table, samples, expected_cos=0.99, ctx=m.ctx, log=lines.append, refine_top=0)
+    res = search_qtable(
+        m.module, table, samples, expected_cos=0.99, ctx=m.ctx, log=lines.append, refine_top=0
+    )
     assert res.mask_input == "mask"
     assert "over the positions kept by mask input 'mask'" in res.summary()
     assert any("outputs compared over the kept positions" in ln for ln in lines)
