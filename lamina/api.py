@@ -772,6 +772,7 @@ def deploy(
     task: str | None = None,
     task_threshold: float | None = None,
     task_tolerance: float | None = None,
+    mask_input: str | None = "auto",
 ) -> DeployedModel:
     """``model_deploy`` as a function (same names as the flags): lower a ``top`` model (a :class:`Model`,
     left untouched, or a ``.mlir`` path) to the quantized ``tpu`` IR in ``quantize`` mode (F32, F16,
@@ -785,6 +786,8 @@ def deploy(
     checked against the interpreter on ``test_input``. ``disable_layer_group``: NPU — every op alone.
     ``task`` (``cls``, ``det``, ``seg``, ``ocr``, ``embed``; needs both test sets): the outputs also
     compared as the task reads them (``result.task_reports``), failing under ``task_tolerance``.
+    ``mask_input``: the attention-mask input whose kept positions (in ``test_input``) the
+    comparison counts ("auto": detected; None or "none": every position).
     Returns a :class:`DeployedModel`; prints the step commands when ``verbose``."""
     from lamina.dialects.tpu.tables import CalibrationTable
     from lamina.flows.deploy import DeployOptions
@@ -819,6 +822,7 @@ def deploy(
         task=None if task is None else _str(task, "task"),
         task_threshold=_opt_float(task_threshold, "task_threshold"),
         task_tolerance=_opt_float(task_tolerance, "task_tolerance"),
+        mask_input=None if mask_input is None else _str(mask_input, "mask_input"),
     )
     verbose = _bool(verbose, "verbose")
     res = run_deploy(o, log=print if verbose else None, module=module, ctx=ctx)

@@ -296,7 +296,7 @@ def _applications(ops: Sequence[Any], derived: set[int], seq: int) -> list[tuple
     from lamina.dialects.top.elementwise import AddOp, SubOp, WhereOp
     from lamina.dialects.top.extra import AttentionOp
 
-    out = []
+    out: list[tuple[Any, Any, str]] = []
     for op in ops:
         if not op.results or all(id(r) in derived for r in op.results):
             continue
@@ -325,7 +325,7 @@ def _probe_values(chain: Sequence[Any], seed: Any, probe: np.ndarray) -> dict[in
 
     env: dict[int, np.ndarray] = {id(seed): probe}
     for op in chain:
-        args = []
+        args: list[Any] = []
         for v in op.operands:
             if id(v) in env:
                 args.append(env[id(v)])
