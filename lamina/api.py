@@ -662,13 +662,16 @@ def calibrate(
     asym_tail: float | None = None,
     calibration_table: PathLike | None = None,
     verbose: bool = False,
+    mask_input: str | None = "auto",
 ) -> Any:
     """``run_calibration`` as a function (same names as the flags): the calibration table of a ``top``
     model (a :class:`Model` or a ``.mlir`` path) from ``dataset`` (a directory of samples),
     ``data_list`` (a file listing them) or ``samples`` in memory (each arrays by input name, a list
     of arrays in input order, or one array). Returns the
     :class:`~lamina.dialects.tpu.tables.CalibrationTable` (pass it to :func:`deploy`); writes it to
-    ``calibration_table`` when given. Shows progress and notes when ``verbose``."""
+    ``calibration_table`` when given. Shows progress and notes when ``verbose``. ``mask_input``:
+    the attention-mask input whose kept positions the statistics count ("auto": detected; an input
+    name; None or "none": every position)."""
     from lamina.flows.calibrate import calibrate_file
     from lamina.quant.methods import METHODS
 
@@ -689,6 +692,8 @@ def calibrate(
         if v is not None and not _is_real(v):
             raise LaminaError(f"{what} must be a number, got {_type_name(v)} {v!r}")
     verbose = _bool(verbose, "verbose")
+    if mask_input is not None and not isinstance(mask_input, str):
+        raise LaminaError(f"mask_input must be an input name, 'auto' or 'none', got {_type_name(mask_input)}")
     res = calibrate_file(
         path,
         dataset=_opt_path(dataset, "dataset"),
@@ -702,6 +707,7 @@ def calibrate(
         log=print if verbose else None,
         outlier_ratio=None if outlier_ratio is None else float(outlier_ratio),
         asym_tail=None if asym_tail is None else float(asym_tail),
+        mask_input=mask_input,
         module=module,
         samples=samples,
     )
@@ -767,6 +773,7 @@ def deploy(
     task_threshold: float | None = None,
     task_tolerance: float | None = None,
     export_lib: bool = False,
+    mask_input: str | None = "auto",
 ) -> DeployedModel:
     """``model_deploy`` as a function (same names as the flags): lower a ``top`` model (a :class:`Model`,
     left untouched, or a ``.mlir`` path) to the quantized ``tpu`` IR in ``quantize`` mode (F32, F16,
@@ -781,6 +788,8 @@ def deploy(
     ``export_lib``: CPU — also ``<prefix>.so`` and ``<prefix>.h``, the model as a C library.
     ``task`` (``cls``, ``det``, ``seg``, ``ocr``, ``embed``; needs both test sets): the outputs also
     compared as the task reads them (``result.task_reports``), failing under ``task_tolerance``.
+    ``mask_input``: the attention-mask input whose kept positions (in ``test_input``) the
+    comparison counts ("auto": detected; None or "none": every position).
     Returns a :class:`DeployedModel`; prints the step commands when ``verbose``."""
     from lamina.dialects.tpu.tables import CalibrationTable
     from lamina.flows.deploy import DeployOptions
@@ -816,6 +825,7 @@ def deploy(
         task=None if task is None else _str(task, "task"),
         task_threshold=_opt_float(task_threshold, "task_threshold"),
         task_tolerance=_opt_float(task_tolerance, "task_tolerance"),
+        mask_input=None if mask_input is None else _str(mask_input, "mask_input"),
     )
     verbose = _bool(verbose, "verbose")
     res = run_deploy(o, log=print if verbose else None, module=module, ctx=ctx)

@@ -11,6 +11,10 @@ one verdict, checked in this order:
 * ``MISMATCH``: the element counts differ (fails). Tensors of equal size but different shape are
   compared flattened, as TPU-MLIR does.
 
+With ``select`` (an attention mask, ``npz_tool compare --mask``), a tensor it restricts is compared
+on the elements it selects (the kept positions of a padded sequence), both sets alike; its result
+says so in ``note``.
+
 The metrics, computed in float64 on the flattened tensors:
 
 * cosine similarity ``a·b / (‖a‖ ‖b‖)`` (1 if both are all-zero, 0 if only one is);
@@ -22,7 +26,7 @@ The metrics, computed in float64 on the flattened tensors:
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -230,8 +234,11 @@ def compare_sets(
     close_order: int = DEFAULT_CLOSE_ORDER,
     name_a: str = "a",
     name_b: str = "b",
+    select: Callable[[str, np.ndarray], np.ndarray | None] | None = None,
 ) -> CompareReport:
-    """Compare every tensor present in both ``a`` and ``b`` (in ``a``'s order), skipping ``excepts``."""
+    """Compare every tensor present in both ``a`` and ``b`` (in ``a``'s order), skipping ``excepts``.
+    ``select(name, array)``: the elements to compare (e.g. the kept positions of a padded sequence),
+    or None for the whole tensor."""
     excepts = list(excepts)
     skip = set(excepts)
     bkeys = set(b.keys())
@@ -243,7 +250,17 @@ def compare_sets(
         if k in skip:
             excepted.append(k)
             continue
-        results.append(compare_tensors(k, a[k], b[k], tolerance, close_order))
+        x, y = a[k], b[k]
+        sx = sy = None
+        if select is not None and np.shape(x) == np.shape(y):
+            sx, sy = select(k, np.asarray(x)), select(k, np.asarray(y))
+        if sx is not None and sy is not None:
+            r = compare_tensors(k, sx, sy, tolerance, close_order)
+            r.shape_a, r.shape_b = tuple(np.shape(x)), tuple(np.shape(y))
+            r.note = (r.note + "; " if r.note else "") + f"over kept positions ({sx.size} of {np.size(x)})"
+            results.append(r)
+        else:
+            results.append(compare_tensors(k, x, y, tolerance, close_order))
     akeys = set(a.keys())
     return CompareReport(
         results,

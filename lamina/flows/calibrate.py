@@ -18,7 +18,7 @@ import numpy as np
 
 from lamina.support.errors import ToolError
 
-__all__ = ["MAX_HISTOGRAM_BINS", "TOOL", "calibrate_file", "check_search_flags", "search_file"]
+__all__ = ["MAX_HISTOGRAM_BINS", "TOOL", "calibrate_file", "check_search_flags", "mask_note", "search_file"]
 
 #: The command whose messages these are (``run_calibration: warning: ...``).
 TOOL = "run_calibration"
@@ -40,6 +40,7 @@ def calibrate_file(
     outlier_ratio: float | None = None,
     asym_tail: float | None = None,
     *,
+    mask_input: str | None = "auto",
     module: Any = None,
     samples: Sequence[Mapping[str, np.ndarray]] | None = None,
 ) -> Any:
@@ -47,7 +48,9 @@ def calibrate_file(
     and writes the table when ``calibration_table`` is given. The model is ``mlir_file``, or ``module``
     when given (``mlir_file`` then only names it); the samples are listed from ``dataset`` or
     ``data_list``, or given in memory as ``samples`` (arrays by input name; the first ``input_num``
-    are used, all with 0). Problems raise :class:`ToolError`."""
+    are used, all with 0). ``mask_input``: the attention-mask input ("auto": detected; "none":
+    none; see :mod:`lamina.quant.masking`); the statistics count only the positions it keeps, and
+    the mask taken is reported through ``log``. Problems raise :class:`ToolError`."""
     from lamina.frontends.model_io import check_inputs, module_signature, parse_mlir_file
     from lamina.quant.calibration import CalibrationError, calibrate, check_top_module
     from lamina.quant.dataset import DatasetError, SampleLoader, list_samples
@@ -107,12 +110,15 @@ def calibrate_file(
             bin_num=histogram_bin_num,
             progress=progress,
             num_samples=n,
+            mask_input=mask_input,
             **{
                 k: v for k, v in (("outlier_ratio", outlier_ratio), ("asym_tail", asym_tail)) if v is not None
             },
         )
     except (DatasetError, CalibrationError) as e:
         raise ToolError(str(e)) from None
+    if log is not None:
+        log(f"{TOOL}: {mask_note(result.mask, mask_input)}")
     for w in result.warnings:
         if log is not None:
             log(f"{TOOL}: warning: {w}")
@@ -124,6 +130,16 @@ def calibrate_file(
     return result
 
 
+def mask_note(mask: Any, mask_input: str | None) -> str:
+    """The line saying which input calibration took as the attention mask."""
+    if mask is not None:
+        how = "given" if mask_input not in (None, "auto") else "detected"
+        return f"{how} {mask.describe()}: statistics over the kept positions"
+    if mask_input is not None and str(mask_input).lower() == "none":
+        return "no attention mask (--mask_input none): statistics over every position"
+    return "no attention-mask input found: statistics over every position"
+
+
 def search_file(
     mlir_file: str,
     calibration_table: str,
@@ -132,6 +148,7 @@ def search_file(
     expected_cos: float = 0.99,
     max_float_layers: int | None = None,
     log: Any = None,
+    mask_input: str | None = "auto",
 ) -> Any:
     """``--search search_qtable``: the mixed-precision search on ``entries`` (sample paths) with the
     table at ``calibration_table``; writes the qtable and rewrites the table refined. Returns the
@@ -154,6 +171,7 @@ def search_file(
             refined_table=calibration_table,
             ctx=ctx,
             log=log,
+            mask_input=mask_input,
         )
     except (DatasetError, SearchError) as e:
         raise ToolError(str(e)) from None

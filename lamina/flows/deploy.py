@@ -127,6 +127,9 @@ class DeployOptions:
     task: str | None = None
     task_threshold: float | None = None
     task_tolerance: float | None = None
+    #: ``--mask_input``: the attention-mask input whose kept positions the comparison counts
+    #: ("auto": detected, :mod:`lamina.quant.masking`; "none": every position)
+    mask_input: str | None = "auto"
 
     @property
     def prefix(self) -> str | None:
@@ -471,7 +474,36 @@ def deploy_command(o: DeployOptions) -> str:
             cmd += f" --task_threshold {o.task_threshold:g}"
         if o.task_tolerance is not None:
             cmd += f" --task_tolerance {o.task_tolerance:g}"
+    if o.mask_input not in (None, "auto"):
+        cmd += f" --mask_input {o.mask_input}"
     return cmd + (f" --model {o.model}" if o.model is not None else "")
+
+
+def _mask_select(
+    o: DeployOptions, module: Any, inputs: Mapping[str, np.ndarray], say: Callable[[str], None]
+) -> Callable[[str, np.ndarray], np.ndarray | None] | None:
+    """The comparison's restriction to the positions the test input's attention mask keeps (None:
+    no mask input, or nothing padded)."""
+    from lamina.quant.masking import MaskError, keep_positions, kept_flat, resolve_mask
+
+    try:
+        mask = resolve_mask(module, o.mask_input)
+    except MaskError as e:
+        raise UsageError(str(e)) from None
+    keep = keep_positions(mask, inputs)
+    if mask is None or keep is None:
+        return None
+    axes = mask.axes
+    say(
+        f"# compared over the {int(keep.sum())} of {keep.size} position(s) kept by mask input "
+        f"'{mask.input}' (tensors with a masked sequence axis; --mask_input none compares every position)"
+    )
+
+    def select(name: str, x: np.ndarray) -> np.ndarray | None:
+        spec = axes.get(name)
+        return None if spec is None else kept_flat(x, spec, keep)
+
+    return select
 
 
 def first_diverging(report: CompareReport, n: int = FIRST_DIVERGING) -> list[str]:
@@ -522,6 +554,7 @@ def deploy(
             _task_reference(
                 o, ref, sig, f"--test_reference '{t}'" if isinstance(t, str) else "test_reference"
             )
+    select = _mask_select(o, module, inputs, say) if inputs is not None and ref is not None else None
     target = target_of(o)
     if target is not None and o.quantize not in target.modes:
         raise UsageError(
@@ -568,7 +601,7 @@ def deploy(
     name_a = out_npz or "tpu outputs"
     name_b = _shown(o.test_reference, "reference")
     say(f"# npz_tool compare {name_a} {name_b} --tolerance {tol[0]},{tol[1]} -v")
-    report = compare_sets(outs, ref, tol, o.excepts, name_a=name_a, name_b=name_b)
+    report = compare_sets(outs, ref, tol, o.excepts, name_a=name_a, name_b=name_b, select=select)
     res.report = report
     if not report.results:
         raise ToolError(
@@ -579,7 +612,7 @@ def deploy(
         full = report
         if not o.compare_all:  # find where it starts to diverge
             every = run_tpu_module(tpu, inputs, dump_all=True)
-            full = compare_sets(every, ref, tol, o.excepts)
+            full = compare_sets(every, ref, tol, o.excepts, select=select)
         res.diverging = first_diverging(full)
     if o.task is not None:
         from lamina.tasks import task_check

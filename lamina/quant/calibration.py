@@ -22,6 +22,14 @@ Two refinements, written in the table and applied by the lowering (``docs/tpu.md
   int8 range on the tail or clipping it (clipping GELU's tail to 0 costs MiniLM a cosine of 0.4).
   Conv/MatMul results are left out: TPU-MLIR reads a Conv/MatMul entry as "asymmetric input".
 
+**Padded sequences.** When the model has an attention-mask input (found by
+:func:`lamina.quant.masking.detect_mask`, or named with ``mask_input``), every statistic above (min,
+max, moments, histogram, per-channel maxima, hence the thresholds, the outlier channels and the
+one-sided tails) is gathered only over the elements at positions the sample's mask keeps, along each
+tensor's masked sequence axes (``np.take`` of the kept indices: one cheap copy); tensors without a
+masked axis (a pooled embedding, the mask's own arithmetic) use all their elements. Tuning scores
+its consumers' errors over the kept positions as well.
+
 The table names tensors by their location names (the interpreter's dump keys, the ONNX tensor names)
 in network order; weights are not calibrated.
 """
@@ -38,6 +46,7 @@ import numpy as np
 
 from lamina.dialects.tpu.tables import CalibrationTable, TensorStats
 from lamina.quant.histogram import TensorObserver
+from lamina.quant.masking import MaskError, MaskInfo, keep_positions, kept_elements, kept_flat, resolve_mask
 from lamina.quant.methods import METHODS, MIN_THRESHOLD, compute_threshold
 
 __all__ = [
@@ -132,6 +141,8 @@ class CalibrationResult:
     timings: dict[str, float] = field(default_factory=dict)
     #: problems that did not stop calibration (tensors holding some NaN/inf values)
     warnings: list[str] = field(default_factory=list)
+    #: the attention mask the statistics were restricted by (None: every position counted)
+    mask: MaskInfo | None = None
 
 
 def collect_statistics(
@@ -139,21 +150,36 @@ def collect_statistics(
     samples: Iterable[Mapping[str, np.ndarray]],
     keep: int = 0,
     progress: Any = None,
+    mask: MaskInfo | None = None,
+    kept_masks: list[np.ndarray | None] | None = None,
 ) -> tuple[dict[str, TensorObserver], list[list[Any]], int]:
     """Observers per tensor (network order), the environments of the first ``keep`` samples, and the
-    number of samples seen."""
+    number of samples seen. With ``mask``, each tensor with a masked axis is observed over the
+    sample's kept positions only; ``kept_masks`` (when given) receives the kept positions of the first
+    ``keep`` samples (None where nothing is padded)."""
     observers: dict[str, TensorObserver] = {}
     for name in runner.names.values():
         observers[name] = TensorObserver()
     used: set[str] = set()
+    axes = mask.axes if mask is not None else {}
+    cur: list[np.ndarray | None] = [None]
 
     def observe(name: str, v: np.ndarray) -> None:
-        observers[name].update(v)
+        o = observers[name]
+        k = cur[0]
+        if k is not None and name in axes:
+            for part in kept_elements(v, axes[name], k):
+                o.update(part)
+        else:
+            o.update(v)
         used.add(name)
 
     envs: list[list[Any]] = []
     n = 0
     for inputs in samples:
+        cur[0] = keep_positions(mask, inputs)
+        if kept_masks is not None and n < keep:
+            kept_masks.append(cur[0])
         env = runner.run(inputs, observe, keep_all=n < keep)
         if env is not None:
             envs.append(env)
@@ -177,6 +203,7 @@ def calibrate(
     blas_threads: int | None = 1,
     outlier_ratio: float = OUTLIER_RATIO,
     asym_tail: float = ASYM_TAIL,
+    mask_input: str | None = "auto",
 ) -> CalibrationResult:
     """Calibrate ``module`` on ``samples`` (input dicts). ``tune_num > 0`` tunes every threshold on the
     first ``tune_num`` samples (see :mod:`lamina.quant.tune`).
@@ -188,9 +215,19 @@ def calibrate(
     benchmarks/RESULTS.md).
 
     ``outlier_ratio`` (0 disables) and ``asym_tail`` (0 disables) control the per-channel thresholds
-    and the ``#asym_op`` list (see the module doc)."""
+    and the ``#asym_op`` list (see the module doc).
+
+    ``mask_input``: "auto" (default) detects an attention-mask input
+    (:func:`lamina.quant.masking.detect_mask`) and gathers the statistics over the positions it
+    keeps; an input name says which input it is (checked); None or "none" disables it. The mask used
+    is :attr:`CalibrationResult.mask`."""
+    try:
+        mask = resolve_mask(module, mask_input)
+    except MaskError as e:
+        raise CalibrationError(str(e)) from None
     with _limit_blas(blas_threads):
-        res = _calibrate(module, samples, method, tune_num, bin_num, tune_steps, progress, num_samples)
+        res = _calibrate(module, samples, method, tune_num, bin_num, tune_steps, progress, num_samples, mask)
+    res.mask = mask
     mark_outlier_channels(res.table, res.observers, outlier_ratio)
     mark_one_sided(res.table, res.observers, asym_tail, _asym_input_names(module))
     return res
@@ -257,6 +294,7 @@ def _calibrate(
     tune_steps: int,
     progress: bool,
     num_samples: int | None,
+    mask: MaskInfo | None = None,
 ) -> CalibrationResult:
     if method not in METHODS:
         raise CalibrationError(
@@ -268,8 +306,11 @@ def _calibrate(
     t0 = time.perf_counter()
     runner = ModelRunner(module)
     bar = _bar(progress, num_samples, "statistics")
+    kept_masks: list[np.ndarray | None] = []
     try:
-        observers, envs, n = collect_statistics(runner, samples, keep=tune_num, progress=bar)
+        observers, envs, n = collect_statistics(
+            runner, samples, keep=tune_num, progress=bar, mask=mask, kept_masks=kept_masks
+        )
     finally:
         if bar is not None:
             bar.close()
@@ -287,7 +328,12 @@ def _calibrate(
 
         t2 = time.perf_counter()
         absmax = {k: o.absmax for k, o in observers.items()}
-        tuned = tune_thresholds(runner, envs, thresholds, absmax, steps=tune_steps, progress=progress)
+        kept = None
+        if mask is not None and any(k is not None for k in kept_masks):
+            kept = _kept_fn(runner, mask, kept_masks)
+        tuned = tune_thresholds(
+            runner, envs, thresholds, absmax, steps=tune_steps, progress=progress, kept=kept
+        )
         final.update(tuned)
         timings["tune"] = time.perf_counter() - t2
     table = CalibrationTable(
@@ -306,6 +352,23 @@ def _calibrate(
         table.thresholds[name] = TensorStats(float(th), float(lo), float(hi))
     timings["total"] = time.perf_counter() - t0
     return CalibrationResult(table, observers, thresholds, tuned, timings, warnings)
+
+
+def _kept_fn(
+    runner: ModelRunner, mask: MaskInfo, kept_masks: list[np.ndarray | None]
+) -> Callable[[int, int, np.ndarray], np.ndarray]:
+    """``kept(env index, slot, array)``: the array's elements at the kept positions of that sample
+    (flattened), for tuning's error measure."""
+    specs = {slot: mask.axes[name] for slot, name in runner.names.items() if name in mask.axes}
+
+    def kept(k: int, slot: int, x: np.ndarray) -> np.ndarray:
+        spec = specs.get(slot)
+        m = kept_masks[k] if k < len(kept_masks) else None
+        if spec is None or m is None:
+            return x
+        return kept_flat(x, spec, m)
+
+    return kept
 
 
 def _check_finite(observers: Mapping[str, TensorObserver], n: int) -> list[str]:

@@ -153,6 +153,8 @@ class SearchResult:
     max_float_layers: int
     refined: dict[str, float] = field(default_factory=dict)
     evaluations: int = 0
+    #: the attention-mask input the outputs were compared over (None: every position)
+    mask_input: str | None = None
 
     @property
     def reached(self) -> bool:
@@ -165,6 +167,7 @@ class SearchResult:
             f"{self.n_layers} layers in float ({pct:.1f}%, limit {self.max_float_layers})"
             f"{'' if self.reached else f'; expected {self.expected_cos} NOT reached'}"
             f"{f', {len(self.refined)} threshold(s) refined' if self.refined else ''}; {self.evaluations} evaluations"
+            f"{f'; cosines over the positions kept by mask input {self.mask_input!r}' if self.mask_input else ''}"
         )
 
     def ranking_text(self, top: int | None = None) -> str:
@@ -285,10 +288,29 @@ def _cos(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def output_cosine(
-    ref: Sequence[Mapping[str, np.ndarray]], got: Sequence[Mapping[str, np.ndarray]], names: Sequence[str]
+    ref: Sequence[Mapping[str, np.ndarray]],
+    got: Sequence[Mapping[str, np.ndarray]],
+    names: Sequence[str],
+    mask: Any = None,
+    keeps: Sequence[np.ndarray | None] | None = None,
 ) -> float:
-    """The worst output's cosine (float64, flattened) per sample, averaged over the samples."""
-    vals = [min(_cos(r[n], g[n]) for n in names) for r, g in zip(ref, got)]
+    """The worst output's cosine (float64, flattened) per sample, averaged over the samples. With
+    ``mask`` (a :class:`~lamina.quant.masking.MaskInfo`) and ``keeps`` (each sample's kept positions),
+    an output with a masked axis is compared over its kept positions only."""
+    from lamina.quant.masking import kept_flat
+
+    vals = []
+    for i, (r, g) in enumerate(zip(ref, got)):
+        k = keeps[i] if keeps is not None and i < len(keeps) else None
+        if mask is None or k is None:
+            vals.append(min(_cos(r[n], g[n]) for n in names))
+            continue
+        vals.append(
+            min(
+                _cos(kept_flat(r[n], mask.axes.get(n), k), kept_flat(g[n], mask.axes.get(n), k))
+                for n in names
+            )
+        )
     return float(np.mean(vals)) if vals else 0.0
 
 
@@ -297,12 +319,23 @@ class TpuEvaluator:
     first ``n`` samples (all by default) against the float ``top`` outputs, computed once.
     :meth:`local_errors` gives the cheap sensitivity estimate the search ranks layers with first."""
 
-    def __init__(self, module: Any, samples: Sequence[Mapping[str, np.ndarray]], asymmetric: bool, ctx: Any):
+    def __init__(
+        self,
+        module: Any,
+        samples: Sequence[Mapping[str, np.ndarray]],
+        asymmetric: bool,
+        ctx: Any,
+        mask: Any = None,
+    ):
         from lamina.frontends.model_io import module_signature, run_top_module
+        from lamina.quant.masking import keep_positions
 
         self.module, self.samples, self.asymmetric, self.ctx = module, list(samples), asymmetric, ctx
         self.outs = module_signature(module).output_names
         self.ref = [run_top_module(module, dict(s)) for s in self.samples]
+        #: the attention mask the outputs are compared over (None: every position)
+        self.mask = mask
+        self.keeps = [keep_positions(mask, s) for s in self.samples]
 
     def deploy(self, qtable: dict[str, str], table: Any) -> Any:
         from lamina.quant.deploy import deploy_module
@@ -318,7 +351,7 @@ class TpuEvaluator:
         tpu = self.deploy(qtable, table)
         k = len(self.samples) if n is None else min(n, len(self.samples))
         got = [run_tpu_module(tpu, dict(s)) for s in self.samples[:k]]
-        return output_cosine(self.ref[:k], got, self.outs)
+        return output_cosine(self.ref[:k], got, self.outs, self.mask, self.keeps[:k])
 
     def quant_errors(self, table: Any, n: int) -> dict[str, float]:
         """Each tensor's own INT8 error, ``1 - cos(x, fake_quant(x))`` with its calibrated threshold
@@ -327,18 +360,22 @@ class TpuEvaluator:
         (an outlier channel crushing the others, a clipped tail) come first, and so does every
         tensor along a chain that carries such a channel, which floating one layer at a time misses."""
         from lamina.frontends.model_io import run_top_module
+        from lamina.quant.masking import kept_flat
 
         err: dict[str, float] = {}
         k = max(1, min(n, len(self.samples)))
-        for s in self.samples[:k]:
+        axes = self.mask.axes if self.mask is not None else {}
+        for i, s in enumerate(self.samples[:k]):
+            keep = self.keeps[i]
             for name, x in run_top_module(self.module, dict(s), dump_all=True).items():
                 st = table.get(name)
                 if st is None or x.dtype.kind != "f" or not x.size:
                     continue
-                err[name] = (
-                    err.get(name, 0.0)
-                    + (1.0 - _cos(x, _fake_quant(x, st, table.channel_thresholds.get(name)))) / k
-                )
+                xq = _fake_quant(x, st, table.channel_thresholds.get(name))
+                spec = axes.get(name)
+                if keep is not None and spec is not None:  # over the kept positions only
+                    x, xq = kept_flat(x, spec, keep), kept_flat(xq, spec, keep)
+                err[name] = err.get(name, 0.0) + (1.0 - _cos(x, xq)) / k
         return err
 
 
@@ -413,6 +450,7 @@ def search_qtable(
     max_evaluations: int | None = MAX_EVALUATIONS,
     progress_interval: float = 5.0,
     capabilities: Any = None,
+    mask_input: str | None = "auto",
 ) -> SearchResult:
     """Find the fewest layers to run in ``float_mode`` so that INT8 reaches ``expected_cos``.
 
@@ -433,7 +471,9 @@ def search_qtable(
     ``evaluate(qtable, table) -> cosine`` replaces the real lowering (tests; every layer is then
     measured). ``capabilities``: the target's
     :class:`~lamina.dialects.tpu.capabilities.TargetCapabilities` (default: the reference ``tpu``
-    target), whose float modes ``float_mode`` must be one of. Returns a :class:`SearchResult`;
+    target), whose float modes ``float_mode`` must be one of. ``mask_input``: the attention-mask
+    input whose kept positions the outputs are compared over ("auto": detected,
+    :func:`lamina.quant.masking.detect_mask`; None or "none": every position). Returns a :class:`SearchResult`;
     raises :class:`SearchError` when the search cannot run."""
     from lamina.dialects.tpu.capabilities import REFERENCE
     from lamina.dialects.tpu.tables import CalibrationTable, read_calibration_table, write_qtable
@@ -450,11 +490,17 @@ def search_qtable(
     table: CalibrationTable = (
         read_calibration_table(calibration_table) if isinstance(calibration_table, str) else calibration_table
     )
+    from lamina.quant.masking import MaskError, resolve_mask
+
+    try:
+        mask = resolve_mask(module, mask_input)
+    except MaskError as e:
+        raise SearchError(str(e)) from None
     real: TpuEvaluator | None = None
     if evaluate is None:
         if not samples:
             raise SearchError("the search needs at least one sample")
-        real = TpuEvaluator(module, samples, asymmetric, ctx)
+        real = TpuEvaluator(module, samples, asymmetric, ctx, mask)
         evaluate = real
     all_layers = layers(module)
     shape_ops, fragile = auto_float_ops(module, table)
@@ -502,6 +548,8 @@ def search_qtable(
     def on_rank(floated: Sequence[str], tbl: Any = None) -> float:
         return cos_of(floated, tbl, n_rank, reserve=1 if subset else 0)
 
+    if mask is not None and real is not None:
+        say(f"search_qtable: outputs compared over the kept positions: {mask.describe()}")
     say(f"search_qtable: {n_layers} layers, {len(shape_ops)} shape op(s) kept in F32, "
         f"{len(fragile)} fragile-pattern layer(s), at most {limit} in {float_mode}"
         f"{f', at most {max_evaluations} evaluations' if max_evaluations is not None else ''}")  # fmt: skip
@@ -637,6 +685,7 @@ def search_qtable(
         limit,
         refined,
         count[0],
+        mask.input if mask is not None and real is not None else None,
     )
     say(f"search_qtable: {result.summary()}")
     if quantize_table:

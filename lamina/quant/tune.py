@@ -43,8 +43,15 @@ def tune_thresholds(
     absmax: Mapping[str, float],
     steps: int = 4,
     progress: bool = False,
+    kept: Any = None,
 ) -> dict[str, float]:
-    """Tuned thresholds for the tensors in ``thresholds`` (those with room between t0 and absmax)."""
+    """Tuned thresholds for the tensors in ``thresholds`` (those with room between t0 and absmax).
+    ``kept(env index, slot, array)``, when given, restricts every error to the elements a sample's
+    attention mask keeps (see :mod:`lamina.quant.masking`)."""
+
+    def part(k: int, slot: int, x: Any) -> Any:
+        return x if kept is None else kept(k, slot, x)
+
     it = runner.interp
     slot_of = {name: s for s, name in runner.names.items()}
     consumers: dict[int, list[tuple[Any, tuple[int, ...], tuple[int, ...], Any]]] = {}
@@ -75,13 +82,13 @@ def tune_thresholds(
             if th in cache:
                 return cache[th]
             total = 0.0
-            for env in envs:
+            for k, env in enumerate(envs):
                 x = env[s]
                 if not isinstance(x, np.ndarray):
                     continue
                 xq = fake_quant(x, th)
                 if not cons:
-                    total += _rel_err(xq, x)
+                    total += _rel_err(part(k, s, xq), part(k, s, x))
                     continue
                 for fn, ins, outs, sub in cons:
                     args = [xq if i == s else env[i] for i in ins]
@@ -90,13 +97,13 @@ def tune_thresholds(
                         if sub[1] is not None:
                             args[2] = sub[1]
                         res = fn(args)
-                        total += _rel_err(res[0], env[outs[0]][:, :: sub[2]])
+                        total += _rel_err(res[0], env[outs[0]][:, :: sub[2]])  # convolutions: no mask
                         continue
                     res = fn(args)
                     for o, y in zip(outs, res):
                         ref = env[o]
                         if isinstance(ref, np.ndarray) and ref.dtype.kind == "f" and ref.size:
-                            total += _rel_err(y, ref)
+                            total += _rel_err(part(k, o, np.asarray(y)), part(k, o, ref))
             cache[th] = total
             return total
 

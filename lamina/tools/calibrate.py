@@ -7,7 +7,9 @@
 The samples (images preprocessed with the model's ``top.Input`` attributes, or ``.npz``/``.npy``
 files) run through Lamina's ``top`` interpreter; every float tensor's statistics give a threshold by
 the chosen method (``kl`` by default), refined with ``--tune_num`` samples (0 disables tuning), and
-the table is written atomically in TPU-MLIR's format. ``--cali_method`` (TPU-MLIR's newer name, with
+the table is written atomically in TPU-MLIR's format. With an attention-mask input (detected, or
+``--mask_input NAME``; ``--mask_input none`` disables it) the statistics count only the positions
+the mask keeps, and the tool says which input it took. ``--cali_method`` (TPU-MLIR's newer name, with
 its ``use_`` prefixes: ``use_kl``, ``use_mse``, ...) is accepted as well.
 
 Exit status: 0 success; 1 bad input (missing dataset, a sample that does not fit the model, an
@@ -69,6 +71,13 @@ def build_parser(prog: str = TOOL) -> argparse.ArgumentParser:
         default=None,
         help="list tensors with -min <= asym_tail * max under #asym_op, quantized with a zero point "
         "(default 0.05; 0 disables)",
+    )
+    p.add_argument(
+        "--mask_input",
+        default="auto",
+        metavar="NAME|none",
+        help="the attention-mask input: statistics (and the search's cosines) count only the "
+        "positions it keeps (default: detected from the graph; none: every position)",
     )
     p.add_argument("-o", "--calibration_table", required=True, help="output calibration table")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
@@ -134,6 +143,7 @@ def _run(args: argparse.Namespace, tool: str) -> int:
             log=log,
             outlier_ratio=args.outlier_ratio,
             asym_tail=args.asym_tail,
+            mask_input=args.mask_input,
         )
     except ToolError as e:
         print(f"{tool}: error: {e}", file=sys.stderr)
@@ -163,6 +173,7 @@ def _run(args: argparse.Namespace, tool: str) -> int:
                 expected_cos=args.expected_cos,
                 max_float_layers=args.max_float_layers,
                 log=log,
+                mask_input=args.mask_input,
             )
         except ToolError as e:
             print(f"{tool}: error: {e}", file=sys.stderr)

@@ -83,6 +83,13 @@ def build_parser(prog: str = TOOL) -> argparse.ArgumentParser:
     )
     p.add_argument("--excepts", default="", help="comma-separated tensors not to compare")
     p.add_argument(
+        "--mask_input",
+        default="auto",
+        metavar="NAME|none",
+        help="attention-mask input: tensors with a masked sequence axis are compared over the "
+        "positions the test input's mask keeps (default: detected; none: every position)",
+    )
+    p.add_argument(
         "--compare_all", action="store_true", help="dump and compare every tensor, not only the outputs"
     )
     p.add_argument("--model", required=True, help="output name: <prefix>_tpu.mlir etc. (extension dropped)")
@@ -146,6 +153,7 @@ def options_from_args(a: argparse.Namespace) -> DeployOptions:
         task=a.task,
         task_threshold=a.task_threshold,
         task_tolerance=a.task_tolerance,
+        mask_input=a.mask_input,
     )
 
 

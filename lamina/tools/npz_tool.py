@@ -1,13 +1,18 @@
 """``npz_tool``: TPU-MLIR's tensor-file tool.
 
-    npz_tool compare a.npz b.npz [--tolerance 0.99,0.99] [--excepts n1,n2] [-v|-vv] [--html report.html]
+    npz_tool compare a.npz b.npz [--tolerance 0.99,0.99] [--excepts n1,n2] [--mask MASK.npz|NAME]
+        [-v|-vv] [--html report.html]
     npz_tool dump a.npz [name ...]
 
 ``compare`` prints one line per tensor present in both files (in ``a``'s order) with its verdict
 (EQUAL / CLOSE / SIMILAR pass; NOT_SIMILAR / MISMATCH fail) and metrics, then a summary line.
 Exit status: 0 when every compared tensor passes, 1 when any fails or nothing could be compared,
 2 for bad usage or unreadable files. ``--html`` writes a self-contained page (inline SVG, no scripts)
-plotting cosine and euclidean similarity along the network, with the table.
+plotting cosine and euclidean similarity along the network, with the table. ``--mask`` (an
+attention mask ``[batch, seq]``: an npz holding it, or the name of a tensor of ``a``, e.g. the
+model input ``attention_mask`` in a dump) compares each tensor with an axis of the mask's sequence
+length after its batch axis over the positions where the mask is nonzero (padded positions carry
+meaningless values); the tool says the mask was applied and each such tensor's note says so.
 """
 
 from __future__ import annotations
@@ -16,7 +21,8 @@ import argparse
 import html
 import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -208,11 +214,67 @@ def render_html(report: CompareReport, title: str = "Lamina tensor comparison") 
 
 
 def compare_files(
-    a: str, b: str, tolerance: tuple[float, float], excepts: Sequence[str] = ()
+    a: str,
+    b: str,
+    tolerance: tuple[float, float],
+    excepts: Sequence[str] = (),
+    mask: str | None = None,
+    log: Any = None,
 ) -> CompareReport:
-    return compare_sets(
-        load_npz(a, "npz file"), load_npz(b, "npz file"), tolerance, excepts, name_a=a, name_b=b
-    )
+    """Compare two npz files; ``mask``: an npz holding the attention mask (its only array, or
+    ``attention_mask``) or the name of a tensor of ``a`` — tensors with axes of the mask's sequence
+    length are compared over the positions where it is nonzero."""
+    xa, xb = load_npz(a, "npz file"), load_npz(b, "npz file")
+    select = None
+    if mask is not None:
+        keep, where = _load_mask(mask, xa, a)
+        select = _mask_select(keep)
+        if log is not None:
+            log(
+                f"mask applied: {where} {list(keep.shape)}, {int(keep.sum())} of {keep.size} position(s) "
+                "kept; tensors with an axis of its sequence length are compared over the kept positions"
+            )
+    return compare_sets(xa, xb, tolerance, excepts, name_a=a, name_b=b, select=select)
+
+
+def _load_mask(mask: str, arrays: Mapping[str, np.ndarray], a: str) -> tuple[np.ndarray, str]:
+    """The kept positions ``[B, S]`` (mask != 0) from ``--mask`` (an npz file or a tensor name of ``a``)."""
+    import os
+
+    if mask.endswith(".npz") or os.path.isfile(mask):
+        m = load_npz(mask, "--mask file")
+        if len(m) == 1:
+            key = next(iter(m))
+        elif "attention_mask" in m:
+            key = "attention_mask"
+        else:
+            raise ToolError(
+                f"--mask file '{mask}' holds {len(m)} arrays ({', '.join(list(m)[:6])}); "
+                "give one array or one named 'attention_mask'"
+            )
+        arr, where = m[key], f"'{key}' of '{mask}'"
+    elif mask in arrays:
+        arr, where = arrays[mask], f"'{mask}' of '{a}'"
+    else:
+        raise ToolError(f"--mask '{mask}' is neither an npz file nor a tensor of '{a}'")
+    arr = np.asarray(arr)
+    if arr.ndim == 1:
+        arr = arr[None]
+    if arr.ndim != 2 or arr.dtype.kind not in "biuf":
+        raise ToolError(f"--mask {where}: expected a [batch, seq] mask, got {list(arr.shape)} {arr.dtype}")
+    return arr != 0, where
+
+
+def _mask_select(keep: np.ndarray) -> Callable[[str, np.ndarray], np.ndarray | None]:
+    from lamina.quant.masking import kept_flat, shape_spec
+
+    def select(name: str, x: np.ndarray) -> np.ndarray | None:
+        spec = shape_spec(x.shape, keep)
+        if spec is None or keep.all() or not keep.any():
+            return None
+        return kept_flat(x, spec, keep)
+
+    return select
 
 
 def run_compare(args: argparse.Namespace) -> int:
@@ -223,7 +285,7 @@ def run_compare(args: argparse.Namespace) -> int:
         return 1
     try:
         tol = parse_tolerance(args.tolerance)
-        report = compare_files(args.a, args.b, tol, parse_names(args.excepts))
+        report = compare_files(args.a, args.b, tol, parse_names(args.excepts), args.mask, print)
     except (ToolError, ValueError) as e:
         print(f"{TOOL}: error: {e}", file=sys.stderr)
         return 2
@@ -280,6 +342,13 @@ def add_compare_arguments(c: argparse.ArgumentParser) -> None:
         "--tolerance", default="0.99,0.99", help="minimum cosine,euclidean similarity (default 0.99,0.99)"
     )
     c.add_argument("--excepts", default="", help="comma-separated tensor names not to compare")
+    c.add_argument(
+        "--mask",
+        default=None,
+        metavar="MASK.npz|NAME",
+        help="attention mask (an npz, or a tensor of the first file): tensors with an axis of its "
+        "sequence length are compared over the positions where it is nonzero",
+    )
     c.add_argument("-v", "--verbose", action="count", default=0, help="-v: every tensor; -vv: details")
     c.add_argument("--html", default=None, metavar="REPORT.html", help="write a static HTML report")
 

@@ -300,6 +300,8 @@ def build() -> Any:
             super().__init__()
             self.embeddings = Embeddings()
             self.encoder = Encoder()
+            #: forward returns (last_hidden_state, sentence_embedding) instead of the embedding alone
+            self.with_hidden = False
 
         def forward(self, ids: Any, mask: Any) -> Any:
             m = mask.to(torch.float32)
@@ -309,7 +311,8 @@ def build() -> Any:
                 x = layer(x, bias)
             mm = m.unsqueeze(-1)
             pooled = (x * mm).sum(1) / mm.sum(1).clamp(min=1e-9)  # mean pooling over the mask
-            return pooled / pooled.norm(dim=1, keepdim=True).clamp(min=1e-12)  # L2 normalise
+            emb = pooled / pooled.norm(dim=1, keepdim=True).clamp(min=1e-12)  # L2 normalise
+            return (x, emb) if self.with_hidden else emb
 
     net = MiniLM()
     weights = read_safetensors(os.path.join(d, "model.safetensors"))
@@ -346,18 +349,22 @@ def cache_dir() -> str:
     return d
 
 
-def export(batch: int = 1, seq: int = SEQ, directory: str | None = None) -> str:
+def export(batch: int = 1, seq: int = SEQ, directory: str | None = None, hidden: bool = False) -> str:
     """Export the sentence encoder to ONNX (cached); inputs ``input_ids``/``attention_mask``
-    ``[batch, seq]`` int64, output ``sentence_embedding`` ``[batch, 384]``. Returns the path."""
+    ``[batch, seq]`` int64, output ``sentence_embedding`` ``[batch, 384]`` (with ``hidden``: outputs
+    ``last_hidden_state`` ``[batch, seq, 384]`` and ``sentence_embedding``). Returns the path."""
     import torch
 
     d = directory or cache_dir()
+    tag = "h" if hidden else ""
     path = os.path.join(
-        d, f"minilm-b{batch}s{seq}-{_source_hash()}-w{wheel_version()}-torch{torch.__version__}.onnx"
+        d, f"minilm-b{batch}s{seq}{tag}-{_source_hash()}-w{wheel_version()}-torch{torch.__version__}.onnx"
     )
     if os.path.exists(path):
         return path
     net = build()
+    net.with_hidden = hidden
+    names = ["last_hidden_state", "sentence_embedding"] if hidden else ["sentence_embedding"]
     ids, mask = inputs(["Export example sentence."] * batch, seq)
     tmp = path + f".{os.getpid()}.tmp"
     import warnings
@@ -366,7 +373,7 @@ def export(batch: int = 1, seq: int = SEQ, directory: str | None = None) -> str:
         warnings.simplefilter("ignore")
         torch.onnx.export(net, (torch.from_numpy(ids), torch.from_numpy(mask)), tmp, dynamo=False,
                           opset_version=17, input_names=["input_ids", "attention_mask"],
-                          output_names=["sentence_embedding"], do_constant_folding=True)  # fmt: skip
+                          output_names=names, do_constant_folding=True)  # fmt: skip
     os.replace(tmp, path)
     return path
 

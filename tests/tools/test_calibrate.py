@@ -213,3 +213,96 @@ def test_search_qtable(tiny_mlir: str, tmp_path: Path, capsys: pytest.CaptureFix
     assert rc == 1 and "not reached" in capsys.readouterr().err
     assert main([*args, "--quantize_table", str(qtable)]) == 2
     assert main([*args, "--search", "search_qtable"]) == 2
+
+
+@pytest.fixture(scope="module")
+def masked_mlir(tmp_path_factory: pytest.TempPathFactory) -> str:
+    pytest.importorskip("onnx")
+    import sys
+
+    import lamina.api as lm
+
+    sys.path.insert(0, str(Path(__file__).parents[1] / "quant"))
+    import masked_models as mm
+
+    d = tmp_path_factory.mktemp("calmask")
+    path = mm.encoder(d / "enc.onnx", "additive", pad_value=1000.0)
+    return str(lm.transform(path, model_name="enc", mlir=str(d / "enc.mlir")).mlir)
+
+
+def _masked_dataset(d: Path) -> Path:
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parents[1] / "quant"))
+    import masked_models as mm
+
+    d.mkdir()
+    for i, s in enumerate(mm.samples(6)):
+        np.savez(d / f"s{i}.npz", **s)
+    return d
+
+
+def test_mask_input(masked_mlir: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    ds = _masked_dataset(tmp_path / "ds")
+    out = tmp_path / "auto_cali_table"
+    assert main([masked_mlir, "--dataset", str(ds), "--tune_num", "0", "-o", str(out), "-q"]) == 0
+    err = capsys.readouterr().err
+    assert "detected mask input 'mask' [1, 8]" in err and "statistics over the kept positions" in err
+    # the PAD embedding (1000 larger) is left out of the embedding's statistics
+    assert read_calibration_table(str(out)).thresholds["x"].threshold < 10
+    given = tmp_path / "given_cali_table"
+    assert (
+        main(
+            [
+                masked_mlir,
+                "--dataset",
+                str(ds),
+                "--tune_num",
+                "0",
+                "--mask_input",
+                "mask",
+                "-o",
+                str(given),
+                "-q",
+            ]
+        )
+        == 0
+    )
+    assert "given mask input 'mask'" in capsys.readouterr().err
+    off = tmp_path / "off_cali_table"
+    assert (
+        main(
+            [
+                masked_mlir,
+                "--dataset",
+                str(ds),
+                "--tune_num",
+                "0",
+                "--mask_input",
+                "none",
+                "-o",
+                str(off),
+                "-q",
+            ]
+        )
+        == 0
+    )
+    assert "no attention mask (--mask_input none): statistics over every position" in capsys.readouterr().err
+    assert read_calibration_table(str(off)).thresholds["x"].threshold > 900
+
+
+def test_mask_input_bad_names(masked_mlir: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    ds = _masked_dataset(tmp_path / "ds")
+    out = tmp_path / "t"
+    assert main([masked_mlir, "--dataset", str(ds), "--mask_input", "nope", "-o", str(out), "-q"]) == 1
+    err = capsys.readouterr().err
+    assert "error: --mask_input 'nope' is not an input of the model (inputs: ids, mask)" in err
+    assert main([masked_mlir, "--dataset", str(ds), "--mask_input", "ids", "-o", str(out), "-q"]) == 1
+    assert "--mask_input 'ids' is not an attention mask" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_no_mask_found(tiny_mlir: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    ds = _npz_dataset(tmp_path / "ds", 2)
+    assert main([tiny_mlir, "--dataset", str(ds), "--tune_num", "0", "-o", str(tmp_path / "t"), "-q"]) == 0
+    assert "no attention-mask input found: statistics over every position" in capsys.readouterr().err

@@ -373,3 +373,37 @@ def test_task_through_the_api(top: dict[str, str]) -> None:
     with pytest.raises(LaminaError, match="task_threshold must be a finite number"):
         api.deploy(top["mlir"], "F32", test_input=top["input"], test_reference=top["ref"], task="det",
                    task_threshold="0.3")  # fmt: skip
+
+
+def test_mask_input_compares_kept_positions(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A padded test input: the hidden states are compared over the real tokens (the padded ones,
+    whose PAD embedding is 1000 larger, are clipped by mask-aware calibration); --mask_input none
+    compares them all and fails."""
+    pytest.importorskip("onnx")
+    import sys
+
+    import lamina.api as lm
+    from lamina.frontends.model_io import run_top_module
+
+    sys.path.insert(0, str(Path(__file__).parents[1] / "quant"))
+    import masked_models as mm
+
+    onnx_path = mm.encoder(tmp_path / "enc.onnx", "additive", pad_value=1000.0)
+    mlir = str(lm.transform(onnx_path, model_name="enc", mlir=str(tmp_path / "enc.mlir")).mlir)
+    samples = mm.samples(8)
+    lm.calibrate(mlir, samples=samples, tune_num=0, calibration_table=str(tmp_path / "t"))
+    s = samples[1]  # 3..7 real tokens of 8
+    np.savez(tmp_path / "in.npz", **s)
+    np.savez(tmp_path / "ref.npz", **run_top_module(lm.load(mlir).module, s))
+    args = ["--mlir", mlir, "--quantize", "INT8", "--calibration_table", str(tmp_path / "t"),
+            "--test_input", str(tmp_path / "in.npz"), "--test_reference", str(tmp_path / "ref.npz"),
+            "--tolerance", "0.99,0.9", "--debug"]  # fmt: skip
+    assert main([*args, "--model", str(tmp_path / "m")]) == 0
+    out = capsys.readouterr().out
+    n = int(s["mask"].sum())
+    assert f"# compared over the {n} of 8 position(s) kept by mask input 'mask'" in out
+    assert f"over kept positions ({n * mm.H} of {8 * mm.H})" in out
+    assert main([*args, "--mask_input", "none", "--model", str(tmp_path / "m2")]) == 1
+    assert "over kept positions" not in capsys.readouterr().out
+    assert main([*args, "--mask_input", "nope", "--model", str(tmp_path / "m3")]) == 2
+    assert "'nope' is not an input of the model (inputs: ids, mask)" in capsys.readouterr().err

@@ -223,3 +223,46 @@ def test_an_all_nan_difference_warns_nothing() -> None:
         warnings.simplefilter("error")
         r = compare_tensors("t", a, b, (0.99, 0.99))
     assert r.verdict == NOT_SIMILAR and math.isnan(r.max_abs_diff)
+
+
+def _padded_pair(tmp_path: Path) -> tuple[str, str, np.ndarray]:
+    """a and b equal at the 3 real positions of 8, different at the padded ones; a pooled vector
+    equal in both; the mask in a as well (a dump holds the model inputs)."""
+    rng = np.random.default_rng(0)
+    mask = np.array([[1, 1, 1, 0, 0, 0, 0, 0]], np.int64)
+    h = rng.standard_normal((1, 8, 16)).astype(np.float32)
+    h2 = h.copy()
+    h2[:, 3:] = rng.standard_normal((1, 5, 16)) * 30
+    pooled = rng.standard_normal((1, 16)).astype(np.float32)
+    a, b = tmp_path / "a.npz", tmp_path / "b.npz"
+    np.savez(a, attention_mask=mask, hidden=h, pooled=pooled)
+    np.savez(b, attention_mask=mask, hidden=h2, pooled=pooled + 1e-3)
+    return str(a), str(b), mask
+
+
+def test_compare_mask(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a, b, mask = _padded_pair(tmp_path)
+    assert main(["compare", a, b]) == 1  # the padded positions differ
+    assert "hidden" in capsys.readouterr().out
+    np.savez(tmp_path / "mask.npz", m=mask)
+    for how in (str(tmp_path / "mask.npz"), "attention_mask"):
+        assert main(["compare", a, b, "--mask", how, "-v"]) == 0
+        out = capsys.readouterr().out
+        assert "mask applied:" in out and "3 of 8 position(s) kept" in out
+        line = next(ln for ln in out.splitlines() if ln.startswith("[hidden"))
+        assert "over kept positions (48 of 128)" in line  # 3 positions x 16 channels
+        pooled = next(ln for ln in out.splitlines() if ln.startswith("[pooled"))
+        assert "kept" not in pooled  # no sequence axis: compared whole
+    # the table keeps TPU-MLIR's columns
+    assert "npz compare PASSED" in out
+
+
+def test_compare_mask_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a, b, _ = _padded_pair(tmp_path)
+    assert main(["compare", a, b, "--mask", "nope"]) == 2
+    assert "--mask 'nope' is neither an npz file nor a tensor of" in capsys.readouterr().err
+    assert main(["compare", a, b, "--mask", "hidden"]) == 2
+    assert "expected a [batch, seq] mask, got [1, 8, 16]" in capsys.readouterr().err
+    np.savez(tmp_path / "two.npz", x=np.ones((1, 8)), y=np.ones((1, 8)))
+    assert main(["compare", a, b, "--mask", str(tmp_path / "two.npz")]) == 2
+    assert "holds 2 arrays (x, y)" in capsys.readouterr().err

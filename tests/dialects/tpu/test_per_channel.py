@@ -205,3 +205,23 @@ def test_per_channel_module_round_trips_through_text() -> None:
     assert "res" in named and "ln_i8" in named
     for k in named:
         np.testing.assert_array_equal(a[k], b[k])
+
+
+def test_a_float_matmul_casts_its_outlier_channels_per_axis() -> None:
+    """The MatMul kept in F32 by a qtable (the mixed-precision search floats such layers): its result
+    is cast to int8 per channel for the INT8 Add, as an INT8 MatMul's would be, not with one scale of
+    the outlier channel (which costs the ordinary channels all their levels)."""
+    x = _x()
+    ref = _float_reference(x)
+    m, _ = _parse(_block(True))
+    ok, _ = convert_top_to_tpu(m, "INT8", qtable={"fc": "F32"})
+    assert ok
+    verify(m)
+    (mm,) = _ops(m, "tpu.MatMul")
+    assert str(mm.results[0].type) == f"tensor<1x4x{CH}xf32>"
+    add = _ops(m, "tpu.Add")[0]
+    for v in add.operands:
+        assert isinstance(v.type.element_type, UniformQuantizedPerAxisType), v.type
+    got = next(iter(Interpreter(m).run([x]).values()))
+    normal = [i for i in range(CH) if i != 5]
+    assert float(np.max(np.abs(got[..., normal] - ref[..., normal]))) < 0.2

@@ -55,10 +55,13 @@ def plan_per_axis(
         arr = np.asarray(th.to_numpy(), np.float64).reshape(-1)
         if not (0 <= axis < nd) or t.shape[axis] != arr.size:
             continue
+        # a MatMul or Add kept in float (a qtable's) casts its result per channel like any float op
         if isinstance(op, top_nn.MatMulOp):
-            ok = int8_op(op) and const_matrix(op.operands[1]) and axis == nd - 1 and not op.attr("do_relu")
+            ok = (
+                int8_op(op) and const_matrix(op.operands[1]) and axis == nd - 1 and not op.attr("do_relu")
+            ) or float_op(op)
         elif isinstance(op, _ADD_SUB):
-            ok = int8_op(op) and len(op.operands) <= 2
+            ok = (int8_op(op) and len(op.operands) <= 2) or float_op(op)
         else:
             ok = float_op(op)
         if not ok:
