@@ -27,7 +27,7 @@ from typing import Any
 
 from lamina.dialects.tpu.tables import CalibrationTable, TensorStats
 
-__all__ = ["BOUNDED_OUTPUT_OPS", "apply_consumer_rules", "sigmoid_input_cap"]
+__all__ = ["BOUNDED_OUTPUT_OPS", "apply_consumer_rules", "read_through_sigmoid", "sigmoid_input_cap"]
 
 #: activations whose results lie in [0, 1]
 BOUNDED_OUTPUT_OPS = frozenset({"top.Sigmoid", "top.HardSigmoid"})
@@ -52,28 +52,67 @@ def _scalar(v: Any) -> float | None:
     return scalar_of(v)
 
 
+def _name_of(v: Any) -> str | None:
+    from lamina.ir.naming import result_names
+
+    op = v.defining_op()
+    if op is None:
+        return None
+    names = result_names(op)
+    idx = getattr(v, "index", 0)
+    return names[idx] if idx < len(names) else None
+
+
+def _sigmoid_chains(module: Any) -> list[tuple[Any, list[tuple[Any, float]]]]:
+    """Each Sigmoid with the chain read only through it: ``(value, offset)`` pairs from its input
+    back through single-use ``Add`` of a scalar, ``offset`` the sum of the constants added after."""
+    out = []
+    for op in module.walk_ops():
+        if op.name != "top.Sigmoid" or not op.results or not op.operands:
+            continue
+        chain: list[tuple[Any, float]] = []
+        v, off = op.operands[0], 0.0
+        while v is not None and len(v.uses) == 1 and v.defining_op() is not None:
+            chain.append((v, off))
+            d = v.defining_op()
+            nxt = None
+            if d.name == "top.Add" and len(d.operands) == 2:
+                for a, c in ((d.operands[0], d.operands[1]), (d.operands[1], d.operands[0])):
+                    k = _scalar(c)
+                    if k is not None and a.defining_op() is not None and _scalar(a) is None:
+                        nxt, off = a, off + k
+                        break
+            v = nxt
+        out.append((op, chain))
+    return out
+
+
+def read_through_sigmoid(module: Any) -> dict[str, float]:
+    """Tensor name -> the constant added before the Sigmoid that alone reads it (what its consumer
+    sees is ``sigmoid(x + offset)``): the search ranks such a tensor's INT8 error there."""
+    out: dict[str, float] = {}
+    for _, chain in _sigmoid_chains(module):
+        for v, off in chain:
+            name = _name_of(v)
+            if name is not None:
+                out[name] = off
+    return out
+
+
 def apply_consumer_rules(module: Any, table: CalibrationTable) -> list[str]:
     """Apply the rules of the module doc to ``table`` in place; one line per changed tensor."""
     from lamina.execution.interpreter import find_main
-    from lamina.ir.naming import result_names
-
-    def name_of(v: Any) -> str | None:
-        op = v.defining_op()
-        if op is None:
-            return None
-        names = result_names(op)
-        idx = getattr(v, "index", 0)
-        return names[idx] if idx < len(names) else None
 
     notes: list[str] = []
     func = find_main(module)
     ret = func.regions[0].blocks[0].last_op
     outputs = {id(v) for v in ret.operands} if ret is not None else set()
+    chains = dict((id(op), chain) for op, chain in _sigmoid_chains(module))
     for op in module.walk_ops():
         if op.name not in BOUNDED_OUTPUT_OPS or not op.results:
             continue
         out = op.results[0]
-        out_name = name_of(out)
+        out_name = _name_of(out)
         st = table.thresholds.get(out_name) if out_name else None
         if st is None:
             continue
@@ -85,27 +124,16 @@ def apply_consumer_rules(module: Any, table: CalibrationTable) -> list[str]:
                 )
                 st = TensorStats(amax, st.min, st.max)
                 table.thresholds[out_name] = st
-        if op.name != "top.Sigmoid":
-            continue
-        cap = sigmoid_input_cap(st.threshold)
-        v = op.operands[0]
-        while v is not None and len(v.uses) == 1:
-            name = name_of(v)
+        cap0 = sigmoid_input_cap(st.threshold)
+        for v, off in chains.get(id(op), []):
+            name = _name_of(v)
             ist = table.thresholds.get(name) if name else None
             if ist is None:
                 break
+            cap = cap0 + abs(off)
             if ist.threshold > cap:
                 notes.append(
                     f"{name}: read through a Sigmoid saturating beyond {cap:.4g}, {ist.threshold:.6g} -> {cap:.6g}"
                 )
                 table.thresholds[name] = TensorStats(cap, max(ist.min, -cap), min(ist.max, cap))
-            d = v.defining_op()
-            nxt = None
-            if d is not None and d.name == "top.Add" and len(d.operands) == 2:
-                for a, c in ((d.operands[0], d.operands[1]), (d.operands[1], d.operands[0])):
-                    k = _scalar(c)
-                    if k is not None and a.defining_op() is not None and _scalar(a) is None:
-                        nxt, cap = a, cap + abs(k)
-                        break
-            v = nxt
     return notes

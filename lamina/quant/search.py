@@ -23,8 +23,9 @@ Steps:
    ``quantize_static`` leaves them in float as well); the cosine of the worst final output of each
    sample, averaged over the samples, against the float ``top`` interpreter. (In pure INT8 the head
    ``Concat`` keeps the scores anyway: the lowering gives it a per-axis type, see ``docs/tpu.md``.)
-3. **Sensitivity ranking**. A model of at most :data:`EXHAUSTIVE_LAYERS` layers (or any model with a
-   stand-in ``evaluate``): float one layer at a time and measure the cosine gained (``gain = cos(layer in
+3. **Sensitivity ranking**. A model of at most :data:`EXHAUSTIVE_LAYERS` layers whose ranking is
+   estimated (layers x the baseline's time on the rank samples) to take at most
+   :data:`EXHAUSTIVE_SECONDS` (or any model with a stand-in ``evaluate``): float one layer at a time and measure the cosine gained (``gain = cos(layer in
    float) - cos(baseline)``). A larger model: each tensor's *own* INT8 error, ``1 - cos(x,
    fake_quant(x))`` with its calibrated threshold, from one float run of :data:`QERR_SAMPLES`
    samples, with no lowering at all; its selection, pruning and refinement then measure on the first
@@ -88,6 +89,9 @@ FLOAT_MODES = ("F32", "F16", "BF16")
 RANK_SAMPLES = 4
 #: models with at most this many layers get the measured one-layer-at-a-time ranking
 EXHAUSTIVE_LAYERS = 200
+#: ... unless that ranking (one evaluation per layer on the rank samples, estimated from the
+#: baseline's time) would take longer than this many seconds: then the error ranking
+EXHAUSTIVE_SECONDS = 120.0
 #: at most this many floated layers are tried for pruning with the error ranking
 RANK_TOP = 16
 #: samples whose float run gives each tensor's own quantization error
@@ -327,6 +331,18 @@ class TpuEvaluator:
         (an outlier channel crushing the others, a clipped tail) come first, and so does every
         tensor along a chain that carries such a channel, which floating one layer at a time misses."""
         from lamina.frontends.model_io import run_top_module
+        from lamina.quant.consumers import read_through_sigmoid
+
+        # a tensor only a Sigmoid reads (a dense head's logits) is compared where it is read:
+        # sigmoid(x + offset), so that clipping where the Sigmoid saturates counts as nothing
+        through = read_through_sigmoid(self.module)
+
+        def seen(name: str, x: np.ndarray) -> np.ndarray:
+            off = through.get(name)
+            if off is None:
+                return x
+            with np.errstate(over="ignore"):
+                return 1.0 / (1.0 + np.exp(-(x.astype(np.float64) + off)))
 
         err: dict[str, float] = {}
         k = max(1, min(n, len(self.samples)))
@@ -335,10 +351,8 @@ class TpuEvaluator:
                 st = table.get(name)
                 if st is None or x.dtype.kind != "f" or not x.size:
                     continue
-                err[name] = (
-                    err.get(name, 0.0)
-                    + (1.0 - _cos(x, _fake_quant(x, st, table.channel_thresholds.get(name)))) / k
-                )
+                fq = _fake_quant(x, st, table.channel_thresholds.get(name))
+                err[name] = err.get(name, 0.0) + (1.0 - _cos(seen(name, x), seen(name, fq))) / k
         return err
 
 
@@ -507,11 +521,25 @@ def search_qtable(
         f"{f', at most {max_evaluations} evaluations' if max_evaluations is not None else ''}")  # fmt: skip
     for n, why in fragile.items():
         say(f"  fragile: {n}: {why}")
+    t_base = time.perf_counter()
     baseline = cos_of([])
+    t_base = time.perf_counter() - t_base
     say(
         f"search_qtable: all-INT8 cosine {baseline:.6f} (expected {expected_cos})"
         + (f" with the detection-head decoding ({', '.join(heads)}) in {float_mode}" if heads else "")
     )
+    if real is not None and not fast and rank_samples > 0 and baseline < expected_cos:
+        # the measured ranking costs one evaluation per layer: too slow for a large input
+        # (PP-OCRv4 at 384x768: 189 layers of ~4 s each on 4 samples), rank by errors instead
+        n_fast = max(1, min(rank_samples, n_all))
+        estimate = n_layers * t_base * n_fast / n_all
+        if estimate > EXHAUSTIVE_SECONDS:
+            fast, n_rank = True, n_fast
+            subset = n_rank < n_all
+            say(
+                f"search_qtable: a one-layer-at-a-time ranking would take ~{estimate:.0f} s "
+                f"(> {EXHAUSTIVE_SECONDS:.0f}); ranking by each tensor's own INT8 error"
+            )
     ranking: list[LayerSensitivity] = []
     floated: list[str] = list(heads)
     final = baseline
