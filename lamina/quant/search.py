@@ -35,8 +35,10 @@ Steps:
    floating any one of them alone gains nothing. The ranking is printed, most sensitive first.
 4. **Selection**: with a measured ranking, greedy: layers in ranking order (a fragile-pattern layer
    before an equally sensitive one) are floated one at a time, each kept only when the re-measured
-   model improves. With the error ranking, bisection: the fewest first layers of the ranking that
-   reach the target (the cosine grows with the prefix, nearly): about log2(limit) evaluations.
+   model improves. With the error ranking, bisection: the fewest first layers of the ranking, each
+   followed by the layers reading its tensor (a tensor's error goes only when it stays float end to
+   end; floating its producer alone casts it back to int8 for its readers), that reach the target
+   (the cosine grows with the prefix, nearly): about log2(limit) evaluations.
    Both stop at ``expected_cos`` or ``max_float_layers`` float layers (default: 10% of the layers,
    at least 1).
 5. **Pruning**: each floated layer, least useful first (at most :data:`RANK_TOP` of them with the
@@ -557,11 +559,14 @@ def search_qtable(
                 prog.begin(f"quantization errors on {n_err} sample(s)", 1)
                 qerr = real.quant_errors(table, n_err)
                 prog.step(1)
-                order = sorted(
+                by_err = sorted(
                     (n for n in candidates if qerr.get(n, 0.0) > 0 and n not in floated),
                     key=lambda n: (-qerr[n], n not in fragile),
                 )
-                ranking = [LayerSensitivity(n, types[n], math.nan, qerr[n]) for n in order]
+                ranking = [LayerSensitivity(n, types[n], math.nan, qerr[n]) for n in by_err]
+                # a tensor's error goes only when it stays float end to end: with its producer,
+                # every layer reading it runs in float too (else it is cast to int8 for them)
+                order = _with_readers(by_err, _readers(all_layers), set(candidates) - set(floated))
                 phase = "bisection"
                 floated, current = _bisect(
                     floated,
@@ -723,6 +728,26 @@ def _prune(
             floated, current = rest, c
         prog.step(i + 1)
     return floated, current
+
+
+def _readers(all_layers: Sequence[tuple[str, Any]]) -> dict[str, list[str]]:
+    """Layer name -> the names of the layers reading its first result, in network order."""
+    name_of = {id(op): n for n, op in all_layers}
+    out: dict[str, list[str]] = {}
+    for n, op in all_layers:
+        users = [name_of.get(id(u.owner)) for u in op.results[0].uses]
+        out[n] = list(dict.fromkeys(u for u in users if u is not None and u != n))
+    return out
+
+
+def _with_readers(order: Sequence[str], readers: Mapping[str, list[str]], allowed: set[str]) -> list[str]:
+    """``order`` with each layer followed by the layers reading it (once each, only ``allowed``)."""
+    out: dict[str, None] = {}
+    for n in order:
+        for m in (n, *readers.get(n, ())):
+            if m in allowed:
+                out.setdefault(m)
+    return list(out)
 
 
 def _bisect(
