@@ -114,7 +114,7 @@ def apply_consumer_rules(module: Any, table: CalibrationTable) -> list[str]:
         out = op.results[0]
         out_name = _name_of(out)
         st = table.thresholds.get(out_name) if out_name else None
-        if st is None:
+        if st is None or out_name is None:
             continue
         if id(out) in outputs:
             amax = max(abs(st.min), abs(st.max))
@@ -128,7 +128,7 @@ def apply_consumer_rules(module: Any, table: CalibrationTable) -> list[str]:
         for v, off in chains.get(id(op), []):
             name = _name_of(v)
             ist = table.thresholds.get(name) if name else None
-            if ist is None:
+            if ist is None or name is None:
                 break
             cap = cap0 + abs(off)
             if ist.threshold > cap:
