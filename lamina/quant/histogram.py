@@ -60,6 +60,7 @@ class TensorObserver:
         "max",
         "min",
         "nonfinite",
+        "samples",
         "sum",
         "sumsq",
         "zeros",
@@ -71,6 +72,8 @@ class TensorObserver:
 
     def __init__(self) -> None:
         self.count = 0
+        #: the number of samples seen (calls to :meth:`update`)
+        self.samples = 0
         self.zeros = 0
         self.nonfinite = 0
         self.min = np.inf
@@ -106,6 +109,7 @@ class TensorObserver:
         a = np.asarray(x)
         if a.dtype != np.float32:
             a = a.astype(np.float32)
+        self.samples += 1
         if a.ndim in (2, 3) and a.shape[-1] >= self.MIN_CHANNELS and a.size:
             self.channel_axis = a.ndim - 1
             self._update_channels(a.reshape(-1, a.shape[-1]))
@@ -155,8 +159,14 @@ class TensorObserver:
         """Drop the scratch buffer (statistics are kept)."""
         self._buf = None
 
+    @property
+    def per_sample(self) -> float:
+        """Elements per sample (finite ones, on average)."""
+        return self.count / self.samples if self.samples else 0.0
+
     def merge(self, other: TensorObserver) -> None:
         self.count += other.count
+        self.samples += other.samples
         self.zeros += other.zeros
         self.nonfinite += other.nonfinite
         self.min = min(self.min, other.min)

@@ -15,6 +15,15 @@
 ``aciq_laplace``    ACIQ, Laplace prior: ``|mean| + 9.89 * b`` with ``b = std / sqrt(2)`` (8 bits).
 
 Every threshold is clamped to ``(0, absmax]``; an all-zero tensor gets ``1e-5`` (as TPU-MLIR).
+
+**Small tensors take ``absmax`` whatever the method.** A tensor with fewer than
+:data:`SMALL_TENSOR` (1024) elements per sample — pooled features (``1xCx1x1`` after a global
+average pool, the squeeze-and-excitation convolutions on them), logits, small fully connected
+layers — has two problems with a clipping method: its histogram is too sparse to estimate a
+distribution (24 samples of a ``1x24x1x1`` tensor are 576 values spread over 2048 bins), and each of
+its elements carries a whole channel's information (a clipped SE gate input scales a whole feature
+map wrongly), so clipping trades a few large errors for rounding noise that costs nothing on so few
+values. PP-OCRv4's ``conv2d_487.tmp_0`` (``1x24x1x1``) had a KL threshold of 4.9 against a max of 70.
 """
 
 from __future__ import annotations
@@ -32,6 +41,8 @@ ACIQ_GAUSS = {2: 1.71, 3: 2.15, 4: 2.55, 5: 2.93, 6: 3.28, 7: 3.61, 8: 3.92}
 ACIQ_LAPLACE = {2: 2.83, 3: 3.89, 4: 5.03, 5: 6.2, 6: 7.41, 7: 8.64, 8: 9.89}
 
 MIN_THRESHOLD = 1e-5
+#: tensors with fewer elements per sample than this take their absmax (see the module doc)
+SMALL_TENSOR = 1024
 #: probability given to an empty quantized level under reference mass (KL smoothing)
 SMOOTH_EPS = 1e-4
 
@@ -115,12 +126,19 @@ def octav_threshold(obs: TensorObserver, bits: int = 8, iters: int = 50) -> floa
     return float(s)
 
 
+def is_small(obs: TensorObserver) -> bool:
+    """Fewer than :data:`SMALL_TENSOR` elements per sample (absmax, whatever the method)."""
+    return 0 < obs.per_sample < SMALL_TENSOR
+
+
 def compute_threshold(method: str, obs: TensorObserver, bin_num: int = 2048) -> float:
     """The threshold of one tensor by ``method`` (one of :data:`METHODS`)."""
     amax = obs.absmax
     if amax <= 0 or obs.count == 0:
         return MIN_THRESHOLD
-    if method == "max":
+    if method not in METHODS:
+        raise ValueError(f"unknown calibration method '{method}' (expected one of {', '.join(METHODS)})")
+    if method == "max" or is_small(obs):
         th = amax
     elif method == "kl":
         th = kl_threshold(obs.linear_histogram(bin_num, amax), amax)
@@ -130,10 +148,8 @@ def compute_threshold(method: str, obs: TensorObserver, bin_num: int = 2048) -> 
         th = octav_threshold(obs)
     elif method == "aciq_gauss":
         th = abs(obs.mean) + ACIQ_GAUSS[8] * obs.std
-    elif method == "aciq_laplace":
+    else:  # aciq_laplace
         th = abs(obs.mean) + ACIQ_LAPLACE[8] * obs.std / math.sqrt(2.0)
-    else:
-        raise ValueError(f"unknown calibration method '{method}' (expected one of {', '.join(METHODS)})")
     if not math.isfinite(th) or th <= 0:
         th = amax
     return float(max(min(th, amax), MIN_THRESHOLD))

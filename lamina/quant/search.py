@@ -23,8 +23,9 @@ Steps:
    ``quantize_static`` leaves them in float as well); the cosine of the worst final output of each
    sample, averaged over the samples, against the float ``top`` interpreter. (In pure INT8 the head
    ``Concat`` keeps the scores anyway: the lowering gives it a per-axis type, see ``docs/tpu.md``.)
-3. **Sensitivity ranking**. A model of at most :data:`EXHAUSTIVE_LAYERS` layers (or any model with a
-   stand-in ``evaluate``): float one layer at a time and measure the cosine gained (``gain = cos(layer in
+3. **Sensitivity ranking**. A model of at most :data:`EXHAUSTIVE_LAYERS` layers whose ranking is
+   estimated (layers x the baseline's time on the rank samples) to take at most
+   :data:`EXHAUSTIVE_SECONDS` (or any model with a stand-in ``evaluate``): float one layer at a time and measure the cosine gained (``gain = cos(layer in
    float) - cos(baseline)``). A larger model: each tensor's *own* INT8 error, ``1 - cos(x,
    fake_quant(x))`` with its calibrated threshold, from one float run of :data:`QERR_SAMPLES`
    samples, with no lowering at all; its selection, pruning and refinement then measure on the first
@@ -34,8 +35,10 @@ Steps:
    floating any one of them alone gains nothing. The ranking is printed, most sensitive first.
 4. **Selection**: with a measured ranking, greedy: layers in ranking order (a fragile-pattern layer
    before an equally sensitive one) are floated one at a time, each kept only when the re-measured
-   model improves. With the error ranking, bisection: the fewest first layers of the ranking that
-   reach the target (the cosine grows with the prefix, nearly): about log2(limit) evaluations.
+   model improves. With the error ranking, bisection: the fewest first layers of the ranking, each
+   followed by the layers reading its tensor (a tensor's error goes only when it stays float end to
+   end; floating its producer alone casts it back to int8 for its readers), that reach the target
+   (the cosine grows with the prefix, nearly): about log2(limit) evaluations.
    Both stop at ``expected_cos`` or ``max_float_layers`` float layers (default: 10% of the layers,
    at least 1).
 5. **Pruning**: each floated layer, least useful first (at most :data:`RANK_TOP` of them with the
@@ -88,6 +91,9 @@ FLOAT_MODES = ("F32", "F16", "BF16")
 RANK_SAMPLES = 4
 #: models with at most this many layers get the measured one-layer-at-a-time ranking
 EXHAUSTIVE_LAYERS = 200
+#: ... unless that ranking (one evaluation per layer on the rank samples, estimated from the
+#: baseline's time) would take longer than this many seconds: then the error ranking
+EXHAUSTIVE_SECONDS = 120.0
 #: at most this many floated layers are tried for pruning with the error ranking
 RANK_TOP = 16
 #: samples whose float run gives each tensor's own quantization error
@@ -360,7 +366,19 @@ class TpuEvaluator:
         (an outlier channel crushing the others, a clipped tail) come first, and so does every
         tensor along a chain that carries such a channel, which floating one layer at a time misses."""
         from lamina.frontends.model_io import run_top_module
+        from lamina.quant.consumers import read_through_sigmoid
         from lamina.quant.masking import kept_flat
+
+        # a tensor only a Sigmoid reads (a dense head's logits) is compared where it is read:
+        # sigmoid(x + offset), so that clipping where the Sigmoid saturates counts as nothing
+        through = read_through_sigmoid(self.module)
+
+        def seen(name: str, x: np.ndarray) -> np.ndarray:
+            off = through.get(name)
+            if off is None:
+                return x
+            with np.errstate(over="ignore"):
+                return 1.0 / (1.0 + np.exp(-(x.astype(np.float64) + off)))
 
         err: dict[str, float] = {}
         k = max(1, min(n, len(self.samples)))
@@ -372,6 +390,7 @@ class TpuEvaluator:
                 if st is None or x.dtype.kind != "f" or not x.size:
                     continue
                 xq = _fake_quant(x, st, table.channel_thresholds.get(name))
+                x, xq = seen(name, x), seen(name, xq)
                 spec = axes.get(name)
                 if keep is not None and spec is not None:  # over the kept positions only
                     x, xq = kept_flat(x, spec, keep), kept_flat(xq, spec, keep)
@@ -555,11 +574,25 @@ def search_qtable(
         f"{f', at most {max_evaluations} evaluations' if max_evaluations is not None else ''}")  # fmt: skip
     for n, why in fragile.items():
         say(f"  fragile: {n}: {why}")
+    t_base = time.perf_counter()
     baseline = cos_of([])
+    t_base = time.perf_counter() - t_base
     say(
         f"search_qtable: all-INT8 cosine {baseline:.6f} (expected {expected_cos})"
         + (f" with the detection-head decoding ({', '.join(heads)}) in {float_mode}" if heads else "")
     )
+    if real is not None and not fast and rank_samples > 0 and baseline < expected_cos:
+        # the measured ranking costs one evaluation per layer: too slow for a large input
+        # (PP-OCRv4 at 384x768: 189 layers of ~4 s each on 4 samples), rank by errors instead
+        n_fast = max(1, min(rank_samples, n_all))
+        estimate = n_layers * t_base * n_fast / n_all
+        if estimate > EXHAUSTIVE_SECONDS:
+            fast, n_rank = True, n_fast
+            subset = n_rank < n_all
+            say(
+                f"search_qtable: a one-layer-at-a-time ranking would take ~{estimate:.0f} s "
+                f"(> {EXHAUSTIVE_SECONDS:.0f}); ranking by each tensor's own INT8 error"
+            )
     ranking: list[LayerSensitivity] = []
     floated: list[str] = list(heads)
     final = baseline
@@ -577,11 +610,14 @@ def search_qtable(
                 prog.begin(f"quantization errors on {n_err} sample(s)", 1)
                 qerr = real.quant_errors(table, n_err)
                 prog.step(1)
-                order = sorted(
+                by_err = sorted(
                     (n for n in candidates if qerr.get(n, 0.0) > 0 and n not in floated),
                     key=lambda n: (-qerr[n], n not in fragile),
                 )
-                ranking = [LayerSensitivity(n, types[n], math.nan, qerr[n]) for n in order]
+                ranking = [LayerSensitivity(n, types[n], math.nan, qerr[n]) for n in by_err]
+                # a tensor's error goes only when it stays float end to end: with its producer,
+                # every layer reading it runs in float too (else it is cast to int8 for them)
+                order = _with_readers(by_err, _readers(all_layers), set(candidates) - set(floated))
                 phase = "bisection"
                 floated, current = _bisect(
                     floated,
@@ -744,6 +780,26 @@ def _prune(
             floated, current = rest, c
         prog.step(i + 1)
     return floated, current
+
+
+def _readers(all_layers: Sequence[tuple[str, Any]]) -> dict[str, list[str]]:
+    """Layer name -> the names of the layers reading its first result, in network order."""
+    name_of = {id(op): n for n, op in all_layers}
+    out: dict[str, list[str]] = {}
+    for n, op in all_layers:
+        users = [name_of.get(id(u.owner)) for u in op.results[0].uses]
+        out[n] = list(dict.fromkeys(u for u in users if u is not None and u != n))
+    return out
+
+
+def _with_readers(order: Sequence[str], readers: Mapping[str, list[str]], allowed: set[str]) -> list[str]:
+    """``order`` with each layer followed by the layers reading it (once each, only ``allowed``)."""
+    out: dict[str, None] = {}
+    for n in order:
+        for m in (n, *readers.get(n, ())):
+            if m in allowed:
+                out.setdefault(m)
+    return list(out)
 
 
 def _bisect(
