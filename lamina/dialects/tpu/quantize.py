@@ -27,6 +27,11 @@ __all__ = [
     "LUT_FUNCTIONS",
     "MAX_SHIFT",
     "build_lut",
+    "int_layer_norm",
+    "int_softmax",
+    "isqrt",
+    "rdiv",
+    "softmax_exp_table",
     "dequantize",
     "float_dtype",
     "qparams",
@@ -262,3 +267,93 @@ def lut_index(x: np.ndarray, signed: bool) -> np.ndarray:
     """The table index of 8-bit storage values (``v + 128`` for int8, ``v`` for uint8)."""
     xi = np.asarray(x, dtype=np.int64)
     return xi + 128 if signed else xi
+
+
+# ---- integer normalizations ----------------------------------------------------------------------
+
+
+def rdiv(num: np.ndarray, den: np.ndarray | int) -> np.ndarray:
+    """``num / den`` rounded half away from zero, for int64 ``num`` and positive int64 ``den``:
+    ``sign(num) * ((|num| + den // 2) // den)`` (``den // 2`` floors: an odd ``den`` has no tie)."""
+    n = np.asarray(num, dtype=np.int64)
+    d = np.asarray(den, dtype=np.int64)
+    return np.sign(n) * ((np.abs(n) + d // 2) // d)
+
+
+#: Softmax: the exponentials' fixed-point one (``exp(0) = 2**SOFTMAX_EXP_BITS``)
+SOFTMAX_EXP_BITS = 15
+#: Softmax: the fractional bits of the output factor ``A = rha(2**SOFTMAX_OUT_BITS / s_out)``
+SOFTMAX_OUT_BITS = 16
+
+
+def softmax_exp_table(in_scale: float) -> np.ndarray:
+    """The 256-entry exponential table of the integer Softmax: ``E[d] = rha(2**15 * exp(-s_in * d))``
+    for ``d`` in 0..255 (float64), as int64."""
+    d = np.arange(256, dtype=np.float64)
+    return round_half_away(np.exp(-float(in_scale) * d) * 2.0**SOFTMAX_EXP_BITS).astype(np.int64)
+
+
+def int_softmax(
+    q: np.ndarray, axis: int, exp_table: np.ndarray, out_factor: int, zp_out: int, qmin: int, qmax: int
+) -> np.ndarray:
+    """Integer Softmax of 8-bit storage values ``q`` along ``axis`` (per-tensor input type; the zero
+    point cancels): ``d = max(q) - q`` (0..255), ``e = exp_table[d]``, ``den = sum(e) * 2**16``,
+    ``y = clip(zp_out + (2 * e * out_factor + den) // (2 * den), qmin, qmax)`` — ``e * A / den``
+    rounded half up (every term is positive), all in int64."""
+    qi = np.asarray(q, dtype=np.int64)
+    d = np.max(qi, axis=axis, keepdims=True) - qi
+    e = np.asarray(exp_table, np.int64)[d]
+    den = np.sum(e, axis=axis, keepdims=True) << SOFTMAX_OUT_BITS
+    y = (2 * e * np.int64(out_factor) + den) // (2 * den)
+    return np.clip(y + np.int64(zp_out), qmin, qmax)
+
+
+#: LayerNorm: the bound on ``|X|`` (the input on the common grid) and the largest row
+LAYERNORM_X_BITS = 24
+LAYERNORM_MAX_N = 4096
+#: LayerNorm: the largest total output shift (keeps the bias term within int64)
+LAYERNORM_MAX_SHIFT = 52
+
+
+def isqrt(v: np.ndarray) -> np.ndarray:
+    """The integer square root ``floor(sqrt(v))`` of non-negative int64 values (exact)."""
+    flat = np.asarray(v, dtype=np.int64).reshape(-1)
+    return np.array([math.isqrt(int(a)) for a in flat], dtype=np.int64).reshape(np.shape(v))
+
+
+def int_layer_norm(
+    q: np.ndarray,
+    zp_in: int,
+    in_weight: np.ndarray,
+    eps: int,
+    multiplier: np.ndarray,
+    shift: np.ndarray,
+    bias: np.ndarray,
+    zp_out: int,
+    qmin: int,
+    qmax: int,
+) -> np.ndarray:
+    """Integer LayerNorm over the last axis (``N`` channels) of 8-bit storage values ``q``; the
+    constants are per channel ``c`` (``in_weight``, ``multiplier``, ``shift``, ``bias``) or scalars.
+    All int64 (the lowering bounds every intermediate below ``2**63``), rows independent:
+
+    * ``X_c = (q_c - zp_in) * in_weight_c``; ``mu = rdiv(sum(X), N)``; ``D_c = X_c - mu``;
+    * ``V = max(1, sum(D**2) + eps)``; ``h = max(0, ceil((bitlen(V) - 30) / 2))``;
+      ``V' = max(1, rdiv(V, 4**h))``; ``r = isqrt(2**62 // V')``;
+    * ``Z_c = rdiv(D_c * r, 2**(15 + h))`` (``= x_hat_c * 2**16 / sqrt(N)``);
+    * ``y_c = clip(zp_out + rdiv(Z_c * multiplier_c + bias_c, 2**shift_c), qmin, qmax)``.
+    """
+    x = (np.asarray(q, np.int64) - np.int64(zp_in)) * np.asarray(in_weight, np.int64)
+    n = x.shape[-1]
+    mu = rdiv(np.sum(x, axis=-1, keepdims=True), n)
+    d = x - mu
+    v = np.maximum(np.sum(d * d, axis=-1, keepdims=True) + np.int64(eps), 1)
+    bits = np.array([int(a).bit_length() for a in v.reshape(-1)], np.int64).reshape(v.shape)
+    h = np.maximum(0, (bits - 30 + 1) // 2)
+    vr = np.maximum(rdiv(v, np.left_shift(np.int64(1), 2 * h)), 1)
+    r = isqrt(np.int64(1 << 62) // vr)
+    z = rdiv(d * r, np.left_shift(np.int64(1), 15 + h))
+    s = np.asarray(shift, np.int64)
+    acc = z * np.asarray(multiplier, np.int64) + np.asarray(bias, np.int64)
+    y = rdiv(acc, np.left_shift(np.int64(1), s))
+    return np.clip(y + np.int64(zp_out), qmin, qmax)
