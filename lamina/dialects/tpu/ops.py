@@ -27,6 +27,7 @@ from lamina.dialects.top import elementwise as top_ew
 from lamina.ir.traits import NotALayer
 
 from .families.activation import LutLowering, LutOp, lut_table_attr
+from .families.attention import AttentionLowering, AttentionOp
 from .families.binary import AddOp, ArithmeticLowering, MulOp, SubOp
 from .families.common import ModeOp, TpuOp, is_quant
 from .families.conv import ConvMatMulLowering, ConvOp, MatMulOp
@@ -52,6 +53,7 @@ _FAMILY_OPS: dict[str, type[ModeOp]] = {
         ConcatOp,
         SoftmaxOp,
         LayerNormOp,
+        AttentionOp,
     )
 }
 _FAMILY_OPS.update(MOVE_TPU_OPS)
@@ -77,6 +79,7 @@ FAMILY_LOWERINGS = (
     ReduceLowering,
     MoveLowering,
     NormLowering,
+    AttentionLowering,
     LutLowering,
 )
 

@@ -27,6 +27,7 @@ __all__ = [
     "LUT_FUNCTIONS",
     "MAX_SHIFT",
     "build_lut",
+    "int_attention",
     "int_layer_norm",
     "int_softmax",
     "isqrt",
@@ -313,6 +314,10 @@ LAYERNORM_X_BITS = 24
 LAYERNORM_MAX_N = 4096
 #: LayerNorm: the largest total output shift (keeps the bias term within int64)
 LAYERNORM_MAX_SHIFT = 52
+#: LayerNorm: the fractional bits of ``Z = x_hat * 2**20 / sqrt(N)``
+LAYERNORM_Z_BITS = 20
+#: LayerNorm: the fractional bits of the input weights (``X = rdiv((q - zp) * in_weight, 2**16)``)
+LAYERNORM_W_BITS = 16
 
 
 def isqrt(v: np.ndarray) -> np.ndarray:
@@ -337,13 +342,15 @@ def int_layer_norm(
     constants are per channel ``c`` (``in_weight``, ``multiplier``, ``shift``, ``bias``) or scalars.
     All int64 (the lowering bounds every intermediate below ``2**63``), rows independent:
 
-    * ``X_c = (q_c - zp_in) * in_weight_c``; ``mu = rdiv(sum(X), N)``; ``D_c = X_c - mu``;
+    * ``X_c = rdiv((q_c - zp_in) * in_weight_c, 2**16)``; ``mu = rdiv(sum(X), N)``; ``D_c = X_c - mu``;
     * ``V = max(1, sum(D**2) + eps)``; ``h = max(0, ceil((bitlen(V) - 30) / 2))``;
       ``V' = max(1, rdiv(V, 4**h))``; ``r = isqrt(2**62 // V')``;
-    * ``Z_c = rdiv(D_c * r, 2**(15 + h))`` (``= x_hat_c * 2**16 / sqrt(N)``);
+    * ``Z_c = rdiv(D_c * r, 2**(11 + h))`` (``= x_hat_c * 2**20 / sqrt(N)``);
     * ``y_c = clip(zp_out + rdiv(Z_c * multiplier_c + bias_c, 2**shift_c), qmin, qmax)``.
     """
-    x = (np.asarray(q, np.int64) - np.int64(zp_in)) * np.asarray(in_weight, np.int64)
+    x = rdiv(
+        (np.asarray(q, np.int64) - np.int64(zp_in)) * np.asarray(in_weight, np.int64), 1 << LAYERNORM_W_BITS
+    )
     n = x.shape[-1]
     mu = rdiv(np.sum(x, axis=-1, keepdims=True), n)
     d = x - mu
@@ -352,8 +359,58 @@ def int_layer_norm(
     h = np.maximum(0, (bits - 30 + 1) // 2)
     vr = np.maximum(rdiv(v, np.left_shift(np.int64(1), 2 * h)), 1)
     r = isqrt(np.int64(1 << 62) // vr)
-    z = rdiv(d * r, np.left_shift(np.int64(1), 15 + h))
+    z = rdiv(d * r, np.left_shift(np.int64(1), 31 - LAYERNORM_Z_BITS + h))
     s = np.asarray(shift, np.int64)
     acc = z * np.asarray(multiplier, np.int64) + np.asarray(bias, np.int64)
     y = rdiv(acc, np.left_shift(np.int64(1), s))
     return np.clip(y + np.int64(zp_out), qmin, qmax)
+
+
+#: Attention: the logits' fixed point (units of ``2**-ATTENTION_LOGIT_BITS`` nats)
+ATTENTION_LOGIT_BITS = 10
+#: Attention: ``d = max - logit`` at or beyond this (16 nats) gives ``exp = 0``
+ATTENTION_D_LIMIT = 1 << 14
+#: Attention: the two exponential tables, ``exp(-d / 2**10)`` for ``d = 128 * hi + lo``, Q15
+ATTENTION_EXP_HI = round_half_away(2.0**15 * np.exp(-128.0 * np.arange(128) / 2.0**10)).astype(np.int64)
+ATTENTION_EXP_LO = round_half_away(2.0**15 * np.exp(-1.0 * np.arange(128) / 2.0**10)).astype(np.int64)
+
+
+def int_attention(
+    q: np.ndarray,
+    k: np.ndarray,
+    v: np.ndarray,
+    mask: np.ndarray | None,
+    zps: tuple[int, int, int, int],
+    qk_factor: tuple[int, int],
+    mask_factor: tuple[int, int],
+    out_factor: int,
+    zp_out: int,
+    qmin: int,
+    qmax: int,
+) -> np.ndarray:
+    """Integer scaled dot-product attention of 8-bit storage values ``q`` ``(B, H, Sq, D)``, ``k``,
+    ``v`` ``(B, H, Sk, D)`` and an optional additive 8-bit ``mask`` (broadcast to
+    ``(B, H, Sq, Sk)``); ``zps`` the zero points of q, k, v, mask; ``qk_factor`` / ``mask_factor``
+    ``(multiplier, total shift)`` pairs taking the products / the mask to logits in units of
+    ``2**-10``; ``out_factor`` ``A = rha(2**16 * s_v / s_out)``. All int64:
+
+    * ``L = rdiv(sum_d (q - zq)(k - zk) * m_qk, 2**S_qk) + rdiv((mask - zm) * m_m, 2**S_m)``;
+    * ``d = max_j L - L``; ``e = rdiv(EXP_HI[d >> 7] * EXP_LO[d & 127], 2**15)`` for
+      ``d < 2**14``, else 0;
+    * ``y = clip(zp_out + rdiv(sum_j e_j (v_j - zv) * A, sum_j e_j * 2**16), qmin, qmax)``.
+    """
+    zq, zk, zv, zm = zps
+    qi = np.asarray(q, np.int64) - zq
+    ki = np.asarray(k, np.int64) - zk
+    acc = np.matmul(qi, np.swapaxes(ki, -1, -2))
+    logits = rdiv(acc * np.int64(qk_factor[0]), np.int64(1) << qk_factor[1])
+    if mask is not None:
+        mi = np.asarray(mask, np.int64) - zm
+        logits = logits + rdiv(mi * np.int64(mask_factor[0]), np.int64(1) << mask_factor[1])
+    d = np.max(logits, axis=-1, keepdims=True) - logits
+    inside = d < ATTENTION_D_LIMIT
+    dc = np.where(inside, d, 0)
+    e = np.where(inside, rdiv(ATTENTION_EXP_HI[dc >> 7] * ATTENTION_EXP_LO[dc & 127], 1 << 15), 0)
+    num = np.matmul(e, np.asarray(v, np.int64) - zv)
+    den = np.sum(e, axis=-1, keepdims=True) << 16
+    return np.clip(rdiv(num * np.int64(out_factor), den) + np.int64(zp_out), qmin, qmax)

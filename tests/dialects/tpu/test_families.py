@@ -80,6 +80,7 @@ def test_declaration_shared_with_top() -> None:
             ["multiplier", "rshift"],
             ["exp_table", "out_factor"],
             ["in_weight", "eps_q", "multiplier", "shift", "bias_q"],
+            ["qk_factor", "mask_factor", "out_factor"],
         ), cls.name
         assert all(f.owner is d for f in d.operands)
         assert cls.top_class is top_cls
@@ -95,8 +96,9 @@ def test_every_layer_has_a_tpu_op_and_one_pattern() -> None:
 
 
 def test_reference_capabilities_are_the_former_int8_set() -> None:
-    # plus the optional integer forms (Gather, Softmax, LayerNorm; each chosen by int-forms)
-    assert REFERENCE.ops("INT8", "native") == FORMER_INT8_OPS | {"top.Gather", "top.Softmax", "top.LayerNorm"}
+    # plus the optional integer forms (Gather, Softmax, LayerNorm, Attention; chosen by int-forms)
+    optional = {"top.Gather", "top.Softmax", "top.LayerNorm", "top.Attention"}
+    assert REFERENCE.ops("INT8", "native") == FORMER_INT8_OPS | optional
     lut = REFERENCE.ops("INT8", "lut")
     assert {"top.Relu", "top.Sigmoid", "top.SiLU", "top.GELU", "top.HardSwish"} <= lut
     assert not lut & FORMER_INT8_OPS

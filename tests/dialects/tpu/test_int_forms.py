@@ -78,7 +78,7 @@ def _layer_norm_py(
     """docs/tpu.md's integer LayerNorm, one row, Python integers."""
     w = [int(v) for v in c["in_weight"]]
     eps = int(c["eps_q"][0])
-    x = [(v - zp_in) * wi for v, wi in zip(row, w)]
+    x = [_rdiv((v - zp_in) * wi, 2**16) for v, wi in zip(row, w)]
     n = len(x)
     mu = _rdiv(sum(x), n)
     d = [v - mu for v in x]
@@ -88,7 +88,7 @@ def _layer_norm_py(
     r = math.isqrt(2**62 // vr)
     out = []
     for ch, dc in enumerate(d):
-        z = _rdiv(dc * r, 2 ** (15 + h))
+        z = _rdiv(dc * r, 2 ** (11 + h))
         acc = z * int(c["multiplier"][ch]) + int(c["bias_q"][ch])
         out.append(min(hi, max(lo, zp_out + _rdiv(acc, 2 ** int(c["shift"][ch])))))
     return out
@@ -131,7 +131,7 @@ def test_int_layer_norm_matches_python_ints_and_float(
         assert y[r].tolist() == _layer_norm_py(q[r].tolist(), zp_in, c, 0, -128, 127)
     ref = np.clip(np.sign(yf / s_out) * np.floor(np.abs(yf / s_out) + 0.5), -128, 127)
     # the error bound: one output step (the reference itself rounds; the integer path's error is
-    # ~2**-16 of the normalized value plus the input grid's 2**-9 relative scale rounding)
+    # ~2**-16 of the normalized value, the reciprocal square root's precision)
     assert np.max(np.abs(y - ref)) <= 1
 
 

@@ -13,7 +13,7 @@
 // DEFAULT: "tpu.Lut"({{.*}}) <{fn = "GELU"
 // DEFAULT: "tpu.Softmax"({{.*}}) <{axis = -1 : i64}> : (tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
 // ALL: "tpu.Gather"
-// ALL: "tpu.LayerNorm"({{.*}}) <{axis = -1 : i64, bias_q = array<i64: {{.*}}>, eps_q = array<i64: {{[0-9]+}}>, epsilon = {{.*}}, in_weight = array<i64: 256, 256, 256, 256, 256, 256, 256, 256>, multiplier = array<i64: {{.*}}>, shift = array<i64: {{.*}}>}> : (tensor<2x4x8x!quant.uniform<i8:f32, {{.*}}>>, tensor<8xf32>, tensor<8xf32>) -> (tensor<2x4x8x!quant.uniform<i8:f32, 0.0314{{[0-9]*}}>>, none, none)
+// ALL: "tpu.LayerNorm"({{.*}}) <{axis = -1 : i64, bias_q = array<i64: {{.*}}>, eps_q = array<i64: {{[0-9]+}}>, epsilon = {{.*}}, in_weight = array<i64: 16777216, 16777216, 16777216, 16777216, 16777216, 16777216, 16777216, 16777216>, multiplier = array<i64: {{.*}}>, shift = array<i64: {{.*}}>}> : (tensor<2x4x8x!quant.uniform<i8:f32, {{.*}}>>, tensor<8xf32>, tensor<8xf32>) -> (tensor<2x4x8x!quant.uniform<i8:f32, 0.0314{{[0-9]*}}>>, none, none)
 // ALL: "tpu.Lut"({{.*}}) <{fn = "GELU"
 // ALL: "tpu.Softmax"({{.*}}) <{axis = -1 : i64, exp_table = array<i64: 32768, {{.*}}>, out_factor = array<i64: 16711680>}> : (tensor<2x4x8x!quant.uniform<{{.*}}>>) -> tensor<2x4x8x!quant.uniform<u8:f32, 0.0039{{[0-9]*}}>>
 // ALL-NOT: "tpu.Cast"({{.*}}) : (tensor<2x4x8x!quant.uniform<i8:f32, 0.0314{{[0-9]*}}>>) -> tensor<2x4x8xf32>

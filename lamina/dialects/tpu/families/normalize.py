@@ -34,7 +34,9 @@ from ..lowering.policy import elem, is_per_axis, scale, scales
 from ..quantize import (
     LAYERNORM_MAX_N,
     LAYERNORM_MAX_SHIFT,
+    LAYERNORM_W_BITS,
     LAYERNORM_X_BITS,
+    LAYERNORM_Z_BITS,
     SOFTMAX_OUT_BITS,
     int_layer_norm,
     int_softmax,
@@ -132,14 +134,14 @@ def layer_norm_constants(
             break
     if p is None:
         return None
-    in_weight = round_half_away(2.0**p * s_in / s_min).astype(np.int64)
+    in_weight = round_half_away(2.0 ** (p + LAYERNORM_W_BITS) * s_in / s_min).astype(np.int64)
     s_x = s_min / 2.0**p
     eps_q = min(2**61, int(round_half_away(np.float64(n * eps / (s_x * s_x)))))
     mult = np.zeros(n, np.int64)
     shift = np.zeros(n, np.int64)
     bias = np.zeros(n, np.int64)
     for c in range(n):
-        g = float(gamma[c]) * math.sqrt(n) * 2.0**-16 / float(s_out[c])
+        g = float(gamma[c]) * math.sqrt(n) * 2.0**-LAYERNORM_Z_BITS / float(s_out[c])
         if g == 0.0:
             sh = 31
             mq = 0

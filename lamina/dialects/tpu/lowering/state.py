@@ -30,8 +30,9 @@ from .policy import FLOAT_TYPES, elem, plain, quant_type_for, with_elem
 
 #: the optional integer forms (``convert-top-to-tpu{int_forms=...}``): ``lut`` — elementwise
 #: activations as 256-entry tables; ``gather`` — Gather of int8 activations and of constant tables
-#: (embeddings); ``softmax``, ``layernorm`` — the integer Softmax and LayerNorm (``docs/tpu.md``)
-INT_FORMS = ("lut", "gather", "softmax", "layernorm")
+#: (embeddings); ``softmax``, ``layernorm``, ``attention`` — the integer Softmax, LayerNorm and
+#: fused attention (``docs/tpu.md``)
+INT_FORMS = ("lut", "gather", "softmax", "layernorm", "attention")
 #: the forms on by default (those that keep the accuracy of float-between-casts; see
 #: ``benchmarks/RESULTS.md``)
 DEFAULT_INT_FORMS = ("lut", "gather")
@@ -61,9 +62,12 @@ def parse_int_forms(spec: str) -> frozenset[str]:
 
 def form_of(op: Operation) -> str | None:
     """The optional integer form that lowers ``op`` (:data:`INT_FORMS`), None for the others."""
+    from lamina.dialects.top import extra as top_extra
     from lamina.dialects.top import nn as top_nn
     from lamina.dialects.top import tensor as top_tensor
 
+    if isinstance(op, top_extra.AttentionOp):
+        return "attention"
     if isinstance(op, top_nn.SoftmaxOp):
         return "softmax"
     if isinstance(op, top_nn.LayerNormOp):
