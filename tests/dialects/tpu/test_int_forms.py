@@ -240,3 +240,107 @@ def test_gather_of_a_constant_table_is_the_float_gather_and_its_cast() -> None:
         casts = sum(op.name == "tpu.Cast" for op in m.walk_ops())  # type: ignore[attr-defined]
         assert casts == (1 if "gather" in forms else 2)  # the Gather result's cast is gone
     np.testing.assert_array_equal(outs["lut"], outs["lut,gather"])
+
+
+# ---- Attention ------------------------------------------------------------------------------------
+
+
+def _attention_py(q, k, v, mask, zps, qk, mf, a, zp_out):  # type: ignore[no-untyped-def]
+    """docs/tpu.md's integer Attention for one (batch, head): lists of rows, Python integers."""
+    hi_t = [math.floor(2**15 * math.exp(-128 * i / 1024) + 0.5) for i in range(128)]
+    lo_t = [math.floor(2**15 * math.exp(-j / 1024) + 0.5) for j in range(128)]
+    zq, zk, zv, zm = zps
+    out = []
+    for i, qr in enumerate(q):
+        logits = []
+        for j, kr in enumerate(k):
+            acc = sum((x - zq) * (y - zk) for x, y in zip(qr, kr))
+            lg = _rdiv(acc * qk[0], 2 ** qk[1])
+            if mask is not None:
+                lg += _rdiv((mask[i][j] - zm) * mf[0], 2 ** mf[1])
+            logits.append(lg)
+        mx = max(logits)
+        e = []
+        for lg in logits:
+            d = mx - lg
+            e.append(_rdiv(hi_t[d >> 7] * lo_t[d & 127], 2**15) if d < 2**14 else 0)
+        den = sum(e) * 2**16
+        row = []
+        for c in range(len(v[0])):
+            num = sum(ej * (v[j][c] - zv) for j, ej in enumerate(e))
+            row.append(min(127, max(-128, zp_out + _rdiv(num * a, den))))
+        out.append(row)
+    return out
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    seed=st.integers(0, 2**31 - 1),
+    sq=st.integers(1, 9),
+    sk=st.integers(1, 12),
+    d=st.integers(1, 16),
+    masked=st.booleans(),
+)
+def test_int_attention_matches_python_ints_and_float(
+    seed: int, sq: int, sk: int, d: int, masked: bool
+) -> None:
+    from lamina.dialects.tpu.quantize import int_attention, quantize_multiplier
+
+    rng = np.random.default_rng(seed)
+    s_q, s_k, s_v = (float(x) for x in rng.uniform(0.01, 0.08, 3))
+    s_m = 10000.0 / 127
+    zq, zk, zv = (int(x) for x in rng.integers(-20, 20, 3))
+    q = rng.integers(-128, 128, (1, 2, sq, d))
+    k = rng.integers(-128, 128, (1, 2, sk, d))
+    v = rng.integers(-128, 128, (1, 2, sk, d))
+    mask = None
+    if masked:  # an additive padding mask: 0 or -10000 (quantized -127), the first key always kept
+        keep = rng.random(sk) < 0.7
+        keep[0] = True
+        mask = np.where(keep, 0, -127).reshape(1, 1, 1, sk)
+    alpha = 1 / math.sqrt(d)
+    m, rs = quantize_multiplier(alpha * s_q * s_k * 1024)
+    qk = (m, 31 + rs)
+    mm, mrs = quantize_multiplier(s_m * 1024)
+    mf = (mm, 31 + mrs)
+    s_out = 0.02
+    a = math.floor(s_v / s_out * 2**16 + 0.5)
+    y = int_attention(q, k, v, mask, (zq, zk, zv, 0), qk, mf, a, 0, -128, 127)
+    for h in range(2):
+        mk = None if mask is None else np.broadcast_to(mask[0, 0], (sq, sk)).tolist()
+        want = _attention_py(
+            q[0, h].tolist(), k[0, h].tolist(), v[0, h].tolist(), mk, (zq, zk, zv, 0), qk, mf, a, 0
+        )
+        assert y[0, h].tolist() == want
+    # the float reference: softmax attention of the dequantized inputs, quantized; within one step
+    qf, kf, vf = (q - zq) * s_q, (k - zk) * s_k, (v - zv) * s_v
+    lg = qf @ np.swapaxes(kf, -1, -2) * alpha
+    if mask is not None:
+        lg = lg + mask * s_m
+    p = np.exp(lg - lg.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    ref = np.clip(np.floor(p @ vf / s_out + 0.5), -128, 127)
+    assert np.max(np.abs(y - ref)) <= 1
+
+
+def test_attention_lowers_to_its_integer_form_when_enabled() -> None:
+    q_t, m_t, o_t = _t("1x2x4x8", -3.0, 3.0), _t("1x1x1x4", -10000.0, 0.0), _t("1x2x4x8", -3.0, 3.0)
+    body = f"""
+  %qi = "top.Input"(%q) : ({q_t}) -> {q_t} loc("q")
+  %ki = "top.Input"(%k) : ({q_t}) -> {q_t} loc("k")
+  %vi = "top.Input"(%v) : ({q_t}) -> {q_t} loc("v")
+  %mi = "top.Input"(%m) : ({m_t}) -> {m_t} loc("m")
+  %n = "top.None"() : () -> none
+  %o:4 = "top.Attention"(%qi, %ki, %vi, %mi, %n, %n, %n) <{{scale = 0.35355339 : f64}}> : ({q_t}, {q_t}, {q_t}, {m_t}, none, none, none) -> ({o_t}, none, none, none) loc("att")"""
+    rng = np.random.default_rng(3)
+    ins = [rng.uniform(-3, 3, (1, 2, 4, 8)).astype(np.float32) for _ in range(3)]
+    ins.append(np.array([0, 0, -10000, 0], np.float32).reshape(1, 1, 1, 4))
+    outs = {}
+    for forms in ("default", "default,attention"):
+        m = _module(body, f"%q: {q_t}, %k: {q_t}, %v: {q_t}, %m: {m_t}", "%o#0", o_t)
+        assert convert_top_to_tpu(m, "INT8", int_forms=forms)[0]  # type: ignore[arg-type]
+        att = next(op for op in m.walk_ops() if op.name == "tpu.Attention")  # type: ignore[attr-defined]
+        assert ("quant.uniform" in str(att.operands[0].type)) == ("attention" in forms)
+        outs[forms] = next(iter(Interpreter(m).run(ins).values()))  # type: ignore[arg-type]
+    # within two output steps (6/255) of float attention between casts
+    assert np.max(np.abs(outs["default"] - outs["default,attention"])) <= 2 * 6 / 255 + 1e-6
