@@ -65,9 +65,12 @@ AttentionOp = declare(
 
 
 def _factor(real: float) -> list[int]:
-    """``[multiplier, 31 + rshift]`` of a positive real factor (NoInt8 when out of range)."""
-    if not 0.0 < real < 2.0**30:
+    """``[multiplier, 31 + rshift]`` of a positive real factor; ``[rha(real), 0]`` (no shift) from
+    ``2**30`` (a padding mask of -1e9) up to ``2**54``; NoInt8 beyond."""
+    if not 0.0 < real < 2.0**54:
         raise NoInt8
+    if real >= 2.0**30:
+        return [int(round_half_away(np.float64(real))), 0]
     m, rs = quantize_multiplier(real)
     return [m, 31 + rs]
 
