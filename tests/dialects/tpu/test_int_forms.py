@@ -200,8 +200,9 @@ def _names(m: object) -> dict[str, str]:
 @pytest.mark.parametrize(
     "forms, want",
     [
-        ("default", {"tpu.Softmax": "float", "tpu.LayerNorm": "float"}),
-        ("softmax", {"tpu.Softmax": "int", "tpu.LayerNorm": "float"}),
+        ("none", {"tpu.Softmax": "float", "tpu.LayerNorm": "float"}),
+        ("default", {"tpu.Softmax": "int", "tpu.LayerNorm": "float"}),
+        ("layernorm", {"tpu.Softmax": "float", "tpu.LayerNorm": "int"}),
         ("all", {"tpu.Softmax": "int", "tpu.LayerNorm": "int"}),
     ],
 )

@@ -3,15 +3,15 @@
 // RUN: lamina-opt %s --pass-pipeline='builtin.module(convert-top-to-tpu{mode=INT8 int-forms=none})' --mlir-print-op-generic | FileCheck %s --check-prefix=NONE
 // RUN: not lamina-opt %s --pass-pipeline='builtin.module(convert-top-to-tpu{mode=INT8 int-forms=lut,gelu})' 2>&1 | FileCheck %s --check-prefix=BAD
 
-// An embedding Gather, a LayerNorm, a Softmax and a GELU. By default (lut,gather) the table is
-// quantized to the Gather result's type and gathered as integers, the GELU is a LUT, LayerNorm and
-// Softmax run in f32 between casts; int-forms=all makes them integer ops with their constants;
-// int-forms=none leaves Gather and GELU in f32 too.
+// An embedding Gather, a LayerNorm, a GELU and a Softmax. By default (lut,gather,softmax) the table
+// is quantized to the Gather result's type and gathered as integers, the GELU is a LUT, the Softmax
+// is integer and LayerNorm runs in f32 between casts; int-forms=all makes it an integer op too;
+// int-forms=none leaves every one of them in f32.
 // DEFAULT: "tpu.Weight"() <{value = dense_resource<{{.*}}> : tensor<10x8xi8>}> : () -> tensor<10x8x!quant.uniform<i8:f32, 0.0236{{[0-9]*}}>>
 // DEFAULT: "tpu.Gather"({{.*}}) <{axis = 0 : i64}> : (tensor<10x8x!quant.uniform<i8:f32, {{.*}}>>, tensor<2x4xi64>) -> tensor<2x4x8x!quant.uniform<i8:f32, 0.0236{{[0-9]*}}>>
 // DEFAULT: "tpu.LayerNorm"({{.*}}) <{axis = -1 : i64, epsilon = {{.*}}}> : (tensor<2x4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<2x4x8xf32>, none, none)
 // DEFAULT: "tpu.Lut"({{.*}}) <{fn = "GELU"
-// DEFAULT: "tpu.Softmax"({{.*}}) <{axis = -1 : i64}> : (tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+// DEFAULT: "tpu.Softmax"({{.*}}) <{axis = -1 : i64, exp_table = array<i64: 32768, {{.*}}>, out_factor = array<i64: 16711680>}>
 // ALL: "tpu.Gather"
 // ALL: "tpu.LayerNorm"({{.*}}) <{axis = -1 : i64, bias_q = array<i64: {{.*}}>, eps_q = array<i64: {{[0-9]+}}>, epsilon = {{.*}}, in_weight = array<i64: 16777216, 16777216, 16777216, 16777216, 16777216, 16777216, 16777216, 16777216>, multiplier = array<i64: {{.*}}>, shift = array<i64: {{.*}}>}> : (tensor<2x4x8x!quant.uniform<i8:f32, {{.*}}>>, tensor<8xf32>, tensor<8xf32>) -> (tensor<2x4x8x!quant.uniform<i8:f32, 0.0314{{[0-9]*}}>>, none, none)
 // ALL: "tpu.Lut"({{.*}}) <{fn = "GELU"
@@ -19,6 +19,7 @@
 // ALL-NOT: "tpu.Cast"({{.*}}) : (tensor<2x4x8x!quant.uniform<i8:f32, 0.0314{{[0-9]*}}>>) -> tensor<2x4x8xf32>
 // NONE: "tpu.Gather"({{.*}}) <{axis = 0 : i64}> : (tensor<10x8xf32>, tensor<2x4xi64>) -> tensor<2x4x8xf32>
 // NONE: "tpu.GELU"({{.*}}) : (tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+// NONE: "tpu.Softmax"({{.*}}) <{axis = -1 : i64}> : (tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
 // NONE-NOT: "tpu.Lut"
 // BAD: unknown integer form 'gelu'
 func.func @main(%i: tensor<2x4xi64>) -> tensor<2x4x8x!quant.calibrated<f32<0.0:1.0>>> {

@@ -126,8 +126,8 @@ class MoveLowering(FamilyLowering):
                 8,
                 True,
                 f32,
-                list(et.scales),
-                list(et.zero_points),
+                list(et.scales),  # type: ignore[attr-defined]
+                list(et.zero_points),  # type: ignore[attr-defined]
                 len(tt.shape) - 1,
                 -128,
                 127,  # type: ignore[attr-defined]

@@ -217,7 +217,7 @@ class NormLowering(FamilyLowering):
             raise NoInt8
         consts = layer_norm_constants(
             scales(x.type),
-            float(op.attr("epsilon")),
+            float(op.attr("epsilon")),  # type: ignore[attr-defined]
             gamma,
             beta,
             scales(out_t),  # type: ignore[attr-defined]
