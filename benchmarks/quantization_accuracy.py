@@ -1,7 +1,8 @@
 """Quantization accuracy: Lamina's modes against onnxruntime's ``quantize_static``, on real data.
 
     python benchmarks/quantization_accuracy.py [--models digits,resnet18,mobilenetv2,yolo,bert,minilm]
-        [--calib 32] [--test 16] [--variant small|full] [--workdir DIR] [--markdown]
+        [--calib 32] [--test 16] [--variant small|full] [--int_forms default|all|none|LIST]
+        [--workdir DIR] [--markdown]
 
 Models:
 
@@ -411,7 +412,12 @@ class Unavailable(Exception):
 
 
 def lamina_flow(
-    b: Bench, workdir: str, log: Callable[[str], None], tune_num: int = 5, mask_input: str = "auto"
+    b: Bench,
+    workdir: str,
+    log: Callable[[str], None],
+    tune_num: int = 5,
+    mask_input: str = "auto",
+    int_forms: str = "default",
 ) -> dict[str, Callable[[], Any]]:
     """The Lamina columns: each a thunk returning the per-sample outputs, or raising Unavailable."""
     import lamina.api as lm
@@ -457,7 +463,13 @@ def lamina_flow(
             table = calib_table()
         top = lm.load(top_mlir())
         tpu = deploy_module(
-            top.module, mode, asymmetric=asym, calibration_table=table, qtable=qtable, ctx=top.ctx
+            top.module,
+            mode,
+            asymmetric=asym,
+            calibration_table=table,
+            qtable=qtable,
+            ctx=top.ctx,
+            int_forms=int_forms if mode == "INT8" else "default",
         )
         outs = []
         for s in b.test:
@@ -496,7 +508,13 @@ def lamina_flow(
 
 
 def run_bench(
-    b: Bench, workdir: str, modes: Sequence[str], debug: bool, tune_num: int = 5, mask_input: str = "auto"
+    b: Bench,
+    workdir: str,
+    modes: Sequence[str],
+    debug: bool,
+    tune_num: int = 5,
+    mask_input: str = "auto",
+    int_forms: str = "default",
 ) -> None:
     def log(msg: str) -> None:
         print(f"# {msg}", file=sys.stderr, flush=True)
@@ -510,7 +528,7 @@ def run_bench(
     except Exception as e:
         b.results["ORT INT8"] = f"failed: {type(e).__name__}: {oneline(str(e))}"
     log(f"{b.name}: onnxruntime FP32 + INT8 in {time.perf_counter() - t0:.1f} s")
-    flow = lamina_flow(b, workdir, log, tune_num, mask_input)
+    flow = lamina_flow(b, workdir, log, tune_num, mask_input, int_forms)
     for m in modes:
         t1 = time.perf_counter()
         try:
@@ -586,6 +604,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         default="auto",
         help="Lamina calibration and search: the attention-mask input (auto: detected; none: off)",
     )
+    p.add_argument(
+        "--int_forms",
+        default="default",
+        help="Lamina INT8: convert-top-to-tpu's optional integer forms (default, all, none, or a list of "
+        "lut,gather,softmax,layernorm)",
+    )
     p.add_argument("--workdir", default=None)
     p.add_argument("--markdown", action="store_true", help="print the RESULTS.md section body")
     p.add_argument("--debug", action="store_true")
@@ -600,7 +624,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     names = [m.strip() for m in a.models.split(",") if m.strip()]
     benches = build_benches(names, a.calib, a.test, workdir, a.variant)
     for b in benches:
-        run_bench(b, workdir, modes, a.debug, a.tune_num, a.mask_input)
+        run_bench(b, workdir, modes, a.debug, a.tune_num, a.mask_input, a.int_forms)
         print(
             f"| {b.title} | "
             + " | ".join(f"{k}: {cell(v)}" for k, v in b.results.items() if not k.startswith("_"))

@@ -759,6 +759,7 @@ def deploy(
     calibration_table: Any = None,
     quantize_table: Mapping[str, str] | PathLike | None = None,
     asymmetric: bool = False,
+    int_forms: str = "default",
     processor: str = "cpu",
     test_input: Arrays | PathLike | None = None,
     test_reference: Arrays | PathLike | None = None,
@@ -790,6 +791,7 @@ def deploy(
     compared as the task reads them (``result.task_reports``), failing under ``task_tolerance``.
     ``mask_input``: the attention-mask input whose kept positions (in ``test_input``) the
     comparison counts ("auto": detected; None or "none": every position).
+    ``int_forms``: INT8's optional integer forms (``model_deploy --int_forms``).
     Returns a :class:`DeployedModel`; prints the step commands when ``verbose``."""
     from lamina.dialects.tpu.tables import CalibrationTable
     from lamina.flows.deploy import DeployOptions
@@ -812,6 +814,7 @@ def deploy(
         model=_opt_path(output, "output"),
         processor=_str(processor, "processor"),
         asymmetric=_bool(asymmetric, "asymmetric"),
+        int_forms=_str(int_forms, "int_forms"),
         calibration_table=table,
         quantize_table=qtable,
         test_input=arrays(test_input, "test_input"),

@@ -110,6 +110,8 @@ class DeployOptions:
     model: str | None = None
     processor: str = "cpu"
     asymmetric: bool = False
+    #: ``--int_forms``: the optional integer forms of INT8 (``docs/tpu.md``)
+    int_forms: str = "default"
     calibration_table: Any = None
     quantize_table: Any = None
     test_input: Any = None
@@ -303,6 +305,15 @@ def validate(o: DeployOptions) -> None:
         )
     if o.asymmetric and o.quantize != "INT8":
         raise UsageError(f"--asymmetric applies to --quantize INT8 only, not {o.quantize}")
+    if o.int_forms != "default":
+        from lamina.dialects.tpu.lowering.state import parse_int_forms
+
+        if o.quantize != "INT8":
+            raise UsageError(f"--int_forms applies to --quantize INT8 only, not {o.quantize}")
+        try:
+            parse_int_forms(o.int_forms)
+        except ValueError as e:
+            raise UsageError(f"--int_forms: {e}") from None
     if o.quantize == "INT8" and not _given(o.calibration_table):
         raise UsageError("--quantize INT8 needs --calibration_table (run run_calibration first)")
     inputs = [
@@ -449,6 +460,8 @@ def deploy_command(o: DeployOptions) -> str:
     cmd = f"model_deploy --mlir {_shown(o.mlir, 'module')} --quantize {o.quantize}"
     if o.asymmetric:
         cmd += " --asymmetric"
+    if o.int_forms != "default":
+        cmd += f" --int_forms {o.int_forms}"
     if _given(o.calibration_table):
         cmd += f" --calibration_table {_shown(o.calibration_table, 'table')}"
     if _given(o.quantize_table):
@@ -564,6 +577,7 @@ def deploy(
         module,
         o.quantize,
         asymmetric=o.asymmetric,
+        int_forms=o.int_forms,
         calibration_table=o.calibration_table,
         qtable=o.quantize_table if isinstance(o.quantize_table, str) else qtable or None,
         ctx=ctx,

@@ -104,8 +104,11 @@ class ModelRunner:
             raise CalibrationError(f"cannot execute the model: {e}") from None
         self.names: dict[int, str] = {}
         seen: set[str] = set()
+        # only values computed at run time: a constant sharing its user's location (a Reshape's
+        # shape, an Attention's `none` operands) must not take the name from the tensor
+        computed = {s for step in self.interp.plan for s in step[2]}
         for slot, name in self.interp.slot_names:
-            if name in seen:
+            if name in seen or slot not in computed:
                 continue  # a name given twice: keep the first tensor
             seen.add(name)
             self.names[slot] = name

@@ -41,11 +41,14 @@ def _quote(path: str) -> str:
     return '"' + path.replace('"', '\\"') + '"' if any(c in path for c in ' ,{}="') else path
 
 
-def deploy_pipeline(mode: str, asymmetric: bool, calibration_table: Any, qtable: Any) -> str:
+def deploy_pipeline(
+    mode: str, asymmetric: bool, calibration_table: Any, qtable: Any, int_forms: str = "default"
+) -> str:
     """The pass pipeline ``model_deploy`` runs (pass names/options of :mod:`lamina.dialects.tpu`).
     ``calibration_table`` and ``qtable`` are paths (written into the pipeline), None, or objects in
     memory: a table in memory still needs ``import-calibration-table`` (without ``file``; the table
-    is set on the pass), a qtable in memory adds no option (it is set on the pass)."""
+    is set on the pass), a qtable in memory adds no option (it is set on the pass). ``int_forms``:
+    ``convert-top-to-tpu``'s ``int-forms`` option (written only when not ``default``)."""
     passes = []
     if calibration_table is not None and calibration_table != "":
         opts = f"file={_quote(calibration_table)}" if isinstance(calibration_table, str) else ""
@@ -55,6 +58,8 @@ def deploy_pipeline(mode: str, asymmetric: bool, calibration_table: Any, qtable:
     opts = f"mode={mode} asymmetric={'true' if asymmetric else 'false'}"
     if isinstance(qtable, str) and qtable:
         opts += f" qtable={_quote(qtable)}"
+    if int_forms and int_forms != "default":
+        opts += f" int-forms={_quote(int_forms)}"
     passes.append(f"convert-top-to-tpu{{{opts}}}")
     passes.append(_canonicalize_pass())
     return "builtin.module(" + ",".join(passes) + ")"
@@ -82,6 +87,7 @@ def deploy_module(
     clone: bool = True,
     warn: Callable[[str], None] | None = None,
     capabilities: Any = None,
+    int_forms: str = "default",
 ) -> Any:
     """Lower a ``top`` module to ``tpu`` in ``mode`` (F32/F16/BF16/INT8) and return the ``tpu`` module.
 
@@ -91,7 +97,9 @@ def deploy_module(
     that does not fit its tensor, an unknown qtable mode are errors, and the names the model does not
     have are one warning each, passed to ``warn`` (default: :func:`warnings.warn`; ``lambda m: None``
     silences them). ``capabilities`` (a :class:`~lamina.dialects.tpu.TargetCapabilities`) lowers for
-    a target other than the reference interpreter. Failures (a missing threshold, an op that cannot
+    a target other than the reference interpreter. ``int_forms`` chooses the optional integer forms
+    of INT8 (``default``, ``all``, ``none`` or a list of ``lut``, ``gather``, ``softmax``,
+    ``layernorm``; ``docs/tpu.md``). Failures (a missing threshold, an op that cannot
     be lowered) raise :class:`ToolError` with the pass diagnostics."""
     import lamina.dialects
     from lamina.ir.context import Context
@@ -104,9 +112,15 @@ def deploy_module(
     mode = mode.upper()
     if mode not in MODES:
         raise ToolError(f"mode must be one of {', '.join(MODES)}, got '{mode}'")
+    from lamina.dialects.tpu.lowering.state import parse_int_forms
     from lamina.dialects.tpu.transforms.import_calibration import IN_MEMORY_TABLE, ImportCalibrationTable
     from lamina.dialects.tpu.transforms.lowering import ConvertTopToTpu
     from lamina.quant.calibration import CalibrationError, check_top_module
+
+    try:
+        parse_int_forms(int_forms)
+    except ValueError as e:
+        raise ToolError(str(e)) from None
 
     try:
         check_top_module(module, None, "deploy_module")
@@ -126,7 +140,7 @@ def deploy_module(
     ctx = ctx or getattr(module, "context", None) or Context()
     diags: list[Any] = []
     pipeline = deploy_pipeline(
-        mode, asymmetric, calibration_table, qtable if isinstance(qtable, str) else None
+        mode, asymmetric, calibration_table, qtable if isinstance(qtable, str) else None, int_forms
     )
     with ctx.diagnostics.handler(diags.append), ctx:
         try:

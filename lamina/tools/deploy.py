@@ -57,6 +57,12 @@ def build_parser(prog: str = TOOL) -> argparse.ArgumentParser:
         "--quantize", required=True, type=str.upper, metavar="{F32,F16,BF16,INT8}", help="quantization mode"
     )
     p.add_argument("--asymmetric", action="store_true", help="INT8: asymmetric (zero-point) activations")
+    p.add_argument(
+        "--int_forms",
+        default="default",
+        help="INT8: the optional integer forms — default (lut,gather,softmax), all, none, or a list "
+        "of lut,gather,softmax,layernorm,attention (docs/tpu.md)",
+    )
     p.add_argument("--calibration_table", help="the calibration table of run_calibration (needed for INT8)")
     p.add_argument(
         "--quantize_table", help="qtable: 'op_name MODE' lines forcing per-op modes (mixed precision)"
@@ -139,6 +145,7 @@ def options_from_args(a: argparse.Namespace) -> DeployOptions:
         model=a.model,
         processor=a.processor,
         asymmetric=a.asymmetric,
+        int_forms=a.int_forms,
         calibration_table=a.calibration_table,
         quantize_table=a.quantize_table,
         test_input=a.test_input,

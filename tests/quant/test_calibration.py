@@ -431,3 +431,28 @@ def test_run_calibration_rejects_nan_samples_and_deployed_modules(
     assert main([str(plain), "--dataset", str(data), "-q", "-o", str(out)]) == 1
     assert f"'{plain}' has no top ops (it holds func)" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_a_constant_sharing_its_users_name_does_not_take_the_table_entry() -> None:
+    """ONNX importers name a Reshape's shape constant (and an Attention's `none` operands) after the
+    op: the computed tensor, not the constant, gets the table entry (it once had none, so its users
+    could not run in INT8)."""
+    from lamina.ir.context import Context
+    from lamina.ir.parser import parse_module
+
+    text = """
+func.func @main(%x: tensor<2x8xf32>) -> tensor<4x4xf32> {
+  %in = "top.Input"(%x) : (tensor<2x8xf32>) -> tensor<2x8xf32> loc("x")
+  %s = "top.Weight"() <{value = dense<[4, 4]> : tensor<2xi64>}> : () -> tensor<2xi64> loc("r")
+  %r = "top.Reshape"(%in, %s) : (tensor<2x8xf32>, tensor<2xi64>) -> tensor<4x4xf32> loc("r")
+  %n = "top.None"() : () -> none loc("t")
+  %t = "top.Relu"(%r) : (tensor<4x4xf32>) -> tensor<4x4xf32> loc("t")
+  return %t : tensor<4x4xf32>
+}
+"""
+    m = parse_module(text, Context())
+    x = np.linspace(-2, 3, 16, dtype=np.float32).reshape(2, 8)
+    name = ModelRunner(m).input_names[0]
+    table = calibrate(m, [{name: x}], method="max", tune_num=0).table
+    assert table.thresholds["r"].max == pytest.approx(3.0)
+    assert table.thresholds["t"].min == 0.0 and table.thresholds["t"].max == pytest.approx(3.0)

@@ -69,6 +69,19 @@ def test_asymmetric_needs_int8(top: dict[str, str], capsys: pytest.CaptureFixtur
     assert "--asymmetric applies to --quantize INT8 only, not F16" in _err(capsys)
 
 
+def test_int_forms_is_checked(top: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:
+    rc = main(
+        ["--mlir", top["mlir"], "--quantize", "F16", "--int_forms", "all", "--model", f"{top['dir']}/m"]
+    )
+    assert rc == 2
+    assert "--int_forms applies to --quantize INT8 only, not F16" in _err(capsys)
+    table = _table(Path(top["dir"]) / "t", {"x": 1.0})
+    rc = main(["--mlir", top["mlir"], "--quantize", "INT8", "--calibration_table", table,
+               "--int_forms", "lut,gelu", "--model", f"{top['dir']}/m"])  # fmt: skip
+    assert rc == 2
+    assert "--int_forms: unknown integer form 'gelu'" in _err(capsys)
+
+
 def test_unknown_processor_and_mode(top: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:
     rc = main(["--mlir", top["mlir"], "--quantize", "F32", "--processor", "bm1684x", "--model", "m"])
     assert rc == 2
@@ -158,6 +171,10 @@ def test_pipeline_and_defaults() -> None:
     p = deploy_pipeline("INT8", True, "/t/cali table", "/t/q")
     assert p.startswith('builtin.module(import-calibration-table{file="/t/cali table" asymmetric=true},')
     assert "convert-top-to-tpu{mode=INT8 asymmetric=true qtable=/t/q}" in p
+    assert "int-forms" not in p
+    assert "convert-top-to-tpu{mode=INT8 asymmetric=false int-forms=all}" in deploy_pipeline(
+        "INT8", False, None, None, "all"
+    )
     assert deploy_pipeline("F16", False, None, None).startswith(
         "builtin.module(convert-top-to-tpu{mode=F16 asymmetric=false},"
     )

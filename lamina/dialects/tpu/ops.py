@@ -27,11 +27,13 @@ from lamina.dialects.top import elementwise as top_ew
 from lamina.ir.traits import NotALayer
 
 from .families.activation import LutLowering, LutOp, lut_table_attr
+from .families.attention import AttentionLowering, AttentionOp
 from .families.binary import AddOp, ArithmeticLowering, MulOp, SubOp
 from .families.common import ModeOp, TpuOp, is_quant
 from .families.conv import ConvMatMulLowering, ConvOp, MatMulOp
 from .families.float_mode import FloatLowering, declare_float
 from .families.movement import MOVE_OPS, MOVE_TPU_OPS, ConcatOp, MoveLowering
+from .families.normalize import LayerNormOp, NormLowering, SoftmaxOp
 from .families.plumbing import CastOp, PlumbingOp, QuantCast, RequantOp, WeightOp, make_requant, storage_of
 from .families.pool import AvgPoolOp, MaxPoolOp, PoolLowering
 from .families.reduce import ReduceLowering, ReduceOp
@@ -39,7 +41,20 @@ from .lowering.pattern import FamilyLowering
 
 _FAMILY_OPS: dict[str, type[ModeOp]] = {
     c.top_class.name: c  # type: ignore[union-attr]
-    for c in (ConvOp, MatMulOp, AddOp, SubOp, MulOp, MaxPoolOp, AvgPoolOp, ReduceOp, ConcatOp)
+    for c in (
+        ConvOp,
+        MatMulOp,
+        AddOp,
+        SubOp,
+        MulOp,
+        MaxPoolOp,
+        AvgPoolOp,
+        ReduceOp,
+        ConcatOp,
+        SoftmaxOp,
+        LayerNormOp,
+        AttentionOp,
+    )
 }
 _FAMILY_OPS.update(MOVE_TPU_OPS)
 
@@ -63,6 +78,8 @@ FAMILY_LOWERINGS = (
     PoolLowering,
     ReduceLowering,
     MoveLowering,
+    NormLowering,
+    AttentionLowering,
     LutLowering,
 )
 

@@ -27,6 +27,12 @@ __all__ = [
     "LUT_FUNCTIONS",
     "MAX_SHIFT",
     "build_lut",
+    "int_attention",
+    "int_layer_norm",
+    "int_softmax",
+    "isqrt",
+    "rdiv",
+    "softmax_exp_table",
     "dequantize",
     "float_dtype",
     "qparams",
@@ -262,3 +268,149 @@ def lut_index(x: np.ndarray, signed: bool) -> np.ndarray:
     """The table index of 8-bit storage values (``v + 128`` for int8, ``v`` for uint8)."""
     xi = np.asarray(x, dtype=np.int64)
     return xi + 128 if signed else xi
+
+
+# ---- integer normalizations ----------------------------------------------------------------------
+
+
+def rdiv(num: np.ndarray, den: np.ndarray | int) -> np.ndarray:
+    """``num / den`` rounded half away from zero, for int64 ``num`` and positive int64 ``den``:
+    ``sign(num) * ((|num| + den // 2) // den)`` (``den // 2`` floors: an odd ``den`` has no tie)."""
+    n = np.asarray(num, dtype=np.int64)
+    d = np.asarray(den, dtype=np.int64)
+    return np.sign(n) * ((np.abs(n) + d // 2) // d)
+
+
+#: Softmax: the exponentials' fixed-point one (``exp(0) = 2**SOFTMAX_EXP_BITS``)
+SOFTMAX_EXP_BITS = 15
+#: Softmax: the fractional bits of the output factor ``A = rha(2**SOFTMAX_OUT_BITS / s_out)``
+SOFTMAX_OUT_BITS = 16
+
+
+def softmax_exp_table(in_scale: float) -> np.ndarray:
+    """The 256-entry exponential table of the integer Softmax: ``E[d] = rha(2**15 * exp(-s_in * d))``
+    for ``d`` in 0..255 (float64), as int64."""
+    d = np.arange(256, dtype=np.float64)
+    return round_half_away(np.exp(-float(in_scale) * d) * 2.0**SOFTMAX_EXP_BITS).astype(np.int64)
+
+
+def int_softmax(
+    q: np.ndarray, axis: int, exp_table: np.ndarray, out_factor: int, zp_out: int, qmin: int, qmax: int
+) -> np.ndarray:
+    """Integer Softmax of 8-bit storage values ``q`` along ``axis`` (per-tensor input type; the zero
+    point cancels): ``d = max(q) - q`` (0..255), ``e = exp_table[d]``, ``den = sum(e) * 2**16``,
+    ``y = clip(zp_out + (2 * e * out_factor + den) // (2 * den), qmin, qmax)`` — ``e * A / den``
+    rounded half up (every term is positive), all in int64."""
+    qi = np.asarray(q, dtype=np.int64)
+    d = np.max(qi, axis=axis, keepdims=True) - qi
+    e = np.asarray(exp_table, np.int64)[d]
+    den = np.sum(e, axis=axis, keepdims=True) << SOFTMAX_OUT_BITS
+    y = (2 * e * np.int64(out_factor) + den) // (2 * den)
+    return np.clip(y + np.int64(zp_out), qmin, qmax)
+
+
+#: LayerNorm: the bound on ``|X|`` (the input on the common grid) and the largest row
+LAYERNORM_X_BITS = 24
+LAYERNORM_MAX_N = 4096
+#: LayerNorm: the largest total output shift (keeps the bias term within int64)
+LAYERNORM_MAX_SHIFT = 52
+#: LayerNorm: the fractional bits of ``Z = x_hat * 2**20 / sqrt(N)``
+LAYERNORM_Z_BITS = 20
+#: LayerNorm: the fractional bits of the input weights (``X = rdiv((q - zp) * in_weight, 2**16)``)
+LAYERNORM_W_BITS = 16
+
+
+def isqrt(v: np.ndarray) -> np.ndarray:
+    """The integer square root ``floor(sqrt(v))`` of non-negative int64 values (exact)."""
+    flat = np.asarray(v, dtype=np.int64).reshape(-1)
+    return np.array([math.isqrt(int(a)) for a in flat], dtype=np.int64).reshape(np.shape(v))
+
+
+def int_layer_norm(
+    q: np.ndarray,
+    zp_in: int,
+    in_weight: np.ndarray,
+    eps: int,
+    multiplier: np.ndarray,
+    shift: np.ndarray,
+    bias: np.ndarray,
+    zp_out: int,
+    qmin: int,
+    qmax: int,
+) -> np.ndarray:
+    """Integer LayerNorm over the last axis (``N`` channels) of 8-bit storage values ``q``; the
+    constants are per channel ``c`` (``in_weight``, ``multiplier``, ``shift``, ``bias``) or scalars.
+    All int64 (the lowering bounds every intermediate below ``2**63``), rows independent:
+
+    * ``X_c = rdiv((q_c - zp_in) * in_weight_c, 2**16)``; ``mu = rdiv(sum(X), N)``; ``D_c = X_c - mu``;
+    * ``V = max(1, sum(D**2) + eps)``; ``h = max(0, ceil((bitlen(V) - 30) / 2))``;
+      ``V' = max(1, rdiv(V, 4**h))``; ``r = isqrt(2**62 // V')``;
+    * ``Z_c = rdiv(D_c * r, 2**(11 + h))`` (``= x_hat_c * 2**20 / sqrt(N)``);
+    * ``y_c = clip(zp_out + rdiv(Z_c * multiplier_c + bias_c, 2**shift_c), qmin, qmax)``.
+    """
+    x = rdiv(
+        (np.asarray(q, np.int64) - np.int64(zp_in)) * np.asarray(in_weight, np.int64), 1 << LAYERNORM_W_BITS
+    )
+    n = x.shape[-1]
+    mu = rdiv(np.sum(x, axis=-1, keepdims=True), n)
+    d = x - mu
+    v = np.maximum(np.sum(d * d, axis=-1, keepdims=True) + np.int64(eps), 1)
+    bits = np.array([int(a).bit_length() for a in v.reshape(-1)], np.int64).reshape(v.shape)
+    h = np.maximum(0, (bits - 30 + 1) // 2)
+    vr = np.maximum(rdiv(v, np.left_shift(np.int64(1), 2 * h)), 1)
+    r = isqrt(np.int64(1 << 62) // vr)
+    z = rdiv(d * r, np.left_shift(np.int64(1), 31 - LAYERNORM_Z_BITS + h))
+    s = np.asarray(shift, np.int64)
+    acc = z * np.asarray(multiplier, np.int64) + np.asarray(bias, np.int64)
+    y = rdiv(acc, np.left_shift(np.int64(1), s))
+    return np.clip(y + np.int64(zp_out), qmin, qmax)
+
+
+#: Attention: the logits' fixed point (units of ``2**-ATTENTION_LOGIT_BITS`` nats)
+ATTENTION_LOGIT_BITS = 10
+#: Attention: ``d = max - logit`` at or beyond this (16 nats) gives ``exp = 0``
+ATTENTION_D_LIMIT = 1 << 14
+#: Attention: the two exponential tables, ``exp(-d / 2**10)`` for ``d = 128 * hi + lo``, Q15
+ATTENTION_EXP_HI = round_half_away(2.0**15 * np.exp(-128.0 * np.arange(128) / 2.0**10)).astype(np.int64)
+ATTENTION_EXP_LO = round_half_away(2.0**15 * np.exp(-1.0 * np.arange(128) / 2.0**10)).astype(np.int64)
+
+
+def int_attention(
+    q: np.ndarray,
+    k: np.ndarray,
+    v: np.ndarray,
+    mask: np.ndarray | None,
+    zps: tuple[int, int, int, int],
+    qk_factor: tuple[int, int],
+    mask_factor: tuple[int, int],
+    out_factor: int,
+    zp_out: int,
+    qmin: int,
+    qmax: int,
+) -> np.ndarray:
+    """Integer scaled dot-product attention of 8-bit storage values ``q`` ``(B, H, Sq, D)``, ``k``,
+    ``v`` ``(B, H, Sk, D)`` and an optional additive 8-bit ``mask`` (broadcast to
+    ``(B, H, Sq, Sk)``); ``zps`` the zero points of q, k, v, mask; ``qk_factor`` / ``mask_factor``
+    ``(multiplier, total shift)`` pairs taking the products / the mask to logits in units of
+    ``2**-10``; ``out_factor`` ``A = rha(2**16 * s_v / s_out)``. All int64:
+
+    * ``L = rdiv(sum_d (q - zq)(k - zk) * m_qk, 2**S_qk) + rdiv((mask - zm) * m_m, 2**S_m)``;
+    * ``d = max_j L - L``; ``e = rdiv(EXP_HI[d >> 7] * EXP_LO[d & 127], 2**15)`` for
+      ``d < 2**14``, else 0;
+    * ``y = clip(zp_out + rdiv(sum_j e_j (v_j - zv) * A, sum_j e_j * 2**16), qmin, qmax)``.
+    """
+    zq, zk, zv, zm = zps
+    qi = np.asarray(q, np.int64) - zq
+    ki = np.asarray(k, np.int64) - zk
+    acc = np.matmul(qi, np.swapaxes(ki, -1, -2))
+    logits = rdiv(acc * np.int64(qk_factor[0]), np.int64(1) << qk_factor[1])
+    if mask is not None:
+        mi = np.asarray(mask, np.int64) - zm
+        logits = logits + rdiv(mi * np.int64(mask_factor[0]), np.int64(1) << mask_factor[1])
+    d = np.max(logits, axis=-1, keepdims=True) - logits
+    inside = d < ATTENTION_D_LIMIT
+    dc = np.where(inside, d, 0)
+    e = np.where(inside, rdiv(ATTENTION_EXP_HI[dc >> 7] * ATTENTION_EXP_LO[dc & 127], 1 << 15), 0)
+    num = np.matmul(e, np.asarray(v, np.int64) - zv)
+    den = np.sum(e, axis=-1, keepdims=True) << 16
+    return np.clip(rdiv(num * np.int64(out_factor), den) + np.int64(zp_out), qmin, qmax)

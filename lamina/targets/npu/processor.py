@@ -23,9 +23,16 @@ _MODES = {
 }
 
 
+#: ops whose integer form (``int-forms``: softmax, layernorm, attention) the TIU has no command for,
+#: while it runs them in float: the NPU keeps them in its float mode (on the TIU, between casts)
+#: rather than taking the integer form to the host CPU
+_FLOAT_ON_TIU = frozenset({"top.Softmax", "top.LayerNorm", "top.Attention"})
+
+
 def capabilities_of(chip: Chip) -> TargetCapabilities:
     """What ``chip`` runs natively: with ``int8``, the integer forms of the ``tpu`` families and the
-    LUT activations (as the reference interpreter); each float dtype it computes in, every op in
+    LUT activations (as the reference interpreter, but Softmax, LayerNorm and Attention, which the
+    TIU runs in float only); each float dtype it computes in, every op in
     that mode. Costs are cycles per element relative to INT8 (the conv throughput ratio)."""
     entries: list[Capability] = []
     base = chip.tiu_ops_per_cycle["conv"].get("int8") or max(chip.tiu_ops_per_cycle["conv"].values())
@@ -35,7 +42,8 @@ def capabilities_of(chip: Chip) -> TargetCapabilities:
         if mode == "INT8":
             for c in REFERENCE.entries:
                 if c.mode == "INT8":
-                    entries.append(Capability(c.ops, "INT8", names, c.form, cost))
+                    ops = None if c.ops is None else c.ops - _FLOAT_ON_TIU
+                    entries.append(Capability(ops, "INT8", names, c.form, cost))
         else:
             entries.append(Capability(ANY_OP, mode, names, "native", cost))
     return TargetCapabilities(chip.name, entries)

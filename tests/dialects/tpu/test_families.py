@@ -61,7 +61,8 @@ def test_no_tpu_op_is_a_top_op() -> None:
 
 def test_declaration_shared_with_top() -> None:
     """Same operands, results, regions, properties (order, constraints, defaults) as the top op;
-    the INT8 forms add multiplier/rshift only. Descriptors are the tpu class's own."""
+    the INT8 forms add multiplier/rshift only (Softmax and LayerNorm: their own integer
+    constants). Descriptors are the tpu class's own."""
     for top_cls in ALL_OPS:
         cls = DERIVED.get(top_cls.name)
         if cls is None or not issubclass(cls, ModeOp):
@@ -73,7 +74,14 @@ def test_declaration_shared_with_top() -> None:
         tp = [(p.name, p.default, p.optional, p.constraint) for p in t.props]
         dp = [(p.name, p.default, p.optional, p.constraint) for p in d.props]
         assert dp[: len(tp)] == tp, cls.name
-        assert [p[0] for p in dp[len(tp) :]] in ([], ["multiplier", "rshift"]), cls.name
+        extra = [p[0] for p in dp[len(tp) :]]
+        assert extra in (
+            [],
+            ["multiplier", "rshift"],
+            ["exp_table", "out_factor"],
+            ["in_weight", "eps_q", "multiplier", "shift", "bias_q"],
+            ["qk_factor", "mask_factor", "out_factor"],
+        ), cls.name
         assert all(f.owner is d for f in d.operands)
         assert cls.top_class is top_cls
 
@@ -88,7 +96,9 @@ def test_every_layer_has_a_tpu_op_and_one_pattern() -> None:
 
 
 def test_reference_capabilities_are_the_former_int8_set() -> None:
-    assert REFERENCE.ops("INT8", "native") == FORMER_INT8_OPS
+    # plus the optional integer forms (Gather, Softmax, LayerNorm, Attention; chosen by int-forms)
+    optional = {"top.Gather", "top.Softmax", "top.LayerNorm", "top.Attention"}
+    assert REFERENCE.ops("INT8", "native") == FORMER_INT8_OPS | optional
     lut = REFERENCE.ops("INT8", "lut")
     assert {"top.Relu", "top.Sigmoid", "top.SiLU", "top.GELU", "top.HardSwish"} <= lut
     assert not lut & FORMER_INT8_OPS
@@ -96,14 +106,14 @@ def test_reference_capabilities_are_the_former_int8_set() -> None:
     for name in ("top.Softmax", "top.Conv", "top.LayerNorm"):
         for mode in REFERENCE.float_modes:
             assert REFERENCE.supports(name, mode)
-    assert not REFERENCE.supports("top.Softmax", "INT8")
+    assert not REFERENCE.supports("top.Hardmax", "INT8")
     assert REFERENCE.supports("top.Conv", "int8", "i8") and not REFERENCE.supports("top.Conv", "INT8", "i4")
     assert (
         REFERENCE.cost("top.Conv", "INT8")
         < REFERENCE.cost("top.Conv", "F16")
         < REFERENCE.cost("top.Conv", "F32")
     )
-    assert REFERENCE.cost("top.Softmax", "INT8") is None
+    assert REFERENCE.cost("top.Hardmax", "INT8") is None
     assert REFERENCE.form("top.Relu", "INT8") == "lut"
 
 

@@ -87,7 +87,7 @@ class LutLowering(FamilyLowering):
     roots = LUT_CLASSES
 
     def lower_int8(self, op: Operation, ins: list[Value], rw: ConversionPatternRewriter) -> bool:
-        if not lutable(op):
+        if not lutable(op) or "lut" not in self.s.int_forms:
             raise NoInt8
         x = self.qin(rw, op.operands[0], ins[0])
         if elem(x.type).storage_width != 8:  # type: ignore[attr-defined]

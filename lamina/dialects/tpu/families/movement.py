@@ -1,12 +1,16 @@
 """The data-movement family: ``tpu.Concat`` and the ops that only move data (Reshape, Flatten,
 Squeeze, Unsqueeze, Permute, Slice, Split, Interp nearest, Tile, Expand, DepthToSpace,
-SpaceToDepth), their INT8 forms and their lowering.
+SpaceToDepth, Gather), their INT8 forms and their lowering.
 
 INT8: the ``top`` reference on the storage integers, the result keeping the input's quantized type
 (float64 carries the integers exactly where the reference needs a float: padding with -inf,
 interpolation indices). Concat: inputs requantized to the result's type; when the 8-bit inputs'
 scales differ by more than 2x, the result is per-axis along the concat axis instead, each input's
 channels keeping its own scale (YOLO heads concatenate box coordinates — hundreds — with scores).
+Gather (the ``gather`` integer form): of an activation, the storage values move; of a constant
+table (an embedding), the table is quantized at lowering to the result's calibrated type (per
+channel along the last axis when the result is) and the op gathers its storage values — the very
+integers the float Gather followed by the result's cast gives, without the float table or the cast.
 """
 
 from __future__ import annotations
@@ -26,7 +30,8 @@ from lamina.ir.types import RankedTensorType, f32
 from lamina.rewrite.conversion import ConversionPatternRewriter
 
 from ..lowering.pattern import FamilyLowering, NoInt8
-from ..lowering.policy import elem, is_floatish, scale, with_elem, zp_of
+from ..lowering.policy import elem, is_floatish, is_per_axis, scale, with_elem, zp_of
+from ..quantize import qparams
 from .common import ModeOp, declare, is_quant, store
 
 #: top op names whose tpu op moves data only (INT8: same quantized type in and out)
@@ -43,6 +48,7 @@ MOVE_OPS = (
     "Expand",
     "DepthToSpace",
     "SpaceToDepth",
+    "Gather",
 )
 
 
@@ -91,9 +97,43 @@ class MoveLowering(FamilyLowering):
             return self._concat(op, ins, rw)
         if isinstance(op, top_extra.InterpOp) and op.attr("mode") != "nearest":
             raise NoInt8
+        if isinstance(op, top_tensor.GatherOp):
+            return self._gather(op, ins, rw)
         x = self.qin(rw, op.operands[0], ins[0])
         rtypes = [with_elem(r.type, elem(x.type)) if is_floatish(r.type) else r.type for r in op.results]
         return self.emit(op, rw, [x, *ins[1:]], rtypes)
+
+    def _gather(self, op: Operation, ins: list[Value], rw: ConversionPatternRewriter) -> bool:
+        """An activation's storage values gathered (its type kept), or a constant table quantized
+        to the result's type (per-axis only along the last axis, not the gathered one)."""
+        if "gather" not in self.s.int_forms:
+            raise NoInt8
+        table = self.s.weight_array(ins[0])
+        if table is None:
+            x = self.qin(rw, op.operands[0], ins[0])
+            return self.emit(op, rw, [x, ins[1]], [with_elem(op.results[0].type, elem(x.type))])
+        out_t = self.qout(op.results[0], per_axis=True)
+        rt, tt = op.results[0].type, ins[0].type
+        if not (isinstance(rt, RankedTensorType) and isinstance(tt, RankedTensorType)):
+            raise NoInt8
+        et = elem(out_t)
+        if is_per_axis(out_t):
+            axis = qparams(out_t)[2]
+            g = int(op.attr("axis")) % len(tt.shape)  # type: ignore[attr-defined]
+            if axis != len(rt.shape) - 1 or g == len(tt.shape) - 1:
+                raise NoInt8
+            et = UniformQuantizedPerAxisType(
+                8,
+                True,
+                f32,
+                list(et.scales),  # type: ignore[attr-defined]
+                list(et.zero_points),  # type: ignore[attr-defined]
+                len(tt.shape) - 1,
+                -128,
+                127,  # type: ignore[attr-defined]
+            )
+        w = self.s.cast(rw, ins[0], RankedTensorType(tt.shape, et))
+        return self.emit(op, rw, [w, ins[1]], [out_t])
 
     def _concat(self, op: Operation, ins: list[Value], rw: ConversionPatternRewriter) -> bool:
         """Per-tensor, inputs requantized to the result's type; when the 8-bit

@@ -31,12 +31,14 @@ def plan_per_axis(
     int8_op: Callable[[Operation], bool],
     float_op: Callable[[Operation], bool],
     const_matrix: Callable[[Value], bool],
+    channel_op: Callable[[Operation, str], bool] = lambda op, role: False,
 ) -> dict[Value, Type]:
     """The values that get per-channel quantized types: those with ``lamina.channel_th`` whose
     producer can produce and whose every user can consume per-channel scales along the axis
     (Add/Sub users only when their own result is per-channel), to a fixed point. ``int8_op``: the op
     lowers in INT8 mode; ``float_op``: it surely runs in float; ``const_matrix``: the value is a
-    constant 2-d float matrix."""
+    constant 2-d float matrix; ``channel_op(op, "out" | "in")``: the op's integer form produces /
+    reads (as its first operand) per-channel scales along the last axis."""
     # the pass package imports this module: read its attribute names once it is loaded
     from ..transforms.import_calibration import CHANNEL_AXIS_ATTR, CHANNEL_TH_ATTR
 
@@ -62,6 +64,8 @@ def plan_per_axis(
             ) or float_op(op)
         elif isinstance(op, _ADD_SUB):
             ok = (int8_op(op) and len(op.operands) <= 2) or float_op(op)
+        elif channel_op(op, "out"):
+            ok = axis == nd - 1
         else:
             ok = float_op(op)
         if not ok:
@@ -77,6 +81,8 @@ def plan_per_axis(
         if isinstance(u, top_nn.MatMulOp):
             if idx == 0 and int8_op(u) and const_matrix(u.operands[1]) and axis == nd - 1:
                 return True
+        elif idx == 0 and axis == nd - 1 and channel_op(u, "in"):
+            return True
         elif isinstance(u, _ADD_SUB) and int8_op(u):
             r = u.results[0]
             if r in cand and cand[r][0] == axis + len(r.type.shape) - nd:  # type: ignore[attr-defined]

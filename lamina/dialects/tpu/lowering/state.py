@@ -28,6 +28,56 @@ from ..quantize import quantize
 from .per_channel import plan_per_axis
 from .policy import FLOAT_TYPES, elem, plain, quant_type_for, with_elem
 
+#: the optional integer forms (``convert-top-to-tpu{int_forms=...}``): ``lut`` — elementwise
+#: activations as 256-entry tables; ``gather`` — Gather of int8 activations and of constant tables
+#: (embeddings); ``softmax``, ``layernorm``, ``attention`` — the integer Softmax, LayerNorm and
+#: fused attention (``docs/tpu.md``)
+INT_FORMS = ("lut", "gather", "softmax", "layernorm", "attention")
+#: the forms on by default (those that keep the accuracy of float-between-casts; see
+#: ``benchmarks/RESULTS.md``)
+DEFAULT_INT_FORMS = ("lut", "gather", "softmax")
+
+
+def parse_int_forms(spec: str) -> frozenset[str]:
+    """``default``, ``all``, ``none`` or a comma-separated list of :data:`INT_FORMS` (``+`` between
+    ``default`` and others adds them: ``default,layernorm``); ValueError naming a bad entry."""
+    out: set[str] = set()
+    for part in (p.strip().lower() for p in spec.replace("+", ",").split(",")):
+        if not part:
+            continue
+        if part == "default":
+            out |= set(DEFAULT_INT_FORMS)
+        elif part == "all":
+            out |= set(INT_FORMS)
+        elif part == "none":
+            continue
+        elif part in INT_FORMS:
+            out.add(part)
+        else:
+            raise ValueError(
+                f"unknown integer form '{part}' (expected default, all, none or a list of {', '.join(INT_FORMS)})"
+            )
+    return frozenset(out)
+
+
+def form_of(op: Operation) -> str | None:
+    """The optional integer form that lowers ``op`` (:data:`INT_FORMS`), None for the others."""
+    from lamina.dialects.top import extra as top_extra
+    from lamina.dialects.top import nn as top_nn
+    from lamina.dialects.top import tensor as top_tensor
+
+    if isinstance(op, top_extra.AttentionOp):
+        return "attention"
+    if isinstance(op, top_nn.SoftmaxOp):
+        return "softmax"
+    if isinstance(op, top_nn.LayerNormOp):
+        return "layernorm"
+    if isinstance(op, top_tensor.GatherOp):
+        return "gather"
+    if lutable(op):
+        return "lut"
+    return None
+
 
 def value_loc(v: Value) -> Location:
     """The location naming ``v``: its producer's (the result's own name for a multi-result op),
@@ -62,8 +112,10 @@ class Lowering:
         qtable: dict[str, str],
         capabilities: TargetCapabilities,
         resources: Any = None,
+        int_forms: frozenset[str] | None = None,
     ) -> None:
         self.mode = mode
+        self.int_forms = frozenset(DEFAULT_INT_FORMS) if int_forms is None else frozenset(int_forms)
         self.asymmetric = asymmetric
         self.qtable = qtable
         self.capabilities = capabilities
@@ -71,7 +123,9 @@ class Lowering:
         self.casts: dict[tuple[Value, Type], Value] = {}
         self.stats = {"int8": 0, "float": 0, "casts": 0, "per_channel": 0}
         self.per_axis: dict[Value, Type] = (
-            plan_per_axis(root, self._int8_op, self._float_op, self._const_matrix) if mode == "INT8" else {}
+            plan_per_axis(root, self._int8_op, self._float_op, self._const_matrix, self._channel_op)
+            if mode == "INT8"
+            else {}
         )
 
     # -- per-channel activations --
@@ -85,7 +139,30 @@ class Lowering:
         caps = self.capabilities
         if not caps.supports(op.name, "INT8"):
             return True
+        f = form_of(op)
+        if f is not None and f not in self.int_forms:
+            return True
         return caps.form(op.name, "INT8") == "lut" and not lutable(op)
+
+    def _channel_op(self, op: Operation, role: str) -> bool:
+        """Whether ``op``'s integer form carries per-channel scales along the last axis as a
+        producer (``role`` "out") or as the user of its first operand ("in"): the integer
+        LayerNorm (both) and the Gather of a constant table (producer)."""
+        from lamina.dialects.top import nn as top_nn
+        from lamina.dialects.top import tensor as top_tensor
+
+        if not self._int8_op(op) or not self.capabilities.supports(op.name, "INT8"):
+            return False
+        if isinstance(op, top_nn.LayerNormOp):
+            return "layernorm" in self.int_forms and all(not r.uses for r in op.results[1:])
+        if isinstance(op, top_tensor.GatherOp) and role == "out":
+            d = op.operands[0]
+            w = self.weight_array(d)
+            nd = len(getattr(d.type, "shape", ()))
+            return (
+                "gather" in self.int_forms and w is not None and int(op.attr("axis")) % max(nd, 1) != nd - 1
+            )  # type: ignore[attr-defined]
+        return False
 
     def _const_matrix(self, v: Value) -> bool:
         w = self.weight_array(v)

@@ -11,6 +11,9 @@
   value's producer and user run in different modes.
 * One conversion pattern per op family (:mod:`..families`), rooted on the ``top`` op classes it
   converts; every other op lowers in float mode.
+* Optional integer forms (``int-forms``: ``lut``, ``gather``, ``softmax``, ``layernorm``,
+  ``attention``; default ``lut,gather,softmax``) choose which ops with such a form use it in INT8
+  (the others run in F32).
 * Each op's mode: its entry in the qtable (by location name), else ``mode``. In INT8, an op is
   lowered to integer form when the target supports it (:mod:`..capabilities`; the reference
   target: :data:`~..capabilities.REFERENCE`), its family's form covers its attributes and its
@@ -41,7 +44,7 @@ from lamina.rewrite.conversion import ConversionTarget, apply_partial_conversion
 from ..capabilities import REFERENCE, TargetCapabilities
 from ..families.plumbing import CastOp, QuantCast
 from ..lowering.policy import MODES, make_type_converter, plain, quant_type_for
-from ..lowering.state import Lowering
+from ..lowering.state import INT_FORMS, Lowering, parse_int_forms
 from ..ops import lowering_roots
 
 # ---- the driver ----------------------------------------------------------------------------------
@@ -68,13 +71,17 @@ def convert_top_to_tpu(
     qtable: dict[str, str] | None = None,
     resources: Any = None,
     capabilities: TargetCapabilities = REFERENCE,
+    int_forms: str | frozenset[str] = "default",
 ) -> tuple[bool, dict[str, int]]:
     """Lower every function of ``module`` for a target of the given ``capabilities``; returns
-    (success, statistics)."""
+    (success, statistics). ``int_forms``: the optional integer forms used in INT8
+    (:data:`~..lowering.state.INT_FORMS`; a spec for :func:`~..lowering.state.parse_int_forms`
+    or a set)."""
     mode = mode.upper()
     if mode not in MODES:
         raise ValueError(f"unknown mode '{mode}' (expected one of {', '.join(MODES)})")
-    state = Lowering(module, mode, asymmetric, dict(qtable or {}), capabilities, resources)
+    forms = parse_int_forms(int_forms) if isinstance(int_forms, str) else frozenset(int_forms)
+    state = Lowering(module, mode, asymmetric, dict(qtable or {}), capabilities, resources, forms)
     tc = make_type_converter(mode, asymmetric)
 
     def mat(rw: Any, t: Type, inputs: list[Value], loc: Location) -> Value | None:
@@ -141,6 +148,11 @@ class ConvertTopToTpu(Pass):
     mode = Option(str, "INT8", "Quantization mode", choices=MODES)
     asymmetric = Option(bool, False, "Asymmetric INT8 (zero points) instead of symmetric")
     qtable = Option(str, "", "Quantize table (op_name MODE per line)")
+    int_forms = Option(
+        str,
+        "default",
+        "Optional integer forms in INT8: default, all, none or a list of " + ",".join(INT_FORMS),
+    )
 
     #: The qtable as entries (op name → mode), set on the instance by a caller that holds it in
     #: memory; used instead of reading ``qtable`` when set.
@@ -177,8 +189,14 @@ class ConvertTopToTpu(Pass):
                 return
             for w in check_qtable(table, op, self.qtable):
                 emit_table_diagnostic(op, w, "warning")
+        try:
+            forms = parse_int_forms(self.int_forms)
+        except ValueError as e:
+            op.emit_error(f"convert-top-to-tpu: {e}")
+            self.signal_failure()
+            return
         mgr = self.context.resources if self.context is not None else None
-        ok, stats = convert_top_to_tpu(op, self.mode, self.asymmetric, table, mgr, self.capabilities)
+        ok, stats = convert_top_to_tpu(op, self.mode, self.asymmetric, table, mgr, self.capabilities, forms)
         if not ok:
             self.signal_failure()
             return

@@ -1,0 +1,347 @@
+"""The optional integer forms of the INT8 lowering (``convert-top-to-tpu{int-forms=...}``): the
+integer Softmax and LayerNorm contracts (``lamina.dialects.tpu.quantize``) against a float reference
+and against a second implementation in Python integers written from ``docs/tpu.md``; Gather of a
+constant table against the float Gather followed by its cast; the option's parsing; the lowering
+choosing each form only when enabled."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import lamina.dialects  # noqa: F401  (registers the dialects)
+from lamina.dialects.tpu.families.normalize import layer_norm_constants
+from lamina.dialects.tpu.lowering.state import DEFAULT_INT_FORMS, INT_FORMS, parse_int_forms
+from lamina.dialects.tpu.quantize import int_layer_norm, int_softmax, softmax_exp_table
+from lamina.dialects.tpu.transforms import convert_top_to_tpu
+from lamina.execution import Interpreter
+from lamina.ir.context import Context
+from lamina.ir.parser import parse_module
+
+# ---- Softmax ------------------------------------------------------------------------------------
+
+
+def _softmax_py(row: list[int], s_in: float, s_out: float, zp_out: int, lo: int, hi: int) -> list[int]:
+    """docs/tpu.md's integer Softmax, one row, Python integers."""
+    table = [math.floor(math.exp(-s_in * d) * 2**15 + 0.5) for d in range(256)]
+    a = math.floor(2**16 / s_out + 0.5)
+    m = max(row)
+    e = [table[m - v] for v in row]
+    den = sum(e) * 2**16
+    return [min(hi, max(lo, zp_out + (2 * x * a + den) // (2 * den))) for x in e]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    seed=st.integers(0, 2**31 - 1),
+    s_in=st.floats(0.005, 0.5),
+    n=st.integers(1, 70),
+    signed=st.booleans(),
+    out_u8=st.booleans(),
+)
+def test_int_softmax_matches_python_ints_and_float(
+    seed: int, s_in: float, n: int, signed: bool, out_u8: bool
+) -> None:
+    rng = np.random.default_rng(seed)
+    lo_in = -128 if signed else 0
+    q = rng.integers(lo_in, lo_in + 256, size=(3, n))
+    # output: uint8 scale 1/255 zp 0, or int8 scale 1/256 zp -128 (TFLite's)
+    s_out, zp_out, lo, hi = (1 / 255, 0, 0, 255) if out_u8 else (1 / 256, -128, -128, 127)
+    table = softmax_exp_table(s_in)
+    factor = math.floor(2**16 / s_out + 0.5)
+    y = int_softmax(q, 1, table, factor, zp_out, lo, hi)
+    for r in range(3):
+        assert y[r].tolist() == _softmax_py(q[r].tolist(), s_in, s_out, zp_out, lo, hi)
+    # the float reference: softmax of the dequantized input, quantized; within 1 step
+    x = q * s_in
+    p = np.exp(x - x.max(axis=1, keepdims=True))
+    p /= p.sum(axis=1, keepdims=True)
+    ref = np.clip(np.floor(p / s_out + 0.5) + zp_out, lo, hi)
+    assert np.max(np.abs(y - ref)) <= 1
+
+
+# ---- LayerNorm ----------------------------------------------------------------------------------
+
+
+def _rdiv(a: int, b: int) -> int:
+    q = (abs(a) + b // 2) // b
+    return q if a >= 0 else -q
+
+
+def _layer_norm_py(
+    row: list[int], zp_in: int, c: dict[str, np.ndarray], zp_out: int, lo: int, hi: int
+) -> list[int]:
+    """docs/tpu.md's integer LayerNorm, one row, Python integers."""
+    w = [int(v) for v in c["in_weight"]]
+    eps = int(c["eps_q"][0])
+    x = [_rdiv((v - zp_in) * wi, 2**16) for v, wi in zip(row, w)]
+    n = len(x)
+    mu = _rdiv(sum(x), n)
+    d = [v - mu for v in x]
+    v = max(1, sum(t * t for t in d) + eps)
+    h = max(0, -(-(v.bit_length() - 30) // 2))
+    vr = max(1, _rdiv(v, 4**h))
+    r = math.isqrt(2**62 // vr)
+    out = []
+    for ch, dc in enumerate(d):
+        z = _rdiv(dc * r, 2 ** (11 + h))
+        acc = z * int(c["multiplier"][ch]) + int(c["bias_q"][ch])
+        out.append(min(hi, max(lo, zp_out + _rdiv(acc, 2 ** int(c["shift"][ch])))))
+    return out
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    seed=st.integers(0, 2**31 - 1),
+    n=st.integers(2, 96),
+    per_channel=st.booleans(),
+    asym=st.booleans(),
+    eps=st.sampled_from([1e-12, 1e-5, 1e-3]),
+)
+def test_int_layer_norm_matches_python_ints_and_float(
+    seed: int, n: int, per_channel: bool, asym: bool, eps: float
+) -> None:
+    rng = np.random.default_rng(seed)
+    rows = 4
+    if per_channel:  # outlier channels: scales up to 200x apart, zero point 0
+        s_in = 0.01 * np.exp(rng.uniform(0, math.log(200), n))
+        zp_in = 0
+    else:
+        s_in = np.full(n, rng.uniform(0.005, 0.2))
+        zp_in = int(rng.integers(-40, 40)) if asym else 0
+    q = np.clip(rng.normal(0, 40, size=(rows, n)).round() + zp_in, -128, 127).astype(np.int64)
+    gamma = rng.normal(1.0, 0.5, n)
+    beta = rng.normal(0.0, 0.5, n)
+    x = (q - zp_in) * s_in
+    mu = x.mean(axis=1, keepdims=True)
+    var = ((x - mu) ** 2).mean(axis=1, keepdims=True)
+    yf = (x - mu) / np.sqrt(var + eps) * gamma + beta
+    th = np.abs(yf).max(axis=0) + 1e-3 if per_channel else np.full(n, np.abs(yf).max() + 1e-3)
+    s_out = th / 127.0
+    c = layer_norm_constants(s_in, eps, gamma, beta, s_out)
+    assert c is not None
+    y = int_layer_norm(
+        q, zp_in, c["in_weight"], int(c["eps_q"][0]), c["multiplier"], c["shift"], c["bias_q"], 0, -128, 127
+    )
+    for r in range(rows):
+        assert y[r].tolist() == _layer_norm_py(q[r].tolist(), zp_in, c, 0, -128, 127)
+    ref = np.clip(np.sign(yf / s_out) * np.floor(np.abs(yf / s_out) + 0.5), -128, 127)
+    # the error bound: one output step (the reference itself rounds; the integer path's error is
+    # ~2**-16 of the normalized value, the reciprocal square root's precision)
+    assert np.max(np.abs(y - ref)) <= 1
+
+
+def test_layer_norm_constants_refuse_what_does_not_fit() -> None:
+    g = np.ones(8)
+    assert layer_norm_constants(np.full(8, 0.1), 1e-5, g, g, np.full(8, 0.1)) is not None
+    spread = np.array([1e-6] + [1.0] * 7)  # scales 10**6 apart: no common grid within 2**24
+    assert layer_norm_constants(spread, 1e-5, g, g, np.full(8, 0.1)) is None
+    big = np.ones(5000)
+    assert layer_norm_constants(np.full(5000, 0.1), 1e-5, big, big, np.full(5000, 0.1)) is None
+
+
+# ---- the option -----------------------------------------------------------------------------------
+
+
+def test_parse_int_forms() -> None:
+    assert parse_int_forms("default") == frozenset(DEFAULT_INT_FORMS)
+    assert parse_int_forms("all") == frozenset(INT_FORMS)
+    assert parse_int_forms("none") == frozenset()
+    assert parse_int_forms("lut,softmax") == {"lut", "softmax"}
+    assert parse_int_forms("default+layernorm") == {*DEFAULT_INT_FORMS, "layernorm"}
+    with pytest.raises(ValueError, match="unknown integer form 'gelu'"):
+        parse_int_forms("lut,gelu")
+
+
+# ---- lowering -------------------------------------------------------------------------------------
+
+CAL = "!quant.calibrated<f32<{lo}:{hi}>>"
+
+
+def _t(shape: str, lo: float, hi: float) -> str:
+    return f"tensor<{shape}x" + CAL.format(lo=lo, hi=hi) + ">"
+
+
+def _module(body: str, args: str, ret: str, ret_t: str) -> object:
+    text = f"func.func @main({args}) -> {ret_t} {{\n{body}\n  return {ret} : {ret_t}\n}}\n"
+    m = parse_module(text, Context())
+    assert m is not None
+    return m
+
+
+def _softmax_ln_model() -> tuple[object, np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(0)
+    g = rng.normal(1, 0.3, 16).astype(np.float32)
+    b = rng.normal(0, 0.3, 16).astype(np.float32)
+    a = _t("2x16", -4.0, 4.0)
+    body = f"""
+  %in = "top.Input"(%x) : ({a}) -> {a} loc("x")
+  %s = "top.Softmax"(%in) <{{axis = 1 : i64}}> : ({a}) -> {_t("2x16", 0.0, 1.0)} loc("sm")
+  %g = "top.Weight"() <{{value = dense<{g.tolist()}> : tensor<16xf32>}}> : () -> tensor<16xf32>
+  %b = "top.Weight"() <{{value = dense<{b.tolist()}> : tensor<16xf32>}}> : () -> tensor<16xf32>
+  %n, %mean, %rstd = "top.LayerNorm"(%in, %g, %b) <{{axis = -1 : i64, epsilon = 1.0e-05 : f64}}> : ({a}, tensor<16xf32>, tensor<16xf32>) -> ({_t("2x16", -6.0, 6.0)}, none, none) loc("ln")
+  %o = "top.Add"(%n, %s) : ({_t("2x16", -6.0, 6.0)}, {_t("2x16", 0.0, 1.0)}) -> {_t("2x16", -7.0, 7.0)} loc("add")"""
+    return _module(body, f"%x: {a}", "%o", _t("2x16", -7.0, 7.0)), g, b
+
+
+def _names(m: object) -> dict[str, str]:
+    """tpu op name → 'int' or 'float' (by its first operand's type)."""
+    out = {}
+    for op in m.walk_ops():  # type: ignore[attr-defined]
+        if op.name in ("tpu.Softmax", "tpu.LayerNorm", "tpu.Gather", "tpu.Lut", "tpu.Sigmoid"):
+            out[op.name] = "int" if "quant.uniform" in str(op.operands[0].type) else "float"
+    return out
+
+
+@pytest.mark.parametrize(
+    "forms, want",
+    [
+        ("none", {"tpu.Softmax": "float", "tpu.LayerNorm": "float"}),
+        ("default", {"tpu.Softmax": "int", "tpu.LayerNorm": "float"}),
+        ("layernorm", {"tpu.Softmax": "float", "tpu.LayerNorm": "int"}),
+        ("all", {"tpu.Softmax": "int", "tpu.LayerNorm": "int"}),
+    ],
+)
+def test_the_lowering_chooses_the_enabled_forms(forms: str, want: dict[str, str]) -> None:
+    m, _, _ = _softmax_ln_model()
+    assert convert_top_to_tpu(m, "INT8", int_forms=forms)[0]  # type: ignore[arg-type]
+    assert _names(m) == want
+
+
+def test_integer_softmax_and_layer_norm_execute_close_to_float() -> None:
+    x = np.random.default_rng(1).uniform(-4, 4, (2, 16)).astype(np.float32)
+    outs = {}
+    for forms in ("none", "all"):
+        m, _, _ = _softmax_ln_model()
+        assert convert_top_to_tpu(m, "INT8", int_forms=forms)[0]  # type: ignore[arg-type]
+        outs[forms] = np.asarray(next(iter(Interpreter(m).run([x]).values())), np.float64)  # type: ignore[arg-type]
+    # the result's step is 14/255: the integer forms stay within two steps of float-between-casts
+    assert np.max(np.abs(outs["all"] - outs["none"])) <= 2 * 14 / 255 + 1e-6
+
+
+def test_gather_of_a_constant_table_is_the_float_gather_and_its_cast() -> None:
+    rng = np.random.default_rng(2)
+    table = rng.normal(0, 1, (10, 6)).astype(np.float32)
+    body = f"""
+  %ids = "top.Input"(%i) : (tensor<2x3xi64>) -> tensor<2x3xi64> loc("ids")
+  %w = "top.Weight"() <{{value = dense<{table.tolist()}> : tensor<10x6xf32>}}> : () -> tensor<10x6xf32>
+  %e = "top.Gather"(%w, %ids) <{{axis = 0 : i64}}> : (tensor<10x6xf32>, tensor<2x3xi64>) -> {_t("2x3x6", -2.5, 2.5)} loc("emb")
+  %s = "top.Sigmoid"(%e) : ({_t("2x3x6", -2.5, 2.5)}) -> {_t("2x3x6", 0.0, 1.0)} loc("sig")"""
+    ids = np.array([[0, 9, 3], [4, -1, 9]], np.int64)
+    outs = {}
+    for forms in ("lut", "lut,gather"):
+        m = _module(body, "%i: tensor<2x3xi64>", "%s", _t("2x3x6", 0.0, 1.0))
+        assert convert_top_to_tpu(m, "INT8", int_forms=forms)[0]  # type: ignore[arg-type]
+        assert _names(m)["tpu.Gather"] == ("int" if "gather" in forms else "float")
+        outs[forms] = next(iter(Interpreter(m).run([ids]).values()))  # type: ignore[arg-type]
+        casts = sum(op.name == "tpu.Cast" for op in m.walk_ops())  # type: ignore[attr-defined]
+        assert casts == (1 if "gather" in forms else 2)  # the Gather result's cast is gone
+    np.testing.assert_array_equal(outs["lut"], outs["lut,gather"])
+
+
+# ---- Attention ------------------------------------------------------------------------------------
+
+
+def _attention_py(q, k, v, mask, zps, qk, mf, a, zp_out):  # type: ignore[no-untyped-def]
+    """docs/tpu.md's integer Attention for one (batch, head): lists of rows, Python integers."""
+    hi_t = [math.floor(2**15 * math.exp(-128 * i / 1024) + 0.5) for i in range(128)]
+    lo_t = [math.floor(2**15 * math.exp(-j / 1024) + 0.5) for j in range(128)]
+    zq, zk, zv, zm = zps
+    out = []
+    for i, qr in enumerate(q):
+        logits = []
+        for j, kr in enumerate(k):
+            acc = sum((x - zq) * (y - zk) for x, y in zip(qr, kr))
+            lg = _rdiv(acc * qk[0], 2 ** qk[1])
+            if mask is not None:
+                lg += _rdiv((mask[i][j] - zm) * mf[0], 2 ** mf[1])
+            logits.append(lg)
+        mx = max(logits)
+        e = []
+        for lg in logits:
+            d = mx - lg
+            e.append(_rdiv(hi_t[d >> 7] * lo_t[d & 127], 2**15) if d < 2**14 else 0)
+        den = sum(e) * 2**16
+        row = []
+        for c in range(len(v[0])):
+            num = sum(ej * (v[j][c] - zv) for j, ej in enumerate(e))
+            row.append(min(127, max(-128, zp_out + _rdiv(num * a, den))))
+        out.append(row)
+    return out
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    seed=st.integers(0, 2**31 - 1),
+    sq=st.integers(1, 9),
+    sk=st.integers(1, 12),
+    d=st.integers(1, 16),
+    masked=st.booleans(),
+)
+def test_int_attention_matches_python_ints_and_float(
+    seed: int, sq: int, sk: int, d: int, masked: bool
+) -> None:
+    from lamina.dialects.tpu.quantize import int_attention, quantize_multiplier
+
+    rng = np.random.default_rng(seed)
+    s_q, s_k, s_v = (float(x) for x in rng.uniform(0.01, 0.08, 3))
+    s_m = 10000.0 / 127
+    zq, zk, zv = (int(x) for x in rng.integers(-20, 20, 3))
+    q = rng.integers(-128, 128, (1, 2, sq, d))
+    k = rng.integers(-128, 128, (1, 2, sk, d))
+    v = rng.integers(-128, 128, (1, 2, sk, d))
+    mask = None
+    if masked:  # an additive padding mask: 0 or -10000 (quantized -127), the first key always kept
+        keep = rng.random(sk) < 0.7
+        keep[0] = True
+        mask = np.where(keep, 0, -127).reshape(1, 1, 1, sk)
+    alpha = 1 / math.sqrt(d)
+    m, rs = quantize_multiplier(alpha * s_q * s_k * 1024)
+    qk = (m, 31 + rs)
+    mm, mrs = quantize_multiplier(s_m * 1024)
+    mf = (mm, 31 + mrs)
+    s_out = 0.02
+    a = math.floor(s_v / s_out * 2**16 + 0.5)
+    y = int_attention(q, k, v, mask, (zq, zk, zv, 0), qk, mf, a, 0, -128, 127)
+    for h in range(2):
+        mk = None if mask is None else np.broadcast_to(mask[0, 0], (sq, sk)).tolist()
+        want = _attention_py(
+            q[0, h].tolist(), k[0, h].tolist(), v[0, h].tolist(), mk, (zq, zk, zv, 0), qk, mf, a, 0
+        )
+        assert y[0, h].tolist() == want
+    # the float reference: softmax attention of the dequantized inputs, quantized; within one step
+    qf, kf, vf = (q - zq) * s_q, (k - zk) * s_k, (v - zv) * s_v
+    lg = qf @ np.swapaxes(kf, -1, -2) * alpha
+    if mask is not None:
+        lg = lg + mask * s_m
+    p = np.exp(lg - lg.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    ref = np.clip(np.floor(p @ vf / s_out + 0.5), -128, 127)
+    assert np.max(np.abs(y - ref)) <= 1
+
+
+def test_attention_lowers_to_its_integer_form_when_enabled() -> None:
+    q_t, m_t, o_t = _t("1x2x4x8", -3.0, 3.0), _t("1x1x1x4", -10000.0, 0.0), _t("1x2x4x8", -3.0, 3.0)
+    body = f"""
+  %qi = "top.Input"(%q) : ({q_t}) -> {q_t} loc("q")
+  %ki = "top.Input"(%k) : ({q_t}) -> {q_t} loc("k")
+  %vi = "top.Input"(%v) : ({q_t}) -> {q_t} loc("v")
+  %mi = "top.Input"(%m) : ({m_t}) -> {m_t} loc("m")
+  %n = "top.None"() : () -> none
+  %o:4 = "top.Attention"(%qi, %ki, %vi, %mi, %n, %n, %n) <{{scale = 0.35355339 : f64}}> : ({q_t}, {q_t}, {q_t}, {m_t}, none, none, none) -> ({o_t}, none, none, none) loc("att")"""
+    rng = np.random.default_rng(3)
+    ins = [rng.uniform(-3, 3, (1, 2, 4, 8)).astype(np.float32) for _ in range(3)]
+    ins.append(np.array([0, 0, -10000, 0], np.float32).reshape(1, 1, 1, 4))
+    outs = {}
+    for forms in ("default", "default,attention"):
+        m = _module(body, f"%q: {q_t}, %k: {q_t}, %v: {q_t}, %m: {m_t}", "%o#0", o_t)
+        assert convert_top_to_tpu(m, "INT8", int_forms=forms)[0]  # type: ignore[arg-type]
+        att = next(op for op in m.walk_ops() if op.name == "tpu.Attention")  # type: ignore[attr-defined]
+        assert ("quant.uniform" in str(att.operands[0].type)) == ("attention" in forms)
+        outs[forms] = next(iter(Interpreter(m).run(ins).values()))  # type: ignore[arg-type]
+    # within two output steps (6/255) of float attention between casts
+    assert np.max(np.abs(outs["default"] - outs["default,attention"])) <= 2 * 6 / 255 + 1e-6
