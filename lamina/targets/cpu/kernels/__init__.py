@@ -34,6 +34,16 @@ __all__ = [
 
 # The templates: the generic ones, then the fast ones (one import line each, anywhere in this
 # file: the registry takes the TEMPLATES of every imported module of this package).
-from . import generic, generic_conv, generic_norm, generic_ref  # noqa: F401
+from . import (  # noqa: F401
+    conv_f32,  # (the register-tiled float conv, depthwise and matmul)
+    gemm_int8,
+    generic,
+    generic_conv,
+    generic_norm,
+    generic_ref,
+)
+
+for _t in conv_f32.f32_templates():
+    register(_t)
 
 registry._sync()  # the templates imported so far (later imports register on the next lookup)
