@@ -83,13 +83,14 @@ def exact_ops(block: Block) -> set[int]:
 
     tainted: set[int] = set()
     exact: set[int] = set()
+
+    def float_gemm(o: Operation) -> bool:
+        t = o.results[0].type if o.results else None
+        return o.name in FLOAT_GEMMS and isinstance(getattr(t, "element_type", None), FloatType)
+
     for op in block.ops:
-        gemm = any(
-            o.name in FLOAT_GEMMS
-            and o.results
-            and isinstance(getattr(o.results[0].type, "element_type", None), FloatType)
-            for o in op.walk_ops()
-        )
+        nested: list[Operation] = list(op.walk_ops())
+        gemm = any(float_gemm(o) for o in nested)
         if gemm or any(id(v) in tainted for v in op.operands):
             tainted.update(id(r) for r in op.results)
         else:
