@@ -68,7 +68,7 @@ def compile_module(module: Any, options: CompileOptions, spec: CpuSpec | None = 
     work, plans, stats = lower_to_kernels(module, spec, exact=options.mode == "INT8")
     func = _main(work)
     t1 = time.perf_counter()
-    program = generate(func, spec.isa, plans)
+    program = generate(func, spec.isa, plans, spec.triple)
     t2 = time.perf_counter()
     obj, linked = compile_ir(program.modules, spec)
     t3 = time.perf_counter()
