@@ -608,7 +608,8 @@ def deploy(
         save_npz(out_npz, outs)
     res.outputs_npz, res.outputs = out_npz, outs
     if res.compiled is not None:
-        _check_compiled(o, res, inputs, outs, sig.output_names, say)
+        cosine = target.float_cosine(o.quantize) if target is not None else FLOAT_TARGET_COSINE
+        _check_compiled(o, res, inputs, outs, sig.output_names, say, cosine)
     if ref is None:
         return res
     tol = o.effective_tolerance
@@ -690,10 +691,13 @@ def _check_compiled(
     tpu_outs: Mapping[str, np.ndarray],
     output_names: list[str],
     say: Callable[[str], None],
+    cosine: float = FLOAT_TARGET_COSINE,
 ) -> None:
     """Run the compiled model on the test inputs and check its outputs against the interpreter's:
     equal bit for bit in INT8 (the ``tpu`` contract) where no float GEMM feeds the output
-    (:func:`exact_outputs`), within :data:`FLOAT_TARGET_COSINE` otherwise. Failures are named in
+    (:func:`exact_outputs`), within ``cosine`` otherwise (the target's
+    :meth:`~lamina.targets.base.Target.float_cosine`: :data:`FLOAT_TARGET_COSINE` but for the CPU's
+    F16/BF16). Failures are named in
     :attr:`DeployResult.target_check`; the outputs checked bit for bit in
     :attr:`DeployResult.exact_outputs`."""
     from lamina.compare import cosine_similarity
@@ -733,10 +737,8 @@ def _check_compiled(
             equal = equal and _bit_equal(a, b)
             c = float(cosine_similarity(a, b))
             worst = min(worst, c)
-            if not c >= FLOAT_TARGET_COSINE:
-                problems.append(
-                    f"output '{name}': cosine {c:.6f} to the interpreter's (< {FLOAT_TARGET_COSINE})"
-                )
+            if not c >= cosine:
+                problems.append(f"output '{name}': cosine {c:.6f} to the interpreter's (< {cosine})")
     res.target_check = problems
     floats = [n for n in output_names if n not in exact_names]
     if not floats or equal:

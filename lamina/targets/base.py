@@ -37,6 +37,7 @@ from .container import Model, TensorDesc, read_model
 from .profile import CommandRecord, write_profile
 
 __all__ = [
+    "FLOAT_COSINE",
     "TARGET_PACKAGES",
     "CompileOptions",
     "CompileResult",
@@ -47,6 +48,10 @@ __all__ = [
     "load_model_file",
     "processors",
 ]
+
+#: The least cosine between a compiled model's float outputs and the ``tpu`` interpreter's
+#: (:meth:`Target.float_cosine`'s default).
+FLOAT_COSINE = 0.99999
 
 #: container target kind → the package implementing it
 TARGET_PACKAGES: dict[str, str] = {
@@ -97,6 +102,12 @@ class Target(ABC):
     def modes(self) -> tuple[str, ...]:
         """The quantization modes a whole model may be deployed in for this target."""
         return ("F32", "F16", "BF16", "INT8")
+
+    def float_cosine(self, mode: str) -> float:
+        """The least cosine ``model_deploy`` accepts between a compiled model's outputs that are not
+        checked bit for bit and the interpreter's, for a model deployed in ``mode``
+        (:data:`FLOAT_COSINE` unless the target says otherwise)."""
+        return FLOAT_COSINE
 
     @abstractmethod
     def compile(self, module: Any, options: CompileOptions) -> CompileResult:

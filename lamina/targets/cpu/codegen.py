@@ -36,7 +36,8 @@ from .lowering import ALIGN, Plans, np_dtype
 
 __all__ = ["KernelInfo", "Program", "generate"]
 
-FUTEX = 202  # x86-64 Linux syscall number
+#: the futex syscall's number by architecture (Linux); elsewhere the barrier sleeps with sched_yield
+FUTEX_SYSCALL = {"x86_64": 202, "aarch64": 98, "riscv64": 98}
 FUTEX_WAIT_PRIVATE, FUTEX_WAKE_PRIVATE = 128, 129
 SPIN = 4000
 
@@ -137,8 +138,9 @@ def _resolve(kernel: KernelOp, op: Operation, spec: tuple[str, Any], plan: Any) 
     raise ValueError(f"unknown buffer kind {kind!r}")
 
 
-def generate(func: Operation, isa: Isa, plans: Plans) -> Program:
-    """Emit the kernels of a converted, arena-assigned function and its entry points."""
+def generate(func: Operation, isa: Isa, plans: Plans, triple: str = "x86_64-unknown-linux-gnu") -> Program:
+    """Emit the kernels of a converted, arena-assigned function and its entry points for ``triple``
+    (the barrier's futex call and spin hint depend on it)."""
     block = func.regions[0].blocks[0]
     kernels = [o for o in block.ops if isinstance(o, KernelOp)]
     ret = block.last_op
@@ -251,8 +253,8 @@ def generate(func: Operation, isa: Isa, plans: Plans) -> Program:
             reference[idx] = k
     _barriers(infos, kernels)
     scratch_base = (arena + ALIGN - 1) // ALIGN * ALIGN
-    modules.append(_entry_module(infos, scratch_base, profile=False))
-    modules.append(_entry_module(infos, scratch_base, profile=True, define_globals=False))
+    modules.append(_entry_module(infos, scratch_base, profile=False, triple=triple))
+    modules.append(_entry_module(infos, scratch_base, profile=True, define_globals=False, triple=triple))
     return Program(infos, weights.data(), scratch_base, scratch, modules, reference)
 
 
@@ -328,14 +330,18 @@ def _value_buffers(info: KernelInfo, k: KernelOp, outputs: bool) -> list[tuple[s
 
 
 def _entry_module(
-    infos: list[KernelInfo], scratch_base: int, profile: bool, define_globals: bool = True
+    infos: list[KernelInfo],
+    scratch_base: int,
+    profile: bool,
+    define_globals: bool = True,
+    triple: str = "x86_64-unknown-linux-gnu",
 ) -> str:
     m = ir.Module("model_prof" if profile else "model")
     kty = ir.FunctionType(VOID, [I8P.as_pointer(), I64, I64])
     args = [I8P, I8P, I8P.as_pointer(), I64, I64] + ([I64.as_pointer()] if profile else [])
     fn = ir.Function(m, ir.FunctionType(VOID, args), "model_run_prof" if profile else "model_run")
     arena, weights, io, tid, nthreads = fn.args[:5]
-    barrier = _barrier_function(m, define_globals)
+    barrier = _barrier_function(m, define_globals, triple)
     host = ir.GlobalVariable(m, HOST_TYPE.as_pointer(), HOST_CALLBACK)
     if define_globals:
         host.initializer = ir.Constant(HOST_TYPE.as_pointer(), None)
@@ -384,7 +390,7 @@ def _entry_module(
     return str(m)
 
 
-def _barrier_function(m: ir.Module, define: bool) -> ir.Function:
+def _barrier_function(m: ir.Module, define: bool, triple: str = "x86_64-unknown-linux-gnu") -> ir.Function:
     """``void @lamina_barrier(i64 nthreads)``: count arrivals; the last one resets the count, bumps
     the generation and wakes the sleepers; the others spin ``SPIN`` times, then ``futex``-wait on the
     generation."""
@@ -399,7 +405,10 @@ def _barrier_function(m: ir.Module, define: bool) -> ir.Function:
     count.initializer = ir.Constant(I32, 0)
     gen.initializer = ir.Constant(I32, 0)
     count.align = gen.align = 64
+    arch = triple.split("-", 1)[0]
+    futex = FUTEX_SYSCALL.get(arch) if "linux" in triple else None
     syscall = ir.Function(m, ir.FunctionType(I64, [I64], var_arg=True), "syscall")
+    sched_yield = ir.Function(m, ir.FunctionType(I32, []), "sched_yield")
     (n,) = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     one = b.icmp_signed("<=", n, const(1))
@@ -419,7 +428,8 @@ def _barrier_function(m: ir.Module, define: bool) -> ir.Function:
     b.store_atomic(ir.Constant(I32, 0), count, "release", 4)
     b.atomic_rmw("add", gen, ir.Constant(I32, 1), "acq_rel")
     genp = b.bitcast(gen, I8P)
-    b.call(syscall, [const(FUTEX), genp, const(FUTEX_WAKE_PRIVATE), ir.Constant(I32, 0x7FFFFFFF)])
+    if futex is not None:
+        b.call(syscall, [const(futex), genp, const(FUTEX_WAKE_PRIVATE), ir.Constant(I32, 0x7FFFFFFF)])
     b.ret_void()
     # spin, then sleep
     b.position_at_end(wait)
@@ -436,8 +446,8 @@ def _barrier_function(m: ir.Module, define: bool) -> ir.Function:
     spin_more = fn.append_basic_block("spin_more")
     b.cbranch(changed, done, spin_more)
     b.position_at_end(spin_more)
-    pause = ir.Function(m, ir.FunctionType(VOID, []), "llvm.x86.sse2.pause")
-    b.call(pause, [])
+    if arch in ("x86_64", "i686", "i386"):
+        b.call(ir.Function(m, ir.FunctionType(VOID, []), "llvm.x86.sse2.pause"), [])
     nxt = b.add(i, const(1))
     i.add_incoming(nxt, spin_more)
     b.cbranch(b.icmp_signed("<", nxt, const(SPIN)), spin, sleep)
@@ -447,9 +457,13 @@ def _barrier_function(m: ir.Module, define: bool) -> ir.Function:
     do_wait = fn.append_basic_block("futex_wait")
     b.cbranch(changed2, done, do_wait)
     b.position_at_end(do_wait)
-    b.call(
-        syscall, [const(FUTEX), b.bitcast(gen, I8P), const(FUTEX_WAIT_PRIVATE), g0, ir.Constant(I8P, None)]
-    )
+    if futex is not None:  # sleep until the generation changes (or the kernel says it did)
+        b.call(
+            syscall,
+            [const(futex), b.bitcast(gen, I8P), const(FUTEX_WAIT_PRIVATE), g0, ir.Constant(I8P, None)],
+        )
+    else:
+        b.call(sched_yield, [])
     b.branch(sleep)
     b.position_at_end(done)
     b.ret_void()

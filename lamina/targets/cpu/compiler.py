@@ -45,13 +45,16 @@ def _main(module: Any) -> Operation:
     return find_main(module)
 
 
-def lower_to_kernels(module: Any, spec: CpuSpec) -> tuple[Any, dict[str, Any], dict[str, int]]:
+def lower_to_kernels(
+    module: Any, spec: CpuSpec, exact: bool = False
+) -> tuple[Any, dict[str, Any], dict[str, int]]:
     """A clone of the ``tpu`` module at the kernel level (converted, arena assigned), the plans by
-    symbol, and the conversion's counts."""
+    symbol, and the conversion's counts. ``exact``: an INT8 model (its ops no float GEMM feeds
+    computed bit for bit)."""
     work = module.clone()
     func = _main(work)
     plans: dict[str, Any] = {}
-    stats = convert_function(func, spec.isa, plans)
+    stats = convert_function(func, spec.isa, plans, exact=exact)
     assign_arena(func)
     return work, plans, stats
 
@@ -62,10 +65,10 @@ def compile_module(module: Any, options: CompileOptions, spec: CpuSpec | None = 
 
     spec = spec or host_spec()
     t0 = time.perf_counter()
-    work, plans, stats = lower_to_kernels(module, spec)
+    work, plans, stats = lower_to_kernels(module, spec, exact=options.mode == "INT8")
     func = _main(work)
     t1 = time.perf_counter()
-    program = generate(func, spec.isa, plans)
+    program = generate(func, spec.isa, plans, spec.triple)
     t2 = time.perf_counter()
     obj, linked = compile_ir(program.modules, spec)
     t3 = time.perf_counter()

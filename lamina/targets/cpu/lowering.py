@@ -71,13 +71,52 @@ def _tensor(v: Value) -> bool:
 Plans = dict[str, Choice]
 
 
-def convert_function(func: Operation, isa: Isa, plans: Plans | None = None) -> dict[str, int]:
-    """Wrap every op of ``func``'s body in a ``cpu.kernel`` (see the module docstring). Returns counts
-    (kernels, fused ops, aliases, reference kernels)."""
+#: ``tpu`` ops whose float forms are GEMMs — what an INT8 model's outputs may differ by (the same
+#: list as :data:`lamina.flows.deploy.FLOAT_GEMMS`, which the deploy check reads)
+FLOAT_GEMMS = frozenset({"tpu.Conv", "tpu.Deconv", "tpu.MatMul", "tpu.Gemm", "tpu.Attention", "tpu.Einsum"})
+
+
+def exact_ops(block: Block) -> set[int]:
+    """The ops of an INT8 model that must compute bit for bit as ``execute``: those no float GEMM
+    feeds (what the deploy flow checks bit for bit downstream of them)."""
+    from lamina.ir.types import FloatType
+
+    tainted: set[int] = set()
+    exact: set[int] = set()
+
+    def float_gemm(o: Operation) -> bool:
+        t = o.results[0].type if o.results else None
+        return o.name in FLOAT_GEMMS and isinstance(getattr(t, "element_type", None), FloatType)
+
+    for op in block.ops:
+        nested: list[Operation] = list(op.walk_ops())
+        gemm = any(float_gemm(o) for o in nested)
+        if gemm or any(id(v) in tainted for v in op.operands):
+            tainted.update(id(r) for r in op.results)
+        else:
+            exact.add(id(op))
+    return exact
+
+
+def is_exact(template: Any, op: Operation) -> bool:
+    """Whether ``template`` computes ``op`` bit for bit as its ``execute`` (a template says so with
+    ``exact_for(op)`` or an ``exact`` attribute; default: exact)."""
+    f = getattr(template, "exact_for", None)
+    return bool(f(op)) if f is not None else bool(getattr(template, "exact", True))
+
+
+def convert_function(
+    func: Operation, isa: Isa, plans: Plans | None = None, exact: bool = False
+) -> dict[str, int]:
+    """Wrap every op of ``func``'s body in a ``cpu.kernel`` (see the module docstring). With
+    ``exact`` (an INT8 model), an op no float GEMM feeds gets a template computing it bit for bit
+    (the reference executor where the best template's float arithmetic differs from numpy's).
+    Returns counts (kernels, fused ops, aliases, reference kernels)."""
     plans = {} if plans is None else plans
     block = _main_block(func)
     ret = block.last_op
     returned = {id(v) for v in (ret.operands if ret is not None and ret.has_trait(ReturnLike) else [])}
+    must_be_exact = exact_ops(block) if exact else set()
     stats = {"kernels": 0, "fused": 0, "aliases": 0, "reference": 0}
     index = 0
     for op in list(block.ops):
@@ -88,6 +127,8 @@ def convert_function(func: Operation, isa: Isa, plans: Plans | None = None) -> d
             op.erase()
             continue
         cands = candidates(op, isa)
+        if id(op) in must_be_exact:
+            cands = [t for t in cands if is_exact(t, op)]
         only = None
         for t in cands:
             if getattr(t, "alias", False):
@@ -97,7 +138,7 @@ def convert_function(func: Operation, isa: Isa, plans: Plans | None = None) -> d
             only = t.name
             break
         symbol = f"k{index}_{_symbol_part(op)}"
-        choice = plan_kernel(op, symbol, isa, only=only)
+        choice = plan_kernel(op, symbol, isa, only=only, among=cands)
         if getattr(choice.template, "alias", False) and only != choice.template.name:
             choice = plan_kernel(
                 op, symbol, isa, only=next(t.name for t in cands if not getattr(t, "alias", False))
@@ -322,6 +363,7 @@ class ConvertTpuToCpu(Pass):
     op_name = "builtin.module"
 
     isa = Option(str, "host", "The ISA: host, avx512, avx2 or sse (the host narrowed)")
+    exact = Option(bool, False, "INT8: ops no float GEMM feeds computed bit for bit as execute")
 
     kernels = Statistic("kernels", "Kernels planned")
     fused = Statistic("fused", "Ops fused into their producer's kernel")
@@ -336,7 +378,7 @@ class ConvertTpuToCpu(Pass):
 
         isa = spec_for(self.isa).isa
         for f in _funcs(op):
-            s = convert_function(f, isa, self.plans)
+            s = convert_function(f, isa, self.plans, exact=self.exact)
             self.kernels += s["kernels"]
             self.fused += s["fused"]
             self.reference += s["reference"]

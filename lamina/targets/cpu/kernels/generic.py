@@ -100,11 +100,13 @@ def _sigmoid(b: ir.IRBuilder, m: ir.Module, x: Any) -> Any:
 
 
 def _fmax(b: ir.IRBuilder, m: ir.Module, x: Any, y: Any) -> Any:
-    return b.call(intrinsic(m, "llvm.maximum", x.type, 2), [x, y])
+    """numpy's ``maximum``: ``x >= y or isnan(x) ? x : y`` (NaN propagates; of -0 and 0, the first)."""
+    return b.select(b.fcmp_unordered(">=", x, y), x, y)
 
 
 def _fmin(b: ir.IRBuilder, m: ir.Module, x: Any, y: Any) -> Any:
-    return b.call(intrinsic(m, "llvm.minimum", x.type, 2), [x, y])
+    """numpy's ``minimum``: ``x <= y or isnan(x) ? x : y``."""
+    return b.select(b.fcmp_unordered("<=", x, y), x, y)
 
 
 def _lib(name: str) -> Any:
@@ -256,9 +258,20 @@ def _operand_ptrs(
     return ops
 
 
+#: the float functions computed with the C library's, not numpy's, algorithms (the last bit may differ)
+TRANSCENDENTAL = frozenset(
+    {"Sigmoid", "SiLU", "Tanh", "Exp", "Log", "Erf", "GELU", "Elu", "Softplus", "Mish", "Sin", "Cos"}
+)
+
+
 class FloatElementwise(Template):
     name = "generic.float_ew"
     priority = 0
+
+    def exact_for(self, op: Any) -> bool:
+        """IEEE arithmetic (add, mul, div, sqrt, max...) rounds as numpy's; the transcendental
+        functions do not (an INT8 model's exact path runs them through the reference)."""
+        return _short(op) not in TRANSCENDENTAL
 
     def matches(self, op: Any, isa: Isa) -> bool:
         if not str(op.name).startswith("tpu.") or _short(op) not in FLOAT_EW or len(op.results) != 1:

@@ -127,6 +127,9 @@ class Conv(Template):
 
     name = "generic.conv"
 
+    def exact_for(self, op: Any) -> bool:
+        return _quant(op.input.type)  # integer accumulation; float sums in another order
+
     def matches(self, op: Any, isa: Isa) -> bool:
         if op.name != "tpu.Conv":
             return False
@@ -446,6 +449,9 @@ def _ceil_div(b: ir.IRBuilder, a: Any, s: Any) -> Any:
 class MatMul(Template):
     name = "generic.matmul"
 
+    def exact_for(self, op: Any) -> bool:
+        return _quant(op.input.type)
+
     def matches(self, op: Any, isa: Isa) -> bool:
         if op.name != "tpu.MatMul":
             return False
@@ -600,6 +606,9 @@ class MatMul(Template):
 
 class Pool(Template):
     name = "generic.pool"
+
+    def exact_for(self, op: Any) -> bool:
+        return op.name == "tpu.MaxPool" or _quant(op.operands[0].type)  # float window sums: another order
 
     def matches(self, op: Any, isa: Isa) -> bool:
         if op.name not in ("tpu.MaxPool", "tpu.AvgPool"):

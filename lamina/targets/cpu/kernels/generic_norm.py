@@ -108,6 +108,7 @@ def pairwise_sum(k: Kernel, n: int, val: Any, t: Any, start: int = 0) -> Any:
 
 class Softmax(Template):
     name = "generic.softmax"
+    exact = False  # expf is the C library's, not numpy's
 
     def matches(self, op: Any, isa: Isa) -> bool:
         if op.name != "tpu.Softmax":
@@ -260,6 +261,7 @@ class LayerNorm(Template):
 
 class Attention(Template):
     name = "generic.attention"
+    exact = False
 
     def matches(self, op: Any, isa: Isa) -> bool:
         if op.name != "tpu.Attention":

@@ -81,9 +81,12 @@ class Choice:
     skipped: list[tuple[str, str]] = field(default_factory=list)
 
 
-def plan_kernel(op: Any, symbol: str, isa: Isa, only: str | None = None) -> Choice:
-    """Plan ``op`` with the best template whose ``plan`` succeeds (``only``: that template first)."""
-    cands = candidates(op, isa)
+def plan_kernel(
+    op: Any, symbol: str, isa: Isa, only: str | None = None, among: list[Template] | None = None
+) -> Choice:
+    """Plan ``op`` with the best template whose ``plan`` succeeds (``only``: that template first;
+    ``among``: these candidates, best first, instead of every matching one)."""
+    cands = list(among) if among is not None else candidates(op, isa)
     if only is not None:
         cands = sorted(cands, key=lambda t: t.name != only)
     skipped: list[tuple[str, str]] = []
