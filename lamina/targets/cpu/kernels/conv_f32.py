@@ -33,8 +33,9 @@ holds the zero-padded input plane (stride 2: its even and odd columns as two pla
 row is ``kh * kw`` FMAs of weight broadcasts with contiguous vectors loaded along W. Parts split
 the channels.
 
-1-d convolutions (NCW) run as 2-d ones of height 1. ``matches`` refuses what these do not do
-exactly (other groups, 3-d, element types that differ
+1-d convolutions (NCW) run as 2-d ones of height 1. Grouped convolutions (not depthwise, e.g. a depthwise
+multiplier) run one channel-major GEMM per group. ``matches`` refuses what these do not do
+exactly (3-d, element types that differ
 between operands, non-constant weights, depthwise strides above 2 along W) so that a generic
 template takes it. The kernels' code depends on the op's shapes, attributes and the ISA only
 (weights are buffers): ops alike in those can share one function.
@@ -140,7 +141,8 @@ class ConvPlan(KernelPlan):
 
 
 class ConvF32(Template):
-    """Dense 2-d ``tpu.Conv`` (group 1) in a float mode as a register-tiled GEMM."""
+    """Dense or grouped 2-d (or 1-d) ``tpu.Conv`` in a float mode as a register-tiled GEMM (grouped:
+    one GEMM per group, channel-major; depthwise ones are :class:`DepthwiseF32`'s)."""
 
     name = "conv_f32"
     priority = 10
@@ -149,15 +151,19 @@ class ConvF32(Template):
         if _float_conv(op) is None:
             return False
         g = conv_geometry(op)
-        return g is not None and g[6] == 1
+        if g is None:
+            return False
+        xs, ys, grp = g[0], g[1], g[6]
+        return grp == 1 or not (grp == xs[1] == ys[1])
 
     # -- the layout decisions, shared by plan and emit --
     def _layout(self, op: Any, isa: Isa) -> dict[str, Any]:
-        xs, ys, k, s, d, p, _g = conv_geometry(op)  # type: ignore[misc]
+        xs, ys, k, s, d, p, groups = conv_geometry(op)  # type: ignore[misc]
         tile = tile_for(isa)
         ft = elem_name(op.input.type)
         n, cin, h, w = xs
         cout, oh, ow = ys[1], ys[2], ys[3]
+        cin, cout = cin // groups, cout // groups  # per group
         kk = cin * k[0] * k[1]
         direct = ft == "f32" and k == [1, 1] and s == [1, 1] and not any(p)
         hw = oh * ow
@@ -194,7 +200,7 @@ class ConvF32(Template):
         )
         eff_pix = (1.0 - _waste(hw, pix.mr)) * (1.0 - _waste(cout, tile.lanes)) / (1.0 + tile.lanes / kk)
         pix_fits = direct or 4 * kk * hw <= PIX_BYTES
-        mode = "pix" if pix_fits and eff_pix > eff_nchw + 0.02 else "nchw"
+        mode = "pix" if groups == 1 and pix_fits and eff_pix > eff_nchw + 0.02 else "nchw"
         return dict(
             tile=tile,
             ft=ft,
@@ -220,6 +226,7 @@ class ConvF32(Template):
             kc_ch=kc_ch,
             kc=kc,
             mode=mode,
+            groups=groups,
             pix=pix,
             pix_ld=hw + (-hw) % tile.lanes,
         )
@@ -234,7 +241,8 @@ class ConvF32(Template):
         output (K-blocked kernels keep partial sums in the output before they read it)."""
         lay = self._layout(op, isa)
         tile: Tile = lay["tile"]
-        wm = weight_of(op.filter).reshape(lay["cout"], lay["kk"])  # type: ignore[union-attr]
+        groups = lay["groups"]
+        wm = weight_of(op.filter).reshape(groups * lay["cout"], lay["kk"])  # type: ignore[union-attr]
         if lay["mode"] == "pix":
             # [Cout/nb][K][nb]: each k's nb output channels contiguous
             nbp = lay["pix"].nb
@@ -245,11 +253,16 @@ class ConvF32(Template):
             b = _bias(op, lay["cout"], panels * nbp)
             scratch = _pix_im2col_bytes(lay) + 4 * lay["pix"].mr * nbp
         else:
-            mr, panels = tile.mr, lay["panels"]
-            wp = np.zeros((panels * mr, lay["kk"]), np.float32)
-            wp[: lay["cout"]] = wm
-            wp = np.ascontiguousarray(wp.reshape(panels, mr, lay["kk"]).transpose(0, 2, 1))
-            b = _bias(op, lay["cout"], panels * mr)
+            # per group: [Cout_g/mr][K][mr], groups one after another
+            mr, panels, cg = tile.mr, lay["panels"], lay["cout"]
+            wp = np.zeros((groups, panels * mr, lay["kk"]), np.float32)
+            wp[:, :cg] = wm.reshape(groups, cg, lay["kk"])
+            wp = np.ascontiguousarray(wp.reshape(groups, panels, mr, lay["kk"]).transpose(0, 1, 3, 2))
+            b = _bias(op, groups * cg, groups * cg)
+            if b is not None:
+                bp = np.zeros((groups, panels * mr), np.float32)
+                bp[:, :cg] = b.reshape(groups, cg)
+                b = bp.reshape(-1)
             scratch = 0 if lay["direct"] else 4 * lay["kc"] * lay["ld"]
         weights = {"w": wp}
         if b is not None:
@@ -263,9 +276,10 @@ class ConvF32(Template):
             buffers,
             weights,
             _round64(scratch),
-            macs=lay["n"] * lay["cout"] * lay["hw"] * lay["kk"],
+            macs=lay["n"] * groups * lay["cout"] * lay["hw"] * lay["kk"],
             bytes=esz
             * lay["n"]
+            * groups
             * (lay["cin"] * lay["h"] * lay["w"] + (2 if residual else 1) * lay["cout"] * lay["hw"])
             + wp.nbytes,
             residual=residual,
@@ -287,8 +301,10 @@ class ConvF32(Template):
         panels = lay["panels"]
         full_panels = cout // mr
         rem = cout - full_panels * mr
-        wp, bias, y = ptr["w"], ptr.get("b"), ptr["output"]
-        in_img = lay["cin"] * lay["h"] * lay["w"]
+        groups = lay["groups"]
+        y = ptr["output"]
+        in_img = lay["cin"] * lay["h"] * lay["w"]  # one group's
+        cur: dict[str, Any] = {"wp": ptr["w"], "bias": ptr.get("b")}  # the group's weights
         scratch = None
         if not lay["direct"]:
             scratch = fn.at(ptr["scratch"], fn.mul(fn.part, plan.scratch_bytes), ir.IntType(8))
@@ -317,12 +333,12 @@ class ConvF32(Template):
             k0, klen, acc_flag, fin_flag = kblock if kblock is not None else (0, kk, None, None)
 
             def panel(p: Int, rows: int) -> None:
-                wpan = fn.at(wp, fn.add(fn.mul(p, kk * mr), fn.mul(k0, mr)))
+                wpan = fn.at(cur["wp"], fn.add(fn.mul(p, kk * mr), fn.mul(k0, mr)))
                 ep = Epilogue(
                     ety,
                     relu,
                     limit,
-                    row_bias=fn.at(bias, fn.mul(p, mr)) if bias is not None else None,
+                    row_bias=fn.at(cur["bias"], fn.mul(p, mr)) if cur["bias"] is not None else None,
                     accumulate=acc_flag,
                     finish=fin_flag,
                 )
@@ -365,11 +381,15 @@ class ConvF32(Template):
         post_relu = bool(getattr(plan, "post_relu", False))
         rimg: ir.Value | None = None
 
-        def image(n: ir.Value, _c: Any) -> None:
+        def image(ng: ir.Value, _c: Any) -> None:
+            """Image ``ng // groups``, group ``ng % groups`` (one GEMM)."""
             nonlocal rimg
-            ximg = fn.at(ptr["input"], fn.mul(n, in_img), ety)
-            yimg = fn.at(y, fn.mul(n, cout * hw), ety)
-            rimg = fn.at(residual, fn.mul(n, cout * hw), ety) if residual is not None else None
+            gi = fn.b.urem(ng, fn.c(groups)) if groups > 1 else 0
+            ximg = fn.at(ptr["input"], fn.mul(ng, in_img), ety)
+            yimg = fn.at(y, fn.mul(ng, cout * hw), ety)
+            rimg = fn.at(residual, fn.mul(ng, cout * hw), ety) if residual is not None else None
+            cur["wp"] = fn.at(ptr["w"], fn.mul(gi, panels * kk * mr))
+            cur["bias"] = fn.at(ptr["b"], fn.mul(gi, panels * mr)) if "b" in ptr else None
             if lay["direct"]:
                 if lay["by_cout"]:
                     p_lo, p_hi = fn.share(panels)
@@ -420,7 +440,7 @@ class ConvF32(Template):
 
             fn.loop(r_lo, r_hi, block, step=rows)
 
-        fn.loop(0, lay["n"], image)
+        fn.loop(0, lay["n"] * groups, image)
         fn.ret()
 
     def _emit_pix(self, module: Any, plan: KernelPlan, op: Any, lay: dict[str, Any]) -> None:
