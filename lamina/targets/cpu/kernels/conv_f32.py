@@ -36,8 +36,8 @@ the channels.
 1-d convolutions (NCW) run as 2-d ones of height 1. Grouped convolutions (not depthwise, e.g. a depthwise
 multiplier) run one channel-major GEMM per group. ``matches`` refuses what these do not do
 exactly (3-d, element types that differ
-between operands, non-constant weights, depthwise strides above 2 along W) so that a generic
-template takes it. The kernels' code depends on the op's shapes, attributes and the ISA only
+between operands, non-constant weights) so that a generic template takes it; depthwise ones with
+a stride above 2 along W run as grouped GEMMs. The kernels' code depends on the op's shapes, attributes and the ISA only
 (weights are buffers): ops alike in those can share one function.
 """
 
@@ -154,7 +154,8 @@ class ConvF32(Template):
         if g is None:
             return False
         xs, ys, grp = g[0], g[1], g[6]
-        return grp == 1 or not (grp == xs[1] == ys[1])
+        # depthwise: DepthwiseF32's, unless its W stride is one that template does not take
+        return grp == 1 or not (grp == xs[1] == ys[1]) or g[3][1] > 2
 
     # -- the layout decisions, shared by plan and emit --
     def _layout(self, op: Any, isa: Isa) -> dict[str, Any]:
