@@ -75,6 +75,7 @@ LABELS = {
     "resnet50": "ResNet-50 1x3x224x224",
     "mobilenetv2": "MobileNetV2 1x3x224x224",
     "bert": "BERT-base encoder (12x768, seq 128)",
+    "yolo": "YOLO-style (w16) 1x3x640x640",
 }
 
 
