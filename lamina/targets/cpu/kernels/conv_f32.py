@@ -30,8 +30,9 @@ Epilogue: bias, ReLU / ReLU limit as the op has them and, declared in the plan
 
 **DepthwiseF32** (``group == Cin == Cout``, stride 1 or 2 along W): per channel, the part's scratch
 holds the zero-padded input plane (stride 2: its even and odd columns as two planes); each output
-row is ``kh * kw`` FMAs of weight broadcasts with contiguous vectors loaded along W. Parts split
-the channels.
+row is ``kh * kw`` FMAs of weight broadcasts with contiguous vectors loaded along W, several rows
+at once (AVX-512: 4, or 2 at stride 2 along H) so that their shared input rows load once. Parts
+split the channels.
 
 1-d convolutions (NCW) run as 2-d ones of height 1. Grouped convolutions (not depthwise, e.g. a depthwise
 multiplier) run one channel-major GEMM per group. ``matches`` refuses what these do not do
@@ -70,6 +71,8 @@ from .gemm_f32 import (
 
 #: target size of an im2col block (bytes): it stays in L2 while every weight panel passes over it
 BLOCK_BYTES = 384 * 1024
+#: output rows a depthwise kernel computes at once (AVX-512, stride 1 along H; stride 2: 2)
+DW_ROWS = 4
 #: the most output pixels in an im2col block (K-blocked f32 convolutions)
 MAX_COLS = 384
 #: the largest whole-image im2col (bytes) for which the pixel-major mode is considered
@@ -825,35 +828,43 @@ class DepthwiseF32(Template):
             bv = fn.splat(fn.load(fn.at(bias, ch)), ln) if bias is not None else None
             dst = fn.at(ptr["output"], fn.mul(nc, oh * ow), ety)
 
-            def out_row(r: ir.Value, _c: Any) -> None:
+            def out_rows(r: Int, nr: int) -> None:
+                """Output rows r .. r + nr - 1 (the rows' shared input rows loaded once: LLVM merges
+                the repeated loads)."""
                 for v0 in range(0, ovec, lay["nv"]):
                     vs = list(range(v0, min(ovec, v0 + lay["nv"])))
-                    accs = [zero] * len(vs)
-                    for kh in range(kh_n):
-                        roff = fn.mul(fn.add(fn.mul(r, sh), kh * dh), pw)
-                        rows = (fn.at(plane, roff), fn.at(odd_plane, roff))
-                        for kw in range(kw_n):
-                            wv = wts[kh * kw_n + kw]
-                            q = kw * dw  # padded column of the tap, from the output column * sw
-                            rowp, qoff = (rows[0], q) if sw == 1 else (rows[q % 2], q // 2)
-                            for i, vi in enumerate(vs):
-                                xv = fn.vload(fn.at(rowp, vi * ln + qoff), ln)
-                                accs[i] = fn.fma(wv, xv, accs[i])
-                    for i, vi in enumerate(vs):
-                        v = accs[i]
-                        if bv is not None:
-                            v = b.fadd(v, bv)
-                        if relu:
-                            v = b.select(b.fcmp_unordered(">=", v, zero), v, zero)
-                            if lim is not None:
-                                v = b.select(b.fcmp_unordered("<=", v, lim), v, lim)
-                        fn.vstore(
-                            fn.narrow(v, ety),
-                            fn.at(dst, fn.add(fn.mul(r, ow), vi * ln), ety),
-                            fn.mask(ln, ow, vi * ln),
-                        )
+                    accs = [[zero] * len(vs) for _ in range(nr)]
+                    for rr in range(nr):
+                        for kh in range(kh_n):
+                            roff = fn.mul(fn.add(fn.mul(fn.add(r, rr), sh), kh * dh), pw)
+                            rows = (fn.at(plane, roff), fn.at(odd_plane, roff))
+                            for kw in range(kw_n):
+                                wv = wts[kh * kw_n + kw]
+                                q = kw * dw  # padded column of the tap, from the output column * sw
+                                rowp, qoff = (rows[0], q) if sw == 1 else (rows[q % 2], q // 2)
+                                for i, vi in enumerate(vs):
+                                    xv = fn.vload(fn.at(rowp, vi * ln + qoff), ln)
+                                    accs[rr][i] = fn.fma(wv, xv, accs[rr][i])
+                    for rr in range(nr):
+                        for i, vi in enumerate(vs):
+                            v = accs[rr][i]
+                            if bv is not None:
+                                v = b.fadd(v, bv)
+                            if relu:
+                                v = b.select(b.fcmp_unordered(">=", v, zero), v, zero)
+                                if lim is not None:
+                                    v = b.select(b.fcmp_unordered("<=", v, lim), v, lim)
+                            fn.vstore(
+                                fn.narrow(v, ety),
+                                fn.at(dst, fn.add(fn.mul(fn.add(r, rr), ow), vi * ln), ety),
+                                fn.mask(ln, ow, vi * ln),
+                            )
 
-            fn.loop(0, oh, out_row)
+            # several rows at a time with 32 vector registers (their taps share input rows)
+            nr = (DW_ROWS if sh == 1 else 2) if ln >= 16 else 1
+            fn.loop(0, oh // nr, lambda i, _c: out_rows(fn.mul(i, nr), nr))
+            for r_tail in range(oh // nr * nr, oh):
+                out_rows(r_tail, 1)
 
         fn.loop(c_lo, c_hi, channel)
         fn.ret()
