@@ -277,7 +277,7 @@ def conv_params(draw: Any) -> dict[str, Any]:
     )
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=25, deadline=None)
 @given(conv_params())
 def test_conv_property(p: dict[str, Any]) -> None:
     check_conv(**p)
