@@ -390,6 +390,10 @@ def main() -> int:
     ap.add_argument("--md", action="store_true", help="print the RESULTS.md tables")
     args = ap.parse_args()
     threads = [int(t) for t in args.threads.split(",")]
+    bad = [w for w in args.whole_model if "=" not in w or not os.path.isfile(w.split("=", 1)[1])]
+    if bad:
+        print(f"cpu_vs_onnxruntime: --whole-model expects NAME=PATH of an existing file, got {bad[0]!r}")
+        return 1
     compiled = dict(w.split("=", 1) for w in args.whole_model)
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
