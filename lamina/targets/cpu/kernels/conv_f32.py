@@ -30,13 +30,15 @@ Epilogue: bias, ReLU / ReLU limit as the op has them and, declared in the plan
 
 **DepthwiseF32** (``group == Cin == Cout``, stride 1 or 2 along W): per channel, the part's scratch
 holds the zero-padded input plane (stride 2: its even and odd columns as two planes); each output
-row is ``kh * kw`` FMAs of weight broadcasts with contiguous vectors loaded along W. Parts split
-the channels.
+row is ``kh * kw`` FMAs of weight broadcasts with contiguous vectors loaded along W, several rows
+at once (AVX-512: 4, or 2 at stride 2 along H) so that their shared input rows load once. Parts
+split the channels.
 
-1-d convolutions (NCW) run as 2-d ones of height 1. ``matches`` refuses what these do not do
-exactly (other groups, 3-d, element types that differ
-between operands, non-constant weights, depthwise strides above 2 along W) so that a generic
-template takes it. The kernels' code depends on the op's shapes, attributes and the ISA only
+1-d convolutions (NCW) run as 2-d ones of height 1. Grouped convolutions (not depthwise, e.g. a depthwise
+multiplier) run one channel-major GEMM per group. ``matches`` refuses what these do not do
+exactly (3-d, element types that differ
+between operands, non-constant weights) so that a generic template takes it; depthwise ones with
+a stride above 2 along W run as grouped GEMMs. The kernels' code depends on the op's shapes, attributes and the ISA only
 (weights are buffers): ops alike in those can share one function.
 """
 
@@ -69,6 +71,8 @@ from .gemm_f32 import (
 
 #: target size of an im2col block (bytes): it stays in L2 while every weight panel passes over it
 BLOCK_BYTES = 384 * 1024
+#: output rows a depthwise kernel computes at once (AVX-512, stride 1 along H; stride 2: 2)
+DW_ROWS = 4
 #: the most output pixels in an im2col block (K-blocked f32 convolutions)
 MAX_COLS = 384
 #: the largest whole-image im2col (bytes) for which the pixel-major mode is considered
@@ -140,7 +144,8 @@ class ConvPlan(KernelPlan):
 
 
 class ConvF32(Template):
-    """Dense 2-d ``tpu.Conv`` (group 1) in a float mode as a register-tiled GEMM."""
+    """Dense or grouped 2-d (or 1-d) ``tpu.Conv`` in a float mode as a register-tiled GEMM (grouped:
+    one GEMM per group, channel-major; depthwise ones are :class:`DepthwiseF32`'s)."""
 
     name = "conv_f32"
     priority = 10
@@ -149,15 +154,20 @@ class ConvF32(Template):
         if _float_conv(op) is None:
             return False
         g = conv_geometry(op)
-        return g is not None and g[6] == 1
+        if g is None:
+            return False
+        xs, ys, grp = g[0], g[1], g[6]
+        # depthwise: DepthwiseF32's, unless its W stride is one that template does not take
+        return grp == 1 or not (grp == xs[1] == ys[1]) or g[3][1] > 2
 
     # -- the layout decisions, shared by plan and emit --
     def _layout(self, op: Any, isa: Isa) -> dict[str, Any]:
-        xs, ys, k, s, d, p, _g = conv_geometry(op)  # type: ignore[misc]
+        xs, ys, k, s, d, p, groups = conv_geometry(op)  # type: ignore[misc]
         tile = tile_for(isa)
         ft = elem_name(op.input.type)
         n, cin, h, w = xs
         cout, oh, ow = ys[1], ys[2], ys[3]
+        cin, cout = cin // groups, cout // groups  # per group
         kk = cin * k[0] * k[1]
         direct = ft == "f32" and k == [1, 1] and s == [1, 1] and not any(p)
         hw = oh * ow
@@ -194,7 +204,7 @@ class ConvF32(Template):
         )
         eff_pix = (1.0 - _waste(hw, pix.mr)) * (1.0 - _waste(cout, tile.lanes)) / (1.0 + tile.lanes / kk)
         pix_fits = direct or 4 * kk * hw <= PIX_BYTES
-        mode = "pix" if pix_fits and eff_pix > eff_nchw + 0.02 else "nchw"
+        mode = "pix" if groups == 1 and pix_fits and eff_pix > eff_nchw + 0.02 else "nchw"
         return dict(
             tile=tile,
             ft=ft,
@@ -220,6 +230,7 @@ class ConvF32(Template):
             kc_ch=kc_ch,
             kc=kc,
             mode=mode,
+            groups=groups,
             pix=pix,
             pix_ld=hw + (-hw) % tile.lanes,
         )
@@ -234,7 +245,8 @@ class ConvF32(Template):
         output (K-blocked kernels keep partial sums in the output before they read it)."""
         lay = self._layout(op, isa)
         tile: Tile = lay["tile"]
-        wm = weight_of(op.filter).reshape(lay["cout"], lay["kk"])  # type: ignore[union-attr]
+        groups = lay["groups"]
+        wm = weight_of(op.filter).reshape(groups * lay["cout"], lay["kk"])  # type: ignore[union-attr]
         if lay["mode"] == "pix":
             # [Cout/nb][K][nb]: each k's nb output channels contiguous
             nbp = lay["pix"].nb
@@ -245,11 +257,16 @@ class ConvF32(Template):
             b = _bias(op, lay["cout"], panels * nbp)
             scratch = _pix_im2col_bytes(lay) + 4 * lay["pix"].mr * nbp
         else:
-            mr, panels = tile.mr, lay["panels"]
-            wp = np.zeros((panels * mr, lay["kk"]), np.float32)
-            wp[: lay["cout"]] = wm
-            wp = np.ascontiguousarray(wp.reshape(panels, mr, lay["kk"]).transpose(0, 2, 1))
-            b = _bias(op, lay["cout"], panels * mr)
+            # per group: [Cout_g/mr][K][mr], groups one after another
+            mr, panels, cg = tile.mr, lay["panels"], lay["cout"]
+            wp = np.zeros((groups, panels * mr, lay["kk"]), np.float32)
+            wp[:, :cg] = wm.reshape(groups, cg, lay["kk"])
+            wp = np.ascontiguousarray(wp.reshape(groups, panels, mr, lay["kk"]).transpose(0, 1, 3, 2))
+            b = _bias(op, groups * cg, groups * cg)
+            if b is not None:
+                bp = np.zeros((groups, panels * mr), np.float32)
+                bp[:, :cg] = b.reshape(groups, cg)
+                b = bp.reshape(-1)
             scratch = 0 if lay["direct"] else 4 * lay["kc"] * lay["ld"]
         weights = {"w": wp}
         if b is not None:
@@ -263,9 +280,10 @@ class ConvF32(Template):
             buffers,
             weights,
             _round64(scratch),
-            macs=lay["n"] * lay["cout"] * lay["hw"] * lay["kk"],
+            macs=lay["n"] * groups * lay["cout"] * lay["hw"] * lay["kk"],
             bytes=esz
             * lay["n"]
+            * groups
             * (lay["cin"] * lay["h"] * lay["w"] + (2 if residual else 1) * lay["cout"] * lay["hw"])
             + wp.nbytes,
             residual=residual,
@@ -287,8 +305,10 @@ class ConvF32(Template):
         panels = lay["panels"]
         full_panels = cout // mr
         rem = cout - full_panels * mr
-        wp, bias, y = ptr["w"], ptr.get("b"), ptr["output"]
-        in_img = lay["cin"] * lay["h"] * lay["w"]
+        groups = lay["groups"]
+        y = ptr["output"]
+        in_img = lay["cin"] * lay["h"] * lay["w"]  # one group's
+        cur: dict[str, Any] = {"wp": ptr["w"], "bias": ptr.get("b")}  # the group's weights
         scratch = None
         if not lay["direct"]:
             scratch = fn.at(ptr["scratch"], fn.mul(fn.part, plan.scratch_bytes), ir.IntType(8))
@@ -317,12 +337,12 @@ class ConvF32(Template):
             k0, klen, acc_flag, fin_flag = kblock if kblock is not None else (0, kk, None, None)
 
             def panel(p: Int, rows: int) -> None:
-                wpan = fn.at(wp, fn.add(fn.mul(p, kk * mr), fn.mul(k0, mr)))
+                wpan = fn.at(cur["wp"], fn.add(fn.mul(p, kk * mr), fn.mul(k0, mr)))
                 ep = Epilogue(
                     ety,
                     relu,
                     limit,
-                    row_bias=fn.at(bias, fn.mul(p, mr)) if bias is not None else None,
+                    row_bias=fn.at(cur["bias"], fn.mul(p, mr)) if cur["bias"] is not None else None,
                     accumulate=acc_flag,
                     finish=fin_flag,
                 )
@@ -365,11 +385,15 @@ class ConvF32(Template):
         post_relu = bool(getattr(plan, "post_relu", False))
         rimg: ir.Value | None = None
 
-        def image(n: ir.Value, _c: Any) -> None:
+        def image(ng: ir.Value, _c: Any) -> None:
+            """Image ``ng // groups``, group ``ng % groups`` (one GEMM)."""
             nonlocal rimg
-            ximg = fn.at(ptr["input"], fn.mul(n, in_img), ety)
-            yimg = fn.at(y, fn.mul(n, cout * hw), ety)
-            rimg = fn.at(residual, fn.mul(n, cout * hw), ety) if residual is not None else None
+            gi = fn.b.urem(ng, fn.c(groups)) if groups > 1 else 0
+            ximg = fn.at(ptr["input"], fn.mul(ng, in_img), ety)
+            yimg = fn.at(y, fn.mul(ng, cout * hw), ety)
+            rimg = fn.at(residual, fn.mul(ng, cout * hw), ety) if residual is not None else None
+            cur["wp"] = fn.at(ptr["w"], fn.mul(gi, panels * kk * mr))
+            cur["bias"] = fn.at(ptr["b"], fn.mul(gi, panels * mr)) if "b" in ptr else None
             if lay["direct"]:
                 if lay["by_cout"]:
                     p_lo, p_hi = fn.share(panels)
@@ -420,7 +444,7 @@ class ConvF32(Template):
 
             fn.loop(r_lo, r_hi, block, step=rows)
 
-        fn.loop(0, lay["n"], image)
+        fn.loop(0, lay["n"] * groups, image)
         fn.ret()
 
     def _emit_pix(self, module: Any, plan: KernelPlan, op: Any, lay: dict[str, Any]) -> None:
@@ -804,35 +828,43 @@ class DepthwiseF32(Template):
             bv = fn.splat(fn.load(fn.at(bias, ch)), ln) if bias is not None else None
             dst = fn.at(ptr["output"], fn.mul(nc, oh * ow), ety)
 
-            def out_row(r: ir.Value, _c: Any) -> None:
+            def out_rows(r: Int, nr: int) -> None:
+                """Output rows r .. r + nr - 1 (the rows' shared input rows loaded once: LLVM merges
+                the repeated loads)."""
                 for v0 in range(0, ovec, lay["nv"]):
                     vs = list(range(v0, min(ovec, v0 + lay["nv"])))
-                    accs = [zero] * len(vs)
-                    for kh in range(kh_n):
-                        roff = fn.mul(fn.add(fn.mul(r, sh), kh * dh), pw)
-                        rows = (fn.at(plane, roff), fn.at(odd_plane, roff))
-                        for kw in range(kw_n):
-                            wv = wts[kh * kw_n + kw]
-                            q = kw * dw  # padded column of the tap, from the output column * sw
-                            rowp, qoff = (rows[0], q) if sw == 1 else (rows[q % 2], q // 2)
-                            for i, vi in enumerate(vs):
-                                xv = fn.vload(fn.at(rowp, vi * ln + qoff), ln)
-                                accs[i] = fn.fma(wv, xv, accs[i])
-                    for i, vi in enumerate(vs):
-                        v = accs[i]
-                        if bv is not None:
-                            v = b.fadd(v, bv)
-                        if relu:
-                            v = b.select(b.fcmp_unordered(">=", v, zero), v, zero)
-                            if lim is not None:
-                                v = b.select(b.fcmp_unordered("<=", v, lim), v, lim)
-                        fn.vstore(
-                            fn.narrow(v, ety),
-                            fn.at(dst, fn.add(fn.mul(r, ow), vi * ln), ety),
-                            fn.mask(ln, ow, vi * ln),
-                        )
+                    accs = [[zero] * len(vs) for _ in range(nr)]
+                    for rr in range(nr):
+                        for kh in range(kh_n):
+                            roff = fn.mul(fn.add(fn.mul(fn.add(r, rr), sh), kh * dh), pw)
+                            rows = (fn.at(plane, roff), fn.at(odd_plane, roff))
+                            for kw in range(kw_n):
+                                wv = wts[kh * kw_n + kw]
+                                q = kw * dw  # padded column of the tap, from the output column * sw
+                                rowp, qoff = (rows[0], q) if sw == 1 else (rows[q % 2], q // 2)
+                                for i, vi in enumerate(vs):
+                                    xv = fn.vload(fn.at(rowp, vi * ln + qoff), ln)
+                                    accs[rr][i] = fn.fma(wv, xv, accs[rr][i])
+                    for rr in range(nr):
+                        for i, vi in enumerate(vs):
+                            v = accs[rr][i]
+                            if bv is not None:
+                                v = b.fadd(v, bv)
+                            if relu:
+                                v = b.select(b.fcmp_unordered(">=", v, zero), v, zero)
+                                if lim is not None:
+                                    v = b.select(b.fcmp_unordered("<=", v, lim), v, lim)
+                            fn.vstore(
+                                fn.narrow(v, ety),
+                                fn.at(dst, fn.add(fn.mul(fn.add(r, rr), ow), vi * ln), ety),
+                                fn.mask(ln, ow, vi * ln),
+                            )
 
-            fn.loop(0, oh, out_row)
+            # several rows at a time with 32 vector registers (their taps share input rows)
+            nr = (DW_ROWS if sh == 1 else 2) if ln >= 16 else 1
+            fn.loop(0, oh // nr, lambda i, _c: out_rows(fn.mul(i, nr), nr))
+            for r_tail in range(oh // nr * nr, oh):
+                out_rows(r_tail, 1)
 
         fn.loop(c_lo, c_hi, channel)
         fn.ret()

@@ -66,6 +66,9 @@ ELEMS: dict[str, tuple[ir.Type, int, str]] = {
     "bf16": (BF16, 2, "bf16"),
 }
 
+#: k steps per iteration of the micro-kernel's K loop
+UNROLL = 4
+
 Int = Any  # a Python int (folded at emission) or an ``ir.Value`` of type i64
 
 
@@ -340,12 +343,13 @@ def gemm_tile(
     bp: ir.Value,
     b_ks: Int,
     b_masks: Sequence[ir.Value | None] | None = None,
-    unroll: int = 4,
+    unroll: int | None = None,
 ) -> list[ir.Value]:
     """``acc[i][j] = sum_k a[i*a_rs + k*a_ks] * b[k*b_ks + j*lanes : +lanes]`` for ``i < mr``,
     ``j < tile.nv`` (row-major list of ``mr * nv`` f32 vectors). ``b_masks``: per-vector load masks
     (tails of unpadded operands)."""
     ln, nv = tile.lanes, tile.nv
+    unroll = UNROLL if unroll is None else unroll
     masks = list(b_masks) if b_masks is not None else [None] * nv
     live = [j for j in range(nv) if not (masks[j] is not None and _all_off(masks[j]))]
 

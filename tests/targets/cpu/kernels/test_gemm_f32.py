@@ -143,7 +143,7 @@ def check_conv(
 ) -> None:
     rng = np.random.default_rng(seed)
     o, ins, ys = conv_op(rng, xs, cout, k, s, d, list(pads), g, ft, bias, relu)
-    template = DepthwiseF32() if g > 1 else ConvF32()
+    template = DepthwiseF32() if g == xs[1] == cout and g > 1 and s[1] <= 2 else ConvF32()
     kernel = Compiled(template, o, ISAS[vb])
     y = _empty(ys, ft)
     kernel({"input": ins[0], "output": y}, nparts)
@@ -247,11 +247,13 @@ def test_depthwise_half_modes(ft: str) -> None:
 
 @st.composite
 def conv_params(draw: Any) -> dict[str, Any]:
-    depthwise = draw(st.booleans())
-    cin = draw(st.integers(1, 12))
-    cout = cin if depthwise else draw(st.integers(1, 40))
+    kind = draw(st.sampled_from(["dense", "dense", "depthwise", "grouped"]))
+    depthwise = kind == "depthwise"
+    g = draw(st.integers(2, 4)) if kind == "grouped" else 1
+    cin = draw(st.integers(1, 12)) * g if kind != "depthwise" else draw(st.integers(1, 12))
+    cout = cin if depthwise else draw(st.integers(1, 40 // g)) * g
     k = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
-    s = (draw(st.integers(1, 3)), draw(st.integers(1, 2) if depthwise else st.integers(1, 3)))
+    s = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
     d = (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
     pads = tuple(draw(st.integers(0, k[i % 2] - 1)) for i in range(4))
     hw = (draw(st.integers(1, 20)), draw(st.integers(1, 40)))
@@ -265,7 +267,7 @@ def conv_params(draw: Any) -> dict[str, Any]:
         s=s,
         d=d,
         pads=pads,
-        g=cin if depthwise else 1,
+        g=cin if depthwise else g,
         ft=draw(st.sampled_from(["f32", "f32", "f16", "bf16"])),
         bias=draw(st.booleans()),
         relu=draw(st.sampled_from(["", "relu", "limit"])),
@@ -275,7 +277,7 @@ def conv_params(draw: Any) -> dict[str, Any]:
     )
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=25, deadline=None)
 @given(conv_params())
 def test_conv_property(p: dict[str, Any]) -> None:
     check_conv(**p)
@@ -312,9 +314,10 @@ def test_conv_refuses_what_it_cannot_do() -> None:
         rng, (1, 4, 6, 9), 4, (3, 3), (1, 3), (1, 1), [1, 1, 1, 1], 4, "f32", False, ""
     )
     isa = ISAS[64]
-    for o in (grouped, depthwise_x2):
-        assert not ConvF32().matches(o, isa) and not DepthwiseF32().matches(o, isa)
-    assert not DepthwiseF32().matches(strided_w3, isa)
+    for o in (grouped, depthwise_x2):  # grouped GEMMs: ConvF32's, not DepthwiseF32's
+        assert ConvF32().matches(o, isa) and not DepthwiseF32().matches(o, isa)
+    # a depthwise stride DepthwiseF32 does not take: a grouped GEMM
+    assert not DepthwiseF32().matches(strided_w3, isa) and ConvF32().matches(strided_w3, isa)
     # INT8 (the int8 templates' job)
     w = rng.integers(-127, 128, (4, 3, 3, 3)).astype(np.int8)
     int8 = op(
@@ -339,6 +342,22 @@ def test_conv_refuses_what_it_cannot_do() -> None:
         t((1, 2, 2, 2, 2), "f32"),
     )
     assert not ConvF32().matches(conv3d, isa) and not DepthwiseF32().matches(conv3d, isa)
+
+
+@pytest.mark.parametrize("vb", [64, 32])
+@pytest.mark.parametrize(
+    "case",
+    [
+        ((1, 8, 9, 9), 12, (3, 3), (1, 1), (1, 1), (1, 1, 1, 1), 2),
+        ((2, 12, 10, 7), 6, (1, 1), (1, 1), (1, 1), (0, 0, 0, 0), 3),  # in place
+        ((1, 16, 14, 14), 32, (3, 3), (2, 2), (1, 1), (1, 1, 1, 1), 4),
+        ((1, 4, 9, 9), 8, (3, 3), (1, 1), (2, 2), (2, 2, 2, 2), 4),  # depthwise x2 (one in, two out)
+        ((1, 5, 8, 13), 5, (3, 3), (1, 3), (1, 1), (1, 1, 1, 1), 5),  # depthwise, W stride 3
+    ],
+)
+def test_conv_grouped(case: tuple[Any, ...], vb: int) -> None:
+    xs, cout, k, s, d, pads, g = case
+    check_conv(xs, cout, k, s, d, pads, g=g, vb=vb, nparts=2, relu="relu")
 
 
 @pytest.mark.parametrize("vb", [64, 16])
@@ -368,7 +387,7 @@ def test_conv_1d(case: tuple[Any, ...], vb: int) -> None:
         attrs,
     )
     x = fl(rng, xs, "f32")
-    kernel = Compiled(DepthwiseF32() if g > 1 else ConvF32(), o, ISAS[vb])
+    kernel = Compiled(DepthwiseF32() if g == xs[1] == cout else ConvF32(), o, ISAS[vb])
     y = _empty((xs[0], cout, ow), "f32")
     kernel({"input": x, "output": y}, 2)
     _close(y, o.execute([x, w, b])[0], "f32")
