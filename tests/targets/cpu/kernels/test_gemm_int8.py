@@ -545,3 +545,67 @@ def test_many_taps_loop_over_kernel_rows() -> None:
     c = Compiled(Int8Conv(), o, HOST)
     assert ".rows" in c.ir_text
     check(Int8Conv(), o, _act(rng, (1, 3, 20, 20), True, "rand"), HOST)
+
+
+# ---- a fused tpu.Lut (the compiler's epilogue hook) ------------------------------------------------
+
+
+def with_lut(o: Any, rng: np.random.Generator, lut_signed: bool) -> tuple[Any, Any]:
+    """``o``'s module with a ``tpu.Lut`` (a random table) after ``o``, ``cpu.fused = 1`` on the
+    reparsed ``o`` as the compiler sets it: (producer, lut)."""
+    from lamina.ir.attributes import IntegerAttr
+    from lamina.ir.context import Context
+    from lamina.ir.parser import parse_module
+    from lamina.ir.printer import print_operation
+    from lamina.ir.types import i64
+
+    m = o
+    while m.parent_op() is not None:
+        m = m.parent_op()
+    text = print_operation(m)
+    ret = next(line for line in text.splitlines() if line.strip().startswith("return "))
+    name, ty = ret.strip()[len("return ") :].split(" : ")
+    shape = ty[len("tensor<") :].rsplit("x!quant", 1)[0]
+    ty2 = f"tensor<{shape}x{q8(lut_signed, 0.03, 2 if lut_signed else 0)}>"
+    table = rng.integers(-128, 128, 256) if lut_signed else rng.integers(0, 256, 256)
+    tt = f"tensor<256x{'i8' if lut_signed else 'ui8'}>"
+    lut = f'    %lut = "tpu.Lut"({name}) <{{table = {dense(table)} : {tt}}}> : ({ty}) -> {ty2}\n'
+    text = text.replace(ret, lut + f"    return %lut : {ty2}").replace(f"-> {ty} {{", f"-> {ty2} {{")
+    mod = parse_module(text, Context())
+    assert mod is not None
+    prod = next(x for x in mod.walk_ops() if x.name in ("tpu.Conv", "tpu.MatMul"))  # type: ignore[attr-defined]
+    lut_op = next(x for x in mod.walk_ops() if x.name == "tpu.Lut")  # type: ignore[attr-defined]
+    assert Int8Conv().fuses(prod, lut_op) if prod.name == "tpu.Conv" else Int8MatMul().fuses(prod, lut_op)
+    prod.set_attr("cpu.fused", IntegerAttr(1, i64))
+    return prod, lut_op
+
+
+@pytest.mark.parametrize("isa", [HOST, ISAS[1]], ids=["host", "avx2"])
+@pytest.mark.parametrize("kind", ["conv", "conv-channels", "depthwise", "matmul"])
+def test_fused_lut(kind: str, isa: Isa) -> None:
+    """The kernel writes ``Lut(op(x))``: the table applied to each requantized register."""
+    rng = np.random.default_rng(13)
+    for out_mode, lut_signed in (("none", True), ("relu", False), ("none", False)):
+        if kind == "matmul":
+            o = matmul_op(rng, (5, 40), 37, "asym", out_mode, True, "small")
+            x = _act(rng, (5, 40), True, "rand")
+            tpl: Template = Int8MatMul()
+        else:
+            g = 16 if kind == "depthwise" else 1
+            o = conv_op(
+                rng, 1, 16, (9, 9), 16, (3, 3), (1, 1), (1, 1), [1] * 4, g, "sym", out_mode, True, "small"
+            )
+            x = _act(rng, (1, 16, 9, 9), True, "rand")
+            tpl = {
+                "conv": Int8Conv(),
+                "conv-channels": Int8ConvChannels(force=True),
+                "depthwise": Int8Depthwise(),
+            }[kind]
+        prod, lut = with_lut(o, rng, lut_signed)
+        assert tpl.matches(prod, isa)
+        ref = lut.execute([prod.execute(_inputs(prod, x))[0]])[0]
+        c = Compiled(tpl, prod, isa)
+        assert ("weight", "lut") in c.plan.buffers
+        assert ("vpermi2var" in c.ir_text) == (isa.has("avx512vbmi") and isa.vector_bytes == 64)
+        for n in (1, 2):
+            np.testing.assert_array_equal(c([x], ref.shape, ref.dtype, n), ref)
