@@ -109,7 +109,8 @@ def _quant8(t: Any) -> Any:
 
 
 def _static(t: Any) -> bool:
-    return isinstance(t, RankedTensorType) and all(isinstance(d, int) and d >= 0 for d in t.shape)
+    """A ranked tensor type of static, nonzero dimensions (empty tensors go to the generic path)."""
+    return isinstance(t, RankedTensorType) and all(isinstance(d, int) and d > 0 for d in t.shape)
 
 
 def _quant_info(op: Any, channels: int) -> QuantInfo | None:
