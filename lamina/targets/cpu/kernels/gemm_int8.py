@@ -50,7 +50,17 @@ from lamina.ir.types import IntegerType, NoneType, RankedTensorType
 
 from .abi import Isa, KernelPlan, Template
 
-__all__ = ["Int8Conv", "Int8ConvChannels", "Int8Depthwise", "Int8MatMul", "TEMPLATES", "vnni", "lanes"]
+__all__ = [
+    "LutFusion",
+    "fused_lut",
+    "Int8Conv",
+    "Int8ConvChannels",
+    "Int8Depthwise",
+    "Int8MatMul",
+    "TEMPLATES",
+    "vnni",
+    "lanes",
+]
 
 I1 = ir.IntType(1)
 I8 = ir.IntType(8)
@@ -88,6 +98,7 @@ class QuantInfo:
     shift: np.ndarray  # total shift 31 + rshift per output channel
     weight: np.ndarray  # int8 storage
     bias: np.ndarray | None  # int32 per output channel
+    out_signed: bool = True
 
 
 def _quant8(t: Any) -> Any:
@@ -98,7 +109,8 @@ def _quant8(t: Any) -> Any:
 
 
 def _static(t: Any) -> bool:
-    return isinstance(t, RankedTensorType) and all(isinstance(d, int) and d >= 0 for d in t.shape)
+    """A ranked tensor type of static, nonzero dimensions (empty tensors go to the generic path)."""
+    return isinstance(t, RankedTensorType) and all(isinstance(d, int) and d > 0 for d in t.shape)
 
 
 def _quant_info(op: Any, channels: int) -> QuantInfo | None:
@@ -161,12 +173,14 @@ def _quant_info(op: Any, channels: int) -> QuantInfo | None:
         ):
             return None
         bias = b.reshape(-1).astype(np.int64).astype(np.int32)
-    return QuantInfo(bool(ex.signed), zp_in, lo_c, hi_c, zp_out, m, s, w.astype(np.int8), bias)
+    return QuantInfo(
+        bool(ex.signed), zp_in, lo_c, hi_c, zp_out, m, s, w.astype(np.int8), bias, bool(eo.signed)
+    )
 
 
-def _scalars(q: QuantInfo) -> tuple[bool, int, int, int, int]:
+def _scalars(q: QuantInfo) -> tuple[bool, int, int, int, int, bool]:
     """What the emitted code reads of the quantization (the rest lives in the packed tables)."""
-    return (q.in_signed, q.zp_in, q.lo, q.hi, q.zp_out)
+    return (q.in_signed, q.zp_in, q.lo, q.hi, q.zp_out, q.out_signed)
 
 
 def _fold(q: QuantInfo, wsum: np.ndarray) -> np.ndarray:
@@ -209,6 +223,48 @@ class Gen:
         bufs, self.part, self.nparts = fn.args
         self.bufs = [self.b.load(self.b.gep(bufs, [self.c(i)])) for i in range(nbufs)]
         self._iota: dict[tuple[int, int], ir.Constant] = {}
+        #: a fused ``tpu.Lut``: (its table, whether the kernel's own result is signed)
+        self.lut: tuple[Any, bool] | None = None
+
+    def std_bufs(self, plan: KernelPlan, out_signed: bool) -> list[Any]:
+        """The pointers of ``in 0, w, c, m, s, out 0, scratch`` (the templates' buffers) in that
+        order, and the fused table (``weight lut``) noted for :meth:`requant`."""
+        keys = [
+            ("in", 0),
+            ("weight", "w"),
+            ("weight", "c"),
+            ("weight", "m"),
+            ("weight", "s"),
+            ("out", 0),
+            ("scratch", None),
+        ]
+        if ("weight", "lut") in plan.buffers:
+            self.lut = (self.bufs[plan.buffers.index(("weight", "lut"))], out_signed)
+        return [self.bufs[plan.buffers.index(k)] for k in keys]
+
+    def apply_lut(self, y: Any) -> Any:
+        """``table[y + base]`` per lane (``base`` 128 for a signed result, else 0): two
+        ``vpermi2b`` lookups of 128 entries and a select where AVX-512 VBMI is available (16 lanes
+        and more), else one load per lane."""
+        assert self.lut is not None
+        tab, signed = self.lut
+        b = self.b
+        n = y.type.count
+        idx = b.xor(y, self.cv([128] * n, I8)) if signed else y
+        if self.isa.has("avx512vbmi") and self.isa.vector_bytes == 64 and 16 <= n <= 64:
+            wide = b.shuffle_vector(idx, idx, self.cv([i % n for i in range(64)]))
+            f = self.intrinsic("llvm.x86.avx512.vpermi2var.qi.512", vt(I8, 64), [vt(I8, 64)] * 3)
+            t = [self.load(tab, 64 * k, vt(I8, 64)) for k in range(4)]
+            lo = b.call(f, [t[0], wide, t[1]])
+            hi = b.call(f, [t[2], wide, t[3]])
+            r = b.select(b.icmp_signed("<", wide, self.cv([0] * 64, I8)), hi, lo)
+            return b.shuffle_vector(r, r, self.iota(n))
+        out = y
+        for lane in range(n):
+            e = b.extract_element(idx, self.c(lane, I32))
+            v = b.load(b.gep(tab, [b.zext(e, I64)]))
+            out = b.insert_element(out, v, self.c(lane, I32))
+        return out
 
     # constants / casts
     @staticmethod
@@ -341,7 +397,8 @@ class Gen:
             vt(I32, n),
         )
         y = b.add(y, self.cv([q.zp_out] * n, I32))
-        return b.trunc(y, vt(I8, n))
+        y = b.trunc(y, vt(I8, n))
+        return self.apply_lut(y) if self.lut is not None else y
 
     def bcast32(self, base: Any, off: Any, n: int) -> Any:
         """4 bytes at ``base + off`` repeated over ``n`` int32 lanes, as ``<4n x i8>``."""
@@ -621,6 +678,48 @@ def _row_table(gen: Gen, geo: ConvGeom, tap_offs: list[int], tile: int) -> tuple
     return g, cols
 
 
+def fused_lut(op: Any) -> Any:
+    """The ``tpu.Lut`` fused into ``op``'s kernel (``cpu.fused`` set by the compiler when
+    :meth:`LutFusion.fuses` accepted it), or None."""
+    a = op.get_attr("cpu.fused") if hasattr(op, "get_attr") else None
+    if a is None or int(getattr(a, "value", 0)) != 1:
+        return None
+    users = op.results[0].users
+    return users[0] if len(users) == 1 and users[0].name == "tpu.Lut" else None
+
+
+def _with_lut(
+    op: Any, symbol: str, buffers: list[tuple[str, Any]], weights: dict[str, np.ndarray], *rest: Any
+) -> KernelPlan:
+    """The plan, with a fused ``tpu.Lut``'s table (as its result's storage) as a weight buffer
+    before the output."""
+    lut = fused_lut(op)
+    if lut is not None:
+        from lamina.dialects.tpu.quantize import storage_dtype
+
+        e = lut.results[0].type.element_type
+        weights["lut"] = np.ascontiguousarray(
+            np.asarray(lut.properties["table"].to_numpy()).astype(storage_dtype(e))
+        )
+        buffers.insert(buffers.index(("out", 0)), ("weight", "lut"))
+    return KernelPlan(symbol, buffers, weights, *rest)
+
+
+class LutFusion:
+    """The epilogue hook of the compiler: a following ``tpu.Lut`` (an INT8 activation such as SiLU
+    or GELU, 8-bit in and out) is applied to each requantized register (table lookups) and the
+    kernel writes the Lut's result."""
+
+    def fuses(self, op: Any, consumer: Any) -> bool:
+        if consumer.name != "tpu.Lut" or consumer.operands[0].defining_op() is not op:
+            return False
+        if op.get_attr("cpu.fused") is not None:
+            return False
+        ti, to = consumer.operands[0].type, consumer.results[0].type
+        tab = consumer.properties.get("table") if hasattr(consumer, "properties") else None
+        return _quant8(ti) is not None and _quant8(to) is not None and _static(to) and tab is not None
+
+
 def _images(gen: Gen, n: int, body: Callable[[Any, list[Any]], None]) -> None:
     gen.loop(0, n, body)
 
@@ -632,7 +731,7 @@ def _is(op: Any, name: str) -> bool:
     return getattr(op, "name", None) == name
 
 
-class Int8Conv(Template):
+class Int8Conv(LutFusion, Template):
     """INT8 convolution (any groups but depthwise, strides, dilations, pads; 1-d and 2-d) as a
     register-tiled implicit GEMM over stride-phase-packed input (``vpdpbusd`` where present)."""
 
@@ -663,7 +762,7 @@ class Int8Conv(Template):
         r = self._geo(op)
         assert r is not None
         g = r[0]
-        return (self.name, repr(g), _scalars(r[1]), isa)
+        return (self.name, repr(g), _scalars(r[1]), fused_lut(op) is not None, isa)
 
     def _tile(self, geo: ConvGeom, isa: Isa) -> tuple[int, int]:
         nl = lanes(isa)
@@ -692,7 +791,8 @@ class Int8Conv(Template):
         scratch = geo.groups * cig4 * len(geo.phases) * ra * geo.wph * 4 + 64
         macs = geo.batch * geo.cout * geo.oh * geo.ow * geo.cig * geo.kh * geo.kw
         nbytes = int(np.prod(op.operands[0].type.shape)) + int(np.prod(op.results[0].type.shape)) + wp.size
-        return KernelPlan(
+        return _with_lut(
+            op,
             symbol,
             [
                 ("in", 0),
@@ -713,11 +813,11 @@ class Int8Conv(Template):
         r = self._geo(op)
         assert r is not None
         geo, q = r
-        gen = Gen(module, plan.symbol, 7, isa)
+        gen = Gen(module, plan.symbol, len(plan.buffers), isa)
         b = gen.b
         nl = gen.nl
         mr, nv = self._tile(geo, isa)
-        x, wp, ct, mt, st_, out, scr = gen.bufs
+        x, wp, ct, mt, st_, out, scr = gen.std_bufs(plan, q.out_signed)
         ct = b.bitcast(ct, I32.as_pointer())
         mt = b.bitcast(mt, I32.as_pointer())
         st_ = b.bitcast(st_, I32.as_pointer())
@@ -876,7 +976,8 @@ class Int8ConvChannels(Int8Conv):
         scratch = geo.groups * cig4 * len(geo.phases) * ra * geo.wph * 4 + 64
         macs = geo.batch * geo.cout * geo.oh * geo.ow * geo.cig * geo.kh * geo.kw
         nbytes = int(np.prod(op.operands[0].type.shape)) + int(np.prod(op.results[0].type.shape)) + wp.size
-        return KernelPlan(
+        return _with_lut(
+            op,
             symbol,
             [
                 ("in", 0),
@@ -897,12 +998,12 @@ class Int8ConvChannels(Int8Conv):
         r = self._geo(op)
         assert r is not None
         geo, q = r
-        gen = Gen(module, plan.symbol, 7, isa)
+        gen = Gen(module, plan.symbol, len(plan.buffers), isa)
         b = gen.b
         nl = gen.nl
         mr, nv = self._ctile(geo, isa)
         cw = nv * nl
-        x, wp, ct, mt, st_, out, scr = gen.bufs
+        x, wp, ct, mt, st_, out, scr = gen.std_bufs(plan, q.out_signed)
         cig4 = -(-geo.cig // 4)
         cot = -(-geo.cog // cw)
         ntap = len(geo.taps)
@@ -1024,7 +1125,7 @@ def _tap_runs(geo: ConvGeom, ra: int) -> list[tuple[int, list[tuple[int, int]]]]
     return out
 
 
-class Int8Depthwise(Template):
+class Int8Depthwise(LutFusion, Template):
     """INT8 depthwise convolution (group == input channels == output channels): per channel, taps
     unrolled over registers of positions in i32 lanes."""
 
@@ -1044,7 +1145,7 @@ class Int8Depthwise(Template):
         """As :meth:`Int8Conv.ir_key`."""
         r = self._geo(op)
         assert r is not None
-        return (self.name, repr(r[0]), _scalars(r[1]), isa)
+        return (self.name, repr(r[0]), _scalars(r[1]), fused_lut(op) is not None, isa)
 
     @staticmethod
     def _nv(isa: Isa) -> int:
@@ -1068,7 +1169,8 @@ class Int8Depthwise(Template):
         scratch = geo.groups * len(geo.phases) * ra * geo.wph + 2 * nl + 64
         macs = geo.batch * geo.cout * geo.oh * geo.ow * geo.kh * geo.kw
         nbytes = int(np.prod(op.operands[0].type.shape)) + int(np.prod(op.results[0].type.shape)) + w.size
-        return KernelPlan(
+        return _with_lut(
+            op,
             symbol,
             [
                 ("in", 0),
@@ -1089,11 +1191,11 @@ class Int8Depthwise(Template):
         r = self._geo(op)
         assert r is not None
         geo, q = r
-        gen = Gen(module, plan.symbol, 7, isa)
+        gen = Gen(module, plan.symbol, len(plan.buffers), isa)
         b = gen.b
         nl = gen.nl
         nv = self._nv(isa)
-        x, wp, ct, mt, st_, out, scr = gen.bufs
+        x, wp, ct, mt, st_, out, scr = gen.std_bufs(plan, q.out_signed)
         ct = b.bitcast(ct, I32.as_pointer())
         mt = b.bitcast(mt, I32.as_pointer())
         st_ = b.bitcast(st_, I32.as_pointer())
@@ -1146,7 +1248,7 @@ class Int8Depthwise(Template):
         b.ret_void()
 
 
-class Int8MatMul(Template):
+class Int8MatMul(LutFusion, Template):
     """INT8 MatMul ``[.., M, K] x W[K, N]`` with a constant weight (per-column requant, per-axis
     inputs along K and per-axis outputs included): register-tiled, lanes along N."""
 
@@ -1186,7 +1288,7 @@ class Int8MatMul(Template):
         """As :meth:`Int8Conv.ir_key`."""
         r = self._info(op)
         assert r is not None
-        return (self.name, r[:3], _scalars(r[3]), isa)
+        return (self.name, r[:3], _scalars(r[3]), fused_lut(op) is not None, isa)
 
     def _tile(self, mrows: int, ncols: int, isa: Isa) -> tuple[int, int]:
         nl = lanes(isa)
@@ -1211,7 +1313,8 @@ class Int8MatMul(Template):
         weights = {"w": wp.reshape(-1), **_tables(q, wsum, nt * nv * nl)}
         scratch = (mrows + mr) * kg * 4 + 64
         nbytes = mrows * kdim + mrows * ncols + wp.size
-        return KernelPlan(
+        return _with_lut(
+            op,
             symbol,
             [
                 ("in", 0),
@@ -1232,11 +1335,11 @@ class Int8MatMul(Template):
         r = self._info(op)
         assert r is not None
         mrows, kdim, ncols, q = r
-        gen = Gen(module, plan.symbol, 7, isa)
+        gen = Gen(module, plan.symbol, len(plan.buffers), isa)
         b = gen.b
         nl = gen.nl
         mr, nv = self._tile(mrows, ncols, isa)
-        a, wp, ct, mt, st_, out, scr = gen.bufs
+        a, wp, ct, mt, st_, out, scr = gen.std_bufs(plan, q.out_signed)
         ct = b.bitcast(ct, I32.as_pointer())
         mt = b.bitcast(mt, I32.as_pointer())
         st_ = b.bitcast(st_, I32.as_pointer())

@@ -1,6 +1,8 @@
 """A tiny JIT harness for the INT8 kernel tests and benchmark: plan + emit one template into a fresh
-llvmlite module, compile it for the host (O3 pipeline, host CPU name and features), call the
-kernel through ctypes with numpy buffers for every part of ``nparts``."""
+llvmlite module, compile it for the host (host CPU name and features, codegen at O3; with
+``ir_passes`` also LLVM's O3 IR pipeline first — the templates' IR needs none, the code is as fast
+without, and the tests run both ways), call the kernel through ctypes with numpy buffers for every
+part of ``nparts``."""
 
 from __future__ import annotations
 
@@ -34,7 +36,7 @@ def host_isa() -> Isa:
 
 
 class Compiled:
-    def __init__(self, template: Template, op: Any, isa: Isa, symbol: str = "k"):
+    def __init__(self, template: Template, op: Any, isa: Isa, symbol: str = "k", ir_passes: bool = False):
         _init()
         t0 = time.perf_counter()
         self.plan: KernelPlan = template.plan(op, symbol, isa)
@@ -47,8 +49,9 @@ class Compiled:
         )
         m = llvm.parse_assembly(self.ir_text)
         m.verify()
-        pb = llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(speed_level=3))
-        pb.getModulePassManager().run(m, pb)
+        if ir_passes:
+            pb = llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(speed_level=3))
+            pb.getModulePassManager().run(m, pb)
         self.ee = llvm.create_mcjit_compiler(m, tm)
         self.ee.finalize_object()
         self.compile_ms = (time.perf_counter() - t0) * 1e3
