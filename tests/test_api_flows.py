@@ -138,3 +138,9 @@ def test_calibrate_bad_arguments(cli: Path) -> None:
         lm.calibrate(mlir, samples=[np.zeros((1, 3, 8, 8), np.float32)])
     with pytest.raises(lm.LaminaError, match="is an ONNX model"):
         lm.calibrate(cli / "example_cnn.onnx", cli / "samples")
+    with pytest.raises(
+        lm.LaminaError, match=r"--mask_input 'x' is not an input of the model \(inputs: input\)"
+    ):
+        lm.calibrate(mlir, cli / "samples", mask_input="x")
+    with pytest.raises(lm.LaminaError, match="mask_input must be an input name, 'auto' or 'none', got int"):
+        lm.calibrate(mlir, cli / "samples", mask_input=3)  # type: ignore[arg-type]

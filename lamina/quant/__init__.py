@@ -5,6 +5,8 @@
   interpreter, a threshold method, tuning) -> :class:`CalibrationResult` with its ``table``.
 - :mod:`lamina.quant.histogram`, :mod:`lamina.quant.methods`, :mod:`lamina.quant.tune`,
   :mod:`lamina.quant.dataset`: the pieces (streaming statistics, threshold methods, tuning, samples).
+- :mod:`lamina.quant.masking`: attention-mask inputs and the masked sequence axis of every tensor
+  (calibration, the search and comparisons count only the kept positions of padded sequences).
 """
 
 from lamina.dialects.tpu.tables import (

@@ -178,7 +178,7 @@ def test_search_reports_the_mask(tmp: Path) -> None:
     assert off.mask_input is None and "kept" not in off.summary()
 
 
-def test_minilm_graph() -> None:
+def test_minilm_graph(tmp: Path) -> None:
     """The real sentence encoder (exported at seq 16): the mask reaches its 6 fused attentions; the
     hidden states are masked along axis 1, the sentence embedding (mean pooling) not at all."""
     from tests.models import minilm
@@ -189,8 +189,9 @@ def test_minilm_graph() -> None:
     import lamina.api as lm
 
     path = minilm.export(1, 16, hidden=True)
-    m = lm.transform(path, input_shapes=[[1, 16], [1, 16]])
-    info = detect_mask(m.module)
+    mlir = str(tmp / "minilm16.mlir")
+    lm.transform(path, model_name="minilm16", input_shapes=[[1, 16], [1, 16]], mlir=mlir)
+    info = detect_mask(lm.load(mlir).module)
     assert info is not None and info.input == "attention_mask" and info.keep_nonzero
     assert "6 attention op(s)" in info.reason
     assert info.axes["last_hidden_state"].seq_axes == (1,)
