@@ -60,7 +60,7 @@ def build_parser(prog: str = TOOL) -> argparse.ArgumentParser:
     p.add_argument(
         "--int_forms",
         default="default",
-        help="INT8: the optional integer forms — default (lut,gather,softmax), all, none, or a list "
+        help="INT8: the optional integer forms — default (lut,gather,softmax,attention), all, none, or a list "
         "of lut,gather,softmax,layernorm,attention (docs/tpu.md)",
     )
     p.add_argument("--calibration_table", help="the calibration table of run_calibration (needed for INT8)")

@@ -35,7 +35,7 @@ from .policy import FLOAT_TYPES, elem, plain, quant_type_for, with_elem
 INT_FORMS = ("lut", "gather", "softmax", "layernorm", "attention")
 #: the forms on by default (those that keep the accuracy of float-between-casts; see
 #: ``benchmarks/RESULTS.md``)
-DEFAULT_INT_FORMS = ("lut", "gather", "softmax")
+DEFAULT_INT_FORMS = ("lut", "gather", "softmax", "attention")
 
 
 def parse_int_forms(spec: str) -> frozenset[str]:

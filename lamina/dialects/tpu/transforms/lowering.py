@@ -12,7 +12,7 @@
 * One conversion pattern per op family (:mod:`..families`), rooted on the ``top`` op classes it
   converts; every other op lowers in float mode.
 * Optional integer forms (``int-forms``: ``lut``, ``gather``, ``softmax``, ``layernorm``,
-  ``attention``; default ``lut,gather,softmax``) choose which ops with such a form use it in INT8
+  ``attention``; default ``lut,gather,softmax,attention``) choose which ops with such a form use it in INT8
   (the others run in F32).
 * Each op's mode: its entry in the qtable (by location name), else ``mode``. In INT8, an op is
   lowered to integer form when the target supports it (:mod:`..capabilities`; the reference
