@@ -2,7 +2,8 @@
 
 // The kernel level: every tpu op a cpu.kernel holding it (and the constants it reads), its template
 // and symbol as properties, its packed weights' keys (cpu.weights) and its result's arena offset
-// (cpu.offsets; a generic conv reads its geometry from the packed weight "geo"). The input cast's bytes (offset 0) are dead once the first conv has read them: the
+// (cpu.offsets). The convs go to the fast INT8 template (it has an AVX2 path without VNNI): its
+// packed weights, the folded per-channel constant and the requant factors. The input cast's bytes (offset 0) are dead once the first conv has read them: the
 // second conv reuses them; the Add's result cannot (both convs' results are still read), so it
 // goes to a fresh 64-byte aligned block. The Flatten is a view (cpu.alias, its operand's offset);
 // the output cast writes the caller's buffer (cpu.io slot 1: after the one input).
@@ -10,12 +11,12 @@
 // CHECK:      %[[Q:.*]] = "cpu.kernel"(%arg0) <{symbol = "k0_cast", template = "generic.cast"}>
 // CHECK:        "tpu.Cast"
 // CHECK:      }) {cpu.offsets = array<i64: 0>}
-// CHECK-NEXT: %[[C1:.*]] = "cpu.kernel"(%[[Q]]) <{symbol = "k1_conv", template = "generic.conv"}>
+// CHECK-NEXT: %[[C1:.*]] = "cpu.kernel"(%[[Q]]) <{symbol = "k1_conv", template = "int8-conv"}>
 // CHECK:        "tpu.Weight"
 // CHECK:        "tpu.Conv"
-// CHECK:      }) {cpu.offsets = array<i64: 256>, cpu.weights = ["geo", "w", "m", "s"]}
-// CHECK-NEXT: %[[C2:.*]] = "cpu.kernel"(%[[C1]]) <{symbol = "k2_conv", template = "generic.conv"}>
-// CHECK:      }) {cpu.offsets = array<i64: 0>, cpu.weights = ["geo", "w", "m", "s"]}
+// CHECK:      }) {cpu.offsets = array<i64: 256>, cpu.weights = ["w", "c", "m", "s"]}
+// CHECK-NEXT: %[[C2:.*]] = "cpu.kernel"(%[[C1]]) <{symbol = "k2_conv", template = "int8-conv"}>
+// CHECK:      }) {cpu.offsets = array<i64: 0>, cpu.weights = ["w", "c", "m", "s"]}
 // CHECK-NEXT: %[[A:.*]] = "cpu.kernel"(%[[C1]], %[[C2]]) <{symbol = "k3_add", template = "generic.int_ew"}>
 // CHECK:      }) {cpu.offsets = array<i64: 512>}
 // CHECK-NEXT: %[[F:.*]] = "cpu.kernel"(%[[A]]) <{symbol = "k4_flatten", template = "generic.alias"}>

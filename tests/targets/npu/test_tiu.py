@@ -897,7 +897,11 @@ def test_ops_without_a_command_are_named() -> None:
 
 def _lowered(name: str, mode: str) -> tuple[Any, list[np.ndarray]]:
     """Zoo model ``name`` (small) through model_transform, run_calibration (max) and
-    convert-top-to-tpu."""
+    convert-top-to-tpu for the ``lnpu`` chip's capabilities (what ``model_deploy --processor lnpu``
+    lowers)."""
+    from lamina.targets.npu.arch import load_chip
+    from lamina.targets.npu.processor import capabilities_of
+
     sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "models"))
     import zoo
 
@@ -908,7 +912,7 @@ def _lowered(name: str, mode: str) -> tuple[Any, list[np.ndarray]]:
     if mode == "INT8":
         table = api.calibrate(model.mlir, samples=samples, calibration_method="max", tune_num=0)
         assert import_calibration(m, table) > 5
-    ok, _ = convert_top_to_tpu(m, mode)
+    ok, _ = convert_top_to_tpu(m, mode, capabilities=capabilities_of(load_chip("lnpu")))
     assert ok
     return m, samples[0]
 
