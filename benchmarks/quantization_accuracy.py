@@ -1,6 +1,7 @@
 """Quantization accuracy: Lamina's modes against onnxruntime's ``quantize_static``, on real data.
 
     python benchmarks/quantization_accuracy.py [--models digits,resnet18,mobilenetv2,yolo,bert,minilm]
+    python benchmarks/quantization_accuracy.py --models ppocr --calib 24 --test 8   # not in the default set: ~20 min
         [--calib 32] [--test 16] [--variant small|full] [--workdir DIR] [--markdown]
 
 Models:
