@@ -49,9 +49,6 @@ def test_ppocr_int8_and_mixed(tmp_path: Path) -> None:
     mlir = tmp_path / "ppocr.mlir"
     lm.transform(MODEL, model_name="ppocr", input_shapes=[[1, 3, 384, 768]], mlir=str(mlir))
     top = lm.load(str(mlir))
-    ops = [op.name for op in top.module.walk_ops()]
-    # paddle2onnx's hard-swish and the learnable affine blocks are fused at import
-    assert ops.count("top.HardSwish") == 24 and "top.Div" not in ops
     cal = [{"x": x[None]} for x in data.text_pages(12, "calibration")]
     test = [{"x": x[None]} for x in data.text_pages(3, "test")]
     table = calibrate(top.module, cal, "kl", tune_num=5).table
