@@ -25,7 +25,7 @@ import data  # noqa: E402
 pytestmark = pytest.mark.slow
 
 #: held-out floors, below the figures of benchmarks/RESULTS.md (24 calibration pages, 8 held out:
-#: INT8 0.9818 / IoU 0.9517, mixed 0.9901 / 0.9690) by a margin for 12 calibration pages and 3 held out
+#: INT8 0.9794 / IoU 0.9471) by a margin for 12 calibration pages and 3 held out
 COS_INT8, IOU_INT8 = 0.97, 0.93
 COS_MIXED, IOU_MIXED = 0.975, 0.935
 
