@@ -69,7 +69,7 @@ def test_ppocr_int8_and_mixed(tmp_path: Path) -> None:
     res = search_qtable(
         top.module, table, cal[:10], expected_cos=0.99, refined_table=str(refined), ctx=top.ctx, log=None
     )
-    assert len(res.floated) <= res.limit
+    assert len(res.float_layers) <= res.max_float_layers
     cos_m, iou_m = held_out(res.qtable, str(refined))
     assert cos_m >= COS_MIXED and iou_m >= IOU_MIXED, (cos_m, iou_m)
     assert cos_m >= cos - 0.002  # the search never makes the calibration pages worse
