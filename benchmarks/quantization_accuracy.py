@@ -3,6 +3,7 @@
     python benchmarks/quantization_accuracy.py [--models digits,resnet18,mobilenetv2,yolo,bert,minilm]
         [--calib 32] [--test 16] [--variant small|full] [--int_forms default|all|none|LIST]
         [--workdir DIR] [--markdown]
+    python benchmarks/quantization_accuracy.py --models ppocr --calib 24 --test 8   # not in the default set: ~20 min
 
 Models:
 
@@ -87,7 +88,8 @@ class Bench:
     #: a probability-map output read at this threshold: the text-pixel mask IoU is reported too
     mask_threshold: float | None = None
     #: onnxruntime's MinMax calibration folds its collected outputs every this many samples (exact for
-    #: MinMax; keeps a large input's intermediate tensors from filling the memory)
+    #: MinMax; keeps a large input's intermediate tensors from filling the memory); raised until it
+    #: does not divide the sample count
     ort_calib_chunk: int | None = None
     notes: str = ""
     results: dict[str, Any] = field(default_factory=dict)
@@ -186,7 +188,7 @@ def build_benches(
             calib = [[x[None]] for x in data.text_pages(n_calib, "calibration", h, w)]
             test = [[x[None]] for x in data.text_pages(n_test, "test", h, w)]
             b = Bench(name, f"PP-OCRv4 det (trained) 1x3x{h}x{w}", onnx_path, ["x"], [[1, 3, h, w]], calib, test,
-                      mask_threshold=0.3, ort_calib_chunk=2,
+                      mask_threshold=0.3, ort_calib_chunk=3,
                       notes="PaddleOCR PP-OCRv4 text detector (rapidocr-onnxruntime's ch_PP-OCRv4_det_infer.onnx): "
                       "PP-LCNetV3 backbone, RSE-FPN neck, DB head; output the 1x1x384x768 probability map; "
                       "synthetic text pages (Pillow text lines on scikit-image crops)")  # fmt: skip
@@ -382,6 +384,9 @@ def ort_quantize(b: Bench, workdir: str) -> str:
             return None if s is None else dict(zip(self.names, s))
 
     out = os.path.join(workdir, f"{b.name}_ort_int8.onnx")
+    chunk = b.ort_calib_chunk
+    while chunk and chunk > 1 and len(b.calib) % chunk == 0:
+        chunk += 1  # onnxruntime fails on an empty last chunk ("No data is collected")
     quantize_static(
         b.onnx,
         out,
@@ -390,7 +395,7 @@ def ort_quantize(b: Bench, workdir: str) -> str:
         per_channel=True,
         activation_type=QuantType.QInt8,
         weight_type=QuantType.QInt8,
-        extra_options={"CalibMaxIntermediateOutputs": b.ort_calib_chunk} if b.ort_calib_chunk else None,
+        extra_options={"CalibMaxIntermediateOutputs": chunk} if chunk else None,
     )
     return out
 

@@ -10,11 +10,10 @@ rooted at several ops), and :data:`FAMILIES` lists the family modules.
 Families (the label of each pattern is its class name, usable in ``canonicalize{disable-patterns=...}``):
 
 * constant folding: :class:`~..const_fold.ConstantFoldPattern` on every foldable op;
-* :mod:`.conv`: BatchNorm into Conv (:class:`FuseBatchNormIntoConv`), a constant per-channel or
-  scalar Mul/Add of a Conv's output into its weights and bias (:class:`FuseAffineIntoConv`);
+* :mod:`.conv`: BatchNorm into Conv (:class:`FuseBatchNormIntoConv`);
 * :mod:`.activation`: Relu and Clip(0, n) / ReLU6 into Conv and MatMul as ``do_relu`` /
   ``relu_limit`` (:class:`FuseReluIntoProducer`, :class:`FuseClipIntoProducer`), a Relu of a relu'd
-  value dropped; ``x * Clip(x + 3, 0, 6) / 6`` to HardSwish (:class:`FuseHardSwish`);
+  value dropped;
 * :mod:`.matmul`: Gemm to MatMul (:class:`GemmToMatMul`, so that Relu fuses into it), a constant
   bias Add into the MatMul (:class:`FuseBiasIntoMatMul`);
 * :mod:`.shape`: identities (Identity, inference Dropout, Reshape/Squeeze/Unsqueeze/Flatten/Expand
@@ -37,10 +36,10 @@ from lamina.rewrite.pattern import RewritePattern, root_name
 
 from ..const_fold import ConstantFoldPattern, foldable
 from . import activation, attention, conv, gelu, matmul, norm, shape
-from .activation import FuseClipIntoProducer, FuseHardSwish, FuseReluIntoProducer
+from .activation import FuseClipIntoProducer, FuseReluIntoProducer
 from .attention import FuseAttention
 from .common import TopPattern, erase_dead, pattern_roots
-from .conv import FuseAffineIntoConv, FuseBatchNormIntoConv
+from .conv import FuseBatchNormIntoConv
 from .gelu import FuseGELU, FuseSiLU
 from .matmul import FuseBiasIntoMatMul, GemmToMatMul
 from .norm import FuseLayerNorm
@@ -112,13 +111,11 @@ _register_all()
 
 __all__ = [
     "FAMILIES",
-    "FuseAffineIntoConv",
     "FuseAttention",
     "FuseBatchNormIntoConv",
     "FuseBiasIntoMatMul",
     "FuseClipIntoProducer",
     "FuseGELU",
-    "FuseHardSwish",
     "FuseLayerNorm",
     "FuseReluIntoProducer",
     "FuseSiLU",

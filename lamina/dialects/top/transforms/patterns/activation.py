@@ -1,18 +1,17 @@
 """Activations fused into their producer: Relu and Clip(0, n) / ReLU6 into Conv and MatMul as
-``do_relu`` / ``relu_limit``; a Relu of a relu'd value dropped; the decomposed hard-swish
-``x * Clip(x + 3, 0, 6) / 6`` recognised as ``HardSwish``."""
+``do_relu`` / ``relu_limit``; a Relu of a relu'd value dropped."""
 
 from __future__ import annotations
 
 from lamina.dialects.top.base import F
-from lamina.dialects.top.elementwise import AddOp, ClipOp, DivOp, HardSwishOp, MulOp, ReluOp
+from lamina.dialects.top.elementwise import ClipOp, ReluOp
 from lamina.dialects.top.nn import ConvOp, MatMulOp
 from lamina.ir.attributes import BoolAttr
 from lamina.ir.core import Operation, Value
 from lamina.rewrite.pattern import PatternRewriter
 
-from ..utils import is_none_value, is_scalar, producer, scalar_of, single_use
-from .common import TopPattern, erase_dead, ordered, prop
+from ..utils import is_none_value, is_scalar, scalar_of, single_use
+from .common import TopPattern, prop
 
 #: The ops with a fused activation (``do_relu`` / ``relu_limit``).
 _RELU_PRODUCERS = (ConvOp.name, MatMulOp.name)
@@ -96,58 +95,4 @@ class FuseClipIntoProducer(TopPattern):
         return True
 
 
-def _clip_bounds(clip: Operation) -> tuple[float, float] | None:
-    lo = (
-        scalar_of(clip.operands[1])
-        if len(clip.operands) > 1 and not is_none_value(clip.operands[1])
-        else None
-    )
-    hi = (
-        scalar_of(clip.operands[2])
-        if len(clip.operands) > 2 and not is_none_value(clip.operands[2])
-        else None
-    )
-    return None if lo is None or hi is None else (lo, hi)
-
-
-class FuseHardSwish(TopPattern):
-    """``x * Clip(x + 3, 0, 6) / 6`` (or ``* (1/6)``, the product in either order) -> ``HardSwish(x)``
-    (paddle2onnx's export of PaddleOCR's hard-swish): one activation, one table in INT8, instead of
-    four tensors to quantize."""
-
-    roots = (DivOp, MulOp)
-    benefit = 5
-
-    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> bool:
-        if len(op.operands) != 2:
-            return False
-        if isinstance(op, DivOp):
-            cands = [(op.operands[0], scalar_of(op.operands[1]), 6.0)]
-        else:
-            cands = [(p, scalar_of(c), 1.0 / 6.0) for p, c in ordered(op)]
-        for prod_v, k, want in cands:
-            if k is None or abs(k - want) > 1e-6 * want or not single_use(prod_v):
-                continue
-            mul = producer(prod_v, MulOp)
-            if mul is None:
-                continue
-            for x, c in ordered(mul):
-                clip = producer(c, ClipOp)
-                if clip is None or not single_use(c) or _clip_bounds(clip) != (0.0, 6.0):
-                    continue
-                add = producer(clip.operands[0], AddOp)
-                if add is None or not single_use(clip.operands[0]):
-                    continue
-                if not any(a is x and scalar_of(t) == 3.0 for a, t in ordered(add)):
-                    continue
-                if x.type is not op.results[0].type:
-                    return False
-                rewriter.set_insertion_point(op)
-                new = rewriter.create(HardSwishOp, input=x, output=x.type, loc=op.location)
-                rewriter.replace_op(op, new)
-                erase_dead(rewriter, [mul, clip, add])
-                return True
-        return False
-
-
-PATTERNS = (FuseReluIntoProducer, FuseClipIntoProducer, FuseHardSwish)
+PATTERNS = (FuseReluIntoProducer, FuseClipIntoProducer)
