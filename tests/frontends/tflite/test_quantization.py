@@ -138,9 +138,6 @@ MORE_STEPS = {
     # Lamina's lowering quantizes FULLY_CONNECTED weights per output channel: per-tensor int8
     # weights are requantized (per-channel ones, what recent TensorFlow converters write, are exact)
     "fully_connected": (2, "per-tensor weights"),
-    # top folds a MUL by a per-channel constant into the CONV_2D before it (one rounding); LiteRT
-    # requantizes the conv's output, then multiplies
-    "mul_const_nchw": (2, "CONV_2D then MUL by a constant: folded into the conv's weights by Lamina"),
     "hard_swish_nchw": (2, "LiteRT's fixed-point HARD_SWISH"),
     # a 1-step difference of the conv before it, amplified: SOFTMAX's 1/256 output steps are much
     # finer than its input's
