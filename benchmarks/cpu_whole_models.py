@@ -158,9 +158,14 @@ def run_one(name: str, mode: str, threads: list[int], args: Any, d: str) -> list
     if mode == "INT8":
         interp = dep.run(x)
         ok = all(np.array_equal(np.asarray(lam[k]), np.asarray(interp[k])) for k in m1.output_names)
-        check = "bit-exact vs tpu interpreter" if ok else "NOT bit-exact: " + ", ".join(
-            f"{k} max|d|={np.max(np.abs(np.asarray(lam[k], np.float64) - np.asarray(interp[k], np.float64))):.3g}"
-            for k in m1.output_names
+        check = (
+            "bit-exact vs tpu interpreter"
+            if ok
+            else "NOT bit-exact: "
+            + ", ".join(
+                f"{k} max|d|={np.max(np.abs(np.asarray(lam[k], np.float64) - np.asarray(interp[k], np.float64))):.3g}"
+                for k in m1.output_names
+            )
         )
     else:
         ref = dict(zip([o.name for o in probe.get_outputs()], probe.run(None, x)))
@@ -174,10 +179,20 @@ def run_one(name: str, mode: str, threads: list[int], args: Any, d: str) -> list
         for _ in range(2):
             sess.run(None, x)
             m.run(x)
-        t = timed({"lamina": lambda: m.run(x), "ort": lambda: sess.run(None, x)}, n, args.repeat, args.inner)
+        engines = {"lamina": lambda m=m: m.run(x), "ort": lambda s=sess: s.run(None, x)}
+        t = timed(engines, n, args.repeat, args.inner)
         rows.append(
-            dict(model=name, mode=mode, threads=n, lam=t["lamina"], ort=t["ort"], compile=(compile_cpu, compile_wall),
-                 check=check, ref_ops=ref_ops, kernels=len(m1.kernels))  # fmt: skip
+            dict(
+                model=name,
+                mode=mode,
+                threads=n,
+                lam=t["lamina"],
+                ort=t["ort"],
+                compile=(compile_cpu, compile_wall),
+                check=check,
+                ref_ops=ref_ops,
+                kernels=len(m1.kernels),
+            )
         )
         r = rows[-1]
         print(
@@ -211,7 +226,9 @@ def main() -> int:
         m for m in args.modes.split(",") if m not in ("F32", "INT8")
     ]
     if bad:
-        print(f"cpu_whole_models: unknown model or mode {bad[0]!r} (models: {', '.join(LABELS)}; modes F32, INT8)")
+        print(
+            f"cpu_whole_models: unknown model or mode {bad[0]!r} (models: {', '.join(LABELS)}; modes F32, INT8)"
+        )
         return 1
     import onnxruntime as ort
 
