@@ -35,6 +35,9 @@ once, best of ``4 * --repeat`` rounds. ``--whole-model NAME=M.lamina`` (a file `
 ``lamina.runtime.load(M, threads=N)`` and reports it against the same onnxruntime figure.
 ``--models`` also takes ``bert`` and ``yolo`` (zoo models). ``--md`` prints the summary table.
 
+Whole compiled models in F32 and INT8 (against onnxruntime FP32 and QDQ u8s8 per-channel), with
+compile time and correctness checked in the same run: ``benchmarks/cpu_whole_models.py``.
+
 numpy is not used for any timed work (so OPENBLAS_CORETYPE is irrelevant and left alone).
 
 Usage::

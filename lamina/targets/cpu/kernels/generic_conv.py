@@ -670,6 +670,7 @@ class Pool(Template):
         with b.goto_entry_block():
             accp = b.alloca(init.type)
             cntp = b.alloca(I64)
+        clamp = is_max and dh == 1 and dw == 1  # the count is the average's only
         lo, hi = k.share(n_ * c_ * oh_n)
         with k.loop(lo, hi, "row") as row:
             nc = b.udiv(row, const(oh_n))
@@ -679,36 +680,54 @@ class Pool(Template):
                 b.store(init, accp)
                 b.store(const(0), cntp)
                 ph1, pw1 = (p[2], p[3]) if len(p) == 4 else (p[0], p[1])
-                with k.loop(0, kh_n, "kh") as kh, k.loop(0, kw_n, "kw") as kw:
+                if clamp:  # the window's rows/columns inside the input: no test per element
+                    h0 = b.sub(const(p[0]), b.mul(oh, const(sh)))  # the first kh inside is h0
+                    w0 = b.sub(const(p[1]), b.mul(ow, const(sw)))
+                    kh_lo, kh_hi = _max(b, h0, const(0)), _min(b, b.add(h0, const(h_)), const(kh_n))
+                    kw_lo, kw_hi = _max(b, w0, const(0)), _min(b, b.add(w0, const(w_)), const(kw_n))
+                else:
+                    kh_lo, kh_hi, kw_lo, kw_hi = const(0), const(kh_n), const(0), const(kw_n)
+                with k.loop(kh_lo, kh_hi, "kh") as kh, k.loop(kw_lo, kw_hi, "kw") as kw:
                     ih = b.add(b.sub(b.mul(oh, const(sh)), const(p[0])), b.mul(kh, const(dh)))
                     iw = b.add(b.sub(b.mul(ow, const(sw)), const(p[1])), b.mul(kw, const(dw)))
-                    inside = b.and_(
-                        b.and_(b.icmp_signed(">=", ih, const(0)), b.icmp_signed("<", ih, const(h_))),
-                        b.and_(b.icmp_signed(">=", iw, const(0)), b.icmp_signed("<", iw, const(w_))),
-                    )
-                    if cip:  # explicit padding counts in the divisor, ceil mode's extra does not
-                        counted = b.and_(
-                            b.and_(
-                                b.icmp_signed(">=", ih, const(-p[0])), b.icmp_signed("<", ih, const(h_ + ph1))
-                            ),
-                            b.and_(
-                                b.icmp_signed(">=", iw, const(-p[1])), b.icmp_signed("<", iw, const(w_ + pw1))
-                            ),
-                        )
-                    else:
-                        counted = inside
-                    b.store(b.add(b.load(cntp), b.zext(counted, I64)), cntp)
-                    with b.if_then(inside):
+                    if clamp:
                         xp = b.gep(xbase, [b.add(b.mul(ih, const(w_)), iw)])
                         a = b.load(accp)
                         if q:
-                            v = load_int(b, xp, x_dt)
-                            nv = _max(b, a, v) if is_max else b.add(a, b.sub(v, const(zp(x_t))))
+                            b.store(_max(b, a, load_int(b, xp, x_dt)), accp)
                         else:
                             v = load_float(b, xp, x_dt, ct)
-                            fn = "llvm.maximum" if is_max else None
-                            nv = b.call(intrinsic(module, fn, ct, 2), [a, v]) if fn else b.fadd(a, v)
-                        b.store(nv, accp)
+                            b.store(b.call(intrinsic(module, "llvm.maximum", ct, 2), [a, v]), accp)
+                    else:
+                        inside = b.and_(
+                            b.and_(b.icmp_signed(">=", ih, const(0)), b.icmp_signed("<", ih, const(h_))),
+                            b.and_(b.icmp_signed(">=", iw, const(0)), b.icmp_signed("<", iw, const(w_))),
+                        )
+                        if cip:  # explicit padding counts in the divisor, ceil mode's extra does not
+                            counted = b.and_(
+                                b.and_(
+                                    b.icmp_signed(">=", ih, const(-p[0])),
+                                    b.icmp_signed("<", ih, const(h_ + ph1)),
+                                ),
+                                b.and_(
+                                    b.icmp_signed(">=", iw, const(-p[1])),
+                                    b.icmp_signed("<", iw, const(w_ + pw1)),
+                                ),
+                            )
+                        else:
+                            counted = inside
+                        b.store(b.add(b.load(cntp), b.zext(counted, I64)), cntp)
+                        with b.if_then(inside):
+                            xp = b.gep(xbase, [b.add(b.mul(ih, const(w_)), iw)])
+                            a = b.load(accp)
+                            if q:
+                                v = load_int(b, xp, x_dt)
+                                nv = _max(b, a, v) if is_max else b.add(a, b.sub(v, const(zp(x_t))))
+                            else:
+                                v = load_float(b, xp, x_dt, ct)
+                                fn = "llvm.maximum" if is_max else None
+                                nv = b.call(intrinsic(module, fn, ct, 2), [a, v]) if fn else b.fadd(a, v)
+                            b.store(nv, accp)
                 res = b.load(accp)
                 dst = b.gep(out, [b.add(b.mul(row, const(ow_n)), ow)])
                 if is_max:
