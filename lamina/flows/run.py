@@ -47,10 +47,12 @@ def run_model_file(
     engine: str | None = None,
     out_fixed: bool = False,
     profile: str | None = None,
+    threads: int | None = None,
 ) -> dict[str, np.ndarray]:
     """Run ``model_path`` (``.mlir`` — a ``top`` or a quantized ``tpu`` module —, ``.onnx``,
     ``.tflite``, or a compiled ``.lamina`` file) on ``inputs`` (arrays by name, or an npz path).
-    ``profile`` (``trace.json``, compiled models only) also writes the run's Chrome trace and summary."""
+    ``profile`` (``trace.json``, compiled models only) also writes the run's Chrome trace and summary;
+    ``threads``: a compiled CPU model's thread count (default: the runtime's, one)."""
     source = inputs if isinstance(inputs, str) else "inputs"
     arrays = load_npz(inputs, "input file") if isinstance(inputs, str) else dict(inputs)
     check_input_file(model_path, "model")
@@ -66,11 +68,13 @@ def run_model_file(
                 raise ToolError(
                     f"{flag} does not apply to a compiled model ('{model_path}' gives its outputs)"
                 )
-        compiled = load_model_file(model_path)
+        compiled = load_model_file(model_path, **({} if threads is None else {"threads": threads}))
         feeds = compiled.check_inputs(arrays, source)
         return compiled.run(feeds, profile=profile)
     if profile is not None:
         raise ToolError(f"--profile needs a compiled model (.lamina); '{model_path}' is not one")
+    if threads is not None:
+        raise ToolError(f"--threads needs a compiled CPU model (.lamina); '{model_path}' is not one")
     if model_path.lower().endswith(".tflite"):
         from lamina.frontends.tflite.runtime import run_tflite_file
 

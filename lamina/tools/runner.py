@@ -53,6 +53,13 @@ def build_parser(prog: str = TOOL) -> argparse.ArgumentParser:
         help="for a compiled .lamina model: write a Chrome trace of the run and its summary (TRACE.summary.json)",
     )
     p.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        metavar="N",
+        help="for a compiled CPU .lamina model: run on N threads (default 1)",
+    )
+    p.add_argument(
         "--engine",
         choices=("onnxruntime", "litert", "lamina"),
         default=None,
@@ -70,9 +77,17 @@ def _run(args: argparse.Namespace) -> int:
             from lamina.targets.profile import summary_path
 
             outputs += [("--profile", args.profile), ("the profile summary", summary_path(args.profile))]
+        if args.threads is not None and args.threads < 1:
+            raise ToolError(f"--threads must be at least 1, got {args.threads}")
         check_outputs([("--input", args.input), ("--model", args.model)], outputs)
         res = run_model_file(
-            args.model, args.input, args.dump_all_tensors, args.engine, args.out_fixed, profile=args.profile
+            args.model,
+            args.input,
+            args.dump_all_tensors,
+            args.engine,
+            args.out_fixed,
+            profile=args.profile,
+            threads=args.threads,
         )
         save_npz(args.output, res)
     except ToolError as e:

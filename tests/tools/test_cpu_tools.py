@@ -83,6 +83,29 @@ def test_model_deploy_and_runner_on_the_cpu(
     assert s["commands"] == len(kernels) and s["target"] == "cpu"
     assert model_tool.main(["--info", "m.lamina"]) == 0
     assert "cpu" in capsys.readouterr().out
+    # on two threads: the same bytes
+    assert (
+        runner.main(
+            ["--input", "m_in_f32.npz", "--model", "m.lamina", "--output", "o2.npz", "--threads", "2"]
+        )
+        == 0
+    )
+    got2 = np.load("o2.npz")
+    for k in want.files:
+        assert np.array_equal(got2[k], want[k]), k
+
+
+def test_runner_threads_only_for_a_compiled_cpu_model(
+    ws: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    _copy(ws, tmp_path)
+    base = ["--input", "m_in_f32.npz", "--output", "o.npz"]
+    assert runner.main([*base, "--model", "m.mlir", "--threads", "2"]) == 1
+    assert "--threads needs a compiled CPU model" in capsys.readouterr().err
+    assert runner.main([*base, "--model", "m.mlir", "--threads", "0"]) == 1
+    assert "--threads must be at least 1, got 0" in capsys.readouterr().err
+    assert not (tmp_path / "o.npz").exists()
 
 
 def test_model_deploy_cpu_without_a_compiled_file_runs_the_interpreter(
