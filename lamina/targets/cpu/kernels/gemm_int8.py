@@ -731,6 +731,43 @@ def _is(op: Any, name: str) -> bool:
     return getattr(op, "name", None) == name
 
 
+def _conv_plan(op: Any, symbol: str, geo: Any, q: Any, t: int, rows: int) -> KernelPlan:
+    """The plan of the two INT8 conv templates: weights packed in tiles of ``t`` output channels
+    (``[g][cot][cig4][tap][t][4]``, what ``vpdpbusd`` reads), the folded per-channel constants and
+    requant tables, per-part scratch for ``rows`` output rows' stride phases of the input."""
+    cig4 = -(-geo.cig // 4)
+    cot = -(-geo.cog // t)
+    ntap = len(geo.taps)
+    w = q.weight.reshape(geo.groups, geo.cog, geo.cig, geo.kh * geo.kw).astype(np.int8)
+    wp = np.zeros((geo.groups, cot * t, cig4 * 4, ntap), np.int8)
+    wp[:, : geo.cog, : geo.cig] = w
+    # [g][cot][cig4][tap][t][4]
+    wp = wp.reshape(geo.groups, cot, t, cig4, 4, ntap).transpose(0, 1, 3, 5, 2, 4).copy()
+    wsum = w.astype(np.int64).sum(axis=(2, 3)).reshape(-1)
+    weights = {"w": wp.reshape(-1), **_tables(q, wsum, geo.cout + t)}
+    ra = geo.rows_alloc(rows)
+    scratch = geo.groups * cig4 * len(geo.phases) * ra * geo.wph * 4 + 64
+    macs = geo.batch * geo.cout * geo.oh * geo.ow * geo.cig * geo.kh * geo.kw
+    nbytes = int(np.prod(op.operands[0].type.shape)) + int(np.prod(op.results[0].type.shape)) + wp.size
+    return _with_lut(
+        op,
+        symbol,
+        [
+            ("in", 0),
+            ("weight", "w"),
+            ("weight", "c"),
+            ("weight", "m"),
+            ("weight", "s"),
+            ("out", 0),
+            ("scratch", None),
+        ],
+        weights,
+        scratch,
+        macs,
+        nbytes,
+    )
+
+
 class Int8Conv(LutFusion, Template):
     """INT8 convolution (any groups but depthwise, strides, dilations, pads; 1-d and 2-d) as a
     register-tiled implicit GEMM over stride-phase-packed input (``vpdpbusd`` where present)."""
@@ -777,37 +814,7 @@ class Int8Conv(LutFusion, Template):
         geo, q = r
         nl = lanes(isa)
         mr, nv = self._tile(geo, isa)
-        cig4 = -(-geo.cig // 4)
-        cot = -(-geo.cog // mr)
-        ntap = len(geo.taps)
-        w = q.weight.reshape(geo.groups, geo.cog, geo.cig, geo.kh * geo.kw).astype(np.int8)
-        wp = np.zeros((geo.groups, cot * mr, cig4 * 4, ntap), np.int8)
-        wp[:, : geo.cog, : geo.cig] = w
-        # [g][cot][cig4][tap][mr][4]
-        wp = wp.reshape(geo.groups, cot, mr, cig4, 4, ntap).transpose(0, 1, 3, 5, 2, 4).copy()
-        wsum = w.astype(np.int64).sum(axis=(2, 3)).reshape(-1)
-        weights = {"w": wp.reshape(-1), **_tables(q, wsum, geo.cout + mr)}
-        ra = geo.rows_alloc(nv * nl)
-        scratch = geo.groups * cig4 * len(geo.phases) * ra * geo.wph * 4 + 64
-        macs = geo.batch * geo.cout * geo.oh * geo.ow * geo.cig * geo.kh * geo.kw
-        nbytes = int(np.prod(op.operands[0].type.shape)) + int(np.prod(op.results[0].type.shape)) + wp.size
-        return _with_lut(
-            op,
-            symbol,
-            [
-                ("in", 0),
-                ("weight", "w"),
-                ("weight", "c"),
-                ("weight", "m"),
-                ("weight", "s"),
-                ("out", 0),
-                ("scratch", None),
-            ],
-            weights,
-            scratch,
-            macs,
-            nbytes,
-        )
+        return _conv_plan(op, symbol, geo, q, mr, nv * nl)
 
     def emit(self, module: Any, plan: KernelPlan, op: Any, isa: Isa) -> None:
         r = self._geo(op)
@@ -962,37 +969,7 @@ class Int8ConvChannels(Int8Conv):
         nl = lanes(isa)
         _, nv = self._ctile(geo, isa)
         cw = nv * nl
-        cig4 = -(-geo.cig // 4)
-        cot = -(-geo.cog // cw)
-        ntap = len(geo.taps)
-        w = q.weight.reshape(geo.groups, geo.cog, geo.cig, geo.kh * geo.kw).astype(np.int8)
-        wp = np.zeros((geo.groups, cot * cw, cig4 * 4, ntap), np.int8)
-        wp[:, : geo.cog, : geo.cig] = w
-        # [g][cot][cig4][tap][nv*nl][4]
-        wp = wp.reshape(geo.groups, cot, cw, cig4, 4, ntap).transpose(0, 1, 3, 5, 2, 4).copy()
-        wsum = w.astype(np.int64).sum(axis=(2, 3)).reshape(-1)
-        weights = {"w": wp.reshape(-1), **_tables(q, wsum, geo.cout + cw)}
-        ra = geo.rows_alloc(4)
-        scratch = geo.groups * cig4 * len(geo.phases) * ra * geo.wph * 4 + 64
-        macs = geo.batch * geo.cout * geo.oh * geo.ow * geo.cig * geo.kh * geo.kw
-        nbytes = int(np.prod(op.operands[0].type.shape)) + int(np.prod(op.results[0].type.shape)) + wp.size
-        return _with_lut(
-            op,
-            symbol,
-            [
-                ("in", 0),
-                ("weight", "w"),
-                ("weight", "c"),
-                ("weight", "m"),
-                ("weight", "s"),
-                ("out", 0),
-                ("scratch", None),
-            ],
-            weights,
-            scratch,
-            macs,
-            nbytes,
-        )
+        return _conv_plan(op, symbol, geo, q, cw, 4)
 
     def emit(self, module: Any, plan: KernelPlan, op: Any, isa: Isa) -> None:
         r = self._geo(op)
