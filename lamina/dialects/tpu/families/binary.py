@@ -25,7 +25,7 @@ from lamina.rewrite.conversion import ConversionPatternRewriter
 from ..lowering.pattern import FamilyLowering, NoInt8
 from ..lowering.policy import is_per_axis, scale, scales
 from ..quantize import qparams, quantize_multiplier, requantize, round_half_away, rounding_rshift
-from .common import along, bounds, channel_axis, declare, mult_props, quant_props, store, zp
+from .common import along, bounds, declare, mult_props, quant_props, result_channel_axis, store, zp
 
 
 def _linear_int(self: Any, signs: Sequence[int]) -> Callable[[Sequence[Any]], Sequence[Any]]:
@@ -40,13 +40,7 @@ def _linear_int(self: Any, signs: Sequence[int]) -> Callable[[Sequence[Any]], Se
     lo, hi = bounds(out_t)
     zp_out = zp(out_t)
     nd = len(out_t.shape)
-    axis = channel_axis(out_t)
-    if axis is None:
-        for t in in_ts:
-            a = channel_axis(t)
-            if a is not None:
-                axis = a + nd - len(t.shape)
-                break
+    axis = result_channel_axis(out_t, in_ts)
     per = s.size > 1 or (axis is not None and m.size > len(in_ts))
 
     if per:

@@ -233,6 +233,19 @@ def channel_axis(t: Type) -> int | None:
     return qparams(t)[2] if is_quant(t) else None
 
 
+def result_channel_axis(out_t: Type, in_ts: list[Type]) -> int | None:
+    """The channel axis an elementwise op's requantization runs along: the result's, else the first
+    per-axis operand's (counted in the result's rank, operands broadcasting from the right)."""
+    axis = channel_axis(out_t)
+    if axis is None:
+        nd = len(out_t.shape)  # type: ignore[attr-defined]
+        for t in in_ts:
+            a = channel_axis(t)
+            if a is not None:
+                return a + nd - len(t.shape)  # type: ignore[attr-defined]
+    return axis
+
+
 def along(a: np.ndarray, ndim: int, axis: int) -> np.ndarray:
     """A 1-d per-channel array shaped to broadcast along ``axis`` of an ``ndim``-d tensor."""
     shape = [1] * ndim

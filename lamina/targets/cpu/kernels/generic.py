@@ -389,19 +389,12 @@ class IntElementwise(LutEpilogue, Template):
         return op.attr("multiplier") is not None
 
     def _params(self, op: Any) -> tuple[list[np.ndarray], np.ndarray, int | None]:
-        from lamina.dialects.tpu.families.common import channel_axis, mult_props
+        from lamina.dialects.tpu.families.common import mult_props, result_channel_axis
 
         in_ts = [v.type for v in op.operands]
         out_t = op.results[0].type
         m, s = mult_props(op)
-        nd = len(out_t.shape)
-        axis = channel_axis(out_t)
-        if axis is None:
-            for t in in_ts:
-                a = channel_axis(t)
-                if a is not None:
-                    axis = a + nd - len(t.shape)
-                    break
+        axis = result_channel_axis(out_t, in_ts)
         if op.name == "tpu.Mul":
             return [np.array([m[0]], np.int64)], np.array([31 + s[0]], np.int64), None
         signs = [1] * len(in_ts) if op.name == "tpu.Add" else [1, -1]
