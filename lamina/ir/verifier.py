@@ -24,7 +24,7 @@ op definition's counts and constraints) are computed once per op class.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from lamina.ir.attributes import SymbolRefAttr
@@ -64,7 +64,7 @@ from lamina.ir.types import is_compatible_type, shaped_type_error
 if TYPE_CHECKING:
     from lamina.ir.context import Context
 
-__all__ = ["verify", "Verifier"]
+__all__ = ["verify", "verify_body_signature", "Verifier"]
 
 _UNREGISTERED_DIALECT_MSG = (
     "created with unregistered dialect. If this is intended, please call allowUnregisteredDialects() on "
@@ -89,6 +89,26 @@ def verify(op: Operation, ctx: Context | None = None) -> bool:
     else:
         v.run(op)
     return v.num_errors == 0
+
+
+def verify_body_signature(op: Operation, inputs: Sequence[Value], terminator: type, what: str) -> None:
+    """Check a region op whose body takes its operands and yields its results (a kernel, a layer
+    group): the first region has a block whose arguments have ``inputs``' types and which ends with a
+    ``terminator`` yielding ``op``'s result types; ``what`` names the op in the messages."""
+    blocks = op.regions[0].blocks
+    if not blocks:
+        raise VerifyError("the body must have a block")
+    b = blocks[0]
+    if len(b.args) != len(inputs):
+        raise VerifyError(f"the body takes {len(b.args)} arguments for {len(inputs)} operands")
+    for a, v in zip(b.args, inputs):
+        if a.type is not v.type:
+            raise VerifyError(f"body argument type '{a.type}' differs from its operand's '{v.type}'")
+    t = b.last_op
+    if t is None or not isinstance(t, terminator):
+        raise VerifyError(f"the body must end with '{terminator.name}'")  # type: ignore[attr-defined]
+    if [v.type for v in t.operands] != [r.type for r in op.results]:
+        raise VerifyError(f"the yielded types differ from the {what}'s result types")
 
 
 def _memo(c: Constraint) -> Callable[[Any], bool] | None:

@@ -21,9 +21,9 @@ from typing import Any
 
 from lamina.ir.constraints import StrAttr
 from lamina.ir.context import Dialect, register_dialect
-from lamina.ir.diagnostics import VerifyError
 from lamina.ir.opdef import Op, prop, region, var_operand, var_result
 from lamina.ir.traits import ExecutableOpInterface, IsTerminator, NotALayer, Pure, ReturnLike
+from lamina.ir.verifier import verify_body_signature
 
 __all__ = ["CPU", "KernelOp", "YieldOp"]
 
@@ -39,20 +39,7 @@ class KernelOp(Op, ExecutableOpInterface):
     symbol = prop(StrAttr)
 
     def verify_(self) -> None:
-        blocks = self.regions[0].blocks
-        if not blocks:
-            raise VerifyError("the body must have a block")
-        b = blocks[0]
-        if len(b.args) != len(self.inputs):
-            raise VerifyError(f"the body takes {len(b.args)} arguments for {len(self.inputs)} operands")
-        for a, v in zip(b.args, self.inputs):
-            if a.type is not v.type:
-                raise VerifyError(f"body argument type '{a.type}' differs from its operand's '{v.type}'")
-        t = b.last_op
-        if not isinstance(t, YieldOp):
-            raise VerifyError("the body must end with 'cpu.yield'")
-        if [v.type for v in t.operands] != [r.type for r in self.results]:
-            raise VerifyError("the yielded types differ from the kernel's result types")
+        verify_body_signature(self, self.inputs, YieldOp, "kernel")
 
     def execute_regions(
         self, inputs: Sequence[Any], regions: Sequence[Callable[..., list[Any]]]

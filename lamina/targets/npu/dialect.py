@@ -69,6 +69,7 @@ from lamina.ir.traits import (
     ReturnLike,
 )
 from lamina.ir.types import RankedTensorType, ShapedType, Type
+from lamina.ir.verifier import verify_body_signature
 from lamina.support.errors import LaminaError
 
 from . import isa
@@ -423,20 +424,7 @@ class GroupOp(Op):
     secs = prop(I64ArrayAttr, optional=True)
 
     def verify_(self) -> None:
-        blocks = self.regions[0].blocks
-        if not blocks:
-            raise VerifyError("the body must have a block")
-        b = blocks[0]
-        if len(b.args) != len(self.inputs):
-            raise VerifyError(f"the body takes {len(b.args)} arguments for {len(self.inputs)} operands")
-        for a, v in zip(b.args, self.inputs):
-            if a.type is not v.type:
-                raise VerifyError(f"body argument type '{a.type}' differs from its operand's '{v.type}'")
-        t = b.last_op
-        if not isinstance(t, YieldOp):
-            raise VerifyError("the body must end with 'npu.Yield'")
-        if [v.type for v in t.operands] != [r.type for r in self.results]:
-            raise VerifyError("the yielded types differ from the group's result types")
+        verify_body_signature(self, self.inputs, YieldOp, "group")
         if self.secs is not None and (len(self.secs) != 4 or min(self.secs) < 1):
             raise VerifyError(f"secs must be 4 positive slice counts (n, c, h, w), got {list(self.secs)}")
 

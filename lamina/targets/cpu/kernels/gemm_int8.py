@@ -209,6 +209,20 @@ def vt(elem: ir.Type, n: int) -> ir.VectorType:
     return ir.VectorType(elem, n)
 
 
+#: every template's buffers, in call order: the input, the packed weights, the folded per-channel
+#: constant, the requant multipliers and shifts, the output, the per-part scratch (a fused table
+#: ``("weight", "lut")`` goes before the output: :func:`_with_lut`)
+BUFFERS: tuple[tuple[str, Any], ...] = (
+    ("in", 0),
+    ("weight", "w"),
+    ("weight", "c"),
+    ("weight", "m"),
+    ("weight", "s"),
+    ("out", 0),
+    ("scratch", None),
+)
+
+
 class Gen:
     """One kernel function under construction: ``void @symbol(i8** bufs, i64 part, i64 nparts)``
     with the buffer pointers loaded, plus loops, vectors and the INT8 primitives."""
@@ -229,18 +243,9 @@ class Gen:
     def std_bufs(self, plan: KernelPlan, out_signed: bool) -> list[Any]:
         """The pointers of ``in 0, w, c, m, s, out 0, scratch`` (the templates' buffers) in that
         order, and the fused table (``weight lut``) noted for :meth:`requant`."""
-        keys = [
-            ("in", 0),
-            ("weight", "w"),
-            ("weight", "c"),
-            ("weight", "m"),
-            ("weight", "s"),
-            ("out", 0),
-            ("scratch", None),
-        ]
         if ("weight", "lut") in plan.buffers:
             self.lut = (self.bufs[plan.buffers.index(("weight", "lut"))], out_signed)
-        return [self.bufs[plan.buffers.index(k)] for k in keys]
+        return [self.bufs[plan.buffers.index(k)] for k in BUFFERS]
 
     def apply_lut(self, y: Any) -> Any:
         """``table[y + base]`` per lane (``base`` 128 for a signed result, else 0): two
@@ -752,15 +757,7 @@ def _conv_plan(op: Any, symbol: str, geo: Any, q: Any, t: int, rows: int) -> Ker
     return _with_lut(
         op,
         symbol,
-        [
-            ("in", 0),
-            ("weight", "w"),
-            ("weight", "c"),
-            ("weight", "m"),
-            ("weight", "s"),
-            ("out", 0),
-            ("scratch", None),
-        ],
+        list(BUFFERS),
         weights,
         scratch,
         macs,
@@ -1149,15 +1146,7 @@ class Int8Depthwise(LutFusion, Template):
         return _with_lut(
             op,
             symbol,
-            [
-                ("in", 0),
-                ("weight", "w"),
-                ("weight", "c"),
-                ("weight", "m"),
-                ("weight", "s"),
-                ("out", 0),
-                ("scratch", None),
-            ],
+            list(BUFFERS),
             weights,
             scratch,
             macs,
@@ -1293,15 +1282,7 @@ class Int8MatMul(LutFusion, Template):
         return _with_lut(
             op,
             symbol,
-            [
-                ("in", 0),
-                ("weight", "w"),
-                ("weight", "c"),
-                ("weight", "m"),
-                ("weight", "s"),
-                ("out", 0),
-                ("scratch", None),
-            ],
+            list(BUFFERS),
             weights,
             scratch,
             mrows * kdim * ncols,
