@@ -20,6 +20,7 @@ zero points as i16."""
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 from typing import Any
 
 import llvmlite.ir as ir
@@ -225,20 +226,10 @@ class Conv(Template):
         return KernelPlan(symbol, bufs, weights, scratch_bytes=geo["OH"] * geo["OW"] * 4, macs=macs)
 
     def emit(self, module: Any, plan: KernelPlan, op: Any, isa: Isa) -> None:
-        q = _quant(op.input.type)
         k = Kernel(module, plan.symbol)
         b = k.b
-        x_dt, out_dt = _np(op.input.type), _np(op.output.type)
-        keys = list(plan.weights)
-        x = k.buf(0, storage_type(x_dt))
-        gp = k.buf(1 + keys.index("geo"), I64)
-        names = GEO + (QGEO if q else ("RELU", "LIMIT"))
-        g = {n: b.load(b.gep(gp, [const(i)]), name=n.lower()) for i, n in enumerate(names)}
-        w = k.buf(1 + keys.index("w"), I16 if q else F32)
-        bias = k.buf(1 + keys.index("b"), I32 if q else F32) if "b" in keys else None
-        mv = k.buf(1 + keys.index("m"), I64) if q else None
-        sv = k.buf(1 + keys.index("s"), I64) if q else None
-        out = k.buf(1 + len(keys), storage_type(out_dt))
+        io = self._bind(k, plan, op)
+        q, x_dt, g, x, w, keys = io.q, io.x_dt, io.g, io.x, io.w, io.keys
         acc_t = I32 if q else F32
         scratch = k.buf(2 + len(keys), acc_t)
         plane = b.mul(g["OH"], g["OW"])
@@ -282,33 +273,73 @@ class Conv(Template):
                                 else:
                                     xv = load_float(b, xp, x_dt, F32)
                                     b.store(b.fadd(b.load(ap), b.fmul(xv, wv)), ap)
-            obase = b.gep(out, [b.mul(row, plane)])
-            bv = b.load(b.gep(bias, [oc])) if bias is not None else None
-            if q:
-                m = b.load(b.gep(mv, [oc]))  # type: ignore[arg-type]
-                s = b.load(b.gep(sv, [oc]))  # type: ignore[arg-type]
-            else:
-                relu = b.icmp_signed("!=", g["RELU"], const(0))
-                limit = b.fptrunc(b.bitcast(g["LIMIT"], ir.DoubleType()), F32)
-                has_limit = b.fcmp_ordered(">", limit, fconst(0.0))
+            obase = b.gep(io.out, [b.mul(row, plane)])
+            per_oc = self._channel(k, io, oc)  # hoisted out of the plane loop
             with k.loop(0, plane, "p") as p:
-                a = b.load(b.gep(acc, [p]))
-                if bv is not None:
-                    a = b.add(a, bv) if q else b.fadd(a, bv)
-                if q:
-                    y = b.add(rounding_rshift(b, b.mul(b.sext(a, I64), m), s), g["ZO"])
-                    y = _max(b, _min(b, y, g["HI"]), g["LO"])
-                    y = _min(b, _max(b, y, g["RL"]), g["RH"])
-                    store_int(b, y, b.gep(obase, [p]), out_dt)
-                else:
-                    r = b.call(intrinsic(module, "llvm.maximum", F32, 2), [a, fconst(0.0)])
-                    r = b.select(
-                        b.and_(relu, has_limit),
-                        b.call(intrinsic(module, "llvm.minimum", F32, 2), [r, limit]),
-                        r,
-                    )
-                    store_float(b, b.select(relu, r, a), b.gep(obase, [p]), out_dt)
+                self._store(k, module, io, b.load(b.gep(acc, [p])), per_oc, b.gep(obase, [p]))
         k.finish()
+
+    def _bind(self, k: Kernel, plan: KernelPlan, op: Any) -> SimpleNamespace:
+        """The kernel's buffers and run-time geometry (``g``), and the float relu flags."""
+        b = k.b
+        q = _quant(op.input.type)
+        keys = list(plan.weights)
+        x_dt = _np(op.input.type)
+        gp = k.buf(1 + keys.index("geo"), I64)
+        names = GEO + (QGEO if q else ("RELU", "LIMIT"))
+        g = {n: b.load(b.gep(gp, [const(i)]), name=n.lower()) for i, n in enumerate(names)}
+        io = SimpleNamespace(q=q, keys=keys, x_dt=x_dt, out_dt=_np(op.output.type), g=g)
+        io.x = k.buf(0, storage_type(x_dt))
+        io.w = k.buf(1 + keys.index("w"), I16 if q else F32)
+        io.bias = k.buf(1 + keys.index("b"), I32 if q else F32) if "b" in keys else None
+        io.mv = k.buf(1 + keys.index("m"), I64) if q else None
+        io.sv = k.buf(1 + keys.index("s"), I64) if q else None
+        io.out = k.buf(1 + len(keys), storage_type(io.out_dt))
+        if not q:
+            io.relu = b.icmp_signed("!=", g["RELU"], const(0))
+            io.limit = b.fptrunc(b.bitcast(g["LIMIT"], ir.DoubleType()), F32)
+            io.has_limit = b.fcmp_ordered(">", io.limit, fconst(0.0))
+        return io
+
+    def _channel(self, k: Kernel, io: SimpleNamespace, oc: Any) -> tuple[Any, Any, Any]:
+        """Output channel ``oc``'s bias, multiplier and shift (None where absent)."""
+        b = k.b
+        bv = b.load(b.gep(io.bias, [oc])) if io.bias is not None else None
+        if not io.q:
+            return bv, None, None
+        return bv, b.load(b.gep(io.mv, [oc])), b.load(b.gep(io.sv, [oc]))
+
+    def _store(
+        self,
+        k: Kernel,
+        module: Any,
+        io: SimpleNamespace,
+        a: Any,
+        per_oc: tuple[Any, Any, Any],
+        dst: Any,
+        lut: Any = None,
+    ) -> None:
+        """The epilogue: + bias; INT8 ``clip(zp + rdiv(a * m, 2**s))`` and the relu clamps (then a
+        fused Lut: ``(table, ...)`` as :meth:`LutEpilogue.store_lut` takes), float relu /
+        relu_limit; store the result type at ``dst``."""
+        b, g = k.b, io.g
+        bv, m, s = per_oc
+        if bv is not None:
+            a = b.add(a, bv) if io.q else b.fadd(a, bv)
+        if io.q:
+            y = b.add(rounding_rshift(b, b.mul(b.sext(a, I64), m), s), g["ZO"])
+            y = _max(b, _min(b, y, g["HI"]), g["LO"])
+            y = _min(b, _max(b, y, g["RL"]), g["RH"])
+            if lut is not None:
+                self.store_lut(b, y, lut[0], lut[1], dst, lut[2])  # type: ignore[attr-defined]
+            else:
+                store_int(b, y, dst, io.out_dt)
+            return
+        r = b.call(intrinsic(module, "llvm.maximum", F32, 2), [a, fconst(0.0)])
+        r = b.select(
+            b.and_(io.relu, io.has_limit), b.call(intrinsic(module, "llvm.minimum", F32, 2), [r, io.limit]), r
+        )
+        store_float(b, b.select(io.relu, r, a), dst, io.out_dt)
 
 
 class ConvOC(LutEpilogue, Conv):
@@ -346,32 +377,18 @@ class ConvOC(LutEpilogue, Conv):
         return _quant(op.input.type) and super().fuses(op, consumer)
 
     def emit(self, module: Any, plan: KernelPlan, op: Any, isa: Isa) -> None:
-        q = _quant(op.input.type)
         k = Kernel(module, plan.symbol)
         b = k.b
-        x_dt, out_dt = _np(op.input.type), _np(op.output.type)
-        keys = list(plan.weights)
-        x = k.buf(0, storage_type(x_dt))
-        gp = k.buf(1 + keys.index("geo"), I64)
-        names = GEO + (QGEO if q else ("RELU", "LIMIT"))
-        g = {n: b.load(b.gep(gp, [const(i)]), name=n.lower()) for i, n in enumerate(names)}
-        w = k.buf(1 + keys.index("w"), I16 if q else F32)
-        bias = k.buf(1 + keys.index("b"), I32 if q else F32) if "b" in keys else None
-        mv = k.buf(1 + keys.index("m"), I64) if q else None
-        sv = k.buf(1 + keys.index("s"), I64) if q else None
+        io = self._bind(k, plan, op)
+        q, x_dt, g, x, w, keys = io.q, io.x_dt, io.g, io.x, io.w, io.keys
         lut = self.lut(op) if q else None
         tp = k.buf(1 + keys.index("lut"), I8) if lut is not None else None
-        out = k.buf(1 + len(keys), storage_type(out_dt))
         acc_t = I32 if q else F32
         acc = b.gep(k.buf(2 + len(keys), acc_t), [b.mul(k.part, g["OC"])])
         hw = b.mul(g["H"], g["W"])
         taps = b.mul(b.mul(g["ICG"], g["KH"]), g["KW"])
         ngroups = b.udiv(g["OC"], g["OCG"])
         plane = b.mul(g["OH"], g["OW"])
-        if not q:
-            relu = b.icmp_signed("!=", g["RELU"], const(0))
-            limit = b.fptrunc(b.bitcast(g["LIMIT"], ir.DoubleType()), F32)
-            has_limit = b.fcmp_ordered(">", limit, fconst(0.0))
         lo, hi = k.share(b.mul(g["N"], g["OH"]))
         with k.loop(lo, hi, "row") as row:
             n = b.udiv(row, g["OH"])
@@ -406,31 +423,11 @@ class ConvOC(LutEpilogue, Conv):
                                     else:
                                         b.store(b.fadd(b.load(ap), b.fmul(xv, wv)), ap)
                 pix = b.add(b.mul(oh, g["OW"]), ow)
-                obase = b.gep(out, [b.add(b.mul(b.mul(n, g["OC"]), plane), pix)])
+                obase = b.gep(io.out, [b.add(b.mul(b.mul(n, g["OC"]), plane), pix)])
                 with k.loop(0, g["OC"], "oc") as oc:
-                    a = b.load(b.gep(acc, [oc]))
-                    if bias is not None:
-                        bv = b.load(b.gep(bias, [oc]))
-                        a = b.add(a, bv) if q else b.fadd(a, bv)
-                    op_ = b.gep(obase, [b.mul(oc, plane)])
-                    if q:
-                        m = b.load(b.gep(mv, [oc]))  # type: ignore[arg-type]
-                        s = b.load(b.gep(sv, [oc]))  # type: ignore[arg-type]
-                        y = b.add(rounding_rshift(b, b.mul(b.sext(a, I64), m), s), g["ZO"])
-                        y = _max(b, _min(b, y, g["HI"]), g["LO"])
-                        y = _min(b, _max(b, y, g["RL"]), g["RH"])
-                        if lut is not None:
-                            self.store_lut(b, y, tp, lut[1], op_, lut[2])
-                        else:
-                            store_int(b, y, op_, out_dt)
-                    else:
-                        r = b.call(intrinsic(module, "llvm.maximum", F32, 2), [a, fconst(0.0)])
-                        r = b.select(
-                            b.and_(relu, has_limit),
-                            b.call(intrinsic(module, "llvm.minimum", F32, 2), [r, limit]),
-                            r,
-                        )
-                        store_float(b, b.select(relu, r, a), op_, out_dt)
+                    fused = (tp, lut[1], lut[2]) if lut is not None else None
+                    dst = b.gep(obase, [b.mul(oc, plane)])
+                    self._store(k, module, io, b.load(b.gep(acc, [oc])), self._channel(k, io, oc), dst, fused)
         k.finish()
 
 
