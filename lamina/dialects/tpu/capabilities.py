@@ -29,7 +29,8 @@ class Capability:
     * ``ops``: the ``top`` op names it covers (``None``: every op);
     * ``mode``: ``F32``, ``F16``, ``BF16`` or ``INT8``;
     * ``dtypes``: the element types the op's quantized / float operands are stored in
-      (``("i8", "u8")`` for INT8; the mode's float type otherwise);
+      (``("i8", "u8")`` for INT8, ``"i16"`` added where the target takes the ``lut16`` form's int16
+      MatMul result and 65536-entry activation table; the mode's float type otherwise);
     * ``form``: how it runs — ``"native"`` (the family's own form) or ``"lut"`` (a 256-entry table,
       for elementwise activations);
     * ``cost``: relative cost per output element.
@@ -108,7 +109,7 @@ def _reference() -> TargetCapabilities:
     from .ops import FAMILY_LOWERINGS
 
     native = frozenset(r.name for fam in FAMILY_LOWERINGS if fam is not LutLowering for r in fam.roots)
-    int8 = ("i8", "u8")
+    int8 = ("i8", "u8", "i16")
     return TargetCapabilities(
         "tpu",
         [
