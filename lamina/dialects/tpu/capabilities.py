@@ -104,6 +104,17 @@ class TargetCapabilities:
         return f"TargetCapabilities({self.name!r}, {len(self.entries)} entries)"
 
 
+def without_dtype(caps: TargetCapabilities, dtype: str) -> TargetCapabilities:
+    """``caps`` with ``dtype`` removed from every entry (an entry left with none dropped): a
+    target that does not take the forms needing it (the CPU target and ``i16``)."""
+    entries = []
+    for c in caps.entries:
+        kept = tuple(d for d in c.dtypes if d != dtype)
+        if kept:
+            entries.append(Capability(c.ops, c.mode, kept, c.form, c.cost))
+    return TargetCapabilities(caps.name, entries)
+
+
 def _reference() -> TargetCapabilities:
     from .families.activation import LutLowering
     from .ops import FAMILY_LOWERINGS

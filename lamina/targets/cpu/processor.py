@@ -1,5 +1,7 @@
 """The CPU as a ``model_deploy`` target: what it runs natively (:attr:`CpuTarget.capabilities`, the
-reference ``tpu`` target's: every op in every mode, INT8 in the families' integer forms) and
+reference ``tpu`` target's: every op in every mode, INT8 in the families' integer forms, but not
+the int16 forms ``lut16`` / ``wide_input``: its generic templates run their int16 MatMuls bit for
+bit, ten times slower than its INT8 GEMM, so it keeps the 8-bit forms until it has an int16 GEMM) and
 compiling a ``tpu`` module into a ``.lamina`` file of native code
 (:func:`lamina.targets.cpu.compiler.compile_module`)."""
 
@@ -7,11 +9,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from lamina.dialects.tpu.capabilities import REFERENCE, TargetCapabilities
+from lamina.dialects.tpu.capabilities import REFERENCE, TargetCapabilities, without_dtype
 
 from ..base import CompileOptions, CompileResult, Target
 
 __all__ = ["CpuTarget"]
+
+#: the reference target's capabilities without ``i16`` (see the module doc)
+CAPABILITIES = without_dtype(REFERENCE, "i16")
 
 
 class CpuTarget(Target):
@@ -25,7 +30,7 @@ class CpuTarget(Target):
 
     @property
     def capabilities(self) -> TargetCapabilities:
-        return REFERENCE
+        return CAPABILITIES
 
     def float_cosine(self, mode: str) -> float:
         """0.99999 (as every target) but 0.9999 in F16/BF16: the CPU's float kernels sum in their

@@ -391,7 +391,7 @@ def test_lut16_takes_the_matmul_result_on_an_int16_grid() -> None:
     from lamina.dialects.tpu.quantize import dequantize, qparams
 
     m, _w, b, _w2 = _ffn_model()
-    assert convert_top_to_tpu(m, "INT8", int_forms="default,lut16")[0]  # type: ignore[arg-type]
+    assert convert_top_to_tpu(m, "INT8")[0]  # type: ignore[arg-type]  (lut16 on by default)
     ops = _by_name(m)
     fc1, gelu = ops["fc1"], ops["gelu"]
     assert gelu.name == "tpu.Lut16"  # type: ignore[attr-defined]
@@ -438,12 +438,12 @@ def test_lut16_is_closer_to_float_than_the_8_bit_lut() -> None:
     m, w, b, _w2 = _ffn_model(fc2=False)
     ref = _gelu(x.astype(np.float64) @ w + b)
     err = {}
-    for forms in ("default", "default,lut16"):
+    for forms in ("lut,gather,softmax,attention", "default"):
         m, *_ = _ffn_model(fc2=False)
         assert convert_top_to_tpu(m, "INT8", int_forms=forms)[0]  # type: ignore[arg-type]
         got = np.asarray(next(iter(Interpreter(m).run([x]).values())), np.float64)  # type: ignore[arg-type]
         err[forms] = float(np.sqrt(np.mean((got - ref) ** 2)))
-    assert err["default,lut16"] < 0.7 * err["default"], err
+    assert err["default"] < 0.7 * err["lut,gather,softmax,attention"], err  # lut16 on by default
 
 
 def test_a_target_without_i16_keeps_the_8_bit_forms() -> None:
@@ -498,12 +498,12 @@ def test_wide_input_takes_a_per_channel_input_on_one_int16_grid() -> None:
     m, gam, w = _per_channel_model()
     ref = ((x - mu) / np.sqrt(sd**2 + 1e-5) * gam).astype(np.float64) @ w
     err = {}
-    for forms in ("default", "default,wide_input"):
+    for forms in ("lut,gather,softmax,attention", "default"):
         m, *_ = _per_channel_model()
         assert convert_top_to_tpu(m, "INT8", int_forms=forms)[0]  # type: ignore[arg-type]
         fc = _by_name(m)["fc"]
         _, _, axis, lo, hi = qparams(fc.operands[0].type)  # type: ignore[attr-defined]
-        if forms == "default":
+        if forms != "default":
             assert axis == 1  # per channel, scales folded into the weight rows
         else:
             # one int16 grid: scale 150 / 32767, the LayerNorm's float result quantized to it directly
@@ -519,4 +519,4 @@ def test_wide_input_takes_a_per_channel_input_on_one_int16_grid() -> None:
             )
         got = np.asarray(next(iter(Interpreter(m).run([x]).values())), np.float64)  # type: ignore[arg-type]
         err[forms] = float(np.sqrt(np.mean((got - ref) ** 2)))
-    assert err["default,wide_input"] < err["default"], err
+    assert err["default"] < err["lut,gather,softmax,attention"], err  # wide_input on by default

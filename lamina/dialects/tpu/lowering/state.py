@@ -38,7 +38,7 @@ from .policy import FLOAT_TYPES, elem, plain, quant_type_for, with_elem
 INT_FORMS = ("lut", "gather", "softmax", "layernorm", "attention", "lut16", "wide_input")
 #: the forms on by default (those that keep the accuracy of float-between-casts; see
 #: ``benchmarks/RESULTS.md``)
-DEFAULT_INT_FORMS = ("lut", "gather", "softmax", "attention")
+DEFAULT_INT_FORMS = ("lut", "gather", "softmax", "attention", "lut16", "wide_input")
 
 
 def parse_int_forms(spec: str) -> frozenset[str]:
