@@ -256,7 +256,7 @@ def build_lut(fn: Callable[[np.ndarray], np.ndarray], in_t: Type, out_t: Type) -
     in float64."""
     ie = in_t.element_type if isinstance(in_t, ShapedType) else in_t
     oe = out_t.element_type if isinstance(out_t, ShapedType) else out_t
-    width = int(ie.storage_width)
+    width = int(ie.storage_width)  # type: ignore[attr-defined]
     base = -(1 << (width - 1)) if ie.signed else 0
     v = np.arange(base, base + (1 << width), dtype=np.int64)
     scale, zp, _, _, _ = qparams(ie)

@@ -83,7 +83,7 @@ class Lut16Op(PlumbingOp):
             raise VerifyError("input must be a signed 16-bit quantized tensor")
         if not isinstance(ot, QuantizedType):
             raise VerifyError("result must be quantized")
-        t = self.properties["table"].type
+        t = self.properties["table"].type  # type: ignore[attr-defined]
         if not isinstance(t, ShapedType) or t.shape != (65536,):
             raise VerifyError("table must have 65536 entries")
 
@@ -91,7 +91,7 @@ class Lut16Op(PlumbingOp):
         return [self.output.type]
 
     def executor(self) -> Callable[[Sequence[Any]], Sequence[Any]]:
-        table = store(np.asarray(self.properties["table"].to_numpy()), self.output.type)
+        table = store(np.asarray(self.properties["table"].to_numpy()), self.output.type)  # type: ignore[attr-defined]
         return lambda ins: [table[lut_index(ins[0], True, 16)]]
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
