@@ -520,3 +520,47 @@ def test_wide_input_takes_a_per_channel_input_on_one_int16_grid() -> None:
         got = np.asarray(next(iter(Interpreter(m).run([x]).values())), np.float64)  # type: ignore[arg-type]
         err[forms] = float(np.sqrt(np.mean((got - ref) ** 2)))
     assert err["default"] < err["lut,gather,softmax,attention"], err  # wide_input on by default
+
+
+def _residual_model() -> object:
+    """a + b → LayerNorm (F32 by default) and a + b → MatMul: the first sum's only user runs in
+    float, the second's is an INT8 MatMul."""
+    a = _t("2x8", -3.0, 3.0)
+    s, n, o = _t("2x8", -6.0, 6.0), _t("2x8", -4.0, 4.0), _t("2x8", -9.0, 9.0)
+    w = np.random.default_rng(9).normal(0, 0.5, (8, 8)).astype(np.float32)
+    body = f"""
+  %ai = "top.Input"(%a) : ({a}) -> {a} loc("a")
+  %bi = "top.Input"(%b) : ({a}) -> {a} loc("b")
+  %g = "top.Weight"() <{{value = dense<1.0> : tensor<8xf32>}}> : () -> tensor<8xf32>
+  %w = "top.Weight"() <{{value = dense<{w.tolist()}> : tensor<8x8xf32>}}> : () -> tensor<8x8xf32>
+  %nn = "top.None"() : () -> none
+  %s1 = "top.Add"(%ai, %bi) : ({a}, {a}) -> {s} loc("sum1")
+  %l, %mean, %rstd = "top.LayerNorm"(%s1, %g, %nn) <{{axis = -1 : i64, epsilon = 1.0e-05 : f64}}> : ({s}, tensor<8xf32>, none) -> ({n}, none, none) loc("ln")
+  %s2 = "top.Add"(%ai, %bi) : ({a}, {a}) -> {s} loc("sum2")
+  %m = "top.MatMul"(%s2, %w, %nn) : ({s}, tensor<8x8xf32>, none) -> {o} loc("fc")
+  %o = "top.Add"(%l, %m) : ({n}, {o}) -> {o} loc("out")"""
+    return _module(body, f"%a: {a}, %b: {a}", "%o", o)
+
+
+def test_wide_sum_gives_an_add_read_in_float_an_int16_result() -> None:
+    from lamina.dialects.tpu.quantize import qparams
+
+    rng = np.random.default_rng(10)
+    a, b = (rng.uniform(-3, 3, (2, 8)).astype(np.float32) for _ in range(2))
+    for forms in ("lut,gather,softmax,attention", "default"):
+        m = _residual_model()
+        assert convert_top_to_tpu(m, "INT8", int_forms=forms)[0]  # type: ignore[arg-type]
+        ops = _by_name(m)
+        s1, _, _, lo, hi = qparams(ops["sum1"].results[0].type)  # type: ignore[attr-defined]
+        if forms == "default":  # the LayerNorm's input: int16, scale 6 / 32767
+            assert (lo, hi) == (-32768, 32767) and math.isclose(float(s1), 6.0 / 32767)
+        else:
+            assert (lo, hi) == (-128, 127)
+        assert qparams(ops["sum2"].results[0].type)[3:] == (-128, 127)  # an INT8 MatMul reads it
+        # the int16 sum is the exact sum of the int8 inputs within half its step
+        qa, qb = (np.asarray(ops[n].execute([x])[0]) for n, x in (("a_i8", a), ("b_i8", b)))  # type: ignore[attr-defined]
+        got = np.asarray(ops["sum1"].execute([qa, qb])[0], np.float64) * float(s1)  # type: ignore[attr-defined]
+        exact = qa * float(qparams(ops["a_i8"].results[0].type)[0]) + qb * float(
+            qparams(ops["b_i8"].results[0].type)[0]
+        )  # type: ignore[attr-defined]
+        assert np.max(np.abs(got - exact)) <= float(s1) / 2 + 1e-9

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from lamina.dialects.quant import CalibratedQuantizedType, UniformQuantizedType
+from lamina.dialects.quant import CalibratedQuantizedType, UniformQuantizedPerAxisType, UniformQuantizedType
 from lamina.dialects.top.io import WeightOp as TopWeight
 from lamina.dialects.top.transforms.utils import WeightFactory, derived_loc, root_op
 from lamina.ir.attributes import element_type_to_dtype
@@ -34,11 +34,12 @@ from .policy import FLOAT_TYPES, elem, plain, quant_type_for, with_elem
 #: fused attention; ``lut16`` — a MatMul whose one user is an activation requantizes to an int16
 #: grid and the activation is a 65536-entry table (``tpu.Lut16``); ``wide_input`` — a MatMul reading
 #: a per-channel activation takes it on one int16 grid instead of folding its scales into the
-#: weight rows (``docs/tpu.md``)
-INT_FORMS = ("lut", "gather", "softmax", "layernorm", "attention", "lut16", "wide_input")
+#: weight rows; ``wide_sum`` — an Add/Sub whose every user runs in float (a LayerNorm in F32) gives
+#: it an int16 result (``docs/tpu.md``)
+INT_FORMS = ("lut", "gather", "softmax", "layernorm", "attention", "lut16", "wide_input", "wide_sum")
 #: the forms on by default (those that keep the accuracy of float-between-casts; see
 #: ``benchmarks/RESULTS.md``)
-DEFAULT_INT_FORMS = ("lut", "gather", "softmax", "attention", "lut16", "wide_input")
+DEFAULT_INT_FORMS = ("lut", "gather", "softmax", "attention", "lut16", "wide_input", "wide_sum")
 
 
 def parse_int_forms(spec: str) -> frozenset[str]:
@@ -255,6 +256,36 @@ class Lowering:
         return RankedTensorType(
             r.type.shape, UniformQuantizedType(16, True, e.expressed_type, th / lv, 0, -lv, lv)
         )
+
+    def wide_sum(self, r: Value, t: Type) -> Type | None:
+        """The int16 type of an INT8 Add/Sub result ``r`` (an original value, its 8-bit type ``t``)
+        whose every user runs in float or is a function result (the ``wide_sum`` form), else None:
+        per channel ``scale_c = s_c * 127 / 32767`` of a per-axis ``t``; else symmetric, ``scale =
+        max(-lo, hi) / 32767`` of ``r``'s calibrated range; zero points 0. Only where the target
+        runs the op in INT8 on ``i16``."""
+        d = r.defining_op()
+        uses = list(r.uses)
+        if "wide_sum" not in self.int_forms or d is None or not uses or not isinstance(t, RankedTensorType):
+            return None
+        if not self.capabilities.supports(d.name, "INT8", "i16"):
+            return None
+        if not all(self._float_op(u.owner) for u in uses):
+            return None
+        e = elem(t)
+        if isinstance(e, UniformQuantizedPerAxisType):
+            if any(z != 0 for z in e.zero_points):
+                return None
+            sc = [float(x) * 127.0 / 32767.0 for x in e.scales]
+            return RankedTensorType(
+                t.shape, UniformQuantizedPerAxisType(16, True, e.expressed_type, sc, [0] * len(sc), e.axis)
+            )
+        c = elem(r.type)
+        if not isinstance(c, CalibratedQuantizedType):
+            return None
+        th = max(-float(c.min), float(c.max))
+        if not np.isfinite(th) or th <= 0:
+            return None
+        return RankedTensorType(t.shape, UniformQuantizedType(16, True, c.expressed_type, th / 32767.0, 0))
 
     def wide_input(self, op: Operation) -> bool:
         """Whether the INT8 MatMul ``op`` takes its per-channel input on an int16 grid (the
