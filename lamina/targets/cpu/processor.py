@@ -1,7 +1,8 @@
 """The CPU as a ``model_deploy`` target: what it runs natively (:attr:`CpuTarget.capabilities`, the
 reference ``tpu`` target's: every op in every mode, INT8 in the families' integer forms, but not
-the int16 forms ``lut16`` / ``wide_input``: its generic templates run their int16 MatMuls bit for
-bit, ten times slower than its INT8 GEMM, so it keeps the 8-bit forms until it has an int16 GEMM) and
+the int16 forms ``lut16`` / ``wide_input`` / ``wide_sum``: its generic templates run their int16
+MatMuls and Adds bit for bit, the MatMuls ten times slower than its INT8 GEMM, and ``tpu.Lut16``
+on the reference executor, so it keeps the 8-bit forms until it has an int16 GEMM) and
 compiling a ``tpu`` module into a ``.lamina`` file of native code
 (:func:`lamina.targets.cpu.compiler.compile_module`)."""
 

@@ -277,3 +277,46 @@ def test_int16_forms_on_the_generic_templates() -> None:
             name, got, want = _run(Case(op, ins, op.name), None, nparts)
             assert name != "reference", f"{op.name} runs through the reference executor"
             np.testing.assert_array_equal(got[0], np.asarray(want[0]), err_msg=f"{name} on {op}")
+
+
+def test_int16_sum_on_the_generic_templates() -> None:
+    """The ``wide_sum`` form's Add (int8 inputs, an int16 result read by a float LayerNorm; per
+    tensor and per channel) on ``generic.int_ew``, bit for bit."""
+    from lamina.dialects.tpu.quantize import qparams
+    from lamina.dialects.tpu.transforms import convert_top_to_tpu
+    from lamina.ir.attributes import DenseElementsAttr, IntegerAttr
+    from lamina.ir.context import Context
+    from lamina.ir.parser import parse_module
+    from lamina.ir.types import i64
+
+    rng = np.random.default_rng(5)
+    for per_channel in (False, True):
+        cal = "tensor<3x8x!quant.calibrated<f32<{0}:{1}>>>"
+        a, s, o = cal.format(-3.0, 3.0), cal.format(-9.0, 9.0), cal.format(-4.0, 4.0)
+        text = f"""func.func @main(%x: {a}, %y: {a}) -> {o} {{
+  %xi = "top.Input"(%x) : ({a}) -> {a} loc("x")
+  %yi = "top.Input"(%y) : ({a}) -> {a} loc("y")
+  %g = "top.Weight"() <{{value = dense<1.0> : tensor<8xf32>}}> : () -> tensor<8xf32>
+  %nn = "top.None"() : () -> none
+  %s = "top.Add"(%xi, %yi) : ({a}, {a}) -> {s} loc("sum")
+  %l, %m, %r = "top.LayerNorm"(%s, %g, %nn) <{{axis = -1 : i64, epsilon = 1.0e-05 : f64}}> : ({s}, tensor<8xf32>, none) -> ({o}, none, none) loc("ln")
+  return %l : {o}
+}}
+"""
+        mod = parse_module(text, Context())
+        if per_channel:
+            add = next(op for op in mod.walk_ops() if op.name == "top.Add")
+            th = np.linspace(1.0, 9.0, 8).astype(np.float32)
+            add.attributes["lamina.channel_th"] = DenseElementsAttr.from_numpy(th)
+            add.attributes["lamina.channel_axis"] = IntegerAttr(1, i64)
+        assert convert_top_to_tpu(mod, "INT8")[0]
+        op = next(op for op in mod.walk_ops() if op.name == "tpu.Add")
+        assert "i16" in str(op.results[0].type) and ("f32:1," in str(op.results[0].type)) == per_channel
+        ins = []
+        for v in op.operands:
+            lo, hi = qparams(v.type)[3:]
+            ins.append(rng.integers(lo, hi + 1, tuple(v.type.shape)).astype(np_dtype(v.type)))
+        for nparts in (1, 2):
+            name, got, want = _run(Case(op, ins, op.name), None, nparts)
+            assert name == "generic.int_ew"
+            np.testing.assert_array_equal(got[0], np.asarray(want[0]), err_msg=f"{name} on {op}")
