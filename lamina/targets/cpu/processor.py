@@ -1,8 +1,9 @@
 """The CPU as a ``model_deploy`` target: what it runs natively (:attr:`CpuTarget.capabilities`, the
 reference ``tpu`` target's: every op in every mode, INT8 in the families' integer forms, but not
-the int16 forms ``lut16`` / ``wide_input`` / ``wide_sum``: its generic templates run their int16
-MatMuls and Adds bit for bit, the MatMuls ten times slower than its INT8 GEMM, and ``tpu.Lut16``
-on the reference executor, so it keeps the 8-bit forms until it has an int16 GEMM) and
+the int16 MatMul forms ``lut16`` / ``wide_input``: its generic templates run their int16 MatMuls
+bit for bit but ten times slower than its INT8 GEMM, and ``tpu.Lut16`` on the reference
+executor, so it keeps the 8-bit forms there until it has an int16 GEMM; it takes ``wide_sum``,
+whose int16 Add/Sub its generic elementwise template runs at the INT8 one's cost) and
 compiling a ``tpu`` module into a ``.lamina`` file of native code
 (:func:`lamina.targets.cpu.compiler.compile_module`)."""
 
@@ -10,14 +11,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from lamina.dialects.tpu.capabilities import REFERENCE, TargetCapabilities, without_dtype
+from lamina.dialects.tpu.capabilities import REFERENCE, Capability, TargetCapabilities, without_dtype
 
 from ..base import CompileOptions, CompileResult, Target
 
 __all__ = ["CpuTarget"]
 
-#: the reference target's capabilities without ``i16`` (see the module doc)
-CAPABILITIES = without_dtype(REFERENCE, "i16")
+#: the reference target's capabilities with ``i16`` for Add/Sub only (see the module doc)
+CAPABILITIES = TargetCapabilities(
+    REFERENCE.name,
+    [
+        Capability(frozenset({"top.Add", "top.Sub"}), "INT8", ("i8", "u8", "i16"), "native", 1.0),
+        *without_dtype(REFERENCE, "i16").entries,
+    ],
+)
 
 
 class CpuTarget(Target):
