@@ -3,7 +3,7 @@ reference ``tpu`` target's: every op in every mode, INT8 in the families' intege
 the int16 MatMul forms ``lut16`` / ``wide_input``: its generic templates run their int16 MatMuls
 bit for bit but ten times slower than its INT8 GEMM, and ``tpu.Lut16`` on the reference
 executor, so it keeps the 8-bit forms there until it has an int16 GEMM; it takes ``wide_sum``,
-whose int16 Add/Sub its generic elementwise template runs at the INT8 one's cost) and
+whose int16 Add/Sub runs on the same generic elementwise template as its int8 one) and
 compiling a ``tpu`` module into a ``.lamina`` file of native code
 (:func:`lamina.targets.cpu.compiler.compile_module`)."""
 
