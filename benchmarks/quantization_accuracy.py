@@ -613,7 +613,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--int_forms",
         default="default",
         help="Lamina INT8: convert-top-to-tpu's optional integer forms (default, all, none, or a list of "
-        "lut,gather,softmax,layernorm)",
+        "lut,gather,softmax,layernorm,attention,lut16,wide_input,wide_sum)",
     )
     p.add_argument("--workdir", default=None)
     p.add_argument("--markdown", action="store_true", help="print the RESULTS.md section body")

@@ -318,10 +318,11 @@ def test_int8_per_channel_transformer_block_writes_and_rereads(
             "--model", prefix]  # fmt: skip
     assert main(args) == 0, capsys.readouterr().err
     out = capsys.readouterr().out
-    # the summary line: fc and res carry per-channel activations; the LayerNorm runs in F32
-    assert "(INT8, " in out and "ops INT8 (2 with per-channel activations), 1 op F32, " in out, out
+    # the summary line: res carries per-channel activations (fc reads the outlier input x on one
+    # int16 grid: the wide_input form); the LayerNorm runs in F32
+    assert "(INT8, " in out and "ops INT8 (1 with per-channel activations), 1 op F32, " in out, out
     text = Path(prefix + "_tpu.mlir").read_text()
-    assert "!quant.uniform<i8:f32:2, {" in text
+    assert "!quant.uniform<i8:f32:2, {" in text and "!quant.uniform<i16<-32767:32767>:f32, " in text
     rerun = str(tmp_path / "rerun.npz")
     assert runner_main(["--input", str(tmp_path / "block_in_f32.npz"), "--model", prefix + "_tpu.mlir",
                         "--output", rerun]) == 0  # fmt: skip

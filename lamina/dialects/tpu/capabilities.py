@@ -29,7 +29,8 @@ class Capability:
     * ``ops``: the ``top`` op names it covers (``None``: every op);
     * ``mode``: ``F32``, ``F16``, ``BF16`` or ``INT8``;
     * ``dtypes``: the element types the op's quantized / float operands are stored in
-      (``("i8", "u8")`` for INT8; the mode's float type otherwise);
+      (``("i8", "u8")`` for INT8, ``"i16"`` added where the target takes the ``lut16`` form's int16
+      MatMul result and 65536-entry activation table; the mode's float type otherwise);
     * ``form``: how it runs — ``"native"`` (the family's own form) or ``"lut"`` (a 256-entry table,
       for elementwise activations);
     * ``cost``: relative cost per output element.
@@ -103,12 +104,23 @@ class TargetCapabilities:
         return f"TargetCapabilities({self.name!r}, {len(self.entries)} entries)"
 
 
+def without_dtype(caps: TargetCapabilities, dtype: str) -> TargetCapabilities:
+    """``caps`` with ``dtype`` removed from every entry (an entry left with none dropped): a
+    target that does not take the forms needing it (the CPU target and ``i16``)."""
+    entries = []
+    for c in caps.entries:
+        kept = tuple(d for d in c.dtypes if d != dtype)
+        if kept:
+            entries.append(Capability(c.ops, c.mode, kept, c.form, c.cost))
+    return TargetCapabilities(caps.name, entries)
+
+
 def _reference() -> TargetCapabilities:
     from .families.activation import LutLowering
     from .ops import FAMILY_LOWERINGS
 
     native = frozenset(r.name for fam in FAMILY_LOWERINGS if fam is not LutLowering for r in fam.roots)
-    int8 = ("i8", "u8")
+    int8 = ("i8", "u8", "i16")
     return TargetCapabilities(
         "tpu",
         [

@@ -26,7 +26,7 @@ from lamina.dialects.top import ALL_OPS, TopOp
 from lamina.dialects.top import elementwise as top_ew
 from lamina.ir.traits import NotALayer
 
-from .families.activation import LutLowering, LutOp, lut_table_attr
+from .families.activation import Lut16Op, LutLowering, LutOp, lut_table_attr
 from .families.attention import AttentionLowering, AttentionOp
 from .families.binary import AddOp, ArithmeticLowering, MulOp, SubOp
 from .families.common import ModeOp, TpuOp, is_quant
@@ -68,7 +68,7 @@ for _cls in ALL_OPS:
 # top.Cast lowers to the own tpu.Cast (which carries its semantics), not to a declared class.
 DERIVED[top_ew.CastOp.name] = CastOp
 
-OWN_OPS: list[type[TpuOp]] = [CastOp, RequantOp, LutOp, WeightOp]
+OWN_OPS: list[type[TpuOp]] = [CastOp, RequantOp, LutOp, Lut16Op, WeightOp]
 ALL_TPU_OPS: list[type[TpuOp]] = [*OWN_OPS, *(c for c in DERIVED.values() if c not in OWN_OPS)]
 
 #: the lowering patterns, one per op family (the float one takes every op no family claims)
@@ -116,6 +116,7 @@ __all__ = [
     "ConcatOp",
     "ConvOp",
     "LutOp",
+    "Lut16Op",
     "MatMulOp",
     "MaxPoolOp",
     "ModeOp",

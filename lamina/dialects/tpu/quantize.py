@@ -249,14 +249,16 @@ LUT_FUNCTIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
 
 
 def build_lut(fn: Callable[[np.ndarray], np.ndarray], in_t: Type, out_t: Type) -> np.ndarray:
-    """The 256-entry table of ``fn`` between two 8-bit quantized types: entry ``i`` is the output
-    for the input storage value ``v = i`` (uint8 input) or ``v = i - 128`` (int8 input), i.e. the
-    index is ``v - storage_min_of_the_8_bit_type``; ``table[i] = quantize(fn(dequantize(v)))``
-    with the output type's rounding and saturation, all in float64."""
+    """The table of ``fn`` from a quantized input of width ``w`` (8 or 16 bits) to a quantized
+    result: ``2**w`` entries, entry ``i`` the output for the input storage value ``v = base + i``,
+    ``base = -2**(w-1)`` (signed input) or ``0`` (unsigned), i.e. the index is ``v - base``;
+    ``table[i] = quantize(fn(dequantize(v)))`` with the output type's rounding and saturation, all
+    in float64."""
     ie = in_t.element_type if isinstance(in_t, ShapedType) else in_t
     oe = out_t.element_type if isinstance(out_t, ShapedType) else out_t
-    base = -128 if ie.signed else 0
-    v = np.arange(base, base + 256, dtype=np.int64)
+    width = int(ie.storage_width)  # type: ignore[attr-defined]
+    base = -(1 << (width - 1)) if ie.signed else 0
+    v = np.arange(base, base + (1 << width), dtype=np.int64)
     scale, zp, _, _, _ = qparams(ie)
     xf = (v - zp) * scale
     with np.errstate(all="ignore"):
@@ -264,10 +266,11 @@ def build_lut(fn: Callable[[np.ndarray], np.ndarray], in_t: Type, out_t: Type) -
     return quantize(y, oe).astype(storage_dtype(oe))
 
 
-def lut_index(x: np.ndarray, signed: bool) -> np.ndarray:
-    """The table index of 8-bit storage values (``v + 128`` for int8, ``v`` for uint8)."""
+def lut_index(x: np.ndarray, signed: bool, width: int = 8) -> np.ndarray:
+    """The table index of ``width``-bit storage values (``v + 2**(width-1)`` signed, ``v``
+    unsigned: ``v + 128`` for int8, ``v + 32768`` for int16)."""
     xi = np.asarray(x, dtype=np.int64)
-    return xi + 128 if signed else xi
+    return xi + (1 << (width - 1)) if signed else xi
 
 
 # ---- integer normalizations ----------------------------------------------------------------------

@@ -1,5 +1,9 @@
 """The CPU as a ``model_deploy`` target: what it runs natively (:attr:`CpuTarget.capabilities`, the
-reference ``tpu`` target's: every op in every mode, INT8 in the families' integer forms) and
+reference ``tpu`` target's: every op in every mode, INT8 in the families' integer forms, but not
+the int16 MatMul forms ``lut16`` / ``wide_input``: its generic templates run their int16 MatMuls
+bit for bit but ten times slower than its INT8 GEMM, and ``tpu.Lut16`` on the reference
+executor, so it keeps the 8-bit forms there until it has an int16 GEMM; it takes ``wide_sum``,
+whose int16 Add/Sub runs on the same generic elementwise template as its int8 one) and
 compiling a ``tpu`` module into a ``.lamina`` file of native code
 (:func:`lamina.targets.cpu.compiler.compile_module`)."""
 
@@ -7,11 +11,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from lamina.dialects.tpu.capabilities import REFERENCE, TargetCapabilities
+from lamina.dialects.tpu.capabilities import REFERENCE, Capability, TargetCapabilities, without_dtype
 
 from ..base import CompileOptions, CompileResult, Target
 
 __all__ = ["CpuTarget"]
+
+#: the reference target's capabilities with ``i16`` for Add/Sub only (see the module doc)
+CAPABILITIES = TargetCapabilities(
+    REFERENCE.name,
+    [
+        Capability(frozenset({"top.Add", "top.Sub"}), "INT8", ("i8", "u8", "i16"), "native", 1.0),
+        *without_dtype(REFERENCE, "i16").entries,
+    ],
+)
 
 
 class CpuTarget(Target):
@@ -25,7 +38,7 @@ class CpuTarget(Target):
 
     @property
     def capabilities(self) -> TargetCapabilities:
-        return REFERENCE
+        return CAPABILITIES
 
     def float_cosine(self, mode: str) -> float:
         """0.99999 (as every target) but 0.9999 in F16/BF16: the CPU's float kernels sum in their

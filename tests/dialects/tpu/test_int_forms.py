@@ -345,3 +345,222 @@ def test_attention_lowers_to_its_integer_form_when_enabled() -> None:
         outs[forms] = next(iter(Interpreter(m).run(ins).values()))  # type: ignore[arg-type]
     # within two output steps (6/255) of float attention between casts
     assert np.max(np.abs(outs["lut,gather,softmax"] - outs["default"])) <= 2 * 6 / 255 + 1e-6
+
+
+# ---- lut16 / wide_input -------------------------------------------------------------------------
+
+
+def _gelu(x: np.ndarray) -> np.ndarray:
+    return 0.5 * x * (1.0 + np.vectorize(math.erf)(x / math.sqrt(2.0)))
+
+
+def _ffn_model(k: int = 1536, fc2: bool = True) -> tuple[object, np.ndarray, np.ndarray, np.ndarray]:
+    """x (4x16) → MatMul (16xk, bias) → GELU → MatMul (kx4): a transformer FFN (without the second
+    MatMul when not ``fc2``: the GELU is the result)."""
+    rng = np.random.default_rng(4)
+    w = rng.normal(0, 0.2, (16, k)).astype(np.float32)
+    b = rng.normal(0, 0.3, k).astype(np.float32)
+    w2 = rng.normal(0, 0.05, (k, 4)).astype(np.float32)
+    a, h, g, o = (
+        _t("4x16", -3.0, 3.0),
+        _t(f"4x{k}", -8.0, 8.0),
+        _t(f"4x{k}", -0.17, 8.0),
+        _t("4x4", -9.0, 9.0),
+    )
+    body = f"""
+  %in = "top.Input"(%x) : ({a}) -> {a} loc("x")
+  %w = "top.Weight"() <{{value = dense<{w.tolist()}> : tensor<16x{k}xf32>}}> : () -> tensor<16x{k}xf32>
+  %b = "top.Weight"() <{{value = dense<{b.tolist()}> : tensor<{k}xf32>}}> : () -> tensor<{k}xf32>
+  %w2 = "top.Weight"() <{{value = dense<{w2.tolist()}> : tensor<{k}x4xf32>}}> : () -> tensor<{k}x4xf32>
+  %n = "top.None"() : () -> none
+  %m = "top.MatMul"(%in, %w, %b) : ({a}, tensor<16x{k}xf32>, tensor<{k}xf32>) -> {h} loc("fc1")
+  %y = "top.GELU"(%m) : ({h}) -> {g} loc("gelu")
+  %z = "top.MatMul"(%y, %w2, %n) : ({g}, tensor<{k}x4xf32>, none) -> {o} loc("fc2")"""
+    if not fc2:
+        return _module(body.rsplit("\n", 1)[0], f"%x: {a}", "%y", g), w, b, w2
+    return _module(body, f"%x: {a}", "%z", o), w, b, w2
+
+
+def _by_name(m: object) -> dict[str, object]:
+    from lamina.ir.naming import location_name
+
+    return {location_name(op.location): op for op in m.walk_ops() if op.name.startswith("tpu.")}  # type: ignore[attr-defined]
+
+
+def test_lut16_takes_the_matmul_result_on_an_int16_grid() -> None:
+    from lamina.dialects.tpu.quantize import dequantize, qparams
+
+    m, _w, b, _w2 = _ffn_model()
+    assert convert_top_to_tpu(m, "INT8")[0]  # type: ignore[arg-type]  (lut16 on by default)
+    ops = _by_name(m)
+    fc1, gelu = ops["fc1"], ops["gelu"]
+    assert gelu.name == "tpu.Lut16"  # type: ignore[attr-defined]
+    s16, _, _, lo, hi = qparams(fc1.results[0].type)  # type: ignore[attr-defined]
+    assert (lo, hi) == (-32768, 32767) and math.isclose(float(s16), 8.0 / 32767)
+    # the result a MatMul reads: int16 with L = (2**31 - 1) // (127 * K) levels (no int32 overflow)
+    so, _, _, lo, hi = qparams(gelu.results[0].type)  # type: ignore[attr-defined]
+    lv = (2**31 - 1) // (127 * 1536)
+    assert (lo, hi) == (-lv, lv) and math.isclose(float(so), 8.0 / lv)
+    # the table is the definition, entry by entry
+    tab = np.asarray(gelu.properties["table"].to_numpy())  # type: ignore[attr-defined]
+    v = np.array([-32768, -1000, 0, 77, 5000, 32767])
+    want = np.clip(
+        np.floor(np.abs(_gelu(v * float(s16)) / float(so)) + 0.5) * np.sign(_gelu(v * float(s16))), lo, hi
+    )
+    assert tab[v + 32768].tolist() == want.astype(int).tolist()
+    # executed: the GELU of the exact integer MatMul (int8 input, int8 weights) within half an
+    # output step plus the input's roundings (int16 result, int32 bias), |GELU'| <= 1.13
+    x = np.random.default_rng(5).uniform(-3, 3, (4, 16)).astype(np.float32)
+    cast = ops["x_i8"]
+    xq = np.asarray(cast.execute([x])[0])  # type: ignore[attr-defined]
+    wq_op = fc1.operands[1].defining_op()  # type: ignore[attr-defined]
+    wq = dequantize(np.asarray(wq_op.properties["value"].to_numpy()), wq_op.results[0].type).astype(
+        np.float64
+    )
+    r = dequantize(xq, cast.results[0].type).astype(np.float64) @ wq + b
+    y16 = np.asarray(
+        fc1.execute(
+            [
+                xq,
+                np.asarray(wq_op.properties["value"].to_numpy()),
+                np.asarray(fc1.operands[2].defining_op().properties["value"].to_numpy()),
+            ]
+        )[0]
+    )  # type: ignore[attr-defined]
+    g = dequantize(np.asarray(gelu.execute([y16])[0]), gelu.results[0].type)  # type: ignore[attr-defined]
+    assert np.max(np.abs(r)) < 8.0  # within the calibrated range: no clipping
+    s_xw = float(qparams(cast.results[0].type)[0]) * float(np.max(qparams(wq_op.results[0].type)[0]))  # type: ignore[attr-defined]
+    assert np.max(np.abs(g - _gelu(r))) <= float(so) / 2 + 1.13 * (float(s16) + s_xw) / 2 + 1e-5
+
+
+def test_lut16_is_closer_to_float_than_the_8_bit_lut() -> None:
+    x = np.random.default_rng(6).uniform(-3, 3, (4, 16)).astype(np.float32)
+    m, w, b, _w2 = _ffn_model(fc2=False)
+    ref = _gelu(x.astype(np.float64) @ w + b)
+    err = {}
+    for forms in ("lut,gather,softmax,attention", "default"):
+        m, *_ = _ffn_model(fc2=False)
+        assert convert_top_to_tpu(m, "INT8", int_forms=forms)[0]  # type: ignore[arg-type]
+        got = np.asarray(next(iter(Interpreter(m).run([x]).values())), np.float64)  # type: ignore[arg-type]
+        err[forms] = float(np.sqrt(np.mean((got - ref) ** 2)))
+    assert err["default"] < 0.7 * err["lut,gather,softmax,attention"], err  # lut16 on by default
+
+
+def test_a_target_without_i16_keeps_the_8_bit_forms() -> None:
+    from lamina.dialects.tpu.capabilities import REFERENCE, Capability, TargetCapabilities
+
+    int8_only = TargetCapabilities(
+        "int8-only",
+        [
+            Capability(c.ops, c.mode, ("i8", "u8") if c.mode == "INT8" else c.dtypes, c.form, c.cost)
+            for c in REFERENCE.entries
+        ],
+    )
+    m, *_ = _ffn_model()
+    assert convert_top_to_tpu(m, "INT8", int_forms="all", capabilities=int8_only)[0]  # type: ignore[arg-type]
+    names = {op.name for op in m.walk_ops()}  # type: ignore[attr-defined]
+    assert "tpu.Lut" in names and "tpu.Lut16" not in names
+    assert "i16" not in str(m)
+
+
+def _per_channel_model() -> tuple[object, np.ndarray, np.ndarray]:
+    """x → LayerNorm (float, one channel 50x the others) → MatMul: the MatMul's input per channel."""
+    from lamina.ir.attributes import DenseElementsAttr, IntegerAttr
+    from lamina.ir.types import i64
+
+    rng = np.random.default_rng(7)
+    gam = np.ones(16, np.float32)
+    gam[3] = 50.0
+    w = rng.normal(0, 0.3, (16, 8)).astype(np.float32)
+    a, n, o = _t("4x16", -3.0, 3.0), _t("4x16", -150.0, 150.0), _t("4x8", -40.0, 40.0)
+    body = f"""
+  %in = "top.Input"(%x) : ({a}) -> {a} loc("x")
+  %g = "top.Weight"() <{{value = dense<{gam.tolist()}> : tensor<16xf32>}}> : () -> tensor<16xf32>
+  %bb = "top.Weight"() <{{value = dense<0.0> : tensor<16xf32>}}> : () -> tensor<16xf32>
+  %w = "top.Weight"() <{{value = dense<{w.tolist()}> : tensor<16x8xf32>}}> : () -> tensor<16x8xf32>
+  %nn = "top.None"() : () -> none
+  %l, %mean, %rstd = "top.LayerNorm"(%in, %g, %bb) <{{axis = -1 : i64, epsilon = 1.0e-05 : f64}}> : ({a}, tensor<16xf32>, tensor<16xf32>) -> ({n}, none, none) loc("ln")
+  %z = "top.MatMul"(%l, %w, %nn) : ({n}, tensor<16x8xf32>, none) -> {o} loc("fc")"""
+    m = _module(body, f"%x: {a}", "%z", o)
+    th = np.full(16, 3.0, np.float32)
+    th[3] = 150.0
+    ln = next(op for op in m.walk_ops() if op.name == "top.LayerNorm")  # type: ignore[attr-defined]
+    ln.attributes["lamina.channel_th"] = DenseElementsAttr.from_numpy(th)
+    ln.attributes["lamina.channel_axis"] = IntegerAttr(1, i64)
+    return m, gam, w
+
+
+def test_wide_input_takes_a_per_channel_input_on_one_int16_grid() -> None:
+    from lamina.dialects.tpu.quantize import qparams
+
+    x = np.random.default_rng(8).normal(0, 1, (4, 16)).astype(np.float32)
+    mu, sd = x.mean(-1, keepdims=True), x.std(-1, keepdims=True)
+    m, gam, w = _per_channel_model()
+    ref = ((x - mu) / np.sqrt(sd**2 + 1e-5) * gam).astype(np.float64) @ w
+    err = {}
+    for forms in ("lut,gather,softmax,attention", "default"):
+        m, *_ = _per_channel_model()
+        assert convert_top_to_tpu(m, "INT8", int_forms=forms)[0]  # type: ignore[arg-type]
+        fc = _by_name(m)["fc"]
+        _, _, axis, lo, hi = qparams(fc.operands[0].type)  # type: ignore[attr-defined]
+        if forms != "default":
+            assert axis == 1  # per channel, scales folded into the weight rows
+        else:
+            # one int16 grid: scale 150 / 32767, the LayerNorm's float result quantized to it directly
+            s, _, axis, lo, hi = qparams(fc.operands[0].type)  # type: ignore[attr-defined]
+            assert axis is None and (lo, hi) == (-32767, 32767) and math.isclose(float(s), 150.0 / 32767)
+            cast = fc.operands[0].defining_op()  # type: ignore[attr-defined]
+            assert cast.name == "tpu.Cast" and "f32" in str(cast.operands[0].type)
+            wq = np.asarray(fc.operands[1].defining_op().properties["value"].to_numpy())  # type: ignore[attr-defined]
+            sw = np.abs(w).max(0) / 127
+            assert (
+                wq.tolist()
+                == np.clip(np.sign(w) * np.floor(np.abs(w / sw) + 0.5), -127, 127).astype(int).tolist()
+            )
+        got = np.asarray(next(iter(Interpreter(m).run([x]).values())), np.float64)  # type: ignore[arg-type]
+        err[forms] = float(np.sqrt(np.mean((got - ref) ** 2)))
+    assert err["default"] < err["lut,gather,softmax,attention"], err  # wide_input on by default
+
+
+def _residual_model() -> object:
+    """a + b → LayerNorm (F32 by default) and a + b → MatMul: the first sum's only user runs in
+    float, the second's is an INT8 MatMul."""
+    a = _t("2x8", -3.0, 3.0)
+    s, n, o = _t("2x8", -6.0, 6.0), _t("2x8", -4.0, 4.0), _t("2x8", -9.0, 9.0)
+    w = np.random.default_rng(9).normal(0, 0.5, (8, 8)).astype(np.float32)
+    body = f"""
+  %ai = "top.Input"(%a) : ({a}) -> {a} loc("a")
+  %bi = "top.Input"(%b) : ({a}) -> {a} loc("b")
+  %g = "top.Weight"() <{{value = dense<1.0> : tensor<8xf32>}}> : () -> tensor<8xf32>
+  %w = "top.Weight"() <{{value = dense<{w.tolist()}> : tensor<8x8xf32>}}> : () -> tensor<8x8xf32>
+  %nn = "top.None"() : () -> none
+  %s1 = "top.Add"(%ai, %bi) : ({a}, {a}) -> {s} loc("sum1")
+  %l, %mean, %rstd = "top.LayerNorm"(%s1, %g, %nn) <{{axis = -1 : i64, epsilon = 1.0e-05 : f64}}> : ({s}, tensor<8xf32>, none) -> ({n}, none, none) loc("ln")
+  %s2 = "top.Add"(%ai, %bi) : ({a}, {a}) -> {s} loc("sum2")
+  %m = "top.MatMul"(%s2, %w, %nn) : ({s}, tensor<8x8xf32>, none) -> {o} loc("fc")
+  %o = "top.Add"(%l, %m) : ({n}, {o}) -> {o} loc("out")"""
+    return _module(body, f"%a: {a}, %b: {a}", "%o", o)
+
+
+def test_wide_sum_gives_an_add_read_in_float_an_int16_result() -> None:
+    from lamina.dialects.tpu.quantize import qparams
+
+    rng = np.random.default_rng(10)
+    a, b = (rng.uniform(-3, 3, (2, 8)).astype(np.float32) for _ in range(2))
+    for forms in ("lut,gather,softmax,attention", "default"):
+        m = _residual_model()
+        assert convert_top_to_tpu(m, "INT8", int_forms=forms)[0]  # type: ignore[arg-type]
+        ops = _by_name(m)
+        s1, _, _, lo, hi = qparams(ops["sum1"].results[0].type)  # type: ignore[attr-defined]
+        if forms == "default":  # the LayerNorm's input: int16, scale 6 / 32767
+            assert (lo, hi) == (-32768, 32767) and math.isclose(float(s1), 6.0 / 32767)
+        else:
+            assert (lo, hi) == (-128, 127)
+        assert qparams(ops["sum2"].results[0].type)[3:] == (-128, 127)  # an INT8 MatMul reads it
+        # the int16 sum is the exact sum of the int8 inputs within half its step
+        qa, qb = (np.asarray(ops[n].execute([x])[0]) for n, x in (("a_i8", a), ("b_i8", b)))  # type: ignore[attr-defined]
+        got = np.asarray(ops["sum1"].execute([qa, qb])[0], np.float64) * float(s1)  # type: ignore[attr-defined]
+        exact = qa * float(qparams(ops["a_i8"].results[0].type)[0]) + qb * float(
+            qparams(ops["b_i8"].results[0].type)[0]
+        )  # type: ignore[attr-defined]
+        assert np.max(np.abs(got - exact)) <= float(s1) / 2 + 1e-9

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 
 import ml_dtypes
@@ -14,6 +15,7 @@ from lamina.dialects.quant import UniformQuantizedType
 from lamina.dialects.tpu.quantize import (
     build_lut,
     dequantize,
+    lut_index,
     quantize,
     quantize_multiplier,
     requantize,
@@ -115,6 +117,18 @@ def test_lut_entries_follow_the_definition() -> None:
         v = i - 128
         y = 1 / (1 + np.exp(-(v * 0.05)))
         assert int(table[i]) == max(0, min(255, ref_round_half_away(Fraction(y) / Fraction(1 / 255))))
+
+
+def test_a_16_bit_lut_has_an_entry_per_int16_value() -> None:
+    it = UniformQuantizedType(16, True, f32, 0.001, 0)
+    ot = UniformQuantizedType(16, True, f32, 0.002, 0, -11000, 11000)
+    table = build_lut(np.tanh, it, ot)
+    assert table.shape == (65536,) and table.dtype == np.int16
+    for i in (0, 1, 32767, 32768, 40000, 65535):
+        v = i - 32768
+        y = math.tanh(v * 0.001)
+        assert int(table[i]) == max(-11000, min(11000, ref_round_half_away(Fraction(y) / Fraction(0.002))))
+    assert lut_index(np.array([-32768, 0, 32767], np.int16), True, 16).tolist() == [0, 32768, 65535]
 
 
 def test_quantize_keeps_0d_arrays_arrays() -> None:

@@ -132,6 +132,7 @@ class ArithmeticLowering(FamilyLowering):
 
     def _add(self, op: Operation, ins: list[Value], rw: ConversionPatternRewriter) -> bool:
         out_t = self.qout(op.results[0], per_axis=True)
+        out_t = self.s.wide_sum(op.results[0], out_t) or out_t  # int16 for float users (wide_sum)
         nd = len(out_t.shape)  # type: ignore[attr-defined]
         out_axis = qparams(out_t)[2]
         xs = []

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from lamina.dialects.quant import UniformQuantizedPerAxisType
+from lamina.dialects.quant import UniformQuantizedPerAxisType, UniformQuantizedType
 from lamina.dialects.top import nn as top_nn
 from lamina.execution.kernels.integer import conv_accumulate, matmul_accumulate
 from lamina.ir.attributes import DenseArrayAttr
@@ -26,9 +26,10 @@ from lamina.ir.types import IntegerType, NoneType, RankedTensorType, f32, i64
 from lamina.rewrite.conversion import ConversionPatternRewriter
 
 from ..lowering.pattern import FamilyLowering, NoInt8
-from ..lowering.policy import is_per_axis, scale, scales
+from ..lowering.policy import is_floatish, is_per_axis, scale, scales
 from ..quantize import qparams, quantize, quantize_multiplier, requantize, round_half_away, wrap_int32
 from .common import acc_int32, bounds, centered, declare, mult_props, quant_props, relu_clamp, store, zp
+from .plumbing import CastOp
 
 
 def _conv_int(self: Any) -> Callable[[Sequence[Any]], Sequence[Any]]:
@@ -102,9 +103,14 @@ class ConvMatMulLowering(FamilyLowering):
         w = self.s.weight_array(ins[1])
         per = not is_conv and w is not None and w.ndim == 2  # per-channel input/output possible
         out_t = self.qout(op.results[0], per_axis=per)
+        wide = None if is_conv else self.s.wide_type(op.results[0])
+        if wide is not None:  # the lut16 form: an int16 result for the activation's 65536-entry table
+            out_t = wide
         x = self.qin(rw, op.operands[0], ins[0], per_axis=per)
         if is_per_axis(x.type) and qparams(x.type)[2] != len(x.type.shape) - 1:  # type: ignore[attr-defined]
             x = self.qin(rw, op.operands[0], x)
+        if w is not None and is_per_axis(x.type) and self.s.wide_input(op):
+            x = self._wide_input(rw, x, int(w.shape[0]))
         s_o = scales(out_t)
         if w is None:
             if is_conv:
@@ -153,3 +159,16 @@ class ConvMatMulLowering(FamilyLowering):
             "rshift": DenseArrayAttr(i64, [p[1] for p in pairs]),
         }
         return self.emit(op, rw, [x, wv, bias], [out_t], extra)
+
+    def _wide_input(self, rw: ConversionPatternRewriter, x: Value, k: int) -> Value:
+        """The ``wide_input`` form: a per-channel input ``x`` (along K) on one int16 grid instead of
+        its scales folded into the weight rows: ``scale = max_c(s_c) * 127 / L``, storage
+        ``[-L, L]``, ``L = min(32767, (2**31 - 1) // (127 * K))`` so that no int32 accumulation can
+        overflow; a float source is quantized to it directly, an int8 one requantized."""
+        th = float(np.max(scales(x.type))) * 127.0
+        lv = min(32767, (2**31 - 1) // (127 * max(1, k)))
+        t16 = RankedTensorType(x.type.shape, UniformQuantizedType(16, True, f32, th / lv, 0, -lv, lv))  # type: ignore[attr-defined]
+        d = x.defining_op()
+        if isinstance(d, CastOp) and is_floatish(d.operands[0].type):
+            return self.s.cast(rw, d.operands[0], t16)
+        return self.s.cast(rw, x, t16)

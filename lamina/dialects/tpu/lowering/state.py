@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from lamina.dialects.quant import CalibratedQuantizedType
+from lamina.dialects.quant import CalibratedQuantizedType, UniformQuantizedPerAxisType, UniformQuantizedType
 from lamina.dialects.top.io import WeightOp as TopWeight
 from lamina.dialects.top.transforms.utils import WeightFactory, derived_loc, root_op
 from lamina.ir.attributes import element_type_to_dtype
@@ -31,11 +31,15 @@ from .policy import FLOAT_TYPES, elem, plain, quant_type_for, with_elem
 #: the optional integer forms (``convert-top-to-tpu{int_forms=...}``): ``lut`` — elementwise
 #: activations as 256-entry tables; ``gather`` — Gather of int8 activations and of constant tables
 #: (embeddings); ``softmax``, ``layernorm``, ``attention`` — the integer Softmax, LayerNorm and
-#: fused attention (``docs/tpu.md``)
-INT_FORMS = ("lut", "gather", "softmax", "layernorm", "attention")
+#: fused attention; ``lut16`` — a MatMul whose one user is an activation requantizes to an int16
+#: grid and the activation is a 65536-entry table (``tpu.Lut16``); ``wide_input`` — a MatMul reading
+#: a per-channel activation takes it on one int16 grid instead of folding its scales into the
+#: weight rows; ``wide_sum`` — an Add/Sub whose every user runs in float (a LayerNorm in F32) gives
+#: it an int16 result (``docs/tpu.md``)
+INT_FORMS = ("lut", "gather", "softmax", "layernorm", "attention", "lut16", "wide_input", "wide_sum")
 #: the forms on by default (those that keep the accuracy of float-between-casts; see
 #: ``benchmarks/RESULTS.md``)
-DEFAULT_INT_FORMS = ("lut", "gather", "softmax", "attention")
+DEFAULT_INT_FORMS = ("lut", "gather", "softmax", "attention", "lut16", "wide_input", "wide_sum")
 
 
 def parse_int_forms(spec: str) -> frozenset[str]:
@@ -194,6 +198,99 @@ class Lowering:
         if is_quant(v.type):
             return v.type
         return None
+
+    def wide_type(self, r: Value) -> Type | None:
+        """The int16 type of an INT8 MatMul's result ``r`` (an original value) whose one user is an
+        activation taking the ``lut16`` form (``tpu.Lut16``), else None: symmetric,
+        ``scale = max(-lo, hi) / 32767`` of ``r``'s calibrated range, zero point 0. Only where the
+        target runs both ops in INT8 on ``i16`` (:class:`~..capabilities.TargetCapabilities`) and
+        ``r`` has no per-channel type."""
+        from lamina.dialects.top import nn as top_nn
+
+        d = r.defining_op()
+        uses = list(r.uses)
+        if "lut16" not in self.int_forms or "lut" not in self.int_forms or len(uses) != 1:
+            return None
+        u = uses[0].owner
+        if not isinstance(d, top_nn.MatMulOp) or r in self.per_axis or not lutable(u):
+            return None
+        caps = self.capabilities
+        if not (self._int8_op(d) and self._int8_op(u) and caps.form(u.name, "INT8") == "lut"):
+            return None
+        if not (caps.supports(d.name, "INT8", "i16") and caps.supports(u.name, "INT8", "i16")):
+            return None
+        e = elem(r.type)
+        if not isinstance(e, CalibratedQuantizedType) or not isinstance(r.type, RankedTensorType):
+            return None
+        th = max(-float(e.min), float(e.max))
+        if not np.isfinite(th) or th <= 0:
+            return None
+        return RankedTensorType(
+            r.type.shape, UniformQuantizedType(16, True, e.expressed_type, th / 32767.0, 0)
+        )
+
+    def wide_result(self, r: Value) -> Type | None:
+        """The int16 type of a ``tpu.Lut16`` result ``r`` (an original value) whose one user is an
+        INT8 MatMul reading it as its input with a constant 2-d weight of ``K`` rows (the
+        ``lut16`` form), else None: symmetric, ``scale = max(-lo, hi) / L``, storage ``[-L, L]``,
+        ``L = min(32767, (2**31 - 1) // (127 * K))`` so that the MatMul's int32 accumulation
+        cannot overflow."""
+        from lamina.dialects.top import nn as top_nn
+
+        uses = list(r.uses)
+        if "lut16" not in self.int_forms or len(uses) != 1 or uses[0].index != 0 or r in self.per_axis:
+            return None
+        u = uses[0].owner
+        w = self.weight_array(u.operands[1]) if isinstance(u, top_nn.MatMulOp) else None
+        if w is None or w.ndim != 2 or not self._int8_op(u):
+            return None
+        if not self.capabilities.supports(u.name, "INT8", "i16"):
+            return None
+        e = elem(r.type)
+        if not isinstance(e, CalibratedQuantizedType) or not isinstance(r.type, RankedTensorType):
+            return None
+        th = max(-float(e.min), float(e.max))
+        if not np.isfinite(th) or th <= 0:
+            return None
+        lv = min(32767, (2**31 - 1) // (127 * max(1, int(w.shape[0]))))
+        return RankedTensorType(
+            r.type.shape, UniformQuantizedType(16, True, e.expressed_type, th / lv, 0, -lv, lv)
+        )
+
+    def wide_sum(self, r: Value, t: Type) -> Type | None:
+        """The int16 type of an INT8 Add/Sub result ``r`` (an original value, its 8-bit type ``t``)
+        whose every user runs in float or is a function result (the ``wide_sum`` form), else None:
+        per channel ``scale_c = s_c * 127 / 32767`` of a per-axis ``t``; else symmetric, ``scale =
+        max(-lo, hi) / 32767`` of ``r``'s calibrated range; zero points 0. Only where the target
+        runs the op in INT8 on ``i16``."""
+        d = r.defining_op()
+        uses = list(r.uses)
+        if "wide_sum" not in self.int_forms or d is None or not uses or not isinstance(t, RankedTensorType):
+            return None
+        if not self.capabilities.supports(d.name, "INT8", "i16"):
+            return None
+        if not all(self._float_op(u.owner) for u in uses):
+            return None
+        e = elem(t)
+        if isinstance(e, UniformQuantizedPerAxisType):
+            if any(z != 0 for z in e.zero_points):
+                return None
+            sc = [float(x) * 127.0 / 32767.0 for x in e.scales]
+            return RankedTensorType(
+                t.shape, UniformQuantizedPerAxisType(16, True, e.expressed_type, sc, [0] * len(sc), e.axis)
+            )
+        c = elem(r.type)
+        if not isinstance(c, CalibratedQuantizedType):
+            return None
+        th = max(-float(c.min), float(c.max))
+        if not np.isfinite(th) or th <= 0:
+            return None
+        return RankedTensorType(t.shape, UniformQuantizedType(16, True, c.expressed_type, th / 32767.0, 0))
+
+    def wide_input(self, op: Operation) -> bool:
+        """Whether the INT8 MatMul ``op`` takes its per-channel input on an int16 grid (the
+        ``wide_input`` form; the target runs MatMul in INT8 on ``i16``)."""
+        return "wide_input" in self.int_forms and self.capabilities.supports(op.name, "INT8", "i16")
 
     def cast(self, rw: ConversionPatternRewriter, v: Value, t: Type, loc: Location | None = None) -> Value:
         """``v`` as type ``t`` (a cached tpu.Cast / tpu.Requant, or a converted constant)."""

@@ -198,3 +198,125 @@ def test_integer_to_float_cast() -> None:
     o = op("tpu.Cast", [t((1, 5), "i64")], t((1, 5), "f32"))
     name, got, want = _run(Case(o, [x], "Cast"), None, 1)
     assert name == "generic.cast" and got[0].tobytes() == np.asarray(want[0]).tobytes()
+
+
+# ---- the int16 forms (lut16, wide_input): MatMul with int16 input or result, casts to int16 ------
+
+
+def _int16_ffn_ops() -> list[Any]:
+    """The tpu ops of ``x → LayerNorm (one outlier channel) → MatMul → GELU → MatMul`` lowered with
+    ``int-forms=default,lut16,wide_input``: a cast to int16, MatMuls of int16 input / result."""
+    from lamina.dialects.tpu.transforms import convert_top_to_tpu
+    from lamina.ir.attributes import DenseElementsAttr, IntegerAttr
+    from lamina.ir.context import Context
+    from lamina.ir.parser import parse_module
+    from lamina.ir.types import i64
+
+    rng = np.random.default_rng(3)
+
+    def cal(shape: str, lo: float, hi: float) -> str:
+        return f"tensor<{shape}x!quant.calibrated<f32<{lo}:{hi}>>>"
+
+    def dense(a: np.ndarray) -> str:
+        return f"dense<{a.tolist()}> : tensor<{'x'.join(map(str, a.shape))}xf32>"
+
+    g = np.ones(24, np.float32)
+    g[5] = 40.0
+    w1 = rng.normal(0, 0.3, (24, 40)).astype(np.float32)
+    w2 = rng.normal(0, 0.2, (40, 8)).astype(np.float32)
+    a, n, h, e, o = (
+        cal("3x24", -3.0, 3.0),
+        cal("3x24", -120.0, 120.0),
+        cal("3x40", -8.0, 8.0),
+        cal("3x40", -0.17, 8.0),
+        cal("3x8", -9.0, 9.0),
+    )
+    text = f"""func.func @main(%x: {a}) -> {o} {{
+  %in = "top.Input"(%x) : ({a}) -> {a} loc("x")
+  %g = "top.Weight"() <{{value = {dense(g)}}}> : () -> tensor<24xf32>
+  %w1 = "top.Weight"() <{{value = {dense(w1)}}}> : () -> tensor<24x40xf32>
+  %w2 = "top.Weight"() <{{value = {dense(w2)}}}> : () -> tensor<40x8xf32>
+  %nn = "top.None"() : () -> none
+  %l, %m, %r = "top.LayerNorm"(%in, %g, %nn) <{{axis = -1 : i64, epsilon = 1.0e-05 : f64}}> : ({a}, tensor<24xf32>, none) -> ({n}, none, none) loc("ln")
+  %f1 = "top.MatMul"(%l, %w1, %nn) : ({n}, tensor<24x40xf32>, none) -> {h} loc("fc1")
+  %y = "top.GELU"(%f1) : ({h}) -> {e} loc("gelu")
+  %z = "top.MatMul"(%y, %w2, %nn) : ({e}, tensor<40x8xf32>, none) -> {o} loc("fc2")
+  return %z : {o}
+}}
+"""
+    m = parse_module(text, Context())
+    ln = next(op for op in m.walk_ops() if op.name == "top.LayerNorm")
+    th = np.full(24, 3.0, np.float32)
+    th[5] = 120.0
+    ln.attributes["lamina.channel_th"] = DenseElementsAttr.from_numpy(th)
+    ln.attributes["lamina.channel_axis"] = IntegerAttr(1, i64)
+    assert convert_top_to_tpu(m, "INT8", int_forms="default,lut16,wide_input")[0]
+    return [op for op in m.walk_ops() if op.name in ("tpu.MatMul", "tpu.Cast") and "i16" in str(op)]
+
+
+def test_int16_forms_on_the_generic_templates() -> None:
+    from lamina.dialects.tpu.quantize import qparams
+
+    ops = _int16_ffn_ops()
+    assert sorted(op.name for op in ops) == ["tpu.Cast", "tpu.MatMul", "tpu.MatMul"]
+    rng = np.random.default_rng(4)
+    for op in ops:
+        ins: list[Any] = []
+        for v in op.operands:
+            d = v.defining_op()
+            if not isinstance(v.type, RankedTensorType):
+                ins.append(None)
+            elif d is not None and d.name in ("tpu.Weight", "top.Weight"):
+                ins.append(np.asarray(d.properties["value"].to_numpy()))
+            elif "quant.uniform" in str(v.type):
+                lo, hi = qparams(v.type)[3:]
+                ins.append(rng.integers(lo, hi + 1, tuple(v.type.shape)).astype(np_dtype(v.type)))
+            else:
+                ins.append((rng.standard_normal(tuple(v.type.shape)) * 50).astype(np.float32))
+        for nparts in (1, 2):
+            name, got, want = _run(Case(op, ins, op.name), None, nparts)
+            assert name != "reference", f"{op.name} runs through the reference executor"
+            np.testing.assert_array_equal(got[0], np.asarray(want[0]), err_msg=f"{name} on {op}")
+
+
+def test_int16_sum_on_the_generic_templates() -> None:
+    """The ``wide_sum`` form's Add (int8 inputs, an int16 result read by a float LayerNorm; per
+    tensor and per channel) on ``generic.int_ew``, bit for bit."""
+    from lamina.dialects.tpu.quantize import qparams
+    from lamina.dialects.tpu.transforms import convert_top_to_tpu
+    from lamina.ir.attributes import DenseElementsAttr, IntegerAttr
+    from lamina.ir.context import Context
+    from lamina.ir.parser import parse_module
+    from lamina.ir.types import i64
+
+    rng = np.random.default_rng(5)
+    for per_channel in (False, True):
+        cal = "tensor<3x8x!quant.calibrated<f32<{0}:{1}>>>"
+        a, s, o = cal.format(-3.0, 3.0), cal.format(-9.0, 9.0), cal.format(-4.0, 4.0)
+        text = f"""func.func @main(%x: {a}, %y: {a}) -> {o} {{
+  %xi = "top.Input"(%x) : ({a}) -> {a} loc("x")
+  %yi = "top.Input"(%y) : ({a}) -> {a} loc("y")
+  %g = "top.Weight"() <{{value = dense<1.0> : tensor<8xf32>}}> : () -> tensor<8xf32>
+  %nn = "top.None"() : () -> none
+  %s = "top.Add"(%xi, %yi) : ({a}, {a}) -> {s} loc("sum")
+  %l, %m, %r = "top.LayerNorm"(%s, %g, %nn) <{{axis = -1 : i64, epsilon = 1.0e-05 : f64}}> : ({s}, tensor<8xf32>, none) -> ({o}, none, none) loc("ln")
+  return %l : {o}
+}}
+"""
+        mod = parse_module(text, Context())
+        if per_channel:
+            add = next(op for op in mod.walk_ops() if op.name == "top.Add")
+            th = np.linspace(1.0, 9.0, 8).astype(np.float32)
+            add.attributes["lamina.channel_th"] = DenseElementsAttr.from_numpy(th)
+            add.attributes["lamina.channel_axis"] = IntegerAttr(1, i64)
+        assert convert_top_to_tpu(mod, "INT8")[0]
+        op = next(op for op in mod.walk_ops() if op.name == "tpu.Add")
+        assert "i16" in str(op.results[0].type) and ("f32:1," in str(op.results[0].type)) == per_channel
+        ins = []
+        for v in op.operands:
+            lo, hi = qparams(v.type)[3:]
+            ins.append(rng.integers(lo, hi + 1, tuple(v.type.shape)).astype(np_dtype(v.type)))
+        for nparts in (1, 2):
+            name, got, want = _run(Case(op, ins, op.name), None, nparts)
+            assert name == "generic.int_ew"
+            np.testing.assert_array_equal(got[0], np.asarray(want[0]), err_msg=f"{name} on {op}")
