@@ -19,7 +19,12 @@ lowering (``docs/tpu.md``):
   of levels. For rank-2/3 tensors whose largest channel max exceeds ``outlier_ratio`` times the
   median channel max, the table gets per-channel thresholds (``#channel_th``), which the lowering
   turns into per-channel activation scales wherever producer and users can carry them (MatMul
-  outputs, Add/Sub, float ops; a MatMul reading one folds the scales into its weights).
+  outputs, Add/Sub, float ops; a MatMul reading one folds the scales into its weights). Rank-4
+  (convolutional) tensors are treated alike along axis 1, each channel's threshold capped at the
+  tensor's own (its channel max clipped at the tuned per-tensor threshold: on PP-OCRv4 the channel
+  maxima themselves, unclipped, cost more than per-channel scales gain, ``benchmarks/RESULTS.md``);
+  the lowering takes them on targets that declare it (Conv outputs and inputs, Add/Sub, Mul by a
+  scalar, float ops).
 * **One-sided tensors.** A tensor whose negative tail is tiny against its positive range
   (``-min <= asym_tail * max``, e.g. GELU/SiLU outputs, min -0.17 or -0.28) is listed under
   ``#asym_op``: it is quantized with a zero point even in symmetric mode, instead of wasting half the
@@ -263,6 +268,8 @@ def mark_outlier_channels(
             continue
         top, med = float(np.max(c)), float(np.median(c))
         if top > 0 and top >= ratio * max(med, 1e-30):
+            if o.channel_axis == 1:  # rank 4: never coarser than the tensor's own threshold
+                c = np.minimum(c, table.thresholds[name].threshold)
             table.channel_thresholds[name] = (int(o.channel_axis), [float(v) for v in c])
 
 

@@ -1,5 +1,6 @@
 """The CPU as a ``model_deploy`` target: what it runs natively (:attr:`CpuTarget.capabilities`, the
-reference ``tpu`` target's: every op in every mode, INT8 in the families' integer forms) and
+reference ``tpu`` target's: every op in every mode, INT8 in the families' integer forms, 4-d
+activations with per-tensor scales) and
 compiling a ``tpu`` module into a ``.lamina`` file of native code
 (:func:`lamina.targets.cpu.compiler.compile_module`)."""
 
@@ -13,6 +14,8 @@ from ..base import CompileOptions, CompileResult, Target
 
 __all__ = ["CpuTarget"]
 
+_CAPABILITIES = REFERENCE.with_conv_channel_scales(False)
+
 
 class CpuTarget(Target):
     """The host CPU (or ``isa``: the host narrowed to ``avx2``/``sse``) as a ``--processor``."""
@@ -25,7 +28,9 @@ class CpuTarget(Target):
 
     @property
     def capabilities(self) -> TargetCapabilities:
-        return REFERENCE
+        # the reference's, but 4-d activations per tensor: the INT8 conv and elementwise kernels
+        # take per-channel scales along the last axis only
+        return _CAPABILITIES
 
     def float_cosine(self, mode: str) -> float:
         """0.99999 (as every target) but 0.9999 in F16/BF16: the CPU's float kernels sum in their
