@@ -354,7 +354,7 @@ def test_outlier_channels_and_one_sided_tensors_are_marked() -> None:
     assert t.asym_ops == ["gelu"]
     # both can be switched off
     t2 = CalibrationTable(thresholds=dict(t.thresholds))
-    mark_outlier_channels(t2, obs, 0)
+    mark_outlier_channels(t2, obs, 0, 0)
     mark_one_sided(t2, obs, 0)
     assert not t2.channel_thresholds and not t2.asym_ops
 
