@@ -189,7 +189,8 @@ class ArithmeticLowering(FamilyLowering):
         xs = []
         for o, v in zip(op.operands, ins):
             x = self.qin(rw, o, v, per_axis=True)
-            if is_per_axis(x.type) and qparams(x.type)[2] + nd - len(x.type.shape) != out_axis:  # type: ignore[attr-defined]
+            ax = qparams(x.type)[2]
+            if ax is not None and ax + nd - len(x.type.shape) != out_axis:  # type: ignore[attr-defined]
                 x = self.qin(rw, o, x)
             xs.append(x)
         s_o = scales(out_t)

@@ -96,7 +96,7 @@ MatMulOp = declare(top_nn.MatMulOp, {**quant_props(), "int_executor": _matmul_in
 def _filter_scales(s_x: np.ndarray, w: np.ndarray, op: Operation) -> np.ndarray:
     """The input-channel scale of every filter element ``w[o, j, ...]`` of a grouped Conv: input
     channel ``(o // (O / g)) * (C / g) + j``, shaped to broadcast against ``w``."""
-    g = int(op.attr("group") or 1)
+    g = int(op.attr("group") or 1)  # type: ignore[attr-defined]
     o, cg = w.shape[0], w.shape[1]
     if s_x.size != g * cg or o % g:
         raise NoInt8
