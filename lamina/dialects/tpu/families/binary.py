@@ -123,7 +123,24 @@ def _mul_int(self: Any) -> Callable[[Sequence[Any]], Sequence[Any]]:
     return run
 
 
-MulOp = declare(top_ew.MulOp, {**quant_props(), "int_executor": _mul_int}, __name__)
+def _mul_verify(self: Any) -> None:
+    top_ew.MulOp.verify_(self)
+    m, s = self.attr("multiplier"), self.attr("rshift")
+    if m is None or s is None:
+        return
+    if len(m) != len(s):
+        raise VerifyError(f"expected as many multipliers as rshifts, got {len(m)} and {len(s)}")
+    if len(m) > 1:
+        axis = result_channel_axis(self.output.type, [v.type for v in self.operands])
+        c = None if axis is None else self.output.type.shape[axis]
+        if c != len(m):
+            raise VerifyError(
+                f"expected 1 multiplier, or one per channel of a per-axis result, got {len(m)}"
+                + ("" if c is None else f" for {c} channels")
+            )
+
+
+MulOp = declare(top_ew.MulOp, {**quant_props(), "int_executor": _mul_int, "verify_": _mul_verify}, __name__)
 
 
 class ArithmeticLowering(FamilyLowering):

@@ -12,8 +12,9 @@ Rank-4 (convolutional) values along axis 1, on targets that take them (``conv4``
 Conv with a constant filter (its requant is per output channel anyway), Add/Sub, a Mul of two
 operands (one multiplier per channel) and float ops; users a Conv reading it as its input (the
 scales folded into the filter along its input-channel axis), Add/Sub and Mul whose result is
-per-channel on the same axis, float ops; any other INT8 user reads it through a per-channel ``tpu.Requant`` to its
-per-tensor type (every family's ``qin``), kept only when at least one user takes the scales.
+per-channel on the same axis, float ops; any other INT8 user reads it through a per-channel
+``tpu.Requant`` to its per-tensor type (every family's ``qin``), kept only when at least one user
+takes the scales.
 """
 
 from __future__ import annotations
@@ -41,7 +42,6 @@ def plan_per_axis(
     channel_op: Callable[[Operation, str], bool] = lambda op, role: False,
     conv4: bool = False,
     const_filter: Callable[[Value], bool] = lambda v: False,
-    scalar_const: Callable[[Value], bool] = lambda v: False,
 ) -> dict[Value, Type]:
     """The values that get per-channel quantized types: those with ``lamina.channel_th`` whose
     producer can produce and whose every user can consume per-channel scales along the axis
@@ -50,7 +50,7 @@ def plan_per_axis(
     constant 2-d float matrix; ``channel_op(op, "out" | "in")``: the op's integer form produces /
     reads (as its first operand) per-channel scales along the last axis; ``conv4``: rank-4 values
     along axis 1 are planned (see the module doc), ``const_filter``: the value is a constant float
-    Conv filter, ``scalar_const``: a constant float with one element."""
+    Conv filter."""
     # the pass package imports this module: read its attribute names once it is loaded
     from ..transforms.import_calibration import CHANNEL_AXIS_ATTR, CHANNEL_TH_ATTR
 
@@ -74,7 +74,7 @@ def plan_per_axis(
             continue
         # a MatMul or Add kept in float (a qtable's) casts its result per channel like any float op
         if conv_axis:
-            ok = _conv4_producer(op, int8_op, const_filter, scalar_const) or float_op(op)
+            ok = _conv4_producer(op, int8_op, const_filter) or float_op(op)
         elif isinstance(op, top_nn.MatMulOp):
             ok = (
                 int8_op(op) and const_matrix(op.operands[1]) and axis == nd - 1 and not op.attr("do_relu")
@@ -135,7 +135,6 @@ def _conv4_producer(
     op: Operation,
     int8_op: Callable[[Operation], bool],
     const_filter: Callable[[Value], bool],
-    scalar_const: Callable[[Value], bool],
 ) -> bool:
     """Whether ``op``'s integer form produces a rank-4 result per channel along axis 1."""
     if not int8_op(op):

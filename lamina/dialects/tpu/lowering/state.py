@@ -131,7 +131,6 @@ class Lowering:
                 self._channel_op,
                 conv4=capabilities.conv_channel_scales,
                 const_filter=self._const_filter,
-                scalar_const=self._scalar_const,
             )
             if mode == "INT8"
             else {}
@@ -176,10 +175,6 @@ class Lowering:
     def _const_filter(self, v: Value) -> bool:
         w = self.weight_array(v)
         return w is not None and w.ndim >= 3
-
-    def _scalar_const(self, v: Value) -> bool:
-        w = self.weight_array(v)
-        return w is not None and w.size == 1
 
     def _const_matrix(self, v: Value) -> bool:
         w = self.weight_array(v)
