@@ -250,6 +250,7 @@ def calibrate(
 
     res.table.comments += [f"# consumer rule: {n}" for n in apply_consumer_rules(module, res.table)]
     mark_outlier_channels(res.table, res.observers, outlier_ratio, conv_outlier_ratio)
+    _drop_sequence_channels(module, res.table, mask)
     mark_one_sided(res.table, res.observers, asym_tail, _asym_input_names(module))
     return res
 
@@ -280,6 +281,22 @@ def mark_outlier_channels(
             if o.channel_axis == 1:  # rank 4: never coarser than the tensor's own threshold
                 c = np.minimum(c, table.thresholds[name].threshold)
             table.channel_thresholds[name] = (int(o.channel_axis), [float(v) for v in c])
+
+
+def _drop_sequence_channels(module: Any, table: CalibrationTable, mask: MaskInfo | None) -> None:
+    """Drop the rank-4 ``#channel_th`` entries whose axis 1 is not a channel axis of the model's
+    tensor: a masked sequence axis (a transformer's ``[batch, tokens, heads, dim]``, observed over
+    the kept positions only) or one whose static size differs from the entry's."""
+    from lamina.dialects.tpu.tables import model_tensors
+
+    masked = set(mask.axes) if mask is not None else set()
+    types = model_tensors(module)
+    for name, (axis, ths) in list(table.channel_thresholds.items()):
+        shape = getattr(types.get(name), "shape", None)
+        if shape is None or len(shape) != 4:
+            continue
+        if name in masked or axis != 1 or shape[1] != len(ths):
+            del table.channel_thresholds[name]
 
 
 def mark_one_sided(

@@ -466,3 +466,35 @@ func.func @main(%x: tensor<2x8xf32>) -> tensor<4x4xf32> {
     table = calibrate(m, [{name: x}], method="max", tune_num=0).table
     assert table.thresholds["r"].max == pytest.approx(3.0)
     assert table.thresholds["t"].min == 0.0 and table.thresholds["t"].max == pytest.approx(3.0)
+
+
+def test_rank4_channels_only_along_a_real_channel_axis(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A transformer's ``[batch, tokens, heads, dim]`` tensor is observed over the kept tokens only:
+    its axis 1 is a (masked) sequence axis, not channels, and its entry is dropped; so is one whose
+    size differs from the model's tensor; a conv activation's stays."""
+    from lamina.dialects.tpu import tables
+    from lamina.dialects.tpu.tables import CalibrationTable, TensorStats
+    from lamina.ir.types import RankedTensorType, f32
+    from lamina.quant.calibration import _drop_sequence_channels
+    from lamina.quant.masking import MaskInfo
+
+    types = {
+        "conv": RankedTensorType([1, 8, 4, 4], f32),
+        "heads": RankedTensorType([1, 64, 12, 32], f32),
+        "other": RankedTensorType([1, 16, 4, 4], f32),
+        "seq3": RankedTensorType([1, 64, 8], f32),
+    }
+    monkeypatch.setattr(tables, "model_tensors", lambda module: types)
+    t = CalibrationTable()
+    for n in types:
+        t.thresholds[n] = TensorStats(1.0, -1.0, 1.0)
+    t.channel_thresholds = {
+        "conv": (1, [1.0] * 8),
+        "heads": (1, [1.0] * 14),
+        "other": (1, [1.0] * 8),
+        "seq3": (2, [1.0] * 8),
+    }
+    mask = MaskInfo.__new__(MaskInfo)
+    mask.axes = {"heads": None, "seq3": None}  # type: ignore[dict-item]
+    _drop_sequence_channels(None, t, mask)
+    assert sorted(t.channel_thresholds) == ["conv", "seq3"]  # rank-3 entries are the last axis's
