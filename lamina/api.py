@@ -663,6 +663,7 @@ def calibrate(
     calibration_table: PathLike | None = None,
     verbose: bool = False,
     mask_input: str | None = "auto",
+    conv_outlier_ratio: float | None = None,
 ) -> Any:
     """``run_calibration`` as a function (same names as the flags): the calibration table of a ``top``
     model (a :class:`Model` or a ``.mlir`` path) from ``dataset`` (a directory of samples),
@@ -688,7 +689,11 @@ def calibrate(
             module, _ = parse_mlir_file(path or "")
             names = module_signature(module, f"model '{path}'").input_names
         samples = _samples(samples, names)
-    for what, v in (("outlier_ratio", outlier_ratio), ("asym_tail", asym_tail)):
+    for what, v in (
+        ("outlier_ratio", outlier_ratio),
+        ("conv_outlier_ratio", conv_outlier_ratio),
+        ("asym_tail", asym_tail),
+    ):
         if v is not None and not _is_real(v):
             raise LaminaError(f"{what} must be a number, got {_type_name(v)} {v!r}")
     verbose = _bool(verbose, "verbose")
@@ -706,6 +711,7 @@ def calibrate(
         progress=verbose,
         log=print if verbose else None,
         outlier_ratio=None if outlier_ratio is None else float(outlier_ratio),
+        conv_outlier_ratio=None if conv_outlier_ratio is None else float(conv_outlier_ratio),
         asym_tail=None if asym_tail is None else float(asym_tail),
         mask_input=mask_input,
         module=module,

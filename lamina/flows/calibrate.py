@@ -40,6 +40,7 @@ def calibrate_file(
     outlier_ratio: float | None = None,
     asym_tail: float | None = None,
     *,
+    conv_outlier_ratio: float | None = None,
     mask_input: str | None = "auto",
     module: Any = None,
     samples: Sequence[Mapping[str, np.ndarray]] | None = None,
@@ -62,7 +63,11 @@ def calibrate_file(
         raise ToolError("give either samples or a dataset (--dataset, --data_list), not both")
     if tune_num < 0:
         raise ToolError(f"--tune_num must be >= 0, got {tune_num}")
-    for flag, v in (("--outlier_ratio", outlier_ratio), ("--asym_tail", asym_tail)):
+    for flag, v in (
+        ("--outlier_ratio", outlier_ratio),
+        ("--conv_outlier_ratio", conv_outlier_ratio),
+        ("--asym_tail", asym_tail),
+    ):
         if v is not None and not (v >= 0 and v != float("inf")):
             raise ToolError(f"{flag} must be a finite number >= 0 (0 disables), got {v}")
     if not 128 <= histogram_bin_num <= MAX_HISTOGRAM_BINS:
@@ -112,7 +117,13 @@ def calibrate_file(
             num_samples=n,
             mask_input=mask_input,
             **{
-                k: v for k, v in (("outlier_ratio", outlier_ratio), ("asym_tail", asym_tail)) if v is not None
+                k: v
+                for k, v in (
+                    ("outlier_ratio", outlier_ratio),
+                    ("conv_outlier_ratio", conv_outlier_ratio),
+                    ("asym_tail", asym_tail),
+                )
+                if v is not None
             },
         )
     except (DatasetError, CalibrationError) as e:

@@ -19,7 +19,13 @@ lowering (``docs/tpu.md``):
   of levels. For rank-2/3 tensors whose largest channel max exceeds ``outlier_ratio`` times the
   median channel max, the table gets per-channel thresholds (``#channel_th``), which the lowering
   turns into per-channel activation scales wherever producer and users can carry them (MatMul
-  outputs, Add/Sub, float ops; a MatMul reading one folds the scales into its weights).
+  outputs, Add/Sub, float ops; a MatMul reading one folds the scales into its weights). Rank-4
+  (convolutional) tensors are treated alike along axis 1 (by ``conv_outlier_ratio``, 2: a
+  convolutional stem's channels differ less, and more of them), each channel's threshold capped at the
+  tensor's own (its channel max clipped at the tuned per-tensor threshold: on PP-OCRv4 the channel
+  maxima themselves, unclipped, cost more than per-channel scales gain, ``benchmarks/RESULTS.md``);
+  the lowering takes them on targets that declare it (Conv outputs and inputs, Add/Sub, Mul,
+  float ops).
 * **One-sided tensors.** A tensor whose negative tail is tiny against its positive range
   (``-min <= asym_tail * max``, e.g. GELU/SiLU outputs, min -0.17 or -0.28) is listed under
   ``#asym_op``: it is quantized with a zero point even in symmetric mode, instead of wasting half the
@@ -65,6 +71,9 @@ __all__ = [
 
 #: per-channel thresholds where the largest channel max is this many times the median one
 OUTLIER_RATIO = 4.0
+#: the same for rank-4 (convolutional) tensors, along axis 1 (PP-OCRv4: 2 is best of 1, 1.5, 2, 3,
+#: 4, ``benchmarks/RESULTS.md``)
+CONV_OUTLIER_RATIO = 2.0
 #: ``#asym_op`` where ``-min <= ASYM_TAIL * max``
 ASYM_TAIL = 0.05
 
@@ -211,6 +220,7 @@ def calibrate(
     outlier_ratio: float = OUTLIER_RATIO,
     asym_tail: float = ASYM_TAIL,
     mask_input: str | None = "auto",
+    conv_outlier_ratio: float = CONV_OUTLIER_RATIO,
 ) -> CalibrationResult:
     """Calibrate ``module`` on ``samples`` (input dicts). ``tune_num > 0`` tunes every threshold on the
     first ``tune_num`` samples (see :mod:`lamina.quant.tune`).
@@ -221,8 +231,9 @@ def calibrate(
     give, and on a loaded machine they make calibration several times slower (see
     benchmarks/RESULTS.md).
 
-    ``outlier_ratio`` (0 disables) and ``asym_tail`` (0 disables) control the per-channel thresholds
-    and the ``#asym_op`` list (see the module doc).
+    ``outlier_ratio`` (rank-2/3 tensors), ``conv_outlier_ratio`` (rank-4 tensors) and ``asym_tail``
+    (0 disables each) control the per-channel thresholds and the ``#asym_op`` list (see the module
+    doc).
 
     ``mask_input``: "auto" (default) detects an attention-mask input
     (:func:`lamina.quant.masking.detect_mask`) and gathers the statistics over the positions it
@@ -238,7 +249,8 @@ def calibrate(
     from lamina.quant.consumers import apply_consumer_rules
 
     res.table.comments += [f"# consumer rule: {n}" for n in apply_consumer_rules(module, res.table)]
-    mark_outlier_channels(res.table, res.observers, outlier_ratio)
+    mark_outlier_channels(res.table, res.observers, outlier_ratio, conv_outlier_ratio)
+    _drop_sequence_channels(module, res.table, mask)
     mark_one_sided(res.table, res.observers, asym_tail, _asym_input_names(module))
     return res
 
@@ -252,18 +264,39 @@ def _asym_input_names(module: Any) -> set[str]:
 
 
 def mark_outlier_channels(
-    table: CalibrationTable, observers: Mapping[str, TensorObserver], ratio: float
+    table: CalibrationTable,
+    observers: Mapping[str, TensorObserver],
+    ratio: float,
+    conv_ratio: float = CONV_OUTLIER_RATIO,
 ) -> None:
-    """Add ``#channel_th`` entries for the tensors with outlier channels (see the module doc)."""
-    if ratio <= 0:
-        return
+    """Add ``#channel_th`` entries for the tensors with outlier channels (see the module doc):
+    rank-2/3 tensors by ``ratio``, rank-4 ones by ``conv_ratio`` (0 disables either)."""
     for name, o in observers.items():
         c = o.channel_absmax
         if c is None or name not in table.thresholds or c.size < TensorObserver.MIN_CHANNELS:
             continue
+        r = conv_ratio if o.channel_axis == 1 else ratio
         top, med = float(np.max(c)), float(np.median(c))
-        if top > 0 and top >= ratio * max(med, 1e-30):
+        if r > 0 and top > 0 and top >= r * max(med, 1e-30):
+            if o.channel_axis == 1:  # rank 4: never coarser than the tensor's own threshold
+                c = np.minimum(c, table.thresholds[name].threshold)
             table.channel_thresholds[name] = (int(o.channel_axis), [float(v) for v in c])
+
+
+def _drop_sequence_channels(module: Any, table: CalibrationTable, mask: MaskInfo | None) -> None:
+    """Drop the rank-4 ``#channel_th`` entries whose axis 1 is not a channel axis of the model's
+    tensor: a masked sequence axis (a transformer's ``[batch, tokens, heads, dim]``, observed over
+    the kept positions only) or one whose static size differs from the entry's."""
+    from lamina.dialects.tpu.tables import model_tensors
+
+    masked = set(mask.axes) if mask is not None else set()
+    types = model_tensors(module)
+    for name, (axis, ths) in list(table.channel_thresholds.items()):
+        shape = getattr(types.get(name), "shape", None)
+        if shape is None or len(shape) != 4:
+            continue
+        if name in masked or axis != 1 or shape[1] != len(ths):
+            del table.channel_thresholds[name]
 
 
 def mark_one_sided(

@@ -18,7 +18,8 @@ Memory: 32768 int64 counters (256 KiB) per tensor, whatever the number of sample
 
 Tensors of rank 2 or 3 (``[batch, channels]``, ``[batch, tokens, channels]``: the activations of
 transformers and fully connected layers) also keep the running ``max |x|`` of every channel of their
-last axis (:attr:`TensorObserver.channel_absmax`), from which calibration finds *outlier channels*.
+last axis (:attr:`TensorObserver.channel_absmax`), from which calibration finds *outlier channels*;
+rank-4 tensors (``[batch, channels, height, width]``: convolutional activations) keep it for axis 1.
 """
 
 from __future__ import annotations
@@ -82,9 +83,10 @@ class TensorObserver:
         self.sumsq = 0.0
         self.hist = np.zeros(NUM_LOG_BINS, np.int64)
         self._buf: np.ndarray | None = None
-        #: running max |x| per channel of the last axis (rank 2-3 tensors only), else None
+        #: running max |x| per channel of the last axis (rank 2-3 tensors) or of axis 1 (rank 4),
+        #: else None
         self.channel_absmax: np.ndarray | None = None
-        #: the axis of those channels (the tensor's last)
+        #: the axis of those channels (the tensor's last; 1 for rank 4)
         self.channel_axis = -1
 
     @property
@@ -113,6 +115,9 @@ class TensorObserver:
         if a.ndim in (2, 3) and a.shape[-1] >= self.MIN_CHANNELS and a.size:
             self.channel_axis = a.ndim - 1
             self._update_channels(a.reshape(-1, a.shape[-1]))
+        elif a.ndim == 4 and a.shape[1] >= self.MIN_CHANNELS and a.size:
+            self.channel_axis = 1
+            self._update_channels(a, (0, 2, 3))
         a = a.reshape(-1)
         if a.size == 0:
             return
@@ -143,9 +148,9 @@ class TensorObserver:
         h[0] = 0
         self.hist += h
 
-    def _update_channels(self, a2: np.ndarray) -> None:
+    def _update_channels(self, a2: np.ndarray, axes: int | tuple[int, ...] = 0) -> None:
         with np.errstate(invalid="ignore"):
-            m = np.maximum(np.max(a2, axis=0), -np.min(a2, axis=0))
+            m = np.maximum(np.max(a2, axis=axes), -np.min(a2, axis=axes))
         m = np.where(np.isfinite(m), m, 0.0).astype(np.float64)
         c = self.channel_absmax
         if c is None:

@@ -66,6 +66,13 @@ def build_parser(prog: str = TOOL) -> argparse.ArgumentParser:
         "this many times the median one (default 4; 0 disables)",
     )
     p.add_argument(
+        "--conv_outlier_ratio",
+        type=float,
+        default=None,
+        help="the same for rank-4 (convolutional) tensors, along axis 1, each capped at the tensor's "
+        "threshold (default 2; 0 disables)",
+    )
+    p.add_argument(
         "--asym_tail",
         type=float,
         default=None,
@@ -142,6 +149,7 @@ def _run(args: argparse.Namespace, tool: str) -> int:
             progress=not args.quiet,
             log=log,
             outlier_ratio=args.outlier_ratio,
+            conv_outlier_ratio=args.conv_outlier_ratio,
             asym_tail=args.asym_tail,
             mask_input=args.mask_input,
         )

@@ -318,33 +318,43 @@ def test_outlier_channels_and_one_sided_tensors_are_marked() -> None:
     from lamina.quant.histogram import TensorObserver
 
     rng = np.random.default_rng(0)
-    obs = {n: TensorObserver() for n in ("resid", "even", "conv", "gelu", "sym")}
+    obs = {n: TensorObserver() for n in ("resid", "even", "conv", "conv4", "gelu", "sym")}
     for _ in range(3):
         r = rng.normal(0, 1, (1, 16, 32)).astype(np.float32)
         r[..., 7] *= 100  # one outlier channel
         obs["resid"].update(r)
         obs["even"].update(rng.normal(0, 1, (1, 16, 32)).astype(np.float32))
-        obs["conv"].update(rng.normal(0, 1, (1, 32, 4, 4)).astype(np.float32))  # rank 4: not tracked
+        obs["conv"].update(rng.normal(0, 1, (1, 32, 4, 4)).astype(np.float32))  # rank 4: axis 1
+        c4 = rng.normal(0, 1, (1, 16, 4, 4)).astype(np.float32)
+        c4[:, 3] *= 50  # one outlier channel of a conv activation
+        obs["conv4"].update(c4)
         g = rng.normal(0, 2, (1, 16, 32))
         obs["gelu"].update((0.5 * g * (1 + np.tanh(0.8 * g))).astype(np.float32))  # min ~ -0.17
         obs["sym"].update(rng.normal(0, 1, (4, 8)).astype(np.float32))
     t = CalibrationTable()
     for n, o in obs.items():
         t.thresholds[n] = TensorStats(o.absmax, o.min, o.max)
+    t.thresholds["conv4"] = TensorStats(0.5 * obs["conv4"].absmax, obs["conv4"].min, obs["conv4"].max)
     mark_outlier_channels(t, obs, 4.0)
     mark_one_sided(t, obs, 0.05)
-    assert list(t.channel_thresholds) == ["resid"]
+    assert list(t.channel_thresholds) == ["resid", "conv4"]
+    # rank 4: channels along axis 1, each capped at the tensor's (tuned) threshold
+    axis4, ths4 = t.channel_thresholds["conv4"]
+    c = obs["conv4"].channel_absmax
+    assert axis4 == 1 and len(ths4) == 16 and obs["conv4"].channel_axis == 1
+    assert ths4 == pytest.approx(np.minimum(c, 0.5 * obs["conv4"].absmax).tolist())
+    assert max(ths4) == pytest.approx(0.5 * obs["conv4"].absmax) and min(ths4) < 0.1 * max(ths4)
     # a Conv/MatMul result is not listed (TPU-MLIR reads such an entry as "asymmetric input")
     t3 = CalibrationTable(thresholds=dict(t.thresholds))
     mark_one_sided(t3, obs, 0.05, skip=["gelu"])
     assert t3.asym_ops == []
     axis, ths = t.channel_thresholds["resid"]
     assert axis == 2 and len(ths) == 32 and max(ths) == pytest.approx(obs["resid"].absmax)
-    assert obs["conv"].channel_absmax is None
+    assert obs["conv"].channel_axis == 1 and obs["conv"].channel_absmax.shape == (32,)  # no outlier
     assert t.asym_ops == ["gelu"]
     # both can be switched off
     t2 = CalibrationTable(thresholds=dict(t.thresholds))
-    mark_outlier_channels(t2, obs, 0)
+    mark_outlier_channels(t2, obs, 0, 0)
     mark_one_sided(t2, obs, 0)
     assert not t2.channel_thresholds and not t2.asym_ops
 
@@ -456,3 +466,35 @@ func.func @main(%x: tensor<2x8xf32>) -> tensor<4x4xf32> {
     table = calibrate(m, [{name: x}], method="max", tune_num=0).table
     assert table.thresholds["r"].max == pytest.approx(3.0)
     assert table.thresholds["t"].min == 0.0 and table.thresholds["t"].max == pytest.approx(3.0)
+
+
+def test_rank4_channels_only_along_a_real_channel_axis(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A transformer's ``[batch, tokens, heads, dim]`` tensor is observed over the kept tokens only:
+    its axis 1 is a (masked) sequence axis, not channels, and its entry is dropped; so is one whose
+    size differs from the model's tensor; a conv activation's stays."""
+    from lamina.dialects.tpu import tables
+    from lamina.dialects.tpu.tables import CalibrationTable, TensorStats
+    from lamina.ir.types import RankedTensorType, f32
+    from lamina.quant.calibration import _drop_sequence_channels
+    from lamina.quant.masking import MaskInfo
+
+    types = {
+        "conv": RankedTensorType([1, 8, 4, 4], f32),
+        "heads": RankedTensorType([1, 64, 12, 32], f32),
+        "other": RankedTensorType([1, 16, 4, 4], f32),
+        "seq3": RankedTensorType([1, 64, 8], f32),
+    }
+    monkeypatch.setattr(tables, "model_tensors", lambda module: types)
+    t = CalibrationTable()
+    for n in types:
+        t.thresholds[n] = TensorStats(1.0, -1.0, 1.0)
+    t.channel_thresholds = {
+        "conv": (1, [1.0] * 8),
+        "heads": (1, [1.0] * 14),
+        "other": (1, [1.0] * 8),
+        "seq3": (2, [1.0] * 8),
+    }
+    mask = MaskInfo.__new__(MaskInfo)
+    mask.axes = {"heads": None, "seq3": None}  # type: ignore[dict-item]
+    _drop_sequence_channels(None, t, mask)
+    assert sorted(t.channel_thresholds) == ["conv", "seq3"]  # rank-3 entries are the last axis's

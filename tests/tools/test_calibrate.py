@@ -117,6 +117,10 @@ def test_data_list(tiny_mlir: str, tmp_path: Path) -> None:
             "--outlier_ratio must be a finite number >= 0",
         ),
         (["--dataset", "{tmp}/empty", "--asym_tail", "nan"], "--asym_tail must be a finite number >= 0"),
+        (
+            ["--dataset", "{tmp}/empty", "--conv_outlier_ratio", "inf"],
+            "--conv_outlier_ratio must be a finite number >= 0",
+        ),
     ],
 )
 def test_bad_inputs(

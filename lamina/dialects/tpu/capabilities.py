@@ -54,9 +54,16 @@ class TargetCapabilities:
     """What a target runs natively: a list of :class:`Capability` entries, the first that covers a
     query answering it."""
 
-    def __init__(self, name: str, entries: Iterable[Capability]) -> None:
+    def __init__(self, name: str, entries: Iterable[Capability], conv_channel_scales: bool = False) -> None:
         self.name = name
         self.entries = tuple(entries)
+        #: whether the target runs 4-d (convolutional) activations with per-channel scales along
+        #: axis 1 (``docs/tpu.md`` "Per-channel activations"); without it those stay per-tensor
+        self.conv_channel_scales = conv_channel_scales
+
+    def with_conv_channel_scales(self, on: bool) -> TargetCapabilities:
+        """The same entries with :attr:`conv_channel_scales` set to ``on``."""
+        return TargetCapabilities(self.name, self.entries, on)
 
     def _find(self, op_name: str, mode: str, dtype: str | None = None) -> Capability | None:
         for c in self.entries:
@@ -112,7 +119,7 @@ def without_dtype(caps: TargetCapabilities, dtype: str) -> TargetCapabilities:
         kept = tuple(d for d in c.dtypes if d != dtype)
         if kept:
             entries.append(Capability(c.ops, c.mode, kept, c.form, c.cost))
-    return TargetCapabilities(caps.name, entries)
+    return TargetCapabilities(caps.name, entries, caps.conv_channel_scales)
 
 
 def _reference() -> TargetCapabilities:
@@ -130,11 +137,13 @@ def _reference() -> TargetCapabilities:
             Capability(ANY_OP, "F16", ("f16",), "native", 2.0),
             Capability(ANY_OP, "BF16", ("bf16",), "native", 2.0),
         ],
+        conv_channel_scales=True,
     )
 
 
 #: The reference ``tpu`` target: every integer form the dialect's families have — INT8 for Conv, MatMul, Add, Sub, Mul, MaxPool, AvgPool, Reduce,
 #: Concat and the data-movement ops (integer forms; each family may still decline an op whose
 #: attributes its form does not cover, e.g. AvgPool with ``ceil_mode``), INT8 by LUT for the
-#: elementwise activations, and every op in F32, F16 and BF16.
+#: elementwise activations, and every op in F32, F16 and BF16; 4-d activations may carry
+#: per-channel scales (:attr:`TargetCapabilities.conv_channel_scales`).
 REFERENCE = _reference()

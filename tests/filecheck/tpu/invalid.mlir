@@ -33,3 +33,12 @@ func.func @add_count(%a: tensor<2x3x!quant.uniform<i8:f32, 0.1>>, %b: tensor<2x3
   %0 = "tpu.Add"(%a, %b) <{multiplier = array<i64: 1, 2, 3, 4, 5>, rshift = array<i64: 0, 0, 0>}> : (tensor<2x3x!quant.uniform<i8:f32, 0.1>>, tensor<2x3x!quant.uniform<i8:f32, 0.1>>) -> tensor<2x3x!quant.uniform<i8:f32:1, {0.1,0.2,0.3}>>
   return %0 : tensor<2x3x!quant.uniform<i8:f32:1, {0.1,0.2,0.3}>>
 }
+
+// -----
+
+// A per-channel Mul has one multiplier and rshift per channel of its per-axis result.
+func.func @mul_channels(%a: tensor<1x3x2x2x!quant.uniform<i8:f32:1, {0.1,0.2,0.3}>>, %b: tensor<1x!quant.uniform<i8:f32, 0.5>>) -> tensor<1x3x2x2x!quant.uniform<i8:f32:1, {0.1,0.2,0.3}>> {
+  // expected-error @+1 {{'tpu.Mul' op expected 1 multiplier, or one per channel of a per-axis result, got 2 for 3 channels}}
+  %0 = "tpu.Mul"(%a, %b) <{multiplier = array<i64: 1073741824, 1073741824>, rshift = array<i64: 0, 0>}> : (tensor<1x3x2x2x!quant.uniform<i8:f32:1, {0.1,0.2,0.3}>>, tensor<1x!quant.uniform<i8:f32, 0.5>>) -> tensor<1x3x2x2x!quant.uniform<i8:f32:1, {0.1,0.2,0.3}>>
+  return %0 : tensor<1x3x2x2x!quant.uniform<i8:f32:1, {0.1,0.2,0.3}>>
+}

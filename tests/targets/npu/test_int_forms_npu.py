@@ -66,3 +66,11 @@ def test_the_npu_keeps_softmax_layernorm_attention_in_float() -> None:
     for name in ("top.Softmax", "top.LayerNorm", "top.Attention"):
         assert REFERENCE.supports(name, "INT8") and not caps.supports(name, "INT8")
     assert caps.supports("top.Gather", "INT8") and caps.form("top.GELU", "INT8") == "lut"
+
+
+def test_the_npu_keeps_4d_activations_per_tensor() -> None:
+    """The TIU's elementwise and requant commands take per-channel parameters along the last axis
+    only, and its mul one multiplier: the chips do not declare per-channel 4-d activations."""
+    for chip in ("lnpu", "lnpu-edge"):
+        assert not capabilities_of(load_chip(chip)).conv_channel_scales
+    assert REFERENCE.conv_channel_scales

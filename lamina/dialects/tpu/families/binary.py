@@ -101,27 +101,52 @@ SubOp = declare(
 
 
 def _mul_int(self: Any) -> Callable[[Sequence[Any]], Sequence[Any]]:
+    """``y = sat(zp + rdiv(prod_i (q_i - zp_i) * multiplier, 2**(31 + rshift)))``; per channel (one
+    ``multiplier`` and ``rshift`` per channel of the result's channel axis) when they have more than
+    one entry."""
     in_ts = [v.type for v in self.operands]
     out_t = self.output.type
     m, s = mult_props(self)
     lo, hi = bounds(out_t)
     zp_out = zp(out_t)
+    axis = result_channel_axis(out_t, in_ts) if m.size > 1 else None
 
     def run(ins: Sequence[Any]) -> list[Any]:
         prod: Any = np.int64(1)
         for x, t in zip(ins, in_ts):
             prod = prod * (np.asarray(x, np.int64) - zp(t))
-        return [store(requantize(prod, int(m[0]), int(s[0]), zp_out, lo, hi), out_t)]
+        prod = np.broadcast_to(np.asarray(prod, np.int64), out_t.shape)
+        if axis is None:
+            return [store(requantize(prod, int(m[0]), int(s[0]), zp_out, lo, hi), out_t)]
+        return [store(requantize(prod, m, s, zp_out, lo, hi, axis=axis), out_t)]
 
     return run
 
 
-MulOp = declare(top_ew.MulOp, {**quant_props(), "int_executor": _mul_int}, __name__)
+def _mul_verify(self: Any) -> None:
+    top_ew.MulOp.verify_(self)
+    m, s = self.attr("multiplier"), self.attr("rshift")
+    if m is None or s is None:
+        return
+    if len(m) != len(s):
+        raise VerifyError(f"expected as many multipliers as rshifts, got {len(m)} and {len(s)}")
+    if len(m) > 1:
+        axis = result_channel_axis(self.output.type, [v.type for v in self.operands])
+        c = None if axis is None else self.output.type.shape[axis]
+        if c != len(m):
+            raise VerifyError(
+                f"expected 1 multiplier, or one per channel of a per-axis result, got {len(m)}"
+                + ("" if c is None else f" for {c} channels")
+            )
+
+
+MulOp = declare(top_ew.MulOp, {**quant_props(), "int_executor": _mul_int, "verify_": _mul_verify}, __name__)
 
 
 class ArithmeticLowering(FamilyLowering):
     """top.Add / top.Sub / top.Mul → tpu.Add / tpu.Sub / tpu.Mul. INT8: Add/Sub per-tensor, or per
-    channel when the result's type is per-axis; Mul of two inputs, one multiplier."""
+    channel when the result's type is per-axis; Mul of two inputs, one multiplier (one per channel
+    when the result's type is per-axis)."""
 
     roots = (top_ew.AddOp, top_ew.SubOp, top_ew.MulOp)
 
@@ -167,11 +192,32 @@ class ArithmeticLowering(FamilyLowering):
     def _mul(self, op: Operation, ins: list[Value], rw: ConversionPatternRewriter) -> bool:
         if len(ins) != 2:
             raise NoInt8
-        out_t = self.qout(op.results[0])
-        xs = [self.qin(rw, o, v) for o, v in zip(op.operands, ins)]
-        real = scale(xs[0].type) * scale(xs[1].type) / scale(out_t)
-        if real >= 2.0**30:
+        out_t = self.qout(op.results[0], per_axis=True)
+        out_axis = qparams(out_t)[2]
+        if out_axis is None:
+            xs = [self.qin(rw, o, v) for o, v in zip(op.operands, ins)]
+            real = scale(xs[0].type) * scale(xs[1].type) / scale(out_t)
+            if real >= 2.0**30:
+                raise NoInt8
+            m, s = quantize_multiplier(real)
+            extra = {"multiplier": DenseArrayAttr(i64, [m]), "rshift": DenseArrayAttr(i64, [s])}
+            return self.emit(op, rw, xs, [out_t], extra)
+        # per channel (a rank-4 result along axis 1): one multiplier and shift per channel
+        nd = len(out_t.shape)  # type: ignore[attr-defined]
+        xs = []
+        for o, v in zip(op.operands, ins):
+            x = self.qin(rw, o, v, per_axis=True)
+            ax = qparams(x.type)[2]
+            if ax is not None and ax + nd - len(x.type.shape) != out_axis:  # type: ignore[attr-defined]
+                x = self.qin(rw, o, x)
+            xs.append(x)
+        s_o = scales(out_t)
+        real = np.broadcast_to(scales(xs[0].type), s_o.shape) * scales(xs[1].type) / s_o
+        if np.any(real >= 2.0**30) or np.any(~np.isfinite(real)):
             raise NoInt8
-        m, s = quantize_multiplier(real)
-        extra = {"multiplier": DenseArrayAttr(i64, [m]), "rshift": DenseArrayAttr(i64, [s])}
+        pairs = [quantize_multiplier(float(r)) for r in real]
+        extra = {
+            "multiplier": DenseArrayAttr(i64, [p[0] for p in pairs]),
+            "rshift": DenseArrayAttr(i64, [p[1] for p in pairs]),
+        }
         return self.emit(op, rw, xs, [out_t], extra)

@@ -6,7 +6,9 @@ INT8: ``acc = sum((q_x - zp_x) * (q_w - zp_w)) (+ bias, int32)`` in the int32 re
 int8 in [-127, 127] (``scale_c = max|w_c| / 127``); biases int32 ``round_half_away(b / (s_in *
 s_w_c))``. A MatMul whose input has per-channel scales along K (:mod:`..lowering.per_channel`)
 folds them into the weight rows, ``W'[k, n] = W[k, n] * s_x[k]``, and may produce per-channel
-output scales (the weight's columns).
+output scales (the weight's columns); a Conv likewise along its input channels (axis 1; grouped:
+``W'[o, j, ...] = W[o, j, ...] * s_x[(o // (O / g)) * (C / g) + j]``) and output channels, where
+the target takes per-channel 4-d activations.
 """
 
 from __future__ import annotations
@@ -92,6 +94,17 @@ def _matmul_int(self: Any) -> Callable[[Sequence[Any]], Sequence[Any]]:
 MatMulOp = declare(top_nn.MatMulOp, {**quant_props(), "int_executor": _matmul_int}, __name__)
 
 
+def _filter_scales(s_x: np.ndarray, w: np.ndarray, op: Operation) -> np.ndarray:
+    """The input-channel scale of every filter element ``w[o, j, ...]`` of a grouped Conv: input
+    channel ``(o // (O / g)) * (C / g) + j``, shaped to broadcast against ``w``."""
+    g = int(op.attr("group") or 1)  # type: ignore[attr-defined]
+    o, cg = w.shape[0], w.shape[1]
+    if s_x.size != g * cg or o % g:
+        raise NoInt8
+    per_o = s_x.reshape(g, cg)[np.arange(o) // (o // g)]  # (O, C/g)
+    return per_o.reshape(per_o.shape + (1,) * (w.ndim - 2))
+
+
 class ConvMatMulLowering(FamilyLowering):
     """top.Conv / top.MatMul → tpu.Conv / tpu.MatMul (INT8: quantized weights and bias, one
     multiplier and shift per output channel)."""
@@ -101,13 +114,16 @@ class ConvMatMulLowering(FamilyLowering):
     def lower_int8(self, op: Operation, ins: list[Value], rw: ConversionPatternRewriter) -> bool:
         is_conv = isinstance(op, top_nn.ConvOp)
         w = self.s.weight_array(ins[1])
-        per = not is_conv and w is not None and w.ndim == 2  # per-channel input/output possible
+        # per-channel input/output possible: a MatMul's along the last axis, a Conv's along axis 1
+        # (where the target takes per-channel 4-d activations)
+        per = w is not None and (w.ndim == 2 if not is_conv else self.s.capabilities.conv_channel_scales)
         out_t = self.qout(op.results[0], per_axis=per)
         wide = None if is_conv else self.s.wide_type(op.results[0])
         if wide is not None:  # the lut16 form: an int16 result for the activation's 65536-entry table
             out_t = wide
         x = self.qin(rw, op.operands[0], ins[0], per_axis=per)
-        if is_per_axis(x.type) and qparams(x.type)[2] != len(x.type.shape) - 1:  # type: ignore[attr-defined]
+        in_axis = 1 if is_conv else len(x.type.shape) - 1  # type: ignore[attr-defined]
+        if is_per_axis(x.type) and qparams(x.type)[2] != in_axis:
             x = self.qin(rw, op.operands[0], x)
         if w is not None and is_per_axis(x.type) and self.s.wide_input(op):
             x = self._wide_input(rw, x, int(w.shape[0]))
@@ -122,9 +138,11 @@ class ConvMatMulLowering(FamilyLowering):
             wv = y
         else:
             if is_per_axis(x.type):
-                # per-channel input scales along K folded into the weight rows: the integer
-                # accumulation then carries scale 1 on the input side
-                w = w.astype(np.float64) * scales(x.type)[:, None]
+                # per-channel input scales along K (a Conv's input channels) folded into the weight
+                # rows: the integer accumulation then carries scale 1 on the input side
+                w = w.astype(np.float64) * (
+                    _filter_scales(scales(x.type), w, op) if is_conv else scales(x.type)[:, None]
+                )
                 s_x = np.float64(1.0)
             else:
                 s_x = scales(x.type)

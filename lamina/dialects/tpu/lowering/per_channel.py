@@ -7,6 +7,14 @@ weight's columns; an input with per-channel scales along K is folded into the we
 ``W'[k, n] = W[k, n] * s_x[k]``, then quantized per column), Add/Sub (one multiplier per input and
 channel), float ops and function results (casts). A Concat whose inputs' scales differ gets a
 per-axis result of its own at lowering (:mod:`..families.concat`), not planned here.
+
+Rank-4 (convolutional) values along axis 1, on targets that take them (``conv4``): producers a
+Conv with a constant filter (its requant is per output channel anyway), Add/Sub, a Mul of two
+operands (one multiplier per channel) and float ops; users a Conv reading it as its input (the
+scales folded into the filter along its input-channel axis), Add/Sub and Mul whose result is
+per-channel on the same axis, float ops; any other INT8 user reads it through a per-channel
+``tpu.Requant`` to its per-tensor type (every family's ``qin``), kept only when at least one user
+takes the scales.
 """
 
 from __future__ import annotations
@@ -32,13 +40,17 @@ def plan_per_axis(
     float_op: Callable[[Operation], bool],
     const_matrix: Callable[[Value], bool],
     channel_op: Callable[[Operation, str], bool] = lambda op, role: False,
+    conv4: bool = False,
+    const_filter: Callable[[Value], bool] = lambda v: False,
 ) -> dict[Value, Type]:
     """The values that get per-channel quantized types: those with ``lamina.channel_th`` whose
     producer can produce and whose every user can consume per-channel scales along the axis
     (Add/Sub users only when their own result is per-channel), to a fixed point. ``int8_op``: the op
     lowers in INT8 mode; ``float_op``: it surely runs in float; ``const_matrix``: the value is a
     constant 2-d float matrix; ``channel_op(op, "out" | "in")``: the op's integer form produces /
-    reads (as its first operand) per-channel scales along the last axis."""
+    reads (as its first operand) per-channel scales along the last axis; ``conv4``: rank-4 values
+    along axis 1 are planned (see the module doc), ``const_filter``: the value is a constant float
+    Conv filter."""
     # the pass package imports this module: read its attribute names once it is loaded
     from ..transforms.import_calibration import CHANNEL_AXIS_ATTR, CHANNEL_TH_ATTR
 
@@ -57,8 +69,13 @@ def plan_per_axis(
         arr = np.asarray(th.to_numpy(), np.float64).reshape(-1)
         if not (0 <= axis < nd) or t.shape[axis] != arr.size:
             continue
+        conv_axis = nd == 4 and axis == 1
+        if nd == 4 and not (conv4 and conv_axis):
+            continue
         # a MatMul or Add kept in float (a qtable's) casts its result per channel like any float op
-        if isinstance(op, top_nn.MatMulOp):
+        if conv_axis:
+            ok = _conv4_producer(op, int8_op, const_filter) or float_op(op)
+        elif isinstance(op, top_nn.MatMulOp):
             ok = (
                 int8_op(op) and const_matrix(op.operands[1]) and axis == nd - 1 and not op.attr("do_relu")
             ) or float_op(op)
@@ -76,8 +93,19 @@ def plan_per_axis(
         )
         cand[v] = (axis, RankedTensorType(t.shape, qt))
 
+    def carries4(u: Operation, idx: int, v: Value) -> bool:
+        """A rank-4 user that takes the per-channel scales (rather than a requant)."""
+        if isinstance(u, top_nn.ConvOp):
+            return idx == 0 and int8_op(u) and const_filter(u.operands[1])
+        if isinstance(u, (*_ADD_SUB, top_ew.MulOp)) and int8_op(u):
+            r = u.results[0]
+            return r in cand and cand[r][0] == 1 and len(r.type.shape) == 4  # type: ignore[attr-defined]
+        return float_op(u)
+
     def user_ok(u: Operation, idx: int, v: Value, axis: int) -> bool:
         nd = len(v.type.shape)  # type: ignore[attr-defined]
+        if nd == 4:  # any other user through a requant to per-tensor
+            return True
         if isinstance(u, top_nn.MatMulOp):
             if idx == 0 and int8_op(u) and const_matrix(u.operands[1]) and axis == nd - 1:
                 return True
@@ -94,7 +122,28 @@ def plan_per_axis(
         changed = False
         for v in list(cand):
             axis = cand[v][0]
-            if not all(user_ok(u.owner, u.index, v, axis) for u in v.uses):
+            if not all(user_ok(u.owner, u.index, v, axis) for u in v.uses) or (
+                len(v.type.shape) == 4  # type: ignore[attr-defined]
+                and not any(carries4(u.owner, u.index, v) for u in v.uses)
+            ):
                 del cand[v]
                 changed = True
     return {v: t for v, (_, t) in cand.items()}
+
+
+def _conv4_producer(
+    op: Operation,
+    int8_op: Callable[[Operation], bool],
+    const_filter: Callable[[Value], bool],
+) -> bool:
+    """Whether ``op``'s integer form produces a rank-4 result per channel along axis 1."""
+    if not int8_op(op):
+        return False
+    if isinstance(op, top_nn.ConvOp):
+        lim = op.attr("relu_limit")
+        return const_filter(op.operands[1]) and not (op.attr("do_relu") and lim is not None and lim > 0)
+    if isinstance(op, _ADD_SUB):
+        return len(op.operands) <= 2
+    if isinstance(op, top_ew.MulOp):
+        return len(op.operands) == 2
+    return False

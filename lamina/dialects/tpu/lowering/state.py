@@ -127,7 +127,15 @@ class Lowering:
         self.casts: dict[tuple[Value, Type], Value] = {}
         self.stats = {"int8": 0, "float": 0, "casts": 0, "per_channel": 0}
         self.per_axis: dict[Value, Type] = (
-            plan_per_axis(root, self._int8_op, self._float_op, self._const_matrix, self._channel_op)
+            plan_per_axis(
+                root,
+                self._int8_op,
+                self._float_op,
+                self._const_matrix,
+                self._channel_op,
+                conv4=capabilities.conv_channel_scales,
+                const_filter=self._const_filter,
+            )
             if mode == "INT8"
             else {}
         )
@@ -167,6 +175,10 @@ class Lowering:
                 "gather" in self.int_forms and w is not None and int(op.attr("axis")) % max(nd, 1) != nd - 1
             )  # type: ignore[attr-defined]
         return False
+
+    def _const_filter(self, v: Value) -> bool:
+        w = self.weight_array(v)
+        return w is not None and w.ndim >= 3
 
     def _const_matrix(self, v: Value) -> bool:
         w = self.weight_array(v)
