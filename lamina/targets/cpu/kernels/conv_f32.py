@@ -66,8 +66,10 @@ from .gemm_f32 import (
     static_shape,
     store_tile,
     tile_for,
+    vsilu,
     weight_of,
 )
+from .generic_ir import fused_consumers
 
 #: target size of an im2col block (bytes): it stays in L2 while every weight panel passes over it
 BLOCK_BYTES = 384 * 1024
@@ -129,10 +131,64 @@ def _buffers(has_bias: bool, scratch: bool) -> list[tuple[str, Any]]:
 
 
 def _bufptrs(fn: Fn, plan: KernelPlan) -> dict[str, ir.Value]:
+    """The buffers by role: ``input``, ``residual`` (any other ``in``: the residual, by name or by
+    the fused add's operand), ``output``, ``scratch`` and the weights by key."""
     out: dict[str, ir.Value] = {}
     for i, (kind, key) in enumerate(plan.buffers):
-        out[key if kind != "scratch" else "scratch"] = fn.buf(i)
+        if kind == "in":
+            name = "input" if key in ("input", 0) else "residual"
+        elif kind == "out":
+            name = "output"
+        elif kind == "scratch":
+            name = "scratch"
+        else:
+            name = key
+        out[name] = fn.buf(i)
     return out
+
+
+def _chain(op: Any, consumer: Any) -> list[Any] | None:
+    """The single-user chain from ``op``'s result up to (not including) ``consumer``, or None
+    when ``consumer`` is not on it."""
+    chain: list[Any] = []
+    cur = op
+    while len(cur.results) == 1 and len(cur.results[0].users) == 1:
+        u = cur.results[0].users[0]
+        if u is consumer:
+            return chain
+        chain.append(u)
+        cur = u
+    return None
+
+
+def _epilogue_ops(op: Any, ops: list[Any]) -> tuple[Any, bool, float | None] | None:
+    """What a chain of consumers fused after a float conv computes, when the epilogue can:
+    ``(residual, post_relu, silu_alpha)`` — ``[Add(conv, r)]``, ``[Add(conv, r), Relu]`` or
+    ``[SiLU]``; else None."""
+    if not ops or len(ops) > 2:
+        return None
+    t = op.results[0].type
+    first = ops[0]
+    if first.name == "tpu.SiLU" and len(ops) == 1:
+        alpha = first.attr("alpha")
+        if len(first.operands) != 1 or first.results[0].type != t:
+            return None
+        return None, False, float(alpha) if alpha is not None else 1.0
+    if first.name != "tpu.Add" or len(first.operands) != 2 or first.results[0].type != t:
+        return None
+    if any(first.attr(a) is not None for a in ("multiplier", "rshift", "do_relu", "coeff")):
+        return None
+    a, b = first.operands
+    r = b if a is op.results[0] else a if b is op.results[0] else None
+    if r is None or r is op.results[0] or r.type != t:
+        return None
+    if len(ops) == 2:
+        relu = ops[1]
+        if relu.name != "tpu.Relu" or len(relu.operands) != 1 or relu.results[0].type != t:
+            return None
+        if any(relu.attr(a) is not None for a in ("relu_limit", "do_relu")):
+            return None
+    return r, len(ops) == 2, None
 
 
 @dataclass
@@ -141,6 +197,7 @@ class ConvPlan(KernelPlan):
 
     residual: bool = False
     post_relu: bool = False
+    silu: float | None = None
 
 
 class ConvF32(Template):
@@ -159,6 +216,15 @@ class ConvF32(Template):
         xs, ys, grp = g[0], g[1], g[6]
         # depthwise: DepthwiseF32's, unless its W stride is one that template does not take
         return grp == 1 or not (grp == xs[1] == ys[1]) or g[3][1] > 2
+
+    def fuses(self, op: Any, consumer: Any) -> bool:
+        """The epilogue takes a residual add of the result and a tensor of its type (then a ReLU),
+        or (F32) a SiLU: :func:`_epilogue_ops`."""
+        chain = _chain(op, consumer)
+        if chain is None or op.get_attr("cpu.fused") is not None:
+            return False
+        ep = _epilogue_ops(op, [*chain, consumer])
+        return ep is not None and (ep[2] is None or elem_name(op.output.type) == "f32")
 
     # -- the layout decisions, shared by plan and emit --
     def _layout(self, op: Any, isa: Isa) -> dict[str, Any]:
@@ -242,7 +308,17 @@ class ConvF32(Template):
         ``("in", "residual")``, right after the input) into the epilogue — the op's result rounded
         to its type, plus the residual, rounded again, as a separate ``tpu.Add`` computes it —
         and ``post_relu``: a ReLU after that add. The residual must not share bytes with the
-        output (K-blocked kernels keep partial sums in the output before they read it)."""
+        output (K-blocked kernels keep partial sums in the output before they read it). With
+        consumers fused by the compiler (``cpu.fused``) the plan follows them: the residual is the
+        fused add's other operand (``("in", value)``) and the kernel writes the last consumer's
+        result (``("out", 0)``); a fused SiLU (``silu``) is applied after the op's own ReLU."""
+        fused = fused_consumers(op)
+        ep = _epilogue_ops(op, fused) if fused else None
+        res_value = None
+        silu = None
+        if ep is not None:
+            res_value, post_relu, silu = ep
+            residual = res_value is not None
         lay = self._layout(op, isa)
         tile: Tile = lay["tile"]
         groups = lay["groups"]
@@ -273,8 +349,10 @@ class ConvF32(Template):
             weights["b"] = b
         esz = ELEMS[lay["ft"]][1]
         buffers = _buffers(b is not None, scratch > 0)
+        if fused:
+            buffers[buffers.index(("out", "output"))] = ("out", 0)
         if residual:
-            buffers.insert(1, ("in", "residual"))
+            buffers.insert(1, ("in", "residual" if res_value is None else res_value))
         return ConvPlan(
             symbol,
             buffers,
@@ -288,6 +366,7 @@ class ConvF32(Template):
             + wp.nbytes,
             residual=residual,
             post_relu=post_relu,
+            silu=silu,
         )
 
     def emit(self, module: Any, plan: KernelPlan, op: Any, isa: Isa) -> None:
@@ -354,6 +433,7 @@ class ConvF32(Template):
                     if rimg is not None:
                         ep.residual = fn.at(rimg, fn.add(yoff, c0), ety)
                         ep.post_relu = post_relu
+                    ep.silu = silu
                     accs = gemm_tile(
                         fn,
                         tile,
@@ -383,6 +463,7 @@ class ConvF32(Template):
 
         residual = ptr.get("residual")
         post_relu = bool(getattr(plan, "post_relu", False))
+        silu = getattr(plan, "silu", None)
         rimg: ir.Value | None = None
 
         def image(ng: ir.Value, _c: Any) -> None:
@@ -472,6 +553,7 @@ class ConvF32(Template):
 
         residual = ptr.get("residual")
         post_relu = bool(getattr(plan, "post_relu", False))
+        silu = getattr(plan, "silu", None)
 
         def image(n: ir.Value, _c: Any) -> None:
             ximg = fn.at(ptr["input"], fn.mul(n, in_img), ety)
@@ -505,6 +587,8 @@ class ConvF32(Template):
                             v = b.select(b.fcmp_unordered(">=", v, zero), v, zero)
                             if lim is not None:
                                 v = b.select(b.fcmp_unordered("<=", v, lim), v, lim)
+                        if silu is not None:
+                            v = vsilu(fn, v, silu)
                         fn.vstore(v, fn.at(tbuf, i * nb + j * ln))
                 base = fn.at(yimg, fn.add(fn.mul(c0, hw), r0), ety)
                 rbase = fn.at(rimg, fn.add(fn.mul(c0, hw), r0), ety) if rimg is not None else None
