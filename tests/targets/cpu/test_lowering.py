@@ -101,8 +101,10 @@ def block_model(
     return f"func.func @main(%x: {X}) -> {OT} {{\n" + "\n".join(lines) + "\n}\n"
 
 
-def compile_and_run(text: str, mode: str, isa: str, tmp: Any, threads: int) -> tuple[Any, Any, Any]:
-    tpu = deploy_module(parse_module(text, Context()), mode)
+def compile_and_run(
+    text: str, mode: str, isa: str, tmp: Any, threads: int, asymmetric: bool = False
+) -> tuple[Any, Any, Any]:
+    tpu = deploy_module(parse_module(text, Context()), mode, asymmetric=asymmetric)
     x = {"x": np.random.default_rng(1).uniform(-2, 2, tpu_input_shape(tpu)).astype(np.float32)}
     want = next(iter(run_tpu_module(tpu, x).values()))
     res = target(isa=isa).compile(tpu, CompileOptions(name="blk", mode=mode))
@@ -132,6 +134,21 @@ BLOCKS = [
 
 def _fused_ops(kernels: list[dict[str, Any]]) -> list[list[str]]:
     return [k["ops"] for k in kernels if len(k["ops"]) > 1]
+
+
+@pytest.mark.parametrize(("isa", "asym"), [("host", False), ("avx2", False), ("host", True)])
+@pytest.mark.parametrize("case", range(len(BLOCKS)))
+def test_int8_residual_block_bit_exact(case: int, isa: str, asym: bool, tmp_path: Any) -> None:
+    """Symmetric and asymmetric (zero points on every operand of the add)."""
+    c, hw, cout, s, swap, after, tail = BLOCKS[case]
+    text = block_model(np.random.default_rng(case), c, hw, cout, s, swap, after, tail)
+    got, want, kernels = compile_and_run(text, "INT8", isa, tmp_path, 1 + case % 2, asym)
+    assert np.array_equal(got, want), f"max |d| {np.abs(got - want).max()}"
+    fused = _fused_ops(kernels)
+    want_ops = ["tpu.Conv", "tpu.Add"] + (["tpu.Lut"] if tail else [])
+    assert fused == [want_ops], fused
+    fused_kernel = next(k for k in kernels if len(k["ops"]) > 1)
+    assert fused_kernel["template"].startswith("int8-conv")
 
 
 @pytest.mark.parametrize("isa", ["host", "avx2"])
