@@ -121,12 +121,12 @@ def convert_function(
     must_be_exact = exact_ops(block) if exact else set()
     stats = {"kernels": 0, "fused": 0, "aliases": 0, "reference": 0}
     index = 0
+    for op in list(block.ops):  # top.Input: the argument itself (first: a fused add may read one)
+        if op is not ret and op.has_trait(NotALayer) and len(op.operands) == 1 and len(op.results) == 1:
+            op.results[0].replace_all_uses_with(op.operands[0])
+            op.erase()
     for op in list(block.ops):
         if op.parent is not block or op is ret or is_plumbing(op) or isinstance(op, KernelOp):
-            continue
-        if op.has_trait(NotALayer) and len(op.operands) == 1 and len(op.results) == 1:
-            op.results[0].replace_all_uses_with(op.operands[0])  # top.Input: the argument itself
-            op.erase()
             continue
         cands = candidates(op, isa)
         if id(op) in must_be_exact:
