@@ -698,6 +698,12 @@ def _store_masks(gen: Gen, geo: ConvGeom, qv: Any, qend: Any, r0: Any) -> list[t
     b = gen.b
     nl = gen.nl
     wph = geo.wph
+    if wph == geo.ow:
+        # no computed-but-unused columns (1x1 / unpadded stride-1 convs along W): the register's
+        # positions are consecutive in the output plane, one store masked at the tail only
+        qvec = b.add(gen.splat(b.trunc(qv, I32), nl), gen.iota(nl))
+        valid = b.icmp_unsigned("<", qvec, gen.splat(b.trunc(qend, I32), nl))
+        return [(b.add(b.mul(r0, gen.c(geo.ow)), qv), valid)]
     nseg = (nl - 1) // wph + 2
     qvec = b.add(gen.splat(b.trunc(qv, I32), nl), gen.iota(nl))
     row = b.udiv(qvec, gen.cv([wph] * nl))
