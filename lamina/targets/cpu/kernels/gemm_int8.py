@@ -23,6 +23,12 @@ positions ``q = oh * Wph + ow`` (a register of 64 bytes) are one unaligned load:
 The register tile is ``MR`` output channels x ``NV`` registers of positions (weights broadcast,
 4 bytes per channel and tap, packed ``[g][co/MR][ci/4][tap][MR][4]``). Parts split the output rows.
 
+**Fused epilogues** (the compiler's ``fuses`` hook, :class:`LutFusion`): a following ``tpu.Lut``
+(table lookups of each requantized register); for the convolutions also a residual ``tpu.Add`` of
+the result and a tensor computed earlier (:class:`ResidualAdd`: the conv's requantized bytes, as it
+would store them, plus the residual's bytes at the same positions, with the Add's multipliers and
+rounding in i64 lanes) and a Lut after that add.
+
 **Depthwise.** The same packing without interleave; per channel and tap, one i32 multiply-add of
 a register of 16 positions (products of a byte and a weight are exact in i32).
 
@@ -758,8 +764,8 @@ def fused_lut(op: Any) -> Any:
 class ResidualAdd:
     """A ``tpu.Add`` of a conv's result and a residual tensor fused into the conv's epilogue: the
     residual's operand index, the zero points and signedness of both inputs, the result's bounds
-    and zero point, and the per-channel tables ``[m_conv][m_res][31 + rshift]`` (int32, ``C``
-    each; per-tensor multipliers repeated)."""
+    and zero point, and the tables ``[m_conv][m_res][31 + rshift]`` (int32, one per channel ``C``:
+    the per-tensor factors repeated, as the kernels read them per channel)."""
 
     res_index: int
     zp_conv: int
@@ -769,7 +775,6 @@ class ResidualAdd:
     hi: int
     zp_out: int
     out_signed: bool
-    per_channel: bool
     tables: tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]
 
     def key(self) -> tuple[Any, ...]:
@@ -780,8 +785,7 @@ class ResidualAdd:
 def _residual_add_of(op: Any, add: Any) -> ResidualAdd | None:
     """The fusable form of ``add`` after the INT8 conv ``op`` (NCHW), or None: two 8-bit quantized
     operands of the conv's result shape — one of them the conv's result —, an 8-bit result, the
-    contract's multipliers per tensor (two, one shift) or per channel along axis 1 (``2 x C`` and
-    ``C`` shifts), scalar zero points."""
+    contract's per-tensor multipliers (two, one shift), scalar zero points."""
     from lamina.dialects.tpu.families.common import bounds, result_channel_axis, zp
 
     if add.name != "tpu.Add" or len(add.operands) != 2 or add.attr("do_relu"):
@@ -804,17 +808,12 @@ def _residual_add_of(op: Any, add: Any) -> ResidualAdd | None:
     m = np.asarray(m, np.int64).reshape(-1)
     sh = 31 + np.asarray(rs, np.int64).reshape(-1)
     c = shape[1]
-    axis = result_channel_axis(ot, ts)
-    per = sh.size > 1 or (axis is not None and m.size > 2)
-    if per:
-        if axis != 1 or sh.size != c or m.size != 2 * c:
-            return None
-        mm = m.reshape(2, c)
-    else:
-        if m.size != 2 or sh.size != 1:
-            return None
-        mm = np.repeat(m.reshape(2, 1), c, axis=1)
-        sh = np.repeat(sh, c)
+    # per tensor only: two multipliers, one shift (a conv's result is never per-channel quantized:
+    # per-channel activations are the last axis of rank-2/3 tensors, docs/tpu.md)
+    if m.size != 2 or sh.size != 1 or result_channel_axis(ot, ts) is not None:
+        return None
+    mm = np.repeat(m.reshape(2, 1), c, axis=1)
+    sh = np.repeat(sh, c)
     if np.any(mm < 0) or np.any(mm >= 2**31) or np.any(sh < 1) or np.any(sh > MAX_SHIFT):
         return None
     try:
@@ -832,7 +831,6 @@ def _residual_add_of(op: Any, add: Any) -> ResidualAdd | None:
         int(hi),
         zps[2],
         bool(_quant8(ot).signed),
-        per,
         (tuple(int(v) for v in mm[ci]), tuple(int(v) for v in mm[ri]), tuple(int(v) for v in sh)),
     )
 
