@@ -407,13 +407,13 @@ class ConvF32(Template):
             p_lo: Int,
             p_hi: Int,
             masked_loads: bool,
-            kblock: tuple[Int, int, ir.Value, ir.Value] | None = None,
+            kblock: tuple[Int, int, ir.Value, bool] | None = None,
         ) -> None:
             """out[co, col0 + c] for c < ncols, co in the panels [p_lo, p_hi), from the operand at
-            ``bp`` (row stride ``b_ks``); ``kblock``: (first k, length, accumulate, finish) of one
-            K block (else the whole K at once)."""
+            ``bp`` (row stride ``b_ks``); ``kblock``: (first k, length, accumulate, last) of one
+            K block (else the whole K at once): the epilogue runs in the last block only."""
             ntiles_full = fn.udiv(ncols, nb)
-            k0, klen, acc_flag, fin_flag = kblock if kblock is not None else (0, kk, None, None)
+            k0, klen, acc_flag, last = kblock if kblock is not None else (0, kk, None, True)
 
             def panel(p: Int, rows: int) -> None:
                 wpan = fn.at(cur["wp"], fn.add(fn.mul(p, kk * mr), fn.mul(k0, mr)))
@@ -423,7 +423,7 @@ class ConvF32(Template):
                     limit,
                     row_bias=fn.at(cur["bias"], fn.mul(p, mr)) if cur["bias"] is not None else None,
                     accumulate=acc_flag,
-                    finish=fin_flag,
+                    raw=not last,
                 )
                 yoff = fn.add(fn.mul(fn.mul(p, mr), hw), col0)
                 yrow = fn.at(yimg, yoff, ety)
@@ -503,12 +503,9 @@ class ConvF32(Template):
                     gemm_block(scratch, lay["ld"], fn.mul(r0, ow), fn.mul(nrows, ow), yimg, p_lo, p_hi, False)
                     return
 
-                def kblock(kb: ir.Value, _c: Any) -> None:
+                def kblock(kb: Int, last: bool) -> None:
                     _im2col(fn, lay, ety, ximg, r0, nrows, scratch, fn.mul(kb, kc_ch), kc_ch)
-                    flags = (
-                        fn.b.icmp_unsigned("!=", kb, fn.c(0)),
-                        fn.b.icmp_unsigned("==", kb, fn.c(nkb - 1)),
-                    )
+                    acc = ir.Constant(ir.IntType(1), 1) if last else fn.b.icmp_unsigned("!=", kb, fn.c(0))
                     gemm_block(
                         scratch,
                         lay["ld"],
@@ -518,10 +515,12 @@ class ConvF32(Template):
                         p_lo,
                         p_hi,
                         False,
-                        (fn.mul(kb, kc), kc, *flags),
+                        (fn.mul(kb, kc), kc, acc, last),
                     )
 
-                fn.loop(0, nkb, kblock)
+                # the first K blocks store partial sums; the last one (code of its own) the epilogue
+                fn.loop(0, nkb - 1, lambda kb, _c: kblock(kb, False))
+                kblock(nkb - 1, True)
 
             fn.loop(r_lo, r_hi, block, step=rows)
 

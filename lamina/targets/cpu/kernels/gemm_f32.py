@@ -419,8 +419,8 @@ class Epilogue:
     """What the tile's store does: bias per row (``row_bias``, f32 pointer at the tile's first row)
     or per column (``col_bias``, at its first column, padded), ``relu``, ``limit`` (> 0: clamp above)
     and the result element type. K-blocked tiles: ``accumulate`` (a runtime i1) adds what the
-    output holds (f32) before, ``finish`` (a runtime i1) says whether this is the last K block (the
-    epilogue applies then only). ``residual``: a pointer laid out as the output whose values are
+    output holds (f32) before; ``raw``: a K block that is not the last (the f32 partial sums
+    stored, no epilogue: it runs with the last block). ``residual``: a pointer laid out as the output whose values are
     added after the op's own ReLU (the op's result rounded to its type first, as the separate add
     would see it), then ``post_relu``; ``silu``: a SiLU of that ``alpha`` after the op's ReLU (f32)."""
 
@@ -430,10 +430,10 @@ class Epilogue:
     row_bias: ir.Value | None = None
     col_bias: ir.Value | None = None
     accumulate: ir.Value | None = None
-    finish: ir.Value | None = None
     residual: ir.Value | None = None
     post_relu: bool = False
     silu: float | None = None
+    raw: bool = False
 
 
 def store_tile(
@@ -465,7 +465,9 @@ def store_tile(
             if ep.accumulate is not None:
                 old = fn.vload(dst, ln, F32, masks[j])
                 v = b.select(ep.accumulate, b.fadd(v, old), v)
-            raw = v
+            if ep.raw:
+                fn.vstore(v, dst, masks[j])
+                continue
             if rb is not None:
                 v = b.fadd(v, rb)
             if cb is not None:
@@ -483,8 +485,6 @@ def store_tile(
                 )
                 if ep.post_relu:
                     v = b.select(b.fcmp_unordered(">=", v, zero), v, zero)
-            if ep.finish is not None:
-                v = b.select(ep.finish, v, raw)
             fn.vstore(fn.narrow(v, ep.out_ety), dst, masks[j])
 
 
