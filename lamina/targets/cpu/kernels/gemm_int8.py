@@ -1253,7 +1253,8 @@ class Int8ConvChannels(Int8Conv):
                                             for lane in range(nl):
                                                 e = b.load(b.gep(rbase, [gen.c(lane * plane_out + rr)]))
                                                 r = b.insert_element(r, e, gen.c(lane, I32))
-                                            y = gen.add_residual(y, r, *rtabs[v], q)
+                                            am, rm, ash = rtabs[v]
+                                            y = gen.add_residual(y, r, am, rm, ash, q)
                                         for lane in range(nl):
                                             e = b.extract_element(y, gen.c(lane, I32))
                                             b.store(e, b.gep(obase, [gen.c(lane * plane_out + rr)]))
