@@ -25,8 +25,11 @@ Parts (threads) split the output rows (im2col) or the pixel tiles (in place), ea
 own pixels of every channel; with few pixels they split the output-channel panels (channel-major)
 or the (channel panel, pixel tile) pairs (pixel-major) instead.
 
-Epilogue: bias, ReLU / ReLU limit as the op has them and, declared in the plan
-(:meth:`ConvF32.plan` ``residual=True``, ``post_relu``), a residual add and a ReLU after it.
+Epilogue (K-blocked convolutions: in the last K block only): bias, ReLU / ReLU limit as the op has
+them and, declared in the plan (:meth:`ConvF32.plan` ``residual=True``, ``post_relu``) or fused by
+the compiler (:meth:`ConvF32.fuses`: a following ``tpu.Add`` of the result and a tensor of its type,
+then a ``tpu.Relu``; or an F32 ``tpu.SiLU``), a residual add and a ReLU after it, or a SiLU (an
+inline vectorized sigmoid, :func:`.gemm_f32.vsigmoid`).
 
 **DepthwiseF32** (``group == Cin == Cout``, stride 1 or 2 along W): per channel, the part's scratch
 holds the zero-padded input plane (stride 2: its even and odd columns as two planes); each output
