@@ -224,6 +224,8 @@ def generate(func: Operation, isa: Isa, plans: Plans, triple: str = "x86_64-unkn
                     bufs.append(("null", 0))
                     continue
                 outer: Value | None = arg_of.get(id(v))
+                if outer is None and any(v is i for i in k.inputs):
+                    outer = v  # a plan made before the kernel existed names the outer tensor
                 if outer is None:
                     outer = yielded.get(id(v))
                     if outer is None and spec[0] == "out" and isinstance(spec[1], int):

@@ -6,9 +6,11 @@ pipelines and ``lamina-opt``, both FileCheck-tested in ``tests/filecheck/cpu``).
    for the ISA (:func:`lamina.targets.cpu.kernels.select`), planned right away so that a template
    failing to plan is skipped (the next one takes the op); the kernel's ``cpu.weights`` are its
    packed weights' keys. **Fusion**: when the producer's template says it ``fuses(op, consumer)`` — a
-   following activation, requant or cast reading only the producer's single-use result — the
-   consumer moves into the producer's kernel, which then writes the consumer's result (the hook
-   through which the fast GEMM templates take a relu or a requant epilogue). A reshape of a tensor
+   following activation, requant or cast reading the producer's single-use result, or an add of
+   it and a tensor already computed when the producer's kernel runs (a residual: a model input or
+   an earlier kernel's result, which becomes an input of the fused kernel) — the consumer moves
+   into the producer's kernel, which then writes the consumer's result (the hook through which the
+   fast GEMM templates take a relu, a residual add or a requant epilogue). A reshape of a tensor
    computed in the arena is an alias kernel (``cpu.alias``: the same bytes, no code); a reshape of a
    model input or into a model output is a copy.
 2. ``cpu-arena-alloc`` — one activation arena: each kernel result that is not a model input/output
@@ -119,12 +121,12 @@ def convert_function(
     must_be_exact = exact_ops(block) if exact else set()
     stats = {"kernels": 0, "fused": 0, "aliases": 0, "reference": 0}
     index = 0
+    for op in list(block.ops):  # top.Input: the argument itself (first: a fused add may read one)
+        if op is not ret and op.has_trait(NotALayer) and len(op.operands) == 1 and len(op.results) == 1:
+            op.results[0].replace_all_uses_with(op.operands[0])
+            op.erase()
     for op in list(block.ops):
         if op.parent is not block or op is ret or is_plumbing(op) or isinstance(op, KernelOp):
-            continue
-        if op.has_trait(NotALayer) and len(op.operands) == 1 and len(op.results) == 1:
-            op.results[0].replace_all_uses_with(op.operands[0])  # top.Input: the argument itself
-            op.erase()
             continue
         cands = candidates(op, isa)
         if id(op) in must_be_exact:
@@ -175,7 +177,8 @@ def _symbol_part(op: Operation) -> str:
 
 def _fusable(template: Any, op: Operation, returned: set[int]) -> list[Operation]:
     """The consumers the template fuses into ``op``'s kernel (the epilogue hook: a template defines
-    ``fuses(op, consumer) -> bool``); each reads only the previous one's single-use result. The
+    ``fuses(op, consumer) -> bool``); each reads the previous one's single-use result, plus
+    constants or tensors computed before ``op``'s kernel runs (:func:`_ready`: a residual). The
     template then plans ``op`` again with ``cpu.fused`` (how many consumers) set on it, and finds
     them with :func:`~.kernels.generic_ir.fused_consumers`."""
     fuses = getattr(template, "fuses", None)
@@ -191,7 +194,7 @@ def _fusable(template: Any, op: Operation, returned: set[int]) -> list[Operation
         u = users[0]
         if u.parent is not cur.parent or is_plumbing(u) or u.has_trait(ReturnLike) or u.regions:
             break
-        if any(v is not r and not (value_constant(v) is not None or not _tensor(v)) for v in u.operands):
+        if any(v is not r and not _ready(v, op) for v in u.operands):
             break
         try:
             ok = bool(fuses(op, u))
@@ -202,6 +205,20 @@ def _fusable(template: Any, op: Operation, returned: set[int]) -> list[Operation
         chain.append(u)
         cur = u
     return chain
+
+
+def _ready(v: Value, op: Operation) -> bool:
+    """Whether a fused consumer's other operand ``v`` is there when ``op``'s kernel runs: a constant
+    (or no tensor), a model input, or the result of a kernel already placed (the conversion goes in
+    block order, so every kernel before ``op`` is one and nothing after it is yet). Such a tensor
+    becomes an input of the fused kernel, which keeps it alive (``cpu-arena-alloc``) until the kernel
+    has run — a residual add's second operand, for instance."""
+    if value_constant(v) is not None or not _tensor(v):
+        return True
+    d = v.defining_op()
+    if d is None:
+        return v.owner is op.parent
+    return isinstance(d, KernelOp) and d.parent is op.parent
 
 
 def _wrap(op: Operation, fused: list[Operation], choice: Choice, symbol: str) -> KernelOp:

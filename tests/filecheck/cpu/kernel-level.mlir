@@ -3,11 +3,14 @@
 // The kernel level: every tpu op a cpu.kernel holding it (and the constants it reads), its template
 // and symbol as properties, its packed weights' keys (cpu.weights) and its result's arena offset
 // (cpu.offsets). The convs go to the fast INT8 template (it has an AVX2 path without VNNI): its
-// packed weights, the folded per-channel constant and the requant factors. The input cast's bytes (offset 0) are dead once the first conv has read them: the
-// second conv reuses them; the Add's result cannot (both convs' results are still read), so it
-// goes to a fresh 64-byte aligned block. The Flatten is a view (cpu.alias, its operand's offset);
-// the output cast writes the caller's buffer (cpu.io slot 1: after the one input).
-// CHECK:      func.func @main(%arg0: tensor<1x4x8x8xf32>) -> tensor<1x256xf32> attributes {cpu.arena_bytes = 768 : i64}
+// packed weights, the folded per-channel constant and the requant factors. The residual Add of
+// both convs' results fuses into the second conv's kernel (its other operand, the first conv's
+// result, is computed before it: the kernel reads it, here as the conv's own input too; the add's
+// multipliers and shift are the table "ra"). The input cast's bytes (offset 0) are dead once the
+// first conv has read them: the fused kernel's result reuses them; it cannot take the first conv's
+// (still read by the fused kernel). The Flatten is a view (cpu.alias, its operand's offset); the
+// output cast writes the caller's buffer (cpu.io slot 1: after the one input).
+// CHECK:      func.func @main(%arg0: tensor<1x4x8x8xf32>) -> tensor<1x256xf32> attributes {cpu.arena_bytes = 512 : i64}
 // CHECK:      %[[Q:.*]] = "cpu.kernel"(%arg0) <{symbol = "k0_cast", template = "generic.cast"}>
 // CHECK:        "tpu.Cast"
 // CHECK:      }) {cpu.offsets = array<i64: 0>}
@@ -16,12 +19,14 @@
 // CHECK:        "tpu.Conv"
 // CHECK:      }) {cpu.offsets = array<i64: 256>, cpu.weights = ["w", "c", "m", "s"]}
 // CHECK-NEXT: %[[C2:.*]] = "cpu.kernel"(%[[C1]]) <{symbol = "k2_conv", template = "int8-conv"}>
-// CHECK:      }) {cpu.offsets = array<i64: 0>, cpu.weights = ["w", "c", "m", "s"]}
-// CHECK-NEXT: %[[A:.*]] = "cpu.kernel"(%[[C1]], %[[C2]]) <{symbol = "k3_add", template = "generic.int_ew"}>
-// CHECK:      }) {cpu.offsets = array<i64: 512>}
-// CHECK-NEXT: %[[F:.*]] = "cpu.kernel"(%[[A]]) <{symbol = "k4_flatten", template = "generic.alias"}>
-// CHECK:      }) {cpu.alias = true, cpu.offsets = array<i64: 512>}
-// CHECK-NEXT: %[[O:.*]] = "cpu.kernel"(%[[F]]) <{symbol = "k5_cast", template = "generic.cast"}>
+// CHECK-NEXT: ^bb0(%[[ARG:.*]]: tensor
+// CHECK:        %[[CV:.*]] = "tpu.Conv"(%[[ARG]], {{.*}} {cpu.fused = 1 : i64}
+// CHECK-NEXT:   %[[ADD:.*]] = "tpu.Add"(%[[ARG]], %[[CV]])
+// CHECK-NEXT:   "cpu.yield"(%[[ADD]])
+// CHECK:      }) {cpu.offsets = array<i64: 0>, cpu.weights = ["w", "c", "m", "s", "ra"]}
+// CHECK-NEXT: %[[F:.*]] = "cpu.kernel"(%[[C2]]) <{symbol = "k3_flatten", template = "generic.alias"}>
+// CHECK:      }) {cpu.alias = true, cpu.offsets = array<i64: 0>}
+// CHECK-NEXT: %[[O:.*]] = "cpu.kernel"(%[[F]]) <{symbol = "k4_cast", template = "generic.cast"}>
 // CHECK:      }) {cpu.io = array<i64: 1>, cpu.offsets = array<i64: -1>}
 // CHECK-NEXT: return %[[O]]
 func.func @main(%x: tensor<1x4x8x8x!quant.calibrated<f32<-2.0:2.0>>>) -> tensor<1x256x!quant.calibrated<f32<0.0:4.0>>> {

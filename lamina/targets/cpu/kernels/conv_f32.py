@@ -25,8 +25,11 @@ Parts (threads) split the output rows (im2col) or the pixel tiles (in place), ea
 own pixels of every channel; with few pixels they split the output-channel panels (channel-major)
 or the (channel panel, pixel tile) pairs (pixel-major) instead.
 
-Epilogue: bias, ReLU / ReLU limit as the op has them and, declared in the plan
-(:meth:`ConvF32.plan` ``residual=True``, ``post_relu``), a residual add and a ReLU after it.
+Epilogue (K-blocked convolutions: in the last K block only): bias, ReLU / ReLU limit as the op has
+them and, declared in the plan (:meth:`ConvF32.plan` ``residual=True``, ``post_relu``) or fused by
+the compiler (:meth:`ConvF32.fuses`: a following ``tpu.Add`` of the result and a tensor of its type,
+then a ``tpu.Relu``; or an F32 ``tpu.SiLU``), a residual add and a ReLU after it, or a SiLU (an
+inline vectorized sigmoid, :func:`.gemm_f32.vsigmoid`).
 
 **DepthwiseF32** (``group == Cin == Cout``, stride 1 or 2 along W): per channel, the part's scratch
 holds the zero-padded input plane (stride 2: its even and odd columns as two planes); each output
@@ -66,8 +69,10 @@ from .gemm_f32 import (
     static_shape,
     store_tile,
     tile_for,
+    vsilu,
     weight_of,
 )
+from .generic_ir import fused_consumers
 
 #: target size of an im2col block (bytes): it stays in L2 while every weight panel passes over it
 BLOCK_BYTES = 384 * 1024
@@ -129,10 +134,64 @@ def _buffers(has_bias: bool, scratch: bool) -> list[tuple[str, Any]]:
 
 
 def _bufptrs(fn: Fn, plan: KernelPlan) -> dict[str, ir.Value]:
+    """The buffers by role: ``input``, ``residual`` (any other ``in``: the residual, by name or by
+    the fused add's operand), ``output``, ``scratch`` and the weights by key."""
     out: dict[str, ir.Value] = {}
     for i, (kind, key) in enumerate(plan.buffers):
-        out[key if kind != "scratch" else "scratch"] = fn.buf(i)
+        if kind == "in":
+            name = "input" if key in ("input", 0) else "residual"
+        elif kind == "out":
+            name = "output"
+        elif kind == "scratch":
+            name = "scratch"
+        else:
+            name = key
+        out[name] = fn.buf(i)
     return out
+
+
+def _chain(op: Any, consumer: Any) -> list[Any] | None:
+    """The single-user chain from ``op``'s result up to (not including) ``consumer``, or None
+    when ``consumer`` is not on it."""
+    chain: list[Any] = []
+    cur = op
+    while len(cur.results) == 1 and len(cur.results[0].users) == 1:
+        u = cur.results[0].users[0]
+        if u is consumer:
+            return chain
+        chain.append(u)
+        cur = u
+    return None
+
+
+def _epilogue_ops(op: Any, ops: list[Any]) -> tuple[Any, bool, float | None] | None:
+    """What a chain of consumers fused after a float conv computes, when the epilogue can:
+    ``(residual, post_relu, silu_alpha)`` — ``[Add(conv, r)]``, ``[Add(conv, r), Relu]`` or
+    ``[SiLU]``; else None."""
+    if not ops or len(ops) > 2:
+        return None
+    t = op.results[0].type
+    first = ops[0]
+    if first.name == "tpu.SiLU" and len(ops) == 1:
+        alpha = first.attr("alpha")
+        if len(first.operands) != 1 or first.results[0].type != t:
+            return None
+        return None, False, float(alpha) if alpha is not None else 1.0
+    if first.name != "tpu.Add" or len(first.operands) != 2 or first.results[0].type != t:
+        return None
+    if any(first.attr(a) is not None for a in ("multiplier", "rshift", "do_relu", "coeff")):
+        return None
+    a, b = first.operands
+    r = b if a is op.results[0] else a if b is op.results[0] else None
+    if r is None or r is op.results[0] or r.type != t:
+        return None
+    if len(ops) == 2:
+        relu = ops[1]
+        if relu.name != "tpu.Relu" or len(relu.operands) != 1 or relu.results[0].type != t:
+            return None
+        if any(relu.attr(a) is not None for a in ("relu_limit", "do_relu")):
+            return None
+    return r, len(ops) == 2, None
 
 
 @dataclass
@@ -141,6 +200,7 @@ class ConvPlan(KernelPlan):
 
     residual: bool = False
     post_relu: bool = False
+    silu: float | None = None
 
 
 class ConvF32(Template):
@@ -159,6 +219,15 @@ class ConvF32(Template):
         xs, ys, grp = g[0], g[1], g[6]
         # depthwise: DepthwiseF32's, unless its W stride is one that template does not take
         return grp == 1 or not (grp == xs[1] == ys[1]) or g[3][1] > 2
+
+    def fuses(self, op: Any, consumer: Any) -> bool:
+        """The epilogue takes a residual add of the result and a tensor of its type (then a ReLU),
+        or (F32) a SiLU: :func:`_epilogue_ops`."""
+        chain = _chain(op, consumer)
+        if chain is None or op.get_attr("cpu.fused") is not None:
+            return False
+        ep = _epilogue_ops(op, [*chain, consumer])
+        return ep is not None and (ep[2] is None or elem_name(op.output.type) == "f32")
 
     # -- the layout decisions, shared by plan and emit --
     def _layout(self, op: Any, isa: Isa) -> dict[str, Any]:
@@ -242,7 +311,17 @@ class ConvF32(Template):
         ``("in", "residual")``, right after the input) into the epilogue — the op's result rounded
         to its type, plus the residual, rounded again, as a separate ``tpu.Add`` computes it —
         and ``post_relu``: a ReLU after that add. The residual must not share bytes with the
-        output (K-blocked kernels keep partial sums in the output before they read it)."""
+        output (K-blocked kernels keep partial sums in the output before they read it). With
+        consumers fused by the compiler (``cpu.fused``) the plan follows them: the residual is the
+        fused add's other operand (``("in", value)``) and the kernel writes the last consumer's
+        result (``("out", 0)``); a fused SiLU (``silu``) is applied after the op's own ReLU."""
+        fused = fused_consumers(op)
+        ep = _epilogue_ops(op, fused) if fused else None
+        res_value = None
+        silu = None
+        if ep is not None:
+            res_value, post_relu, silu = ep
+            residual = res_value is not None
         lay = self._layout(op, isa)
         tile: Tile = lay["tile"]
         groups = lay["groups"]
@@ -273,8 +352,10 @@ class ConvF32(Template):
             weights["b"] = b
         esz = ELEMS[lay["ft"]][1]
         buffers = _buffers(b is not None, scratch > 0)
+        if fused:
+            buffers[buffers.index(("out", "output"))] = ("out", 0)
         if residual:
-            buffers.insert(1, ("in", "residual"))
+            buffers.insert(1, ("in", "residual" if res_value is None else res_value))
         return ConvPlan(
             symbol,
             buffers,
@@ -288,6 +369,7 @@ class ConvF32(Template):
             + wp.nbytes,
             residual=residual,
             post_relu=post_relu,
+            silu=silu,
         )
 
     def emit(self, module: Any, plan: KernelPlan, op: Any, isa: Isa) -> None:
@@ -328,13 +410,13 @@ class ConvF32(Template):
             p_lo: Int,
             p_hi: Int,
             masked_loads: bool,
-            kblock: tuple[Int, int, ir.Value, ir.Value] | None = None,
+            kblock: tuple[Int, int, ir.Value, bool] | None = None,
         ) -> None:
             """out[co, col0 + c] for c < ncols, co in the panels [p_lo, p_hi), from the operand at
-            ``bp`` (row stride ``b_ks``); ``kblock``: (first k, length, accumulate, finish) of one
-            K block (else the whole K at once)."""
+            ``bp`` (row stride ``b_ks``); ``kblock``: (first k, length, accumulate, last) of one
+            K block (else the whole K at once): the epilogue runs in the last block only."""
             ntiles_full = fn.udiv(ncols, nb)
-            k0, klen, acc_flag, fin_flag = kblock if kblock is not None else (0, kk, None, None)
+            k0, klen, acc_flag, last = kblock if kblock is not None else (0, kk, None, True)
 
             def panel(p: Int, rows: int) -> None:
                 wpan = fn.at(cur["wp"], fn.add(fn.mul(p, kk * mr), fn.mul(k0, mr)))
@@ -344,7 +426,7 @@ class ConvF32(Template):
                     limit,
                     row_bias=fn.at(cur["bias"], fn.mul(p, mr)) if cur["bias"] is not None else None,
                     accumulate=acc_flag,
-                    finish=fin_flag,
+                    raw=not last,
                 )
                 yoff = fn.add(fn.mul(fn.mul(p, mr), hw), col0)
                 yrow = fn.at(yimg, yoff, ety)
@@ -354,6 +436,7 @@ class ConvF32(Template):
                     if rimg is not None:
                         ep.residual = fn.at(rimg, fn.add(yoff, c0), ety)
                         ep.post_relu = post_relu
+                    ep.silu = silu
                     accs = gemm_tile(
                         fn,
                         tile,
@@ -383,6 +466,7 @@ class ConvF32(Template):
 
         residual = ptr.get("residual")
         post_relu = bool(getattr(plan, "post_relu", False))
+        silu = getattr(plan, "silu", None)
         rimg: ir.Value | None = None
 
         def image(ng: ir.Value, _c: Any) -> None:
@@ -422,12 +506,9 @@ class ConvF32(Template):
                     gemm_block(scratch, lay["ld"], fn.mul(r0, ow), fn.mul(nrows, ow), yimg, p_lo, p_hi, False)
                     return
 
-                def kblock(kb: ir.Value, _c: Any) -> None:
+                def kblock(kb: Int, last: bool) -> None:
                     _im2col(fn, lay, ety, ximg, r0, nrows, scratch, fn.mul(kb, kc_ch), kc_ch)
-                    flags = (
-                        fn.b.icmp_unsigned("!=", kb, fn.c(0)),
-                        fn.b.icmp_unsigned("==", kb, fn.c(nkb - 1)),
-                    )
+                    acc = ir.Constant(ir.IntType(1), 1) if last else fn.b.icmp_unsigned("!=", kb, fn.c(0))
                     gemm_block(
                         scratch,
                         lay["ld"],
@@ -437,10 +518,12 @@ class ConvF32(Template):
                         p_lo,
                         p_hi,
                         False,
-                        (fn.mul(kb, kc), kc, *flags),
+                        (fn.mul(kb, kc), kc, acc, last),
                     )
 
-                fn.loop(0, nkb, kblock)
+                # the first K blocks store partial sums; the last one (code of its own) the epilogue
+                fn.loop(0, nkb - 1, lambda kb, _c: kblock(kb, False))
+                kblock(nkb - 1, True)
 
             fn.loop(r_lo, r_hi, block, step=rows)
 
@@ -472,6 +555,7 @@ class ConvF32(Template):
 
         residual = ptr.get("residual")
         post_relu = bool(getattr(plan, "post_relu", False))
+        silu = getattr(plan, "silu", None)
 
         def image(n: ir.Value, _c: Any) -> None:
             ximg = fn.at(ptr["input"], fn.mul(n, in_img), ety)
@@ -505,6 +589,8 @@ class ConvF32(Template):
                             v = b.select(b.fcmp_unordered(">=", v, zero), v, zero)
                             if lim is not None:
                                 v = b.select(b.fcmp_unordered("<=", v, lim), v, lim)
+                        if silu is not None:
+                            v = vsilu(fn, v, silu)
                         fn.vstore(v, fn.at(tbuf, i * nb + j * ln))
                 base = fn.at(yimg, fn.add(fn.mul(c0, hw), r0), ety)
                 rbase = fn.at(rimg, fn.add(fn.mul(c0, hw), r0), ety) if rimg is not None else None

@@ -380,15 +380,49 @@ def _all_off(m: ir.Value) -> bool:
     return isinstance(m, ir.Constant) and isinstance(m.constant, list) and not any(m.constant)
 
 
+def vsigmoid(fn: Fn, x: ir.Value) -> ir.Value:
+    """``1 / (1 + exp(-x))`` of an f32 vector, inline: Cephes' ``expf`` as the generic elementwise
+    kernels compute it (``generic._exp_f32``: ``-x`` clamped to [-87.34, 88.38], ``n = rint(x
+    log2 e)``, ``r`` in two parts of ``ln 2``, a degree-7 polynomial, ``2**n`` in the exponent bits;
+    within 2 ulp of ``expf``), lane by lane."""
+    b = fn.b
+    n_l = x.type.count
+    vt = x.type
+
+    def k(c: float) -> ir.Constant:
+        return fn.vconst(c, n_l)
+
+    e = b.fneg(x)
+    e = b.select(b.fcmp_ordered("<", e, k(-87.33654)), k(-87.33654), e)
+    e = b.select(b.fcmp_ordered(">", e, k(88.3762626647949)), k(88.3762626647949), e)
+    rint = fn.intrinsic(f"llvm.rint.v{n_l}f32", vt, [vt])
+    n = b.call(rint, [b.fmul(e, k(1.44269504088896341))])
+    r = b.fsub(b.fsub(e, b.fmul(n, k(0.693359375))), b.fmul(n, k(-2.12194440e-4)))
+    p = k(1.9875691500e-4)
+    for c in (1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1):
+        p = b.fadd(b.fmul(p, r), k(c))
+    y = b.fadd(b.fadd(b.fmul(p, b.fmul(r, r)), r), k(1.0))
+    i32v = ir.VectorType(I32, n_l)
+    bits = b.shl(b.add(b.fptosi(n, i32v), ir.Constant(i32v, [127] * n_l)), ir.Constant(i32v, [23] * n_l))
+    ex = b.fmul(y, b.bitcast(bits, vt))
+    return b.fdiv(k(1.0), b.fadd(k(1.0), ex))
+
+
+def vsilu(fn: Fn, x: ir.Value, alpha: float) -> ir.Value:
+    """``x * sigmoid(alpha * x)`` (``tpu.SiLU``) of an f32 vector."""
+    a = x if alpha == 1.0 else fn.b.fmul(x, fn.vconst(alpha, x.type.count))
+    return fn.b.fmul(x, vsigmoid(fn, a))
+
+
 @dataclass
 class Epilogue:
     """What the tile's store does: bias per row (``row_bias``, f32 pointer at the tile's first row)
     or per column (``col_bias``, at its first column, padded), ``relu``, ``limit`` (> 0: clamp above)
     and the result element type. K-blocked tiles: ``accumulate`` (a runtime i1) adds what the
-    output holds (f32) before, ``finish`` (a runtime i1) says whether this is the last K block (the
-    epilogue applies then only). ``residual``: a pointer laid out as the output whose values are
+    output holds (f32) before; ``raw``: a K block that is not the last (the f32 partial sums
+    stored, no epilogue: it runs with the last block). ``residual``: a pointer laid out as the output whose values are
     added after the op's own ReLU (the op's result rounded to its type first, as the separate add
-    would see it), then ``post_relu``."""
+    would see it), then ``post_relu``; ``silu``: a SiLU of that ``alpha`` after the op's ReLU (f32)."""
 
     out_ety: ir.Type = F32
     relu: bool = False
@@ -396,9 +430,10 @@ class Epilogue:
     row_bias: ir.Value | None = None
     col_bias: ir.Value | None = None
     accumulate: ir.Value | None = None
-    finish: ir.Value | None = None
     residual: ir.Value | None = None
     post_relu: bool = False
+    silu: float | None = None
+    raw: bool = False
 
 
 def store_tile(
@@ -430,7 +465,9 @@ def store_tile(
             if ep.accumulate is not None:
                 old = fn.vload(dst, ln, F32, masks[j])
                 v = b.select(ep.accumulate, b.fadd(v, old), v)
-            raw = v
+            if ep.raw:
+                fn.vstore(v, dst, masks[j])
+                continue
             if rb is not None:
                 v = b.fadd(v, rb)
             if cb is not None:
@@ -439,6 +476,8 @@ def store_tile(
                 v = b.select(b.fcmp_unordered(">=", v, zero), v, zero)
                 if lim is not None:
                     v = b.select(b.fcmp_unordered("<=", v, lim), v, lim)
+            if ep.silu is not None:
+                v = vsilu(fn, v, ep.silu)
             if ep.residual is not None:
                 v = fn.widen(fn.narrow(v, ep.out_ety))
                 v = b.fadd(
@@ -446,8 +485,6 @@ def store_tile(
                 )
                 if ep.post_relu:
                     v = b.select(b.fcmp_unordered(">=", v, zero), v, zero)
-            if ep.finish is not None:
-                v = b.select(ep.finish, v, raw)
             fn.vstore(fn.narrow(v, ep.out_ety), dst, masks[j])
 
 

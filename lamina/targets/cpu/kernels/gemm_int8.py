@@ -23,6 +23,12 @@ positions ``q = oh * Wph + ow`` (a register of 64 bytes) are one unaligned load:
 The register tile is ``MR`` output channels x ``NV`` registers of positions (weights broadcast,
 4 bytes per channel and tap, packed ``[g][co/MR][ci/4][tap][MR][4]``). Parts split the output rows.
 
+**Fused epilogues** (the compiler's ``fuses`` hook, :class:`LutFusion`): a following ``tpu.Lut``
+(table lookups of each requantized register); for the convolutions also a residual ``tpu.Add`` of
+the result and a tensor computed earlier (:class:`ResidualAdd`: the conv's requantized bytes, as it
+would store them, plus the residual's bytes at the same positions, with the Add's multipliers and
+rounding in i64 lanes) and a Lut after that add.
+
 **Depthwise.** The same packing without interleave; per channel and tap, one i32 multiply-add of
 a register of 16 positions (products of a byte and a weight are exact in i32).
 
@@ -49,6 +55,7 @@ from lamina.ir.constants import constant_array
 from lamina.ir.types import IntegerType, NoneType, RankedTensorType
 
 from .abi import Isa, KernelPlan, Template
+from .generic_ir import fused_consumers
 
 __all__ = [
     "LutFusion",
@@ -239,10 +246,23 @@ class Gen:
         self._iota: dict[tuple[int, int], ir.Constant] = {}
         #: a fused ``tpu.Lut``: (its table, whether the kernel's own result is signed)
         self.lut: tuple[Any, bool] | None = None
+        #: a fused residual ``tpu.Add``: (the residual's pointer, its tables' pointer, the add)
+        self.res: tuple[Any, Any, ResidualAdd] | None = None
 
-    def std_bufs(self, plan: KernelPlan, out_signed: bool) -> list[Any]:
+    def std_bufs(self, plan: KernelPlan, out_signed: bool, op: Any = None) -> list[Any]:
         """The pointers of ``in 0, w, c, m, s, out 0, scratch`` (the templates' buffers) in that
-        order, and the fused table (``weight lut``) noted for :meth:`requant`."""
+        order, the fused table (``weight lut``) noted for :meth:`requant` and the fused residual
+        add (its tensor and ``weight ra``) for :meth:`add_residual`."""
+        if ("weight", "ra") in plan.buffers and op is not None:
+            ra = residual_add(op)
+            assert ra is not None
+            i = next(
+                j
+                for j, (k, v) in enumerate(plan.buffers)
+                if k == "in" and not (isinstance(v, int) and v == 0)
+            )
+            self.res = (self.bufs[i], self.bufs[plan.buffers.index(("weight", "ra"))], ra)
+            out_signed = ra.out_signed
         if ("weight", "lut") in plan.buffers:
             self.lut = (self.bufs[plan.buffers.index(("weight", "lut"))], out_signed)
         return [self.bufs[plan.buffers.index(k)] for k in BUFFERS]
@@ -385,25 +405,64 @@ class Gen:
             r = b.add(r, b.shuffle_vector(p, p, self.cv([4 * j + t for j in range(n)])))
         return r
 
-    def requant(self, acc: Any, cf: Any, mult: Any, shift: Any, q: QuantInfo) -> Any:
+    def rdiv(self, p: Any, shift: Any) -> Any:
+        """``(p + 2**(S-1) - (p < 0)) >> S`` of i64 lanes (round half away from zero), ``shift``
+        ``<n x i32>`` or ``<n x i64>``."""
+        b = self.b
+        n = p.type.count
+        s64 = b.zext(shift, vt(I64, n)) if shift.type.element.width == 32 else shift
+        ones = self.cv([1] * n, I64)
+        half = b.shl(ones, b.sub(s64, ones))
+        neg = b.ashr(p, self.cv([63] * n, I64))
+        return b.ashr(b.add(b.add(p, half), neg), s64)
+
+    def requant(self, acc: Any, cf: Any, mult: Any, shift: Any, q: QuantInfo, lut: bool = True) -> Any:
         """The epilogue of ``n`` int32 lanes: ``sat(zp + rdiv((acc + cf) * m, 2**S))`` clamped to
-        the relu bounds, as ``<n x i8>``. ``cf``/``mult``/``shift`` are ``<n x i32>``."""
+        the relu bounds, as ``<n x i8>``. ``cf``/``mult``/``shift`` are ``<n x i32>``. Then the
+        fused table's lookup (unless ``lut`` is false, or a residual add comes first:
+        :meth:`add_residual` applies it)."""
         b = self.b
         n = acc.type.count
         a = b.add(acc, cf)
         p = b.mul(b.sext(a, vt(I64, n)), b.sext(mult, vt(I64, n)))
-        s64 = b.zext(shift, vt(I64, n))
-        ones = self.cv([1] * n, I64)
-        half = b.shl(ones, b.sub(s64, ones))
-        neg = b.ashr(p, self.cv([63] * n, I64))
-        y = b.ashr(b.add(b.add(p, half), neg), s64)
+        y = self.rdiv(p, shift)
         y = b.trunc(
             self.smin(self.smax(y, self.cv([q.lo - q.zp_out] * n, I64)), self.cv([q.hi - q.zp_out] * n, I64)),
             vt(I32, n),
         )
         y = b.add(y, self.cv([q.zp_out] * n, I32))
         y = b.trunc(y, vt(I8, n))
-        return self.apply_lut(y) if self.lut is not None else y
+        return self.apply_lut(y) if lut and self.lut is not None and self.res is None else y
+
+    def add_residual(self, y: Any, r: Any, m_conv: Any, m_res: Any, shift: Any, q: QuantInfo) -> Any:
+        """The fused ``tpu.Add`` of the conv's stored result ``y`` and the residual's ``r`` (both
+        ``<n x i8>``): ``sat(zp + rdiv((y - zp_y) * m_y + (r - zp_r) * m_r, 2**S))`` in i64 lanes
+        (the contract, ``docs/tpu.md``), then the fused table. ``m_*``/``shift``: ``<n x i32>``."""
+        assert self.res is not None
+        ra = self.res[2]
+        b = self.b
+        n = y.type.count
+        w = vt(I64, n)
+        yc = b.sub(b.sext(y, w) if q.out_signed else b.zext(y, w), self.cv([ra.zp_conv] * n, I64))
+        rc = b.sub(b.sext(r, w) if ra.res_signed else b.zext(r, w), self.cv([ra.zp_res] * n, I64))
+        acc = b.add(b.mul(yc, b.zext(m_conv, w)), b.mul(rc, b.zext(m_res, w)))
+        z = self.rdiv(acc, shift)
+        z = self.smin(
+            self.smax(z, self.cv([ra.lo - ra.zp_out] * n, I64)), self.cv([ra.hi - ra.zp_out] * n, I64)
+        )
+        z = b.trunc(b.add(z, self.cv([ra.zp_out] * n, I64)), vt(I8, n))
+        return self.apply_lut(z) if self.lut is not None else z
+
+    def masked_load(self, base: Any, off: Any, mask: Any, passthru: Any) -> Any:
+        """The lanes of ``<n x i8>`` at ``base + off`` where ``mask`` is set, ``passthru``'s elsewhere
+        (no access to the others)."""
+        n = passthru.type.count
+        f = self.intrinsic(
+            f"llvm.masked.load.v{n}i8.p0",
+            passthru.type,
+            [passthru.type.as_pointer(), I32, vt(I1, n), passthru.type],
+        )
+        return self.b.call(f, [self.ptr(base, off, passthru.type), self.c(1, I32), mask, passthru])
 
     def bcast32(self, base: Any, off: Any, n: int) -> Any:
         """4 bytes at ``base + off`` repeated over ``n`` int32 lanes, as ``<4n x i8>``."""
@@ -645,6 +704,12 @@ def _store_masks(gen: Gen, geo: ConvGeom, qv: Any, qend: Any, r0: Any) -> list[t
     b = gen.b
     nl = gen.nl
     wph = geo.wph
+    if wph == geo.ow:
+        # no computed-but-unused columns (1x1 / unpadded stride-1 convs along W): the register's
+        # positions are consecutive in the output plane, one store masked at the tail only
+        qvec = b.add(gen.splat(b.trunc(qv, I32), nl), gen.iota(nl))
+        valid = b.icmp_unsigned("<", qvec, gen.splat(b.trunc(qend, I32), nl))
+        return [(b.add(b.mul(r0, gen.c(geo.ow)), qv), valid)]
     nseg = (nl - 1) // wph + 2
     qvec = b.add(gen.splat(b.trunc(qv, I32), nl), gen.iota(nl))
     row = b.udiv(qvec, gen.cv([wph] * nl))
@@ -683,14 +748,102 @@ def _row_table(gen: Gen, geo: ConvGeom, tap_offs: list[int], tile: int) -> tuple
     return g, cols
 
 
+def _fused(op: Any) -> list[Any]:
+    return fused_consumers(op) if hasattr(op, "get_attr") and op.get_attr("cpu.fused") is not None else []
+
+
 def fused_lut(op: Any) -> Any:
     """The ``tpu.Lut`` fused into ``op``'s kernel (``cpu.fused`` set by the compiler when
-    :meth:`LutFusion.fuses` accepted it), or None."""
-    a = op.get_attr("cpu.fused") if hasattr(op, "get_attr") else None
-    if a is None or int(getattr(a, "value", 0)) != 1:
+    :meth:`LutFusion.fuses` accepted it: right after ``op`` or after its fused residual add), or
+    None."""
+    f = _fused(op)
+    return f[-1] if f and f[-1].name == "tpu.Lut" else None
+
+
+@dataclass(frozen=True)
+class ResidualAdd:
+    """A ``tpu.Add`` of a conv's result and a residual tensor fused into the conv's epilogue: the
+    residual's operand index, the zero points and signedness of both inputs, the result's bounds
+    and zero point, and the tables ``[m_conv][m_res][31 + rshift]`` (int32, one per channel ``C``:
+    the per-tensor factors repeated, as the kernels read them per channel)."""
+
+    res_index: int
+    zp_conv: int
+    zp_res: int
+    res_signed: bool
+    lo: int
+    hi: int
+    zp_out: int
+    out_signed: bool
+    tables: tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]
+
+    def key(self) -> tuple[Any, ...]:
+        """What the emitted code depends on (the tables are a buffer)."""
+        return (self.zp_conv, self.zp_res, self.res_signed, self.lo, self.hi, self.zp_out, self.out_signed)
+
+
+def _residual_add_of(op: Any, add: Any) -> ResidualAdd | None:
+    """The fusable form of ``add`` after the INT8 conv ``op`` (NCHW), or None: two 8-bit quantized
+    operands of the conv's result shape — one of them the conv's result —, an 8-bit result, the
+    contract's per-tensor multipliers (two, one shift), scalar zero points."""
+    from lamina.dialects.tpu.families.common import bounds, result_channel_axis, zp
+
+    if add.name != "tpu.Add" or len(add.operands) != 2 or add.attr("do_relu"):
         return None
-    users = op.results[0].users
-    return users[0] if len(users) == 1 and users[0].name == "tpu.Lut" else None
+    out = op.results[0]
+    if sum(v is out for v in add.operands) != 1:
+        return None
+    ri = 0 if add.operands[1] is out else 1
+    r = add.operands[ri]
+    ts = [v.type for v in add.operands]
+    ot = add.results[0].type
+    if any(_quant8(t) is None or not _static(t) for t in (*ts, ot)):
+        return None
+    shape = list(out.type.shape)
+    if len(shape) != 4 or any(list(t.shape) != shape for t in (*ts, ot)):
+        return None
+    m, rs = add.attr("multiplier"), add.attr("rshift")
+    if m is None or rs is None:
+        return None
+    m = np.asarray(m, np.int64).reshape(-1)
+    sh = 31 + np.asarray(rs, np.int64).reshape(-1)
+    c = shape[1]
+    # per tensor only: two multipliers, one shift (a conv's result is never per-channel quantized:
+    # per-channel activations are the last axis of rank-2/3 tensors, docs/tpu.md)
+    if m.size != 2 or sh.size != 1 or result_channel_axis(ot, ts) is not None:
+        return None
+    mm = np.repeat(m.reshape(2, 1), c, axis=1)
+    sh = np.repeat(sh, c)
+    if np.any(mm < 0) or np.any(mm >= 2**31) or np.any(sh < 1) or np.any(sh > MAX_SHIFT):
+        return None
+    try:
+        zps = [int(zp(t)) for t in (*ts, ot)]
+    except (TypeError, ValueError):
+        return None
+    lo, hi = bounds(ot)
+    ci = 1 - ri
+    return ResidualAdd(
+        ri,
+        zps[ci],
+        zps[ri],
+        bool(_quant8(r.type).signed),
+        int(lo),
+        int(hi),
+        zps[2],
+        bool(_quant8(ot).signed),
+        (tuple(int(v) for v in mm[ci]), tuple(int(v) for v in mm[ri]), tuple(int(v) for v in sh)),
+    )
+
+
+def residual_add(op: Any) -> ResidualAdd | None:
+    """The residual ``tpu.Add`` fused into ``op``'s kernel (the first fused consumer), or None."""
+    f = _fused(op)
+    return _residual_add_of(op, f[0]) if f and f[0].name == "tpu.Add" else None
+
+
+def _fused_key(op: Any) -> tuple[Any, ...]:
+    ra = residual_add(op)
+    return (fused_lut(op) is not None, ra.key() if ra is not None else None)
 
 
 def _with_lut(
@@ -707,18 +860,41 @@ def _with_lut(
             np.asarray(lut.properties["table"].to_numpy()).astype(storage_dtype(e))
         )
         buffers.insert(buffers.index(("out", 0)), ("weight", "lut"))
+    ra = residual_add(op)
+    if ra is not None:
+        add = _fused(op)[0]
+        c = len(ra.tables[0])
+        weights["ra"] = np.asarray(ra.tables, np.int64).astype(np.int32).reshape(3, c)
+        at = buffers.index(("out", 0))
+        buffers[at:at] = [("in", add.operands[ra.res_index]), ("weight", "ra")]
     return KernelPlan(symbol, buffers, weights, *rest)
 
 
 class LutFusion:
     """The epilogue hook of the compiler: a following ``tpu.Lut`` (an INT8 activation such as SiLU
     or GELU, 8-bit in and out) is applied to each requantized register (table lookups) and the
-    kernel writes the Lut's result."""
+    kernel writes the Lut's result. Templates with ``residual = True`` (the convs) also take a
+    residual ``tpu.Add`` of the result and another tensor (:func:`_residual_add_of`), and a Lut
+    after it: the add's requant runs on each requantized register."""
+
+    residual = False
 
     def fuses(self, op: Any, consumer: Any) -> bool:
-        if consumer.name != "tpu.Lut" or consumer.operands[0].defining_op() is not op:
-            return False
         if op.get_attr("cpu.fused") is not None:
+            return False
+        prev = consumer.operands[0].defining_op() if consumer.operands else None
+        if consumer.name == "tpu.Add" and self.residual:
+            return len(op.results[0].users) == 1 and _residual_add_of(op, consumer) is not None
+        if consumer.name != "tpu.Lut":
+            return False
+        if prev is not op and not (
+            self.residual
+            and prev is not None
+            and prev.name == "tpu.Add"
+            and len(op.results[0].users) == 1
+            and op.results[0].users[0] is prev
+            and _residual_add_of(op, prev) is not None
+        ):
             return False
         ti, to = consumer.operands[0].type, consumer.results[0].type
         tab = consumer.properties.get("table") if hasattr(consumer, "properties") else None
@@ -771,6 +947,7 @@ class Int8Conv(LutFusion, Template):
 
     name = "int8-conv"
     priority = 10
+    residual = True
 
     def _geo(self, op: Any) -> tuple[ConvGeom, QuantInfo] | None:
         if not _is(op, "tpu.Conv") or len(op.operands) != 3:
@@ -796,7 +973,7 @@ class Int8Conv(LutFusion, Template):
         r = self._geo(op)
         assert r is not None
         g = r[0]
-        return (self.name, repr(g), _scalars(r[1]), fused_lut(op) is not None, isa)
+        return (self.name, repr(g), _scalars(r[1]), _fused_key(op), isa)
 
     def _tile(self, geo: ConvGeom, isa: Isa) -> tuple[int, int]:
         nl = lanes(isa)
@@ -821,10 +998,11 @@ class Int8Conv(LutFusion, Template):
         b = gen.b
         nl = gen.nl
         mr, nv = self._tile(geo, isa)
-        x, wp, ct, mt, st_, out, scr = gen.std_bufs(plan, q.out_signed)
+        x, wp, ct, mt, st_, out, scr = gen.std_bufs(plan, q.out_signed, op)
         ct = b.bitcast(ct, I32.as_pointer())
         mt = b.bitcast(mt, I32.as_pointer())
         st_ = b.bitcast(st_, I32.as_pointer())
+        rtab = b.bitcast(gen.res[1], I32.as_pointer()) if gen.res is not None else None
         cig4 = -(-geo.cig // 4)
         cot = -(-geo.cog // mr)
         ntap = len(geo.taps)
@@ -895,11 +1073,21 @@ class Int8Conv(LutFusion, Template):
                                 cf = gen.splat(b.load(b.gep(ct, [co])), nl)
                                 mu = gen.splat(b.load(b.gep(mt, [co])), nl)
                                 sh = gen.splat(b.load(b.gep(st_, [co])), nl)
-                                obase = b.gep(
-                                    out, [b.mul(b.add(b.mul(n, gen.c(geo.cout)), co), gen.c(plane_out))]
-                                )
+                                plane = b.mul(b.add(b.mul(n, gen.c(geo.cout)), co), gen.c(plane_out))
+                                obase = b.gep(out, [plane])
+                                if gen.res is not None and rtab is not None:
+                                    rbase = b.gep(gen.res[0], [plane])
+                                    am, rm, ash = (
+                                        gen.splat(b.load(b.gep(rtab, [b.add(co, gen.c(j * geo.cout))])), nl)
+                                        for j in range(3)
+                                    )
                                 for v in range(nv):
                                     y = gen.requant(accs[mm * nv + v], cf, mu, sh, q)
+                                    if gen.res is not None:
+                                        r = gen.cv([0] * nl, I8)
+                                        for offs, mask in masks[v]:
+                                            r = gen.masked_load(rbase, offs, mask, r)
+                                        y = gen.add_residual(y, r, am, rm, ash, q)
                                     for offs, mask in masks[v]:
                                         gen.masked_store(y, obase, offs, mask)
 
@@ -977,7 +1165,7 @@ class Int8ConvChannels(Int8Conv):
         nl = gen.nl
         mr, nv = self._ctile(geo, isa)
         cw = nv * nl
-        x, wp, ct, mt, st_, out, scr = gen.std_bufs(plan, q.out_signed)
+        x, wp, ct, mt, st_, out, scr = gen.std_bufs(plan, q.out_signed, op)
         cig4 = -(-geo.cig // 4)
         cot = -(-geo.cog // cw)
         ntap = len(geo.taps)
@@ -1003,9 +1191,18 @@ class Int8ConvChannels(Int8Conv):
                     col0 = b.mul(ct_i, gen.c(cw))
                     ch0 = b.add(b.mul(gi, gen.c(geo.cog)), col0)
                     tabs = []
+                    rtabs = []
                     for v in range(nv):
                         o4 = b.mul(b.add(ch0, gen.c(v * nl)), gen.c(4))
                         tabs.append(tuple(gen.load(tb, o4, vt(I32, nl), 4) for tb in (ct, mt, st_)))
+                        if gen.res is not None:
+                            rt_ = gen.res[1]
+                            rtabs.append(
+                                tuple(
+                                    gen.load(rt_, b.add(o4, gen.c(4 * j * geo.cout)), vt(I32, nl), 4)
+                                    for j in range(3)
+                                )
+                            )
 
                     def ptile(pt: Any, _: list[Any]) -> None:
                         p0 = b.mul(pt, gen.c(mr))
@@ -1038,22 +1235,26 @@ class Int8ConvChannels(Int8Conv):
 
                             def epi_v(v: int = v) -> None:
                                 cf, mu, sh = tabs[v]
-                                obase = b.gep(
-                                    out,
-                                    [
-                                        b.add(
-                                            b.mul(
-                                                b.add(b.mul(n, gen.c(geo.cout)), b.add(ch0, gen.c(v * nl))),
-                                                gen.c(plane_out),
-                                            ),
-                                            b.add(pbase, p0),
-                                        )
-                                    ],
+                                at = b.add(
+                                    b.mul(
+                                        b.add(b.mul(n, gen.c(geo.cout)), b.add(ch0, gen.c(v * nl))),
+                                        gen.c(plane_out),
+                                    ),
+                                    b.add(pbase, p0),
                                 )
+                                obase = b.gep(out, [at])
+                                rbase = b.gep(gen.res[0], [at]) if gen.res is not None else None
                                 for rr in range(mr):
 
                                     def epi_r(rr: int = rr) -> None:
                                         y = gen.requant(accs[rr * nv + v], cf, mu, sh, q)
+                                        if rbase is not None:
+                                            r = gen.cv([0] * nl, I8)
+                                            for lane in range(nl):
+                                                e = b.load(b.gep(rbase, [gen.c(lane * plane_out + rr)]))
+                                                r = b.insert_element(r, e, gen.c(lane, I32))
+                                            am, rm, ash = rtabs[v]
+                                            y = gen.add_residual(y, r, am, rm, ash, q)
                                         for lane in range(nl):
                                             e = b.extract_element(y, gen.c(lane, I32))
                                             b.store(e, b.gep(obase, [gen.c(lane * plane_out + rr)]))
