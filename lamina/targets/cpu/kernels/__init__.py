@@ -41,6 +41,7 @@ from . import (  # noqa: F401
     generic_conv,
     generic_norm,
     generic_ref,
+    pool,  # (vectorized max/avg pooling, F32 and INT8)
 )
 
 for _t in conv_f32.f32_templates():
