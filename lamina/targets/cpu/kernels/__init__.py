@@ -42,6 +42,7 @@ from . import (  # noqa: F401
     generic_norm,
     generic_ref,
     pool,  # (vectorized max/avg pooling, F32 and INT8)
+    depthwise,  # (depthwise convs: INT8 per-plane schedule)
 )
 
 for _t in conv_f32.f32_templates():

@@ -1,0 +1,231 @@
+"""Depthwise convolution templates of the CPU target (``group == Cin == Cout``, W stride 1 or 2),
+taking over from :class:`.gemm_int8.Int8Depthwise` (priority 12 against its 10).
+
+**INT8** (:class:`Int8DepthwiseFast`): bit for bit with ``execute`` (the arithmetic, the weight
+packing, the folded per-channel constants and the requant epilogue are :mod:`.gemm_int8`'s, by
+import). What differs is the schedule. Parts split the (image, channel) planes, not the output rows,
+so that every part computes whole planes and the geometry is static; per plane, the part's scratch
+holds the plane's stride phases (``x_pad[i*sh + a, j*sw + b]``, bytes ``q + off``) — a few KiB that
+stay in L1 while the plane's taps read them, instead of a whole-image copy before the first
+output — packed with vector loads (masked at the row's end; W stride 2: the even or odd bytes of
+two 64-byte loads) where the older template copied narrow planes (7x7, 14x14) byte by byte; the
+padding bytes are written once per kernel (every plane pads the same positions). As in the older
+template, 16 consecutive positions ``q = oh * Wph + ow`` of a phase image of row width ``Wph`` are
+one register, so a small plane's rows share registers instead of wasting lanes; with few position
+tiles (at most :data:`UNROLL_TILES`) the tiles are unrolled and their store masks are constants.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from llvmlite import ir
+
+from .abi import Isa, KernelPlan, Template
+from .gemm_int8 import (
+    I8,
+    I32,
+    ConvGeom,
+    Gen,
+    Int8Depthwise,
+    QuantInfo,
+    _tap_runs,
+    lanes,
+    vt,
+)
+
+__all__ = ["TEMPLATES", "UNROLL_TILES", "Int8DepthwiseFast"]
+
+#: position tiles per plane up to which they are unrolled (static store masks)
+UNROLL_TILES = 4
+
+
+class Int8DepthwiseFast(Int8Depthwise):
+    """INT8 depthwise convolution, W stride 1 or 2: per plane, pack its phases (L1) and compute its
+    position tiles (see the module docstring)."""
+
+    name = "int8-depthwise-planes"
+    priority = 12
+
+    def _geo(self, op: Any) -> tuple[ConvGeom, QuantInfo] | None:
+        r = super()._geo(op)
+        if r is None or r[0].sw not in (1, 2) or r[0].iw > 4096:
+            return None
+        return r
+
+    def _layout(self, geo: ConvGeom, isa: Isa) -> tuple[int, int, int, int]:
+        """(positions per tile, tiles per plane, phase rows held, plane bytes)."""
+        nl = lanes(isa)
+        qtl = self._nv(isa) * nl
+        ntiles = -(-(geo.oh * geo.wph) // qtl)
+        ra = geo.oh + -(-(geo.max_off + qtl) // geo.wph) + 1
+        plane = len(geo.phases) * ra * geo.wph
+        return qtl, ntiles, ra, plane
+
+    def plan(self, op: Any, symbol: str, isa: Isa) -> KernelPlan:
+        p = super().plan(op, symbol, isa)
+        r = self._geo(op)
+        assert r is not None
+        _, _, _, plane = self._layout(r[0], isa)
+        # the last tile's loads read up to a tile and two registers past the plane
+        p.scratch_bytes = (plane + 4 * lanes(isa) * 4 + 64 + 63) // 64 * 64
+        return p
+
+    def emit(self, module: Any, plan: KernelPlan, op: Any, isa: Isa) -> None:
+        r = self._geo(op)
+        assert r is not None
+        geo, q = r
+        gen = Gen(module, plan.symbol, len(plan.buffers), isa)
+        b = gen.b
+        nl = gen.nl
+        nv = self._nv(isa)
+        x, wp, ct, mt, st_, out, scr = gen.std_bufs(plan, q.out_signed)
+        ct = b.bitcast(ct, I32.as_pointer())
+        mt = b.bitcast(mt, I32.as_pointer())
+        st_ = b.bitcast(st_, I32.as_pointer())
+        qtl, ntiles, ra, _ = self._layout(geo, isa)
+        scr = b.gep(scr, [b.mul(gen.part, gen.c(plan.scratch_bytes))])
+        off = 128 if q.in_signed else 0
+        padu = (q.zp_in + off) & 0xFF
+        # the padding value over the whole plane (and the slack), once
+        fill = gen.cv([padu] * 64, I8)
+        nfill = plan.scratch_bytes // 64
+        gen.loop(0, nfill, lambda i, _: gen.store(fill, scr, b.mul(i, gen.c(64))) or [])
+
+        runs = _tap_runs(geo, ra)
+        run_offs = [o for o, _ in runs]
+        plane_in, plane_out = geo.ih * geo.iw, geo.oh * geo.ow
+        qend = geo.oh * geo.wph
+        sw = geo.sw
+
+        def pack(src: Any) -> None:
+            """The plane at ``src`` into the scratch's phase rows (valid rows and columns only)."""
+            for pi, (a, bb) in enumerate(geo.phases):
+                # phase columns j whose input column j*sw + bb - pl is inside the row
+                j_lo = max(0, -(-(geo.pl - bb) // sw))
+                j_hi = (
+                    min(geo.wph, (geo.iw - 1 + geo.pl - bb) // sw + 1) if geo.iw - 1 + geo.pl - bb >= 0 else 0
+                )
+                # phase rows i whose input row i*sh + a - pt is inside the image
+                i_lo = max(0, -(-(geo.pt - a) // geo.sh))
+                i_hi = min(ra, (geo.ih - 1 + geo.pt - a) // geo.sh + 1) if geo.ih - 1 + geo.pt - a >= 0 else 0
+                if j_hi <= j_lo or i_hi <= i_lo:
+                    continue
+                ncols = j_hi - j_lo
+                c_in0 = j_lo * sw + bb - geo.pl  # the input column of phase column j_lo
+
+                def row(i: Any, _: list[Any], pi: int = pi, a: int = a, ncols: int = ncols, c_in0: int = c_in0,
+                        j_lo: int = j_lo) -> list[Any]:  # fmt: skip
+                    ir_ = b.sub(b.add(b.mul(i, gen.c(geo.sh)), gen.c(a)), gen.c(geo.pt))
+                    srow = b.gep(src, [b.add(b.mul(ir_, gen.c(geo.iw)), gen.c(c_in0))])
+                    drow = b.gep(scr, [b.add(b.mul(b.add(i, gen.c(pi * ra)), gen.c(geo.wph)), gen.c(j_lo))])
+                    for j0 in range(0, ncols, 64):
+                        n_out = min(64, ncols - j0)
+                        if sw == 1:
+                            v = _load_bytes(gen, srow, j0, 64, n_out)
+                        else:
+                            n_in = 2 * (n_out - 1) + 1  # input bytes this vector needs
+                            v0 = _load_bytes(gen, srow, 2 * j0, 64, n_in)
+                            v1 = _load_bytes(gen, srow, 2 * j0 + 64, 64, n_in - 64) if n_in > 64 else None
+                            v = b.shuffle_vector(
+                                v0,
+                                v1 if v1 is not None else ir.Constant(v0.type, None),
+                                gen.cv(list(range(0, 128, 2))),
+                            )
+                        if off:
+                            v = b.xor(v, gen.cv([off] * 64, I8))
+                        _store_bytes(gen, v, drow, j0, n_out)
+                    return []
+
+                gen.loop(i_lo, i_hi, row)
+
+        def accumulate(xq: Any, wc: Any, regs: list[int]) -> list[Any]:
+            """The int32 sums of the registers ``regs`` (position offsets ``v * nl`` from ``xq``)."""
+            accs = [gen.cv([0] * nl, I32) for _ in regs]
+            for ri, roff in enumerate(run_offs):
+                wb = gen.bcast32(wc, ri * 4, nl)
+                for i, v in enumerate(regs):
+                    win = gen.load(xq, roff + v * nl, vt(I8, 2 * nl))
+                    u = b.shuffle_vector(win, win, gen.cv([j + t for j in range(nl) for t in range(4)]))
+                    accs[i] = gen.dot(accs[i], u, wb)
+            return accs
+
+        def epilogue(c: Any) -> tuple[Any, Any, Any]:
+            cf = gen.splat(b.load(b.gep(ct, [c])), nl)
+            mu = gen.splat(b.load(b.gep(mt, [c])), nl)
+            sh = gen.splat(b.load(b.gep(st_, [c])), nl)
+            return cf, mu, sh
+
+        def tile(nc: Any, c: Any, q0: int) -> None:
+            """Positions [q0, q0 + qtl) of the plane (static), stored through static masks."""
+            regs = list(range(min(nv, -(-(qend - q0) // nl))))  # registers past the plane: none
+            accs = accumulate(b.gep(scr, [gen.c(q0)]), b.gep(wp, [b.mul(c, gen.c(len(runs) * 4))]), regs)
+            cf, mu, sh = epilogue(c)
+            obase = b.gep(out, [b.mul(nc, gen.c(plane_out))])
+            for v, acc in zip(regs, accs):
+                y = gen.requant(acc, cf, mu, sh, q)
+                for offs, mask in _static_masks(geo, q0 + v * nl, nl, qend):
+                    gen.masked_store(y, obase, gen.c(offs), mask)
+
+        def out_row(nc: Any, c: Any, oh: Any) -> None:
+            """Output row ``oh``: ``ceil(OW / nl)`` registers, in groups of ``nv``."""
+            nreg = -(-geo.ow // nl)
+            wc = b.gep(wp, [b.mul(c, gen.c(len(runs) * 4))])
+            xq = b.gep(scr, [b.mul(oh, gen.c(geo.wph))])
+            cf, mu, sh = epilogue(c)
+            orow = b.gep(out, [b.add(b.mul(nc, gen.c(plane_out)), b.mul(oh, gen.c(geo.ow)))])
+            for g0 in range(0, nreg, nv):
+                regs = list(range(g0, min(nreg, g0 + nv)))
+                for v, acc in zip(regs, accumulate(xq, wc, regs)):
+                    y = gen.requant(acc, cf, mu, sh, q)
+                    _store_bytes(gen, y, orow, v * nl, geo.ow - v * nl)
+
+        def plane(nc: Any, _: list[Any]) -> list[Any]:
+            c = b.urem(nc, gen.c(geo.cout))
+            pack(b.gep(x, [b.mul(nc, gen.c(plane_in))]))
+            if ntiles <= UNROLL_TILES:
+                for t in range(ntiles):
+                    tile(nc, c, t * qtl)
+            else:
+                gen.loop(0, geo.oh, lambda oh, _c: out_row(nc, c, oh) or [])
+            return []
+
+        lo, hi = gen.part_range(geo.batch * geo.cout)
+        gen.loop(lo, hi, plane)
+        b.ret_void()
+
+
+def _static_masks(geo: ConvGeom, qv: int, nl: int, qend: int) -> list[tuple[int, Any]]:
+    """For the register of positions ``[qv, qv + nl)``: one ``(offset in the output plane, lane
+    mask)`` per output row it holds valid positions of (column ``< OW``, position ``< qend``)."""
+    out = []
+    rows = sorted({q // geo.wph for q in range(qv, min(qv + nl, qend))})
+    for r in rows:
+        lanes_on = [1 if (qv + i) // geo.wph == r and (qv + i) % geo.wph < geo.ow and qv + i < qend else 0
+                    for i in range(nl)]  # fmt: skip
+        if any(lanes_on):
+            out.append((r * geo.ow - r * geo.wph + qv, ir.Constant(vt(ir.IntType(1), nl), lanes_on)))
+    return out
+
+
+def _load_bytes(gen: Gen, base: Any, off: int, n: int, count: int) -> Any:
+    """``n`` bytes at ``base + off``, the first ``count`` of them read (the rest undefined)."""
+    ty = vt(I8, n)
+    if count >= n:
+        return gen.load(base, off, ty)
+    mask = ir.Constant(vt(ir.IntType(1), n), [1 if i < count else 0 for i in range(n)])
+    f = gen.intrinsic(f"llvm.masked.load.v{n}i8.p0", ty, [ty.as_pointer(), I32, vt(ir.IntType(1), n), ty])
+    return gen.b.call(f, [gen.ptr(base, off, ty), gen.c(1, I32), mask, ir.Constant(ty, None)])
+
+
+def _store_bytes(gen: Gen, v: Any, base: Any, off: int, count: int) -> None:
+    n = v.type.count
+    if count >= n:
+        gen.store(v, base, off)
+        return
+    gen.masked_store(
+        v, base, off, ir.Constant(vt(ir.IntType(1), n), [1 if i < count else 0 for i in range(n)])
+    )
+
+
+TEMPLATES: list[Template] = [Int8DepthwiseFast()]
