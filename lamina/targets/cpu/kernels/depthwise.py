@@ -19,12 +19,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 from llvmlite import ir
 
 from .abi import Isa, KernelPlan, Template
 from .gemm_int8 import (
     I8,
     I32,
+    I64,
     ConvGeom,
     Gen,
     Int8Depthwise,
@@ -150,34 +152,39 @@ class Int8DepthwiseFast(Int8Depthwise):
                     accs[i] = gen.dot(accs[i], u, wb)
             return accs
 
-        def epilogue(c: Any) -> tuple[Any, Any, Any]:
+        fast = bool(np.all(q.shift >= 32))  # the magnitude form of the requant is exact
+
+        def epilogue(c: Any) -> Any:
+            """The channel's requant: a function of an int32 register to its bytes."""
             cf = gen.splat(b.load(b.gep(ct, [c])), nl)
+            if fast:
+                return _abs_requant(gen, cf, b.load(b.gep(mt, [c])), b.load(b.gep(st_, [c])), q)
             mu = gen.splat(b.load(b.gep(mt, [c])), nl)
             sh = gen.splat(b.load(b.gep(st_, [c])), nl)
-            return cf, mu, sh
+            return lambda acc: gen.requant(acc, cf, mu, sh, q)
 
         def tile(nc: Any, c: Any, q0: int) -> None:
             """Positions [q0, q0 + qtl) of the plane (static), stored through static masks."""
             regs = list(range(min(nv, -(-(qend - q0) // nl))))  # registers past the plane: none
             accs = accumulate(b.gep(scr, [gen.c(q0)]), b.gep(wp, [b.mul(c, gen.c(len(runs) * 4))]), regs)
-            cf, mu, sh = epilogue(c)
+            requant = epilogue(c)
             obase = b.gep(out, [b.mul(nc, gen.c(plane_out))])
             for v, acc in zip(regs, accs):
-                y = gen.requant(acc, cf, mu, sh, q)
-                for offs, mask in _static_masks(geo, q0 + v * nl, nl, qend):
-                    gen.masked_store(y, obase, gen.c(offs), mask)
+                y = requant(acc)
+                for offs, lanes_on in _static_masks(geo, q0 + v * nl, nl, qend):
+                    _store_lanes(gen, y, obase, offs, lanes_on)
 
         def out_row(nc: Any, c: Any, oh: Any) -> None:
             """Output row ``oh``: ``ceil(OW / nl)`` registers, in groups of ``nv``."""
             nreg = -(-geo.ow // nl)
             wc = b.gep(wp, [b.mul(c, gen.c(len(runs) * 4))])
             xq = b.gep(scr, [b.mul(oh, gen.c(geo.wph))])
-            cf, mu, sh = epilogue(c)
+            requant = epilogue(c)
             orow = b.gep(out, [b.add(b.mul(nc, gen.c(plane_out)), b.mul(oh, gen.c(geo.ow)))])
             for g0 in range(0, nreg, nv):
                 regs = list(range(g0, min(nreg, g0 + nv)))
                 for v, acc in zip(regs, accumulate(xq, wc, regs)):
-                    y = gen.requant(acc, cf, mu, sh, q)
+                    y = requant(acc)
                     _store_bytes(gen, y, orow, v * nl, geo.ow - v * nl)
 
         def plane(nc: Any, _: list[Any]) -> list[Any]:
@@ -195,17 +202,65 @@ class Int8DepthwiseFast(Int8Depthwise):
         b.ret_void()
 
 
-def _static_masks(geo: ConvGeom, qv: int, nl: int, qend: int) -> list[tuple[int, Any]]:
-    """For the register of positions ``[qv, qv + nl)``: one ``(offset in the output plane, lane
-    mask)`` per output row it holds valid positions of (column ``< OW``, position ``< qend``)."""
+def _abs_requant(gen: Gen, cf: Any, m: Any, s: Any, q: QuantInfo) -> Any:
+    """:meth:`.gemm_int8.Gen.requant` for total shifts ``S >= 32`` (checked at compile time), on the
+    magnitude: ``a = acc + cf`` (wrapping), ``y = sign(a) * ((|a| * m + 2**(S-1)) >> S)`` — the
+    contract's ``(a*m + 2**(S-1) - (a*m < 0)) >> S`` (rounding half away from zero) for ``m >= 0``
+    —, the products unsigned 32 x 32 -> 64 bits of the even and odd lanes (``vpmuludq``:
+    ``|a| <= 2**31``, ``m < 2**31``, no overflow), the quotient ``< 2**30`` back in int32 lanes,
+    the clamps in int32. ``m``, ``s``: the channel's multiplier and total shift (i32 scalars)."""
+    b = gen.b
+    nl = cf.type.count
+    half_n = nl // 2
+    i64v = vt(I64, half_n)
+    m64 = gen.splat(b.zext(m, I64), half_n)
+    s64 = b.zext(s, I64)
+    half = gen.splat(b.shl(gen.c(1), b.sub(s64, gen.c(1))), half_n)
+    sv = gen.splat(s64, half_n)
+    lo32 = gen.cv([0xFFFFFFFF] * half_n, I64)
+    zero = gen.cv([0] * nl)
+    lo_b = gen.cv([q.lo - q.zp_out] * nl)
+    hi_b = gen.cv([q.hi - q.zp_out] * nl)
+    zp = gen.cv([q.zp_out] * nl)
+
+    def run(acc: Any) -> Any:
+        a = b.add(acc, cf)
+        neg = b.icmp_signed("<", a, zero)
+        mag = b.bitcast(b.select(neg, b.sub(zero, a), a), i64v)  # |a| as unsigned (|-2**31| = 2**31)
+        even = b.lshr(b.add(b.mul(b.and_(mag, lo32), m64), half), sv)
+        odd = b.lshr(b.add(b.mul(b.lshr(mag, gen.cv([32] * half_n, I64)), m64), half), sv)
+        r = b.bitcast(b.or_(even, b.shl(odd, gen.cv([32] * half_n, I64))), vt(I32, nl))
+        y = b.select(neg, b.sub(zero, r), r)
+        y = b.add(gen.smin(gen.smax(y, lo_b), hi_b), zp)
+        y = b.trunc(y, vt(I8, nl))
+        return gen.apply_lut(y) if gen.lut is not None else y
+
+    return run
+
+
+def _static_masks(geo: ConvGeom, qv: int, nl: int, qend: int) -> list[tuple[int, list[int]]]:
+    """For the register of positions ``[qv, qv + nl)``: one ``(offset in the output plane, lanes
+    on)`` per output row it holds valid positions of (column ``< OW``, position ``< qend``)."""
     out = []
     rows = sorted({q // geo.wph for q in range(qv, min(qv + nl, qend))})
     for r in rows:
         lanes_on = [1 if (qv + i) // geo.wph == r and (qv + i) % geo.wph < geo.ow and qv + i < qend else 0
                     for i in range(nl)]  # fmt: skip
         if any(lanes_on):
-            out.append((r * geo.ow - r * geo.wph + qv, ir.Constant(vt(ir.IntType(1), nl), lanes_on)))
+            out.append((r * geo.ow - r * geo.wph + qv, lanes_on))
     return out
+
+
+def _store_lanes(gen: Gen, v: Any, base: Any, off: int, lanes_on: list[int]) -> None:
+    """Store the lanes of the byte vector ``v`` that ``lanes_on`` marks at ``base + off + lane``.
+    One lane: a byte store (LLVM 22's x86 backend turns a one-lane masked byte store into a 4-byte
+    ``vmovd``, writing three bytes past it)."""
+    if sum(lanes_on) == 1:
+        k = lanes_on.index(1)
+        gen.b.store(gen.b.extract_element(v, gen.c(k, I32)), gen.b.gep(base, [gen.c(off + k)]))
+        return
+    n = v.type.count
+    gen.masked_store(v, base, off, ir.Constant(vt(ir.IntType(1), n), lanes_on))
 
 
 def _load_bytes(gen: Gen, base: Any, off: int, n: int, count: int) -> Any:
@@ -219,13 +274,12 @@ def _load_bytes(gen: Gen, base: Any, off: int, n: int, count: int) -> Any:
 
 
 def _store_bytes(gen: Gen, v: Any, base: Any, off: int, count: int) -> None:
+    """The first ``count`` bytes of ``v`` at ``base + off``."""
     n = v.type.count
     if count >= n:
         gen.store(v, base, off)
         return
-    gen.masked_store(
-        v, base, off, ir.Constant(vt(ir.IntType(1), n), [1 if i < count else 0 for i in range(n)])
-    )
+    _store_lanes(gen, v, base, off, [1 if i < count else 0 for i in range(n)])
 
 
 TEMPLATES: list[Template] = [Int8DepthwiseFast()]

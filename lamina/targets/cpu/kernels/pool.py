@@ -294,6 +294,9 @@ class PoolF32Int8(Template):
         def masked_store(v: Any, base: Any, off: Any, count: int) -> None:
             """Store the first ``count`` lanes of ``v`` at ``base + off`` bytes."""
             n = v.type.count
+            if count == 1:  # a byte store (LLVM 22 stores a one-lane masked i8 as 4 bytes)
+                b.store(b.extract_element(v, gen.c(0, I32)), gen.ptr(base, off, v.type.element))
+                return
             mask = ir.Constant(vt(ir.IntType(1), n), [1 if i < count else 0 for i in range(n)])
             e = v.type.element
             suffix = "f32" if e == F32 else f"i{e.width}"

@@ -18,12 +18,29 @@ from hypothesis import HealthCheck, given, settings
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from int8_harness import Compiled
 from test_gemm_int8 import HOST, ISA_IDS, ISAS, SETTINGS, _act, check, conv_cases, conv_op
 
 from lamina.targets.cpu.kernels import select
 from lamina.targets.cpu.kernels.abi import Isa
 from lamina.targets.cpu.kernels.depthwise import Int8DepthwiseFast
 from lamina.targets.cpu.kernels.gemm_int8 import Int8Depthwise
+from lamina.targets.cpu.lowering import np_dtype
+
+
+def no_stray_writes(tpl: Any, o: Any, x: np.ndarray, isa: Isa, nparts: int = 2) -> None:
+    """The kernel writes nothing outside its output (64 canary bytes either side stay as they were)."""
+    ys = tuple(o.results[0].type.shape)
+    dt = np_dtype(o.results[0].type)
+    n = int(np.prod(ys)) * np.dtype(dt).itemsize
+    raw = np.full(n + 128, 0x5A, np.uint8)
+    out = raw[64 : 64 + n].view(dt).reshape(ys)
+    c = Compiled(tpl, o, isa)
+    arr, keep = c.buffers([x], [out], nparts)
+    for p in range(nparts):
+        c.fn(arr, p, nparts)
+    assert np.all(raw[:64] == 0x5A) and np.all(raw[64 + n :] == 0x5A), "a write outside the output"
+    del keep
 
 
 def _check_int8(o: Any, x: np.ndarray, isa: Isa, nparts: tuple[int, ...] = (1, 2, 3)) -> None:
@@ -32,6 +49,7 @@ def _check_int8(o: Any, x: np.ndarray, isa: Isa, nparts: tuple[int, ...] = (1, 2
         return
     assert Int8DepthwiseFast().matches(o, isa)
     check(Int8DepthwiseFast(), o, x, isa, nparts=nparts)
+    no_stray_writes(Int8DepthwiseFast(), o, x, isa)
 
 
 @SETTINGS

@@ -19,6 +19,8 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "npu"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from test_depthwise import no_stray_writes
 from tpu_cases import arr, build, fl, op, q8, storage, t
 
 from lamina.dialects.tpu.quantize import quantize_multiplier
@@ -101,6 +103,7 @@ def test_pool_matches_execute(isa: str, case: tuple[Any, np.ndarray], nparts: in
     assert select(o, the_isa).name == "pool"
     want = np.asarray(o.execute([x])[0])
     got = _run(o, x, ISAS[isa], nparts)
+    no_stray_writes(PoolF32Int8(), o, x, the_isa)
     if got.dtype.kind in "iu" or o.name == "tpu.MaxPool":
         np.testing.assert_array_equal(got, want, err_msg=str(o))
     else:
