@@ -23,6 +23,8 @@ import numpy as np
 from llvmlite import ir
 
 from .abi import Isa, KernelPlan, Template
+from .conv_f32 import DepthwiseF32, _bias, _buffers, _bufptrs, conv_geometry
+from .gemm_f32 import F32, Fn, _relu_attrs, elem_name, tile_for, weight_of
 from .gemm_int8 import (
     I8,
     I32,
@@ -36,7 +38,7 @@ from .gemm_int8 import (
     vt,
 )
 
-__all__ = ["TEMPLATES", "UNROLL_TILES", "Int8DepthwiseFast"]
+__all__ = ["TEMPLATES", "UNROLL_TILES", "DepthwiseF32Direct", "Int8DepthwiseFast"]
 
 #: position tiles per plane up to which they are unrolled (static store masks)
 UNROLL_TILES = 4
@@ -282,4 +284,132 @@ def _store_bytes(gen: Gen, v: Any, base: Any, off: int, count: int) -> None:
     _store_lanes(gen, v, base, off, [1 if i < count else 0 for i in range(n)])
 
 
-TEMPLATES: list[Template] = [Int8DepthwiseFast()]
+# ---- F32 ---------------------------------------------------------------------------------------
+
+
+class DepthwiseF32Direct(DepthwiseF32):
+    """F32 depthwise ``tpu.Conv``, W stride 1 or 2, straight from the input: each tap of a register
+    of ``L`` outputs is a vector load of the input row at a constant offset (W stride 2: the even or
+    odd lanes of two loads, one shuffle), masked where the window leaves the row (the lanes read 0:
+    the padding); rows of the window outside the image are left out (the border output rows are
+    emitted apart, the interior ones in a loop of ``R`` rows at a time — 4, stride 2: 2 — whose
+    shared input rows load once). No copy of the plane: the older template's padded plane (stride 2:
+    its even/odd deinterleave, half of whose stores straddle cache lines) cost as much as the FMAs.
+    Parts split the (image, channel) planes."""
+
+    name = "depthwise_f32_direct"
+    priority = 12
+
+    def matches(self, op: Any, isa: Isa) -> bool:
+        return super().matches(op, isa) and elem_name(op.input.type) == "f32"
+
+    def plan(self, op: Any, symbol: str, isa: Isa) -> KernelPlan:
+        xs, ys, k, _s, _d, _p, _g = conv_geometry(op)  # type: ignore[misc]
+        c = xs[1]
+        wts = {"w": np.ascontiguousarray(weight_of(op.filter).reshape(c, k[0] * k[1]))}  # type: ignore[union-attr]
+        b = _bias(op, c, c)
+        if b is not None:
+            wts["b"] = b
+        return KernelPlan(
+            symbol,
+            _buffers(b is not None, False),
+            wts,
+            0,
+            macs=xs[0] * c * ys[2] * ys[3] * k[0] * k[1],
+            bytes=4 * (int(np.prod(xs)) + int(np.prod(ys))) + wts["w"].nbytes,
+        )
+
+    def emit(self, module: Any, plan: KernelPlan, op: Any, isa: Isa) -> None:
+        xs, ys, (kh_n, kw_n), (sh, sw), (dh, dw), p, _g = conv_geometry(op)  # type: ignore[misc]
+        n_img, c, h, w = xs
+        oh, ow = ys[2], ys[3]
+        pt, pl = p[0], p[1]
+        ln = tile_for(isa).lanes
+        nvec = -(-ow // ln)
+        nr = (4 if sh == 1 else 2) if ln >= 16 else 1
+        group = 4 if ln >= 16 else 2  # registers of a row computed together
+        fn = Fn(module, plan.symbol)
+        ptr = _bufptrs(fn, plan)
+        relu, limit = _relu_attrs(op)
+        b = fn.b
+        zero = fn.vzero(ln)
+        lim = fn.vconst(limit, ln) if relu and limit > 0 else None
+
+        def tap(row: Any, j0: int, t: int) -> Any:
+            """``x[row][sw * (j0 + i) + t]`` for lanes ``i`` (0 outside ``[0, W)``)."""
+
+            def load(start: int) -> Any:
+                bits = [1 if 0 <= start + i < w else 0 for i in range(ln)]
+                if not any(bits):
+                    return zero
+                mask = None if all(bits) else ir.Constant(ir.VectorType(ir.IntType(1), ln), bits)
+                return fn.vload(fn.at(row, start), ln, F32, mask)
+
+            if sw == 1:
+                return load(j0 + t)
+            base = 2 * j0 + t
+            e = base % 2
+            base -= e
+            return b.shuffle_vector(load(base), load(base + ln), ir.Constant(
+                ir.VectorType(I32, ln), [2 * i + e for i in range(ln)]))  # fmt: skip
+
+        def block(src: Any, dst: Any, wts: list[Any], bv: Any, r0: Any, nrows: int, valid: Any) -> None:
+            """Output rows ``r0 .. r0 + nrows - 1``; ``valid(rr, kh)``: whether the tap row is in the
+            image (None: all are)."""
+            for g0 in range(0, nvec, group):
+                vs = list(range(g0, min(nvec, g0 + group)))
+                accs = [[bv if bv is not None else zero] * len(vs) for _ in range(nrows)]
+                for rr in range(nrows):
+                    for kh in range(kh_n):
+                        if valid is not None and not valid(rr, kh):
+                            continue
+                        ih = fn.sub(fn.add(fn.mul(fn.add(r0, rr), sh), kh * dh), pt)
+                        row = fn.at(src, fn.mul(ih, w))
+                        for kw in range(kw_n):
+                            for i, vi in enumerate(vs):
+                                xv = tap(row, vi * ln, kw * dw - pl)
+                                accs[rr][i] = fn.fma(wts[kh * kw_n + kw], xv, accs[rr][i])
+                for rr in range(nrows):
+                    for i, vi in enumerate(vs):
+                        v = accs[rr][i]
+                        if relu:
+                            v = b.select(b.fcmp_unordered(">=", v, zero), v, zero)
+                            if lim is not None:
+                                v = b.select(b.fcmp_unordered("<=", v, lim), v, lim)
+                        fn.vstore(
+                            v,
+                            fn.at(dst, fn.add(fn.mul(fn.add(r0, rr), ow), vi * ln)),
+                            fn.mask(ln, ow, vi * ln),
+                        )
+
+        # output rows whose every tap row is inside the image
+        lo = min(oh, -(-pt // sh))
+        hi = max(lo, min(oh, (h - 1 + pt - (kh_n - 1) * dh) // sh + 1))
+
+        def inside(r: int, kh: int) -> bool:
+            return 0 <= r * sh + kh * dh - pt < h
+
+        def plane(nc: Any, _c: Any) -> None:
+            ch = b.urem(nc, fn.c(c))
+            src = fn.at(ptr["input"], fn.mul(nc, h * w))
+            dst = fn.at(ptr["output"], fn.mul(nc, oh * ow))
+            wts = [
+                fn.splat(fn.load(fn.at(ptr["w"], fn.add(fn.mul(ch, kh_n * kw_n), t))), ln)
+                for t in range(kh_n * kw_n)
+            ]
+            bias = ptr.get("b")
+            bv = fn.splat(fn.load(fn.at(bias, ch)), ln) if bias is not None else None
+            for r in list(range(lo)) + list(range(hi, oh)):
+                block(src, dst, wts, bv, r, 1, lambda rr, kh, r=r: inside(r + rr, kh))
+            full = (hi - lo) // nr
+            if full:
+                fn.loop(0, full, lambda i, _c: block(src, dst, wts, bv, fn.add(fn.mul(i, nr), lo), nr, None))
+            for r in range(lo + full * nr, hi):
+                block(src, dst, wts, bv, r, 1, None)
+
+        c_lo, c_hi = fn.share(n_img * c)
+        fn.loop(c_lo, c_hi, plane)
+        fn.ret()
+
+
+TEMPLATES: list[Template] = [Int8DepthwiseFast(), DepthwiseF32Direct()]

@@ -14,16 +14,21 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from int8_harness import Compiled
+from test_gemm_f32 import ISAS as ISAS_F32
+from test_gemm_f32 import Compiled as F32Compiled
+from test_gemm_f32 import _empty
+from test_gemm_f32 import conv_op as f32_conv_op
 from test_gemm_int8 import HOST, ISA_IDS, ISAS, SETTINGS, _act, check, conv_cases, conv_op
 
 from lamina.targets.cpu.kernels import select
 from lamina.targets.cpu.kernels.abi import Isa
-from lamina.targets.cpu.kernels.depthwise import Int8DepthwiseFast
+from lamina.targets.cpu.kernels.depthwise import DepthwiseF32Direct, Int8DepthwiseFast
 from lamina.targets.cpu.kernels.gemm_int8 import Int8Depthwise
 from lamina.targets.cpu.lowering import np_dtype
 
@@ -83,3 +88,60 @@ def test_int8_depthwise_mobilenet_shapes(c: int, hw: int, k: int, s: int) -> Non
     o = conv_op(rng, 1, c, (hw, hw), c, (k, k), (s, s), (1, 1), [p] * 4, c, "asym", "limit", True, "small")
     assert select(o, HOST).name == Int8DepthwiseFast.name
     _check_int8(o, _act(rng, (1, c, hw, hw), True, "rand"), HOST, nparts=(1, 2))
+
+
+# ---- F32 ------------------------------------------------------------------------------------------
+
+
+@st.composite
+def f32_depthwise(draw: Any) -> dict[str, Any]:
+    c = draw(st.integers(2, 12))
+    k = (draw(st.integers(1, 5)), draw(st.integers(1, 5)))
+    s = (draw(st.integers(1, 3)), draw(st.integers(1, 2)))
+    d = (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
+    pads = tuple(draw(st.integers(0, k[i % 2])) for i in range(4))
+    hw = (draw(st.integers(1, 20)), draw(st.integers(1, 45)))
+    for i in range(2):
+        assume(hw[i] + pads[i] + pads[i + 2] >= (k[i] - 1) * d[i] + 1)
+    return dict(
+        xs=(draw(st.integers(1, 2)), c, *hw),
+        k=k,
+        s=s,
+        d=d,
+        pads=pads,
+        bias=draw(st.booleans()),
+        relu=draw(st.sampled_from(["", "relu", "limit"])),
+        vb=draw(st.sampled_from([64, 32, 16])),
+        nparts=draw(st.integers(1, 3)),
+        seed=draw(st.integers(0, 2**31)),
+    )
+
+
+def check_f32(xs: tuple[int, ...], k: Any, s: Any, d: Any, pads: Any, bias: bool, relu: str, vb: int,
+              nparts: int, seed: int) -> None:  # fmt: skip
+    """The direct F32 kernel within 1e-5 of the largest output of ``execute`` (every output written:
+    the buffer starts as NaN)."""
+    rng = np.random.default_rng(seed)
+    o, ins, ys = f32_conv_op(rng, xs, xs[1], k, s, d, list(pads), xs[1], "f32", bias, relu)
+    assert DepthwiseF32Direct().matches(o, ISAS_F32[vb])
+    y = _empty(ys, "f32")
+    F32Compiled(DepthwiseF32Direct(), o, ISAS_F32[vb])({"input": ins[0], "output": y}, nparts)
+    ref = np.asarray(o.execute(ins)[0])
+    np.testing.assert_allclose(y, ref, rtol=0, atol=1e-5 * max(1.0, float(np.abs(ref).max())))
+
+
+@settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@given(p=f32_depthwise())
+def test_f32_depthwise_matches_execute(p: dict[str, Any]) -> None:
+    check_f32(**p)
+
+
+@pytest.mark.parametrize(
+    "c,hw,k,s",
+    [(32, 112, 3, 1), (96, 112, 3, 2), (144, 56, 3, 2), (576, 14, 3, 2), (960, 7, 3, 1), (8, 9, 5, 1)],
+)
+def test_f32_depthwise_mobilenet_shapes(c: int, hw: int, k: int, s: int) -> None:
+    check_f32((1, c, hw, hw), (k, k), (s, s), (1, 1), (k // 2,) * 4, True, "limit", 64, 2, c)
+    rng = np.random.default_rng(0)
+    o, _ins, _ = f32_conv_op(rng, (1, c, hw, hw), c, (k, k), (s, s), (1, 1), [k // 2] * 4, c, "f32", True, "")
+    assert select(o, HOST).name == DepthwiseF32Direct.name
