@@ -94,7 +94,12 @@ class Int8DepthwiseFast(Int8Depthwise):
         # the padding value over the whole plane (and the slack), once
         fill = gen.cv([padu] * 64, I8)
         nfill = plan.scratch_bytes // 64
-        gen.loop(0, nfill, lambda i, _: gen.store(fill, scr, b.mul(i, gen.c(64))) or [])
+
+        def fill_vec(i: Any, _: list[Any]) -> list[Any]:
+            gen.store(fill, scr, b.mul(i, gen.c(64)))
+            return []
+
+        gen.loop(0, nfill, fill_vec)
 
         runs = _tap_runs(geo, ra)
         run_offs = [o for o, _ in runs]
@@ -196,7 +201,12 @@ class Int8DepthwiseFast(Int8Depthwise):
                 for t in range(ntiles):
                     tile(nc, c, t * qtl)
             else:
-                gen.loop(0, geo.oh, lambda oh, _c: out_row(nc, c, oh) or [])
+
+                def row(oh: Any, _c: list[Any]) -> list[Any]:
+                    out_row(nc, c, oh)
+                    return []
+
+                gen.loop(0, geo.oh, row)
             return []
 
         lo, hi = gen.part_range(geo.batch * geo.cout)

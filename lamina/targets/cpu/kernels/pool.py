@@ -189,7 +189,8 @@ def _counts(op: Any, g: PoolGeo) -> np.ndarray:
     mask = np.pad(mask, mw, constant_values=1.0 if op.attr("count_include_pad") else 0.0)
     mask = np.pad(mask, [(0, 0), (0, 0)] + [(0, eo[i]) for i in range(nd)])
     osz = eo[nd:]
-    win = windows(mask, k, s, d)[(slice(None), slice(None), *[slice(0, o) for o in osz])]
+    idx = (slice(None), slice(None), *[slice(0, o) for o in osz])
+    win = windows(mask, k, s, d)[idx]
     cnt = win.sum(axis=tuple(range(2 + nd, 2 + 2 * nd)))
     return np.maximum(cnt, 1).astype(np.float32).reshape(g.oh, g.ow)
 
@@ -267,7 +268,12 @@ class PoolF32Int8(Template):
         else:
             pad = gen.cv([0] * L, I32)
         total_vecs = g.plane_elems // L
-        gen.loop(0, total_vecs, lambda i, _: gen.store(pad, plane, b.mul(i, gen.c(L * es))) or [])
+
+        def pad_vec(i: Any, _: list[Any]) -> list[Any]:
+            gen.store(pad, plane, b.mul(i, gen.c(L * es)))
+            return []
+
+        gen.loop(0, total_vecs, pad_vec)
 
         zp_in = 0
         q: QuantInfo | None = None
@@ -286,6 +292,7 @@ class PoolF32Int8(Template):
             m_v, s_v, cf_v = gen.cv([m0] * L), gen.cv([s0] * L), gen.cv([0] * L)
         elif g.kind == "f32" and not g.is_max and cnt_tab is None:
             c0 = self._const_count(op, g)
+            assert c0 is not None
             count_v = ir.Constant(vt(F32, L), [float(c0)] * L)
 
         in_plane, out_plane = g.h * g.w, g.oh * g.ow
@@ -425,13 +432,12 @@ class PoolF32Int8(Template):
 
             def row(oh: Any, _: list[Any]) -> list[Any]:
                 if ngroups:
-                    gen.loop(
-                        0,
-                        ngroups,
-                        lambda vg, _c: (
-                            out_vectors(oh, obase, list(range(group)), b.mul(vg, gen.c(group))) or []
-                        ),
-                    )
+
+                    def vgroup(vg: Any, _c: list[Any]) -> list[Any]:
+                        out_vectors(oh, obase, list(range(group)), b.mul(vg, gen.c(group)))
+                        return []
+
+                    gen.loop(0, ngroups, vgroup)
                 rest = list(range(ngroups * group, g.nvec))
                 for i in range(0, len(rest), group):
                     out_vectors(oh, obase, rest[i : i + group])
