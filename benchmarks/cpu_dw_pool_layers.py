@@ -141,11 +141,11 @@ def main() -> int:
     if a.only in (None, "dw"):
         for c, hw, k, s in [(32, 112, 3, 1), (96, 112, 3, 2), (144, 56, 3, 1), (144, 56, 3, 2), (192, 28, 3, 1),
                             (384, 14, 3, 1), (576, 14, 3, 2), (960, 7, 3, 1)]:  # fmt: skip
-            o = dw_op("INT8", c, hw, k, s)
-            r = bench(o, ["int8-depthwise-planes", "int8-depthwise"], a.repeat)
             what = f"MobileNetV2 depthwise {c}x{hw}x{hw} {k}x{k}/{s} ReLU6"
-            rows.append((what, "INT8", "int8-depthwise-planes", r["int8-depthwise-planes"], "int8-depthwise",
-                         r["int8-depthwise"]))  # fmt: skip
+            for mode, new, old in [("F32", "depthwise_f32_direct", "depthwise_f32"),
+                                   ("INT8", "int8-depthwise-planes", "int8-depthwise")]:  # fmt: skip
+                r = bench(dw_op(mode, c, hw, k, s), [new, old], a.repeat)
+                rows.append((what, mode, new, r[new], old, r[old]))
     print("| layer | mode | new template | us | old template | us | speed-up |")
     print("|---|---|---|---:|---|---:|---:|")
     for w, mode, new, tnew, old, told in rows:

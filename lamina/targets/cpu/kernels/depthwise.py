@@ -38,10 +38,12 @@ from .gemm_int8 import (
     vt,
 )
 
-__all__ = ["TEMPLATES", "UNROLL_TILES", "DepthwiseF32Direct", "Int8DepthwiseFast"]
+__all__ = ["ROWS", "TEMPLATES", "UNROLL_TILES", "DepthwiseF32Direct", "Int8DepthwiseFast"]
 
 #: position tiles per plane up to which they are unrolled (static store masks)
 UNROLL_TILES = 4
+#: output rows an INT8 row-mode iteration computes (their shared phase rows load once)
+ROWS = 2
 
 
 class Int8DepthwiseFast(Int8Depthwise):
@@ -181,18 +183,23 @@ class Int8DepthwiseFast(Int8Depthwise):
                 for offs, lanes_on in _static_masks(geo, q0 + v * nl, nl, qend):
                     _store_lanes(gen, y, obase, offs, lanes_on)
 
-        def out_row(nc: Any, c: Any, oh: Any) -> None:
-            """Output row ``oh``: ``ceil(OW / nl)`` registers, in groups of ``nv``."""
+        def out_rows(nc: Any, c: Any, oh: Any, nrows: int) -> None:
+            """Output rows ``oh .. oh + nrows - 1``: ``ceil(OW / nl)`` registers each, in groups of
+            ``nv``; the rows' shared windows (a phase row read by two of them) load and shuffle once
+            (LLVM merges the equal loads of one block)."""
             nreg = -(-geo.ow // nl)
             wc = b.gep(wp, [b.mul(c, gen.c(len(runs) * 4))])
-            xq = b.gep(scr, [b.mul(oh, gen.c(geo.wph))])
             requant = epilogue(c)
-            orow = b.gep(out, [b.add(b.mul(nc, gen.c(plane_out)), b.mul(oh, gen.c(geo.ow)))])
             for g0 in range(0, nreg, nv):
                 regs = list(range(g0, min(nreg, g0 + nv)))
-                for v, acc in zip(regs, accumulate(xq, wc, regs)):
-                    y = requant(acc)
-                    _store_bytes(gen, y, orow, v * nl, geo.ow - v * nl)
+                sums = []
+                for rr in range(nrows):
+                    r = b.add(oh, gen.c(rr))
+                    sums.append((r, accumulate(b.gep(scr, [b.mul(r, gen.c(geo.wph))]), wc, regs)))
+                for r, accs in sums:
+                    orow = b.gep(out, [b.add(b.mul(nc, gen.c(plane_out)), b.mul(r, gen.c(geo.ow)))])
+                    for v, acc in zip(regs, accs):
+                        _store_bytes(gen, requant(acc), orow, v * nl, geo.ow - v * nl)
 
         def plane(nc: Any, _: list[Any]) -> list[Any]:
             c = b.urem(nc, gen.c(geo.cout))
@@ -202,11 +209,13 @@ class Int8DepthwiseFast(Int8Depthwise):
                     tile(nc, c, t * qtl)
             else:
 
-                def row(oh: Any, _c: list[Any]) -> list[Any]:
-                    out_row(nc, c, oh)
+                def rows(i: Any, _c: list[Any]) -> list[Any]:
+                    out_rows(nc, c, b.mul(i, gen.c(ROWS)), ROWS)
                     return []
 
-                gen.loop(0, geo.oh, row)
+                gen.loop(0, geo.oh // ROWS, rows)
+                if geo.oh % ROWS:
+                    out_rows(nc, c, gen.c(geo.oh // ROWS * ROWS), geo.oh % ROWS)
             return []
 
         lo, hi = gen.part_range(geo.batch * geo.cout)
