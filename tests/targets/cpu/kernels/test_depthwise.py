@@ -24,7 +24,7 @@ from test_gemm_f32 import ISAS as ISAS_F32
 from test_gemm_f32 import Compiled as F32Compiled
 from test_gemm_f32 import _empty
 from test_gemm_f32 import conv_op as f32_conv_op
-from test_gemm_int8 import HOST, ISA_IDS, ISAS, SETTINGS, _act, check, conv_cases, conv_op
+from test_gemm_int8 import HOST, ISA_IDS, ISAS, SETTINGS, _act, _inputs, check, conv_cases, conv_op, with_lut
 
 from lamina.targets.cpu.kernels import select
 from lamina.targets.cpu.kernels.abi import Isa
@@ -145,3 +145,36 @@ def test_f32_depthwise_mobilenet_shapes(c: int, hw: int, k: int, s: int) -> None
     rng = np.random.default_rng(0)
     o, _ins, _ = f32_conv_op(rng, (1, c, hw, hw), c, (k, k), (s, s), (1, 1), [k // 2] * 4, c, "f32", True, "")
     assert select(o, HOST).name == DepthwiseF32Direct.name
+
+
+@pytest.mark.parametrize("hw", [9, 40], ids=["tiles", "rows"])
+@pytest.mark.parametrize("isa", [HOST, ISAS[1]], ids=["host", "avx2"])
+def test_int8_depthwise_fused_lut(hw: int, isa: Isa) -> None:
+    """A fused ``tpu.Lut``: the kernel writes ``Lut(conv(x))`` (both epilogue forms)."""
+    rng = np.random.default_rng(13)
+    for out_mode, lut_signed, big in (("none", True, False), ("relu", False, False), ("none", False, True)):
+        o = conv_op(
+            rng,
+            1,
+            16,
+            (hw, hw),
+            16,
+            (3, 3),
+            (1, 1),
+            (1, 1),
+            [1] * 4,
+            16,
+            "sym",
+            out_mode,
+            True,
+            "small",
+            big=big,
+        )
+        x = _act(rng, (1, 16, hw, hw), True, "rand")
+        prod, lut = with_lut(o, rng, lut_signed)
+        assert Int8DepthwiseFast().matches(prod, isa)  # with_lut checked the fusion hook
+        ref = lut.execute([prod.execute(_inputs(prod, x))[0]])[0]
+        c = Compiled(Int8DepthwiseFast(), prod, isa)
+        assert ("weight", "lut") in c.plan.buffers
+        for n in (1, 2):
+            np.testing.assert_array_equal(c([x], ref.shape, ref.dtype, n), ref)
