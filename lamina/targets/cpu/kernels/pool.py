@@ -33,7 +33,7 @@ from lamina.ir.types import RankedTensorType
 from .abi import Isa, KernelPlan, Template
 from .gemm_int8 import I8, I32, Gen, QuantInfo, vt
 
-__all__ = ["PoolF32Int8", "TEMPLATES"]
+__all__ = ["GlobalMeanF32", "PoolF32Int8", "TEMPLATES"]
 
 F32 = ir.FloatType()
 
@@ -451,4 +451,87 @@ class PoolF32Int8(Template):
         b.ret_void()
 
 
-TEMPLATES: list[Template] = [PoolF32Int8()]
+class GlobalMeanF32(Template):
+    """A global average in F32: ``tpu.Reduce`` ReduceMean over the trailing axes (contiguous runs of
+    ``L`` elements; a global average pool as the frontends lower it) — each run summed in four
+    vector accumulators (masked at its end), added as a tree, divided by ``L``. Sums in its own
+    order (``generic.reduce`` keeps ``execute``'s, bit for bit, and stays the exact path)."""
+
+    name = "global-mean-f32"
+    priority = 10
+    exact = False
+
+    def _run(self, op: Any) -> tuple[int, int] | None:
+        """(runs, run length) of a ReduceMean over the trailing axes of an f32 tensor."""
+        from lamina.ir.constants import constant_array
+
+        if op.name != "tpu.Reduce" or op.attr("mode") != "ReduceMean" or len(op.operands) < 2:
+            return None
+        x_t, r_t = op.operands[0].type, op.results[0].type
+        if not (_static(x_t) and _static(r_t)) or str(x_t.element_type) != "f32":
+            return None
+        if str(r_t.element_type) != "f32":
+            return None
+        a = constant_array(op.operands[1])
+        if a is None:
+            return None
+        nd = len(x_t.shape)
+        axes = sorted({int(v) % nd for v in np.asarray(a).reshape(-1)})
+        if not axes or axes != list(range(nd - len(axes), nd)):
+            return None
+        n = int(np.prod(x_t.shape[nd - len(axes) :]))
+        rows = int(np.prod(x_t.shape[: nd - len(axes)]))
+        if rows * n != int(np.prod(x_t.shape)) or int(np.prod(r_t.shape)) != rows or n < 2:
+            return None
+        return rows, n
+
+    def matches(self, op: Any, isa: Isa) -> bool:
+        return self._run(op) is not None
+
+    def plan(self, op: Any, symbol: str, isa: Isa) -> KernelPlan:
+        r = self._run(op)
+        assert r is not None
+        return KernelPlan(symbol, [("in", 0), ("out", 0)], bytes=4 * r[0] * (r[1] + 1))
+
+    def emit(self, module: Any, plan: KernelPlan, op: Any, isa: Isa) -> None:
+        from .gemm_f32 import Fn
+
+        r = self._run(op)
+        assert r is not None
+        rows, n = r
+        fn = Fn(module, plan.symbol)
+        b = fn.b
+        ln = max(4, isa.vector_bytes // 4)
+        x, out = fn.buf(0), fn.buf(1)
+        nacc = 4
+        full = n // (ln * nacc)  # iterations of four full vectors
+        zero = fn.vzero(ln)
+
+        def row(i: Any, _c: list[Any]) -> None:
+            base = fn.at(x, fn.mul(i, n))
+
+            def step(j: Any, accs: list[Any]) -> list[Any]:
+                o = fn.mul(j, ln * nacc)
+                return [b.fadd(a, fn.vload(fn.at(base, fn.add(o, t * ln)), ln)) for t, a in enumerate(accs)]
+
+            accs = fn.loop(0, full, step, [zero] * nacc) if full else [zero] * nacc
+            for t, j0 in enumerate(range(full * ln * nacc, n, ln)):
+                v = fn.vload(fn.at(base, j0), ln, F32, fn.mask(ln, n - j0))
+                accs[t % nacc] = b.fadd(accs[t % nacc], v)
+            tot = b.fadd(b.fadd(accs[0], accs[1]), b.fadd(accs[2], accs[3]))
+            w = ln
+            while w > 1:  # lanes folded in halves
+                w //= 2
+                hi = b.shuffle_vector(
+                    tot, tot, ir.Constant(ir.VectorType(I32, ln), [(k + w) % ln for k in range(ln)])
+                )
+                tot = b.fadd(tot, hi)
+            s = b.extract_element(tot, ir.Constant(I32, 0))
+            b.store(b.fdiv(s, ir.Constant(F32, float(n))), fn.at(out, i), align=4)
+
+        lo, hi = fn.share(rows)
+        fn.loop(lo, hi, row)
+        fn.ret()
+
+
+TEMPLATES: list[Template] = [PoolF32Int8(), GlobalMeanF32()]

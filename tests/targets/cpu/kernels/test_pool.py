@@ -143,3 +143,57 @@ def test_model_pools(shape: tuple[int, ...], k: int, s: int, p: int, kind: str, 
             np.testing.assert_allclose(got, want, rtol=0, atol=1e-5 * float(np.max(np.abs(want))))
         else:
             np.testing.assert_array_equal(got, want)
+
+
+# ---- the F32 global mean ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "xs,axes,keep",
+    [
+        ((1, 1280, 7, 7), [2, 3], True),  # MobileNetV2's global average
+        ((2, 512, 7, 7), [-2, -1], False),
+        ((1, 3, 100), [2], True),  # runs of full vector groups and a tail
+        ((3, 5, 17), [1, 2], False),
+        ((1, 64, 80, 80), [2, 3], True),
+    ],
+)
+@pytest.mark.parametrize("isa", list(ISAS), ids=list(ISAS))
+def test_global_mean_f32(xs: tuple[int, ...], axes: list[int], keep: bool, isa: str) -> None:
+    from lamina.targets.cpu.kernels.pool import GlobalMeanF32
+
+    nd = len(xs)
+    red = {a % nd for a in axes}
+    out = (
+        tuple(1 if i in red else d for i, d in enumerate(xs))
+        if keep
+        else tuple(d for i, d in enumerate(xs) if i not in red)
+    )
+    ax = ("const", f"dense<[{', '.join(str(a) for a in axes)}]>", f"tensor<{len(axes)}xi64>")
+    o = op(
+        "tpu.Reduce",
+        [t(xs, "f32"), ax],
+        t(out, "f32"),
+        f'mode = "ReduceMean", keepdims = {str(keep).lower()}',
+    )
+    the_isa = ISAS[isa] or spec_for(None).isa
+    assert GlobalMeanF32().matches(o, the_isa) and not GlobalMeanF32().exact
+    x = fl(np.random.default_rng(len(xs)), xs, "f32") + 0.5
+    want = np.asarray(o.execute([x, np.array(axes, np.int64)])[0])
+    for nparts in (1, 3):
+        y = np.full(out, np.nan, np.float32)
+        run_kernel(GlobalMeanF32(), o, {("in", 0): x, ("out", 0): y}, isa=ISAS[isa], nparts=nparts)
+        np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-6)
+
+
+def test_global_mean_f32_refuses_other_reductions() -> None:
+    from lamina.targets.cpu.kernels.pool import GlobalMeanF32
+
+    isa = spec_for(None).isa
+    ax = ("const", "dense<[1]>", "tensor<1xi64>")
+    inner = op(
+        "tpu.Reduce", [t((2, 3, 4), "f32"), ax], t((2, 4), "f32"), 'mode = "ReduceMean", keepdims = false'
+    )
+    summ = op("tpu.Reduce", [t((2, 3, 4), "f32"), ("const", "dense<[2]>", "tensor<1xi64>")], t((2, 3), "f32"),
+              'mode = "ReduceSum", keepdims = false')  # fmt: skip
+    assert not GlobalMeanF32().matches(inner, isa) and not GlobalMeanF32().matches(summ, isa)
