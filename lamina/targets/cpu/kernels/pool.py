@@ -3,12 +3,15 @@ integers) and ``tpu.AvgPool`` (F32; INT8 with the contract's requantization, bit
 and 2-d (NCHW), any kernel size, dilation, explicit padding and ceil mode the op has, W stride 1
 or 2 (other strides: ``generic.pool``).
 
-Per channel plane the part's scratch holds the padded plane in the compute type (f32; int8/uint8
-for a max pool; int32 ``q - zp`` for an INT8 average), its borders written once with the padding
-value (-inf / the storage minimum for max, 0 for average) and its interior overwritten per plane;
-with W stride 2 it holds the padded rows' even and odd columns as two planes, so that every tap of
-every output row is one contiguous vector load (``L`` outputs: 16 f32 / int32 or 64 bytes with
-AVX-512). Each output row is ``kh * kw`` vector max / add over those loads, then the epilogue:
+F32 reads the input rows directly: every tap of a register of 16 outputs is one vector load at a
+constant offset (W stride 2: the even or odd lanes of two loads), masked where the window leaves
+the row (those lanes read the padding value), window rows outside the image left out (border
+output rows emitted apart). INT8: per channel plane the part's scratch holds the padded plane in
+the compute type (int8/uint8 for a max pool; int32 ``q - zp`` for an average), its borders
+written once with the padding value (the storage minimum for max, 0 for average) and its interior
+overwritten per plane; with W stride 2 it holds the padded rows' even and odd columns as two
+planes, so that every tap of every output row is one contiguous vector load (16 int32 or 64 bytes
+with AVX-512). Each output row is ``kh * kw`` vector max / add over those loads, then the epilogue:
 F32 average divides by the window's count (a compile-time table when padding makes it vary, as
 ``execute`` counts: explicit padding with ``count_include_pad``, never the ceil mode's extra); INT8
 average requantizes the int32 sums (wrapping, as ``wrap_int32`` of the int64 sums) with
@@ -226,9 +229,12 @@ class PoolF32Int8(Template):
             tab[:, : g.ow] = cnt
             weights["cnt"] = tab.reshape(-1)
             bufs.append(("weight", "cnt"))
-        bufs += [("out", 0), ("scratch", None)]
-        scratch = g.plane_elems * g.esize + 64
-        scratch += (-scratch) % 64
+        bufs.append(("out", 0))
+        scratch = 0
+        if g.kind != "f32":  # F32 reads the input directly (_emit_direct)
+            bufs.append(("scratch", None))
+            scratch = g.plane_elems * g.esize + 64
+            scratch += (-scratch) % 64
         in_b = np.dtype(np.float32 if g.kind == "f32" else np.int8).itemsize
         return KernelPlan(
             symbol,
@@ -242,6 +248,9 @@ class PoolF32Int8(Template):
     def emit(self, module: Any, plan: KernelPlan, op: Any, isa: Isa) -> None:
         g = pool_geo(op, isa)
         assert g is not None
+        if g.kind == "f32":
+            self._emit_direct(module, plan, op, g, isa)
+            return
         gen = Gen(module, plan.symbol, len(plan.buffers), isa)
         b = gen.b
         L = g.lanes  # noqa: N806
@@ -448,6 +457,108 @@ class PoolF32Int8(Template):
 
         lo, hi = gen.part_range(g.n * g.c)
         gen.loop(lo, hi, plane_body)
+        b.ret_void()
+
+    def _emit_direct(self, module: Any, plan: KernelPlan, op: Any, g: PoolGeo, isa: Isa) -> None:
+        """F32: every tap of a register of ``L`` outputs loaded straight from the input row
+        (masked where the window leaves the row: those lanes read the padding value; W stride 2:
+        the even or odd lanes of two loads); window rows outside the image are left out (the border
+        output rows emitted apart, the interior ones in a loop)."""
+        gen = Gen(module, plan.symbol, len(plan.buffers), isa)
+        b = gen.b
+        L = g.lanes  # noqa: N806
+        vty = vt(F32, L)
+        x = gen.bufs[plan.buffers.index(("in", 0))]
+        out = gen.bufs[plan.buffers.index(("out", 0))]
+        cnt_tab = (
+            gen.bufs[plan.buffers.index(("weight", "cnt"))] if ("weight", "cnt") in plan.buffers else None
+        )
+        padv = ir.Constant(vty, [float("-inf") if g.is_max else 0.0] * L)
+        count_v = None
+        if not g.is_max and cnt_tab is None:
+            c0 = self._const_count(op, g)
+            assert c0 is not None
+            count_v = ir.Constant(vty, [float(c0)] * L)
+        i1v = vt(ir.IntType(1), L)
+        mload = gen.intrinsic(f"llvm.masked.load.v{L}f32.p0", vty, [vty.as_pointer(), I32, i1v, vty])
+
+        def load(row: Any, start: int) -> Any:
+            bits = [1 if 0 <= start + i < g.w else 0 for i in range(L)]
+            if not any(bits):
+                return padv
+            p = gen.ptr(row, start * 4, vty)
+            if all(bits):
+                return b.load(p, align=4)
+            return b.call(mload, [p, gen.c(4, I32), ir.Constant(i1v, bits), padv])
+
+        def tap(row: Any, j0: int, t: int) -> Any:
+            if g.sw == 1:
+                return load(row, j0 + t)
+            base = 2 * j0 + t
+            e = base % 2
+            base -= e
+            return b.shuffle_vector(
+                load(row, base), load(row, base + L), gen.cv([2 * i + e for i in range(L)])
+            )
+
+        def combine(a: Any, v: Any) -> Any:
+            if g.is_max:  # a NaN in the window propagates (as numpy's max)
+                keep = b.or_(b.fcmp_ordered(">", a, v), b.fcmp_unordered("uno", a, a))
+                return b.select(keep, a, v)
+            return b.fadd(a, v)
+
+        def out_row(src: Any, obase: Any, oh: Any, valid: Any) -> None:
+            """Output row ``oh``; ``valid(kh)``: whether the window row is inside (None: all)."""
+            for g0 in range(0, g.nvec, 4):
+                vs = list(range(g0, min(g.nvec, g0 + 4)))
+                accs: list[Any] = [None] * len(vs)
+                for kh in range(g.kh):
+                    if valid is not None and not valid(kh):
+                        continue
+                    ih = b.sub(b.add(b.mul(gen.i64(oh), gen.c(g.sh)), gen.c(kh * g.dh)), gen.c(g.pt))
+                    row = b.gep(src, [b.mul(ih, gen.c(g.w * 4))])
+                    for kw in range(g.kw):
+                        for i, vi in enumerate(vs):
+                            v = tap(row, vi * L, kw * g.dw - g.pl)
+                            accs[i] = v if accs[i] is None else combine(accs[i], v)
+                for i, vi in enumerate(vs):
+                    a = padv if accs[i] is None else accs[i]
+                    col = vi * L
+                    if not g.is_max:
+                        if cnt_tab is not None:
+                            coff = b.mul(b.add(b.mul(gen.i64(oh), gen.c(g.nvec * L)), gen.c(col)), gen.c(4))
+                            a = b.fdiv(a, gen.load(cnt_tab, coff, vty, align=4))
+                        else:
+                            a = b.fdiv(a, count_v)
+                    off = b.mul(b.add(b.add(obase, b.mul(gen.i64(oh), gen.c(g.ow))), gen.c(col)), gen.c(4))
+                    valid_n = g.ow - col
+                    if valid_n >= L:
+                        gen.store(a, out, off)
+                    else:
+                        mask = ir.Constant(i1v, [1 if j < valid_n else 0 for j in range(L)])
+                        f = gen.intrinsic(
+                            f"llvm.masked.store.v{L}f32.p0", ir.VoidType(), [vty, vty.as_pointer(), I32, i1v]
+                        )
+                        b.call(f, [a, gen.ptr(out, off, vty), gen.c(4, I32), mask])
+
+        lo_r = min(g.oh, -(-g.pt // g.sh))
+        hi_r = max(lo_r, min(g.oh, (g.h - 1 + g.pt - (g.kh - 1) * g.dh) // g.sh + 1))
+
+        def plane(nc: Any, _: list[Any]) -> list[Any]:
+            src = b.gep(x, [b.mul(nc, gen.c(g.h * g.w * 4))])
+            obase = b.mul(nc, gen.c(g.oh * g.ow))
+            for r in list(range(lo_r)) + list(range(hi_r, g.oh)):
+                out_row(src, obase, r, lambda kh, r=r: 0 <= r * g.sh + kh * g.dh - g.pt < g.h)
+
+            def row(oh: Any, _c: list[Any]) -> list[Any]:
+                out_row(src, obase, oh, None)
+                return []
+
+            gen.loop(lo_r, hi_r, row)
+            return []
+
+        lo, hi = gen.part_range(g.n * g.c)
+        gen.loop(lo, hi, plane)
         b.ret_void()
 
 
