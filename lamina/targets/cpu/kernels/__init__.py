@@ -36,11 +36,13 @@ __all__ = [
 # file: the registry takes the TEMPLATES of every imported module of this package).
 from . import (  # noqa: F401
     conv_f32,  # (the register-tiled float conv, depthwise and matmul)
+    depthwise,  # (depthwise convs: INT8 per-plane schedule)
     gemm_int8,
     generic,
     generic_conv,
     generic_norm,
     generic_ref,
+    pool,  # (vectorized max/avg pooling, F32 and INT8)
 )
 
 for _t in conv_f32.f32_templates():
