@@ -1,0 +1,317 @@
+"""The fast fused float attention for the CPU target: ``tpu.Attention`` in F32 (3-d ``(B, S, H*D)`` or
+4-d ``(B, H, S, D)`` operands, an additive f32 mask broadcast to ``(B, Hq, Sq, Skv)``, causal
+masking, grouped heads, ``Sq != Skv``; no KV cache, padding lengths, softcap, softmax precision or
+extra results — the generic template, :mod:`.generic_norm`, takes those and the F16/BF16 forms).
+
+One unit of work is a block of ``R`` query rows of one (batch, head) (``R`` = the GEMM tile's rows:
+8 on AVX-512, 6 on AVX2, 4 on 16-byte vectors); the parts split the units, in order, so that a part
+meets the units of one head one after the other. Per head the part's scratch holds the keys
+transposed and scaled, ``Kt[t][j] = k[j][t] * scale`` (columns padded with zeros to whole vectors),
+re-made only when the (batch, key head) changes. Per block:
+
+1. the scores ``S = Q_rows . Kt`` with the register-tiled FMA micro-kernel of :mod:`.gemm_f32`
+   (rows broadcast, key columns in vectors) into a ``R x Skv`` scratch block (L1-resident);
+2. per row: the mask added and the causal positions set to ``-inf`` while taking the maximum, then
+   ``e = exp(s - max)`` with an inline vectorized ``exp`` (Cephes' polynomial, no library call;
+   exactly 0 below ``-87.3``, so ``-inf`` scores weigh nothing) and the sum of ``e``;
+3. ``O_rows = (E . V) / sum`` — the micro-kernel again, value columns in vectors, each row scaled by
+   the reciprocal of its sum as it is stored.
+
+A row whose every score is ``-inf`` gives NaN, as ``execute``'s ``0/0``; a NaN score makes its row
+NaN. The sums run in another order than ``execute``'s (scale applied to the key rather than the
+square root of it to both, the division after the weighted sum): results within 1e-4 relative.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from llvmlite import ir
+
+from lamina.ir.types import RankedTensorType
+
+from .abi import Isa, KernelPlan, Template
+from .gemm_f32 import F32, I32, I64, Fn, Tile, elem_name, gemm_tile, static_shape, tile_for
+from .generic_ir import broadcast_strides
+from .generic_norm import Attention as _GenericAttention
+
+__all__ = ["AttentionF32", "vexp", "hmax", "hsum"]
+
+
+def vexp(fn: Fn, x: ir.Value) -> ir.Value:
+    """``exp(x)`` of an f32 vector without a call: Cephes' ``expf`` (``n = rint(x log2 e)``, ``r = x -
+    n ln 2`` in two parts, a degree-7 polynomial, times ``2**n`` built in the exponent bits), 0 below
+    ``-87.33654`` (``-inf`` included), clamped at ``88.376`` above; within 2 ulp of ``expf`` in range."""
+    b = fn.b
+    ln = x.type.count
+    vc = fn.vconst
+    lo, hi = vc(-87.33654, ln), vc(88.3762626647949, ln)
+    under = b.fcmp_ordered("<", x, lo)
+    xc = b.select(b.fcmp_ordered(">", x, hi), hi, x)
+    xc = b.select(under, lo, xc)
+    vt = x.type
+    rint = fn.intrinsic(f"llvm.rint.v{ln}f32", vt, [vt])
+    n = b.call(rint, [b.fmul(xc, vc(1.44269504088896341, ln))])
+    r = b.fsub(b.fsub(xc, b.fmul(n, vc(0.693359375, ln))), b.fmul(n, vc(-2.12194440e-4, ln)))
+    p = vc(1.9875691500e-4, ln)
+    for c in (1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1):
+        p = b.fadd(b.fmul(p, r), vc(c, ln))
+    y = b.fadd(b.fadd(b.fmul(p, b.fmul(r, r)), r), vc(1.0, ln))
+    it = ir.VectorType(I32, ln)
+    bits = b.shl(b.add(b.fptosi(n, it), ir.Constant(it, [127] * ln)), ir.Constant(it, [23] * ln))
+    res = b.fmul(y, b.bitcast(bits, vt))
+    return b.select(under, fn.vzero(ln), res)
+
+
+def _htree(fn: Fn, v: ir.Value, op: Any) -> ir.Value:
+    """A horizontal reduction of an f32 vector by halving (``op(a, b)`` combines two vectors)."""
+    b = fn.b
+    n = v.type.count
+    while n > 1:
+        h = n // 2
+        lo = b.shuffle_vector(v, v, ir.Constant(ir.VectorType(I32, h), list(range(h))))
+        hi_ = b.shuffle_vector(v, v, ir.Constant(ir.VectorType(I32, h), list(range(h, n))))
+        v = op(lo, hi_)
+        n = h
+    return b.extract_element(v, ir.Constant(I32, 0))
+
+
+def _vmax(fn: Fn, a: ir.Value, c: ir.Value) -> ir.Value:
+    """``c > a ? c : a`` per lane (a NaN score does not win the max; it makes its row NaN anyway)."""
+    return fn.b.select(fn.b.fcmp_ordered(">", c, a), c, a)
+
+
+def hmax(fn: Fn, v: ir.Value) -> ir.Value:
+    return _htree(fn, v, lambda x, y: _vmax(fn, x, y))
+
+
+def hsum(fn: Fn, v: ir.Value) -> ir.Value:
+    return _htree(fn, v, fn.b.fadd)
+
+
+class AttentionF32(Template):
+    """``tpu.Attention`` with f32 query, key, value, mask and result (see the module docstring)."""
+
+    name = "attention_f32"
+    priority = 10
+    exact = False
+
+    def matches(self, op: Any, isa: Isa) -> bool:
+        if not _GenericAttention().matches(op, isa):
+            return False
+        ops = [op.operands[i] for i in range(3)] + [op.results[0]]
+        if isinstance(op.operands[3].type, RankedTensorType):
+            ops.append(op.operands[3])
+        if any(elem_name(v.type) != "f32" for v in ops):
+            return False
+        return all(static_shape(v.type) is not None for v in ops)
+
+    @staticmethod
+    def _dims(op: Any) -> dict[str, Any]:
+        return _GenericAttention()._dims(op)
+
+    @staticmethod
+    def _geometry(g: dict[str, Any], isa: Isa) -> tuple[Tile, int, int]:
+        """(the QK tile, padded key count, scratch floats per part)."""
+        tile = tile_for(isa)
+        skvp = -(-g["skv"] // tile.lanes) * tile.lanes
+        floats = g["d"] * skvp + tile.mr * skvp + tile.mr
+        floats = -(-floats // 16) * 16
+        return tile, skvp, floats
+
+    def plan(self, op: Any, symbol: str, isa: Isa) -> KernelPlan:
+        g = self._dims(op)
+        _, _, floats = self._geometry(g, isa)
+        bufs: list[tuple[str, Any]] = [("in", 0), ("in", 1), ("in", 2)]
+        if isinstance(op.operands[3].type, RankedTensorType):
+            bufs.append(("in", 3))
+        bufs += [("out", 0), ("scratch", None)]
+        macs = g["b"] * g["hq"] * g["sq"] * g["skv"] * (g["d"] + g["dv"])
+        nbytes = 4 * (
+            g["b"] * g["hq"] * g["sq"] * (g["d"] + g["dv"]) + g["b"] * g["hk"] * g["skv"] * (g["d"] + g["dv"])
+        )
+        return KernelPlan(symbol, bufs, scratch_bytes=4 * floats, macs=macs, bytes=nbytes)
+
+    def emit(self, module: Any, plan: KernelPlan, op: Any, isa: Isa) -> None:
+        g = self._dims(op)
+        tile, skvp, floats = self._geometry(g, isa)
+        ln, rb = tile.lanes, tile.mr
+        d, dv, sq, skv = g["d"], g["dv"], g["sq"], g["skv"]
+        has_mask = isinstance(op.operands[3].type, RankedTensorType)
+        scale = op.attr("scale")
+        scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
+        causal = bool(op.attr("is_causal"))
+        rep = g["hq"] // g["hk"]
+        mst = (
+            broadcast_strides(static_shape(op.operands[3].type), [g["b"], g["hq"], sq, skv])  # type: ignore[arg-type]
+            if has_mask
+            else None
+        )
+
+        fn = Fn(module, plan.symbol)
+        b = fn.b
+        qp, kp, vp = fn.buf(0), fn.buf(1), fn.buf(2)
+        mp = fn.buf(3) if has_mask else None
+        j0 = 4 if has_mask else 3
+        out = fn.buf(j0)
+        scr = fn.at(fn.buf(j0 + 1), fn.mul(fn.part, floats))
+        kt = scr
+        pbuf = fn.at(scr, d * skvp)
+        cached = b.alloca(I64)
+        b.store(ir.Constant(I64, -1), cached)
+        invp = fn.at(pbuf, rb * skvp)  # the rows' 1 / sum
+
+        def inv_at(i: Any) -> ir.Value:
+            return fn.at(invp, i)
+
+        def off(st: list[int], bi: Any, h: Any, i: Any) -> Any:
+            return fn.add(fn.add(fn.mul(bi, st[0]), fn.mul(h, st[1])), fn.mul(i, st[2]))
+
+        nblk = -(-sq // rb)
+        rem = sq - (nblk - 1) * rb
+        lo, hi = fn.share(g["b"] * g["hq"] * nblk)
+        neg_inf = fn.vconst(-math.inf, ln)
+        iota = ir.Constant(ir.VectorType(I64, ln), list(range(ln)))
+        nfull, tail = skv // ln, skv % ln
+        tail_mask = fn.mask(ln, skv, nfull * ln) if tail else None
+        nvv = -(-dv // ln)
+        budget = tile.mr * tile.nv
+        nvp = min(nvv, tile.nv + 1)
+
+        def transpose(bi: Any, hk: Any) -> None:
+            """Kt[t][j] = k[bi, hk, j, t] * scale; columns skv..skvp zero."""
+            kbase = fn.at(kp, off(g["k"], bi, hk, 0))
+            sc = ir.Constant(F32, float(np.float32(scale)))
+
+            def row(j: ir.Value, _c: Any) -> None:
+                krow = fn.at(kbase, fn.mul(j, g["k"][2]))
+
+                def el(t: ir.Value, _c2: Any) -> None:
+                    x = b.fmul(fn.load(fn.at(krow, t)), sc)
+                    b.store(x, fn.at(kt, fn.add(fn.mul(t, skvp), j)), align=4)
+
+                fn.loop(0, d, el)
+
+            fn.loop(0, skv, row)
+            if skvp > skv:
+
+                def pad(t: ir.Value, _c: Any) -> None:
+                    for j in range(skv, skvp):
+                        b.store(ir.Constant(F32, 0.0), fn.at(kt, fn.add(fn.mul(t, skvp), j)), align=4)
+
+                fn.loop(0, d, pad)
+
+        def softmax_row(i: ir.Value, r0: Any, bi: Any, h: Any) -> None:
+            prow = fn.at(pbuf, fn.mul(i, skvp))
+            qi = fn.add(r0, i)
+            mrow = fn.at(mp, off(mst, bi, h, qi)) if mp is not None and mst is not None else None
+            qsplat = fn.splat(qi, ln) if causal else None
+
+            def score(c: Any, mask: ir.Value | None) -> ir.Value:
+                s = fn.vload(fn.at(prow, fn.mul(c, ln)), ln)
+                if mrow is not None:
+                    s = b.fadd(s, fn.vload(fn.at(mrow, fn.mul(c, ln)), ln, mask=mask))
+                if qsplat is not None:
+                    cols = b.add(iota, fn.splat(fn.c(fn.mul(c, ln)), ln))
+                    s = b.select(b.icmp_signed(">", cols, qsplat), neg_inf, s)
+                if mask is not None:
+                    s = b.select(mask, s, neg_inf)
+                fn.vstore(s, fn.at(prow, fn.mul(c, ln)))
+                return s
+
+            mx = fn.loop(0, nfull, lambda c, acc: [_vmax(fn, acc[0], score(c, None))], [neg_inf])[0]
+            if tail:
+                mx = _vmax(fn, mx, score(nfull, tail_mask))
+            m = hmax(fn, mx)
+            finite = b.fcmp_ordered(
+                "one", b.call(fn.intrinsic("llvm.fabs.f32", F32, [F32]), [m]), ir.Constant(F32, math.inf)
+            )
+            m = b.select(finite, m, ir.Constant(F32, 0.0))
+            ms = fn.splat(m, ln)
+
+            def ex(c: Any, acc: list[ir.Value]) -> list[ir.Value]:
+                p = fn.at(prow, fn.mul(c, ln))
+                e = vexp(fn, b.fsub(fn.vload(p, ln), ms))
+                fn.vstore(e, p)
+                return [b.fadd(acc[0], e)]
+
+            total = fn.loop(0, nfull + (1 if tail else 0), ex, [fn.vzero(ln)])[0]
+            s = hsum(fn, total)
+            b.store(b.fdiv(ir.Constant(F32, 1.0), s), inv_at(i), align=4)
+
+        def block(bi: Any, h: Any, hk: Any, r0: Any, rows: int) -> None:
+            # 1. scores
+            qbase = fn.at(qp, off(g["q"], bi, h, r0))
+            nb = tile.nb
+            npan, ptail = skvp // nb, (skvp % nb) // ln
+
+            def panel(c0: Any, t: Tile) -> None:
+                accs = gemm_tile(fn, t, rows, d, qbase, g["q"][2], 1, fn.at(kt, c0), skvp)
+                for i in range(rows):
+                    for j in range(t.nv):
+                        fn.vstore(accs[i * t.nv + j], fn.at(pbuf, fn.add(fn.add(i * skvp, c0), j * ln)))
+
+            fn.loop(0, npan, lambda p, _c: panel(fn.mul(p, nb), tile))
+            if ptail:
+                panel(npan * nb, Tile(ln, tile.mr, ptail))
+            # 2. softmax rows
+            fn.loop(0, rows, lambda i, _c: softmax_row(i, r0, bi, h))
+            # 3. E . V / sum
+            vbase = fn.at(vp, off(g["v"], bi, hk, 0))
+            obase = fn.at(out, off(g["o"], bi, h, r0))
+            for e0 in range(0, nvv, nvp):
+                nv_here = min(nvp, nvv - e0)
+                t = Tile(ln, tile.mr, nv_here)
+                mr_pv = max(1, min(rows, budget // nv_here))
+                masks = [fn.mask(ln, dv, (e0 + j) * ln) for j in range(nv_here)]
+                for i0 in range(0, rows, mr_pv):
+                    mr = min(mr_pv, rows - i0)
+                    accs = gemm_tile(
+                        fn,
+                        t,
+                        mr,
+                        skv,
+                        fn.at(pbuf, i0 * skvp),
+                        skvp,
+                        1,
+                        fn.at(vbase, e0 * ln),
+                        g["v"][2],
+                        masks,
+                    )
+                    for i in range(mr):
+                        sv = fn.splat(fn.load(inv_at(i0 + i)), ln)
+                        orow = fn.at(obase, fn.mul(i0 + i, g["o"][2]))
+                        for j in range(nv_here):
+                            fn.vstore(b.fmul(accs[i * nv_here + j], sv), fn.at(orow, (e0 + j) * ln), masks[j])
+
+        def unit(u: ir.Value, _c: Any) -> None:
+            bh = fn.udiv(u, nblk)
+            blk = b.urem(u, fn.c(nblk))
+            h = b.urem(bh, fn.c(g["hq"]))
+            bi = fn.udiv(bh, g["hq"])
+            hk = fn.udiv(h, rep)
+            key = fn.add(fn.mul(bi, g["hk"]), hk)
+
+            def fresh() -> None:
+                transpose(bi, hk)
+                b.store(key, cached, align=8)
+
+            fn.when(b.icmp_signed("!=", b.load(cached, align=8), key), fresh)
+            r0 = fn.mul(blk, rb)
+            if rem == rb:
+                block(bi, h, hk, r0, rb)
+            else:
+                fn.when(
+                    b.icmp_unsigned("==", blk, fn.c(nblk - 1)),
+                    lambda: block(bi, h, hk, (nblk - 1) * rb, rem),
+                    lambda: block(bi, h, hk, r0, rb),
+                )
+
+        fn.loop(lo, hi, unit)
+        fn.ret()
+
+
+#: this module's templates (registered by :mod:`lamina.targets.cpu.kernels`)
+TEMPLATES: list[Template] = [AttentionF32()]

@@ -1,0 +1,118 @@
+"""The fast F32 attention template (lamina/targets/cpu/kernels/attention_f32.py) against
+``tpu.Attention``'s ``execute``: random 3-d and 4-d shapes (query rows not a multiple of the row
+block, key counts not a multiple of the vector, head sizes across vector tails), every mask form the
+lowering produces (none, ``(B,1,1,Skv)``, ``(Skv,)``, ``(Sq,Skv)``, full), causal, an explicit
+scale, grouped heads; on AVX-512, an AVX2 ``Isa(32)`` and 16-byte ``Isa(16)`` vectors, on 1 and 3
+parts. Tolerance: ``|got - ref| <= 1e-4 * max(1, max|ref|)`` (sums in another order)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "npu"))
+from tpu_cases import build, fl, t
+
+from lamina.targets.cpu.jit import host_spec, run_kernel
+from lamina.targets.cpu.kernels import candidates
+from lamina.targets.cpu.kernels.abi import Isa
+from lamina.targets.cpu.kernels.attention_f32 import AttentionF32
+
+ISAS = [None, Isa(32, frozenset({"avx2", "fma"})), Isa(16)]
+TEMPLATE = AttentionF32()
+
+
+def attention(
+    b: int, hq: int, hk: int, sq: int, skv: int, d: int, dv: int, mask: str, three_d: bool, causal: bool,
+    scale: float | None, rng: np.random.Generator, ft: str = "f32",
+) -> tuple[Any, list[Any]]:  # fmt: skip
+    if three_d:
+        q_s, k_s, v_s, o_s = (b, sq, hq * d), (b, skv, hk * d), (b, skv, hk * dv), (b, sq, hq * dv)
+    else:
+        q_s, k_s, v_s, o_s = (b, hq, sq, d), (b, hk, skv, d), (b, hk, skv, dv), (b, hq, sq, dv)
+    m_s = {"none": None, "b11n": (b, 1, 1, skv), "n": (skv,), "mn": (sq, skv), "full": (b, hq, sq, skv)}[mask]
+    ins: list[Any] = [fl(rng, s, ft) for s in (q_s, k_s, v_s)]
+    if m_s is None:
+        ins.append(None)
+    else:
+        m = (rng.standard_normal(m_s) * 2).astype(np.float32)
+        m[rng.random(m_s) < 0.2] = -1e4  # padding positions, as BERT's mask
+        ins.append(m.astype(np.float32))
+    attrs = []
+    if scale is not None:
+        attrs.append(f"scale = {scale!r} : f64")
+    if three_d:
+        attrs += [f"q_num_heads = {hq} : i64", f"kv_num_heads = {hk} : i64"]
+    if causal:
+        attrs.append("is_causal = true")
+    operands = [t(q_s, ft), t(k_s, ft), t(v_s, ft), t(m_s, "f32") if m_s else None, None, None, None]
+    o = build("tpu.Attention", operands, [t(o_s, ft), "none", "none", "none"], ", ".join(attrs))
+    return o, [*ins, None, None, None]
+
+
+def _check(o: Any, ins: list[Any], isa: Isa | None, nparts: int) -> None:
+    assert TEMPLATE.matches(o, isa or host_spec().isa)
+    want = np.asarray(o.execute(ins)[0])
+    bufs = {("in", i): np.ascontiguousarray(v) for i, v in enumerate(ins[:4]) if v is not None}
+    got = np.full(want.shape, np.nan, np.float32)
+    bufs[("out", 0)] = got
+    run_kernel(TEMPLATE, o, bufs, isa=isa, nparts=nparts)
+    tol = 1e-4 * max(1.0, float(np.abs(want).max()))
+    np.testing.assert_allclose(got, want, rtol=0, atol=tol)
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=st.data())
+def test_attention_f32_matches_execute(data: Any) -> None:
+    b, hk = data.draw(st.integers(1, 2)), data.draw(st.integers(1, 3))
+    hq = hk * data.draw(st.sampled_from([1, 1, 2]))
+    sq, skv = data.draw(st.integers(1, 21)), data.draw(st.integers(1, 40))
+    d, dv = data.draw(st.integers(1, 40)), data.draw(st.integers(1, 70))
+    mask = data.draw(st.sampled_from(["none", "b11n", "n", "mn", "full"]))
+    three_d = data.draw(st.booleans())
+    # causal rows with a visible key each; execute's causal bias takes no mask or a (.., Sq, Skv) one
+    causal = data.draw(st.booleans()) and sq <= skv and mask in ("none", "mn", "full")
+    scale = data.draw(st.sampled_from([None, 0.375]))
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**31)))
+    o, ins = attention(b, hq, hk, sq, skv, d, dv, mask, three_d, causal, scale, rng)
+    _check(o, ins, data.draw(st.sampled_from(ISAS)), data.draw(st.sampled_from([1, 3])))
+
+
+@pytest.mark.parametrize("isa", ISAS, ids=["host", "avx2", "sse"])
+@pytest.mark.parametrize("shape", [(12, 64, 64, 32, 32), (12, 128, 128, 64, 64), (2, 5, 77, 48, 20)])
+def test_attention_f32_model_shapes(isa: Isa | None, shape: tuple[int, ...]) -> None:
+    """MiniLM's (12 heads, 64 tokens, 32 per head) and BERT-base's (128 tokens, 64 per head) attention
+    with their ``(B, 1, 1, S)`` padding mask, and a ragged one."""
+    h, sq, skv, d, dv = shape
+    o, ins = attention(1, h, h, sq, skv, d, dv, "b11n", False, False, None, np.random.default_rng(0))
+    _check(o, ins, isa, 2)
+
+
+def test_attention_f32_fully_masked_row_is_nan_as_execute() -> None:
+    """A row whose every key is masked with -inf: ``execute`` divides 0 by 0; so does the kernel."""
+    o, ins = attention(1, 1, 1, 3, 5, 4, 4, "mn", False, False, None, np.random.default_rng(1))
+    ins[3] = np.zeros((3, 5), np.float32)
+    ins[3][1] = -np.inf
+    want = np.asarray(o.execute(ins)[0])
+    got = np.zeros_like(want)
+    bufs = {("in", i): np.ascontiguousarray(v) for i, v in enumerate(ins[:4])}
+    bufs[("out", 0)] = got
+    run_kernel(TEMPLATE, o, bufs, nparts=1)
+    assert np.isnan(want[0, 0, 1]).all() and np.isnan(got[0, 0, 1]).all()
+    np.testing.assert_allclose(got[0, 0, [0, 2]], want[0, 0, [0, 2]], rtol=0, atol=1e-5)
+
+
+def test_attention_f32_is_chosen_for_f32_only() -> None:
+    """The fast template takes F32 attention; F16/BF16 stay with the generic one."""
+    rng = np.random.default_rng(2)
+    isa = host_spec().isa
+    o, _ = attention(1, 2, 2, 4, 4, 8, 8, "none", False, False, None, rng)
+    assert candidates(o, isa)[0].name == "attention_f32"
+    o16, _ = attention(1, 2, 2, 4, 4, 8, 8, "none", False, False, None, rng, ft="bf16")
+    assert candidates(o16, isa)[0].name == "generic.attention"
