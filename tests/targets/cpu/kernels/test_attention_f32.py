@@ -116,3 +116,16 @@ def test_attention_f32_is_chosen_for_f32_only() -> None:
     assert candidates(o, isa)[0].name == "attention_f32"
     o16, _ = attention(1, 2, 2, 4, 4, 8, 8, "none", False, False, None, rng, ft="bf16")
     assert candidates(o16, isa)[0].name == "generic.attention"
+
+
+def test_attention_f32_same_bits_on_any_part_count() -> None:
+    """Each unit's result does not depend on which part computes it (a model's outputs are the same
+    bits on any thread count)."""
+    o, ins = attention(1, 3, 3, 19, 23, 16, 24, "b11n", True, False, None, np.random.default_rng(3))
+    runs = []
+    for nparts in (1, 2, 5):
+        bufs = {("in", i): np.ascontiguousarray(v) for i, v in enumerate(ins[:4])}
+        bufs[("out", 0)] = got = np.full((1, 19, 72), np.nan, np.float32)
+        run_kernel(TEMPLATE, o, bufs, nparts=nparts)
+        runs.append(got.tobytes())
+    assert runs[0] == runs[1] == runs[2]
