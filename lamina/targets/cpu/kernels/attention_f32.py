@@ -36,33 +36,14 @@ from .abi import Isa, KernelPlan, Template
 from .gemm_f32 import F32, I32, I64, Fn, Tile, elem_name, gemm_tile, static_shape, tile_for
 from .generic_ir import broadcast_strides
 from .generic_norm import Attention as _GenericAttention
+from .vmath_f32 import vexp as _vexp
 
 __all__ = ["AttentionF32", "vexp", "hmax", "hsum"]
 
 
 def vexp(fn: Fn, x: ir.Value) -> ir.Value:
-    """``exp(x)`` of an f32 vector without a call: Cephes' ``expf`` (``n = rint(x log2 e)``, ``r = x -
-    n ln 2`` in two parts, a degree-7 polynomial, times ``2**n`` built in the exponent bits), 0 below
-    ``-87.33654`` (``-inf`` included), clamped at ``88.376`` above; within 2 ulp of ``expf`` in range."""
-    b = fn.b
-    ln = x.type.count
-    vc = fn.vconst
-    lo, hi = vc(-87.33654, ln), vc(88.3762626647949, ln)
-    under = b.fcmp_ordered("<", x, lo)
-    xc = b.select(b.fcmp_ordered(">", x, hi), hi, x)
-    xc = b.select(under, lo, xc)
-    vt = x.type
-    rint = fn.intrinsic(f"llvm.rint.v{ln}f32", vt, [vt])
-    n = b.call(rint, [b.fmul(xc, vc(1.44269504088896341, ln))])
-    r = b.fsub(b.fsub(xc, b.fmul(n, vc(0.693359375, ln))), b.fmul(n, vc(-2.12194440e-4, ln)))
-    p = vc(1.9875691500e-4, ln)
-    for c in (1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1):
-        p = b.fadd(b.fmul(p, r), vc(c, ln))
-    y = b.fadd(b.fadd(b.fmul(p, b.fmul(r, r)), r), vc(1.0, ln))
-    it = ir.VectorType(I32, ln)
-    bits = b.shl(b.add(b.fptosi(n, it), ir.Constant(it, [127] * ln)), ir.Constant(it, [23] * ln))
-    res = b.fmul(y, b.bitcast(bits, vt))
-    return b.select(under, fn.vzero(ln), res)
+    """``exp(x)`` of an f32 vector, 0 below ``-87.33654`` (:func:`.vmath_f32.vexp`)."""
+    return _vexp(fn.b, fn.m, x, zero_below=True)
 
 
 def _htree(fn: Fn, v: ir.Value, op: Any) -> ir.Value:
