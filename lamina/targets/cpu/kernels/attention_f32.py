@@ -1,7 +1,10 @@
-"""The fast fused float attention for the CPU target: ``tpu.Attention`` in F32 (3-d ``(B, S, H*D)`` or
-4-d ``(B, H, S, D)`` operands, an additive f32 mask broadcast to ``(B, Hq, Sq, Skv)``, causal
-masking, grouped heads, ``Sq != Skv``; no KV cache, padding lengths, softcap, softmax precision or
-extra results — the generic template, :mod:`.generic_norm`, takes those and the F16/BF16 forms).
+"""The fast fused float attention for the CPU target: ``tpu.Attention`` computed in f32 (3-d
+``(B, S, H*D)`` or 4-d ``(B, H, S, D)`` operands, an additive mask broadcast to ``(B, Hq, Sq, Skv)``,
+causal masking, grouped heads, ``Sq != Skv``; no KV cache, padding lengths, softcap, softmax
+precision or extra results — the generic template, :mod:`.generic_norm`, takes those). F32
+operands, or F16 / BF16 ones (one type for query, key, value and result) where the CPU converts them
+in vectors (F16: F16C and 32-byte vectors; BF16: AVX512-BF16): the query rows of a unit and the
+values of a head are widened to f32 into scratch, the result rounded once to the 2-byte type.
 
 One unit of work is a block of ``R`` query rows of one (batch, head) (``R`` = the GEMM tile's rows:
 8 on AVX-512, 6 on AVX2, 4 on 16-byte vectors); the parts split the units, in order, so that a part
@@ -19,7 +22,9 @@ re-made only when the (batch, key head) changes. Per block:
 
 A row whose every score is ``-inf`` gives NaN, as ``execute``'s ``0/0``; a NaN score makes its row
 NaN. The sums run in another order than ``execute``'s (scale applied to the key rather than the
-square root of it to both, the division after the weighted sum): results within 1e-4 relative.
+square root of it to both, the division after the weighted sum): results within 1e-4 relative
+(2-byte types: plus one unit in the last place; ``execute`` rounds each step to the 2-byte type,
+the kernel only its result).
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from llvmlite import ir
 from lamina.ir.types import RankedTensorType
 
 from .abi import Isa, KernelPlan, Template
-from .gemm_f32 import F32, I32, I64, Fn, Tile, elem_name, gemm_tile, static_shape, tile_for
+from .gemm_f32 import ELEMS, F32, I32, I64, Fn, Tile, elem_name, gemm_tile, static_shape, tile_for
 from .generic_ir import broadcast_strides
 from .generic_norm import Attention as _GenericAttention
 from .vmath_f32 import vexp as _vexp
@@ -73,7 +78,7 @@ def hsum(fn: Fn, v: ir.Value) -> ir.Value:
 
 
 class AttentionF32(Template):
-    """``tpu.Attention`` with f32 query, key, value, mask and result (see the module docstring)."""
+    """``tpu.Attention`` with float query, key, value, mask and result (see the module docstring)."""
 
     name = "attention_f32"
     priority = 10
@@ -85,26 +90,38 @@ class AttentionF32(Template):
         ops = [op.operands[i] for i in range(3)] + [op.results[0]]
         if isinstance(op.operands[3].type, RankedTensorType):
             ops.append(op.operands[3])
-        if any(elem_name(v.type) != "f32" for v in ops):
+        names = {elem_name(v.type) for v in ops[:4]}
+        if len(names) != 1 or None in names or (len(ops) > 4 and elem_name(ops[4].type) is None):
             return False
-        return all(static_shape(v.type) is not None for v in ops)
+        for v in ops:  # 2-byte floats where the CPU converts them in vectors (else the generic's)
+            e = elem_name(v.type)
+            if e == "bf16" and not (isa.has("avx512bf16") and isa.vector_bytes >= 64):
+                return False
+            if e == "f16" and not (isa.has("f16c") and isa.vector_bytes >= 32):
+                return False
+        shapes = [static_shape(v.type) for v in ops]
+        return all(sh is not None and 0 not in sh for sh in shapes)  # (empty tensors: the generic's)
 
     @staticmethod
     def _dims(op: Any) -> dict[str, Any]:
         return _GenericAttention()._dims(op)
 
     @staticmethod
-    def _geometry(g: dict[str, Any], isa: Isa) -> tuple[Tile, int, int]:
-        """(the QK tile, padded key count, scratch floats per part)."""
+    def _geometry(g: dict[str, Any], isa: Isa, narrow: bool) -> tuple[Tile, int, int]:
+        """(the QK tile, padded key count, scratch floats per part: the transposed keys, the scores
+        block, the rows' 1 / sum; for 2-byte operands also a block of query rows and the head's
+        values widened to f32)."""
         tile = tile_for(isa)
         skvp = -(-g["skv"] // tile.lanes) * tile.lanes
         floats = g["d"] * skvp + tile.mr * skvp + tile.mr
+        if narrow:
+            floats += tile.mr * g["d"] + g["skv"] * g["dv"]
         floats = -(-floats // 16) * 16
         return tile, skvp, floats
 
     def plan(self, op: Any, symbol: str, isa: Isa) -> KernelPlan:
         g = self._dims(op)
-        _, _, floats = self._geometry(g, isa)
+        _, _, floats = self._geometry(g, isa, elem_name(op.results[0].type) != "f32")
         bufs: list[tuple[str, Any]] = [("in", 0), ("in", 1), ("in", 2)]
         if isinstance(op.operands[3].type, RankedTensorType):
             bufs.append(("in", 3))
@@ -117,7 +134,14 @@ class AttentionF32(Template):
 
     def emit(self, module: Any, plan: KernelPlan, op: Any, isa: Isa) -> None:
         g = self._dims(op)
-        tile, skvp, floats = self._geometry(g, isa)
+        ety = ELEMS[elem_name(op.results[0].type)][0]  # type: ignore[index]
+        narrow = ety != F32
+        mety = (
+            ELEMS[elem_name(op.operands[3].type)][0]
+            if isinstance(op.operands[3].type, RankedTensorType)
+            else F32
+        )  # type: ignore[index]
+        tile, skvp, floats = self._geometry(g, isa, narrow)
         ln, rb = tile.lanes, tile.mr
         d, dv, sq, skv = g["d"], g["dv"], g["sq"], g["skv"]
         has_mask = isinstance(op.operands[3].type, RankedTensorType)
@@ -143,6 +167,8 @@ class AttentionF32(Template):
         cached = b.alloca(I64)
         b.store(ir.Constant(I64, -1), cached)
         invp = fn.at(pbuf, rb * skvp)  # the rows' 1 / sum
+        qbuf = fn.at(invp, rb)  # (2-byte operands) the unit's query rows, then the head's values, in f32
+        vbuf = fn.at(qbuf, rb * d)
 
         def inv_at(i: Any) -> ir.Value:
             return fn.at(invp, i)
@@ -161,16 +187,24 @@ class AttentionF32(Template):
         budget = tile.mr * tile.nv
         nvp = min(nvv, tile.nv + 1)
 
+        def widen_row(src: ir.Value, dst: ir.Value, n: int) -> None:
+            """dst[0:n] (f32) = src[0:n] (the 2-byte operand type) widened."""
+
+            def el(e: ir.Value, _c: Any) -> None:
+                b.store(fn.widen(fn.load(fn.at(src, e, ety), ety)), fn.at(dst, e), align=4)
+
+            fn.loop(0, n, el)
+
         def transpose(bi: Any, hk: Any) -> None:
             """Kt[t][j] = k[bi, hk, j, t] * scale; columns skv..skvp zero."""
-            kbase = fn.at(kp, off(g["k"], bi, hk, 0))
+            kbase = fn.at(kp, off(g["k"], bi, hk, 0), ety)
             sc = ir.Constant(F32, float(np.float32(scale)))
 
             def row(j: ir.Value, _c: Any) -> None:
-                krow = fn.at(kbase, fn.mul(j, g["k"][2]))
+                krow = fn.at(kbase, fn.mul(j, g["k"][2]), ety)
 
                 def el(t: ir.Value, _c2: Any) -> None:
-                    x = b.fmul(fn.load(fn.at(krow, t)), sc)
+                    x = b.fmul(fn.widen(fn.load(fn.at(krow, t, ety), ety)), sc)
                     b.store(x, fn.at(kt, fn.add(fn.mul(t, skvp), j)), align=4)
 
                 fn.loop(0, d, el)
@@ -183,17 +217,27 @@ class AttentionF32(Template):
                         b.store(ir.Constant(F32, 0.0), fn.at(kt, fn.add(fn.mul(t, skvp), j)), align=4)
 
                 fn.loop(0, d, pad)
+            if narrow:
+                vb = fn.at(vp, off(g["v"], bi, hk, 0), ety)
+
+                fn.loop(
+                    0,
+                    skv,
+                    lambda j, _c: widen_row(
+                        fn.at(vb, fn.mul(j, g["v"][2]), ety), fn.at(vbuf, fn.mul(j, dv)), dv
+                    ),
+                )
 
         def softmax_row(i: ir.Value, r0: Any, bi: Any, h: Any) -> None:
             prow = fn.at(pbuf, fn.mul(i, skvp))
             qi = fn.add(r0, i)
-            mrow = fn.at(mp, off(mst, bi, h, qi)) if mp is not None and mst is not None else None
+            mrow = fn.at(mp, off(mst, bi, h, qi), mety) if mp is not None and mst is not None else None
             qsplat = fn.splat(qi, ln) if causal else None
 
             def score(c: Any, mask: ir.Value | None) -> ir.Value:
                 s = fn.vload(fn.at(prow, fn.mul(c, ln)), ln)
                 if mrow is not None:
-                    s = b.fadd(s, fn.vload(fn.at(mrow, fn.mul(c, ln)), ln, mask=mask))
+                    s = b.fadd(s, fn.widen(fn.vload(fn.at(mrow, fn.mul(c, ln), mety), ln, mety, mask=mask)))
                 if qsplat is not None:
                     cols = b.add(iota, fn.splat(fn.c(fn.mul(c, ln)), ln))
                     s = b.select(b.icmp_signed(">", cols, qsplat), neg_inf, s)
@@ -224,12 +268,16 @@ class AttentionF32(Template):
 
         def block(bi: Any, h: Any, hk: Any, r0: Any, rows: int) -> None:
             # 1. scores
-            qbase = fn.at(qp, off(g["q"], bi, h, r0))
+            qbase, q_rs = fn.at(qp, off(g["q"], bi, h, r0), ety), g["q"][2]
+            if narrow:  # the rows widened to f32
+                for i in range(rows):
+                    widen_row(fn.at(qbase, i * q_rs, ety), fn.at(qbuf, i * d), d)
+                qbase, q_rs = qbuf, d
             nb = tile.nb
             npan, ptail = skvp // nb, (skvp % nb) // ln
 
             def panel(c0: Any, t: Tile) -> None:
-                accs = gemm_tile(fn, t, rows, d, qbase, g["q"][2], 1, fn.at(kt, c0), skvp)
+                accs = gemm_tile(fn, t, rows, d, qbase, q_rs, 1, fn.at(kt, c0), skvp)
                 for i in range(rows):
                     for j in range(t.nv):
                         fn.vstore(accs[i * t.nv + j], fn.at(pbuf, fn.add(fn.add(i * skvp, c0), j * ln)))
@@ -240,8 +288,8 @@ class AttentionF32(Template):
             # 2. softmax rows
             fn.loop(0, rows, lambda i, _c: softmax_row(i, r0, bi, h))
             # 3. E . V / sum
-            vbase = fn.at(vp, off(g["v"], bi, hk, 0))
-            obase = fn.at(out, off(g["o"], bi, h, r0))
+            vbase, v_rs = (vbuf, dv) if narrow else (fn.at(vp, off(g["v"], bi, hk, 0)), g["v"][2])
+            obase = fn.at(out, off(g["o"], bi, h, r0), ety)
             for e0 in range(0, nvv, nvp):
                 nv_here = min(nvp, nvv - e0)
                 t = Tile(ln, tile.mr, nv_here)
@@ -258,14 +306,15 @@ class AttentionF32(Template):
                         skvp,
                         1,
                         fn.at(vbase, e0 * ln),
-                        g["v"][2],
+                        v_rs,
                         masks,
                     )
                     for i in range(mr):
                         sv = fn.splat(fn.load(inv_at(i0 + i)), ln)
-                        orow = fn.at(obase, fn.mul(i0 + i, g["o"][2]))
+                        orow = fn.at(obase, fn.mul(i0 + i, g["o"][2]), ety)
                         for j in range(nv_here):
-                            fn.vstore(b.fmul(accs[i * nv_here + j], sv), fn.at(orow, (e0 + j) * ln), masks[j])
+                            y = fn.narrow(b.fmul(accs[i * nv_here + j], sv), ety)
+                            fn.vstore(y, fn.at(orow, (e0 + j) * ln, ety), masks[j])
 
         def unit(u: ir.Value, _c: Any) -> None:
             bh = fn.udiv(u, nblk)
