@@ -134,13 +134,10 @@ class AttentionF32(Template):
 
     def emit(self, module: Any, plan: KernelPlan, op: Any, isa: Isa) -> None:
         g = self._dims(op)
-        ety = ELEMS[elem_name(op.results[0].type)][0]  # type: ignore[index]
+        ety = ELEMS[elem_name(op.results[0].type) or "f32"][0]
         narrow = ety != F32
-        mety = (
-            ELEMS[elem_name(op.operands[3].type)][0]
-            if isinstance(op.operands[3].type, RankedTensorType)
-            else F32
-        )  # type: ignore[index]
+        has_m = isinstance(op.operands[3].type, RankedTensorType)
+        mety = ELEMS[(elem_name(op.operands[3].type) if has_m else None) or "f32"][0]
         tile, skvp, floats = self._geometry(g, isa, narrow)
         ln, rb = tile.lanes, tile.mr
         d, dv, sq, skv = g["d"], g["dv"], g["sq"], g["skv"]
