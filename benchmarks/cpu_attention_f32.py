@@ -4,13 +4,14 @@
 
 Shapes: MiniLM-L6's attention (12 heads, 64 tokens, 32 per head) and BERT-base's (12 heads, 128
 tokens, 64 per head), 4-d ``(B, H, S, D)`` with a ``(B, 1, 1, S)`` additive padding mask, as the
-lowering produces them. Timing: the calling thread's CPU time (``time.thread_time``), best of
+lowering produces them; ``--types``: the operands' element type (f32; bf16 / f16 where the CPU
+converts them in vectors, else the fused template does not take them and the row says so). Timing: the calling thread's CPU time (``time.thread_time``), best of
 ``--repeat`` rounds of ``--inner`` calls; GFLOP/s count ``2 * H * Sq * Skv * (D + Dv)`` (the two
 products; the softmax not counted). numpy does no timed work here (OPENBLAS_CORETYPE left alone).
 
 Usage::
 
-    python benchmarks/cpu_attention_f32.py [--repeat 5] [--inner 20]
+    python benchmarks/cpu_attention_f32.py [--types f32,bf16,f16] [--repeat 5] [--inner 20]
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ def compiled(template: Any, op: Any, ins: list[Any]) -> tuple[Any, Any, list[Any
         if kind == "scratch":
             a = np.zeros(max(plan.scratch_bytes, 1), np.uint8)
         elif kind == "out":
-            a = np.zeros(tuple(op.results[0].type.shape), np.float32)
+            a = np.zeros(tuple(op.results[0].type.shape), np.float32).astype(ins[0].dtype)
         else:
             a = np.ascontiguousarray(ins[key])
         keep.append(a)
@@ -64,11 +65,13 @@ def compiled(template: Any, op: Any, ins: list[Any]) -> tuple[Any, Any, list[Any
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--types", default="f32")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--inner", type=int, default=20)
     args = ap.parse_args()
     from test_attention_f32 import attention
 
+    from lamina.targets.cpu.jit import host_spec
     from lamina.targets.cpu.kernels import by_name
 
     print(
@@ -76,8 +79,12 @@ def main() -> int:
     )
     print("| attention | attention_f32 ms | GFLOP/s | generic.attention ms | GFLOP/s | speed-up |")
     print("|---|---:|---:|---:|---:|---:|")
-    for label, (h, s, d) in SHAPES.items():
-        op, ins = attention(1, h, h, s, s, d, d, "b11n", False, False, None, np.random.default_rng(0))
+    for label, (h, s, d), ft in ((lb, sh, ft) for ft in args.types.split(",") for lb, sh in SHAPES.items()):
+        op, ins = attention(1, h, h, s, s, d, d, "b11n", False, False, None, np.random.default_rng(0), ft)
+        label = f"{label} {ft}"
+        if not by_name("attention_f32").matches(op, host_spec().isa):
+            print(f"| {label} | (not taken on this CPU) | | | | |")
+            continue
         flops = 2 * h * s * s * (d + d)
         best = {}
         for name in ("attention_f32", "generic.attention"):
