@@ -35,6 +35,7 @@ __all__ = [
 # The templates: the generic ones, then the fast ones (one import line each, anywhere in this
 # file: the registry takes the TEMPLATES of every imported module of this package).
 from . import (  # noqa: F401
+    attention_f32,  # (the fused F32 attention)
     conv_f32,  # (the register-tiled float conv, depthwise and matmul)
     depthwise,  # (depthwise convs: INT8 per-plane schedule)
     gemm_int8,
@@ -42,6 +43,7 @@ from . import (  # noqa: F401
     generic_conv,
     generic_norm,
     generic_ref,
+    permute,  # (a Permute keeping inner runs: memcpy per run)
     pool,  # (vectorized max/avg pooling, F32 and INT8)
 )
 

@@ -429,6 +429,8 @@ class Epilogue:
     limit: float = -1.0
     row_bias: ir.Value | None = None
     col_bias: ir.Value | None = None
+    #: a fused unary activation of the f32 vectors, applied last (MatMul's fused GELU)
+    act: Callable[[ir.Value], ir.Value] | None = None
     accumulate: ir.Value | None = None
     residual: ir.Value | None = None
     post_relu: bool = False
@@ -485,6 +487,8 @@ def store_tile(
                 )
                 if ep.post_relu:
                     v = b.select(b.fcmp_unordered(">=", v, zero), v, zero)
+            if ep.act is not None:
+                v = ep.act(v)
             fn.vstore(fn.narrow(v, ep.out_ety), dst, masks[j])
 
 
@@ -533,6 +537,14 @@ class MatMulF32(Template):
     name = "matmul_f32"
     priority = 10
 
+    def fuses(self, op: Any, consumer: Any) -> bool:
+        """An erf GELU of an f32 MatMul's result (BERT's FFN): computed on the tile's registers."""
+        if consumer.name != "tpu.GELU" or consumer.attr("approximate") == "tanh":
+            return False
+        if op.get_attr("cpu.fused") is not None or consumer.operands[0].defining_op() is not op:
+            return False
+        return elem_name(op.output.type) == "f32" and elem_name(consumer.results[0].type) == "f32"
+
     def matches(self, op: Any, isa: Isa) -> bool:
         if op.name != "tpu.MatMul" or len(op.operands) != 3:
             return False
@@ -560,7 +572,8 @@ class MatMulF32(Template):
             bias[:n] = weight_of(op.bias).reshape(-1)  # type: ignore[union-attr]
             weights["b"] = bias
             buffers.append(("weight", "b"))
-        buffers.append(("out", "output"))
+        fused = op.get_attr("cpu.fused") is not None
+        buffers.append(("out", 0) if fused else ("out", "output"))  # a fused GELU's: the kernel's result
         esz = ELEMS[elem_name(op.input.type)][1]  # type: ignore[index]
         return KernelPlan(
             symbol,
@@ -582,8 +595,9 @@ class MatMulF32(Template):
         x = fn.buf(keys.index(("in", "input")))
         wp = fn.buf(keys.index(("weight", "w")))
         bias = fn.buf(keys.index(("weight", "b"))) if ("weight", "b") in keys else None
-        y = fn.buf(keys.index(("out", "output")))
+        y = fn.buf(len(keys) - 1)  # the result (the op's, or a fused GELU's)
         relu, limit = _relu_attrs(op)
+        act = _fused_act(module, fn, op)
         panels = -(-n // nb)
         full_rows = rows // tile.mr * tile.mr
         rem_rows = rows - full_rows
@@ -602,7 +616,7 @@ class MatMulF32(Template):
             wpan = fn.at(wp, fn.mul(p, k * nb))
             ncols = fn.sub(n, col0)
             smasks = [fn.mask(ln, ncols, j * ln) for j in range(tile.nv)]
-            ep = Epilogue(ety, relu, limit, col_bias=fn.at(bias, col0) if bias is not None else None)
+            ep = Epilogue(ety, relu, limit, col_bias=fn.at(bias, col0) if bias is not None else None, act=act)
 
             def row_tile(mr: int, r0: Int) -> None:
                 if ety == F32:
@@ -625,6 +639,16 @@ class MatMulF32(Template):
         # the last panel's stores are masked; masks computed from the remaining columns
         fn.loop(p_lo, p_hi, lambda p, _c: do_panel(p))
         fn.ret()
+
+
+def _fused_act(module: Any, fn: Fn, op: Any) -> Callable[[ir.Value], ir.Value] | None:
+    """The GELU fused into a MatMul's kernel (``cpu.fused``, :meth:`MatMulF32.fuses`), else None."""
+    from .generic_ir import fused_consumers
+    from .vmath_f32 import vgelu
+
+    if any(c.name == "tpu.GELU" for c in fused_consumers(op)):
+        return lambda v: vgelu(fn.b, module, v)
+    return None
 
 
 def _gemm_tile_narrow(
