@@ -35,6 +35,7 @@ __all__ = [
 # The templates: the generic ones, then the fast ones (one import line each, anywhere in this
 # file: the registry takes the TEMPLATES of every imported module of this package).
 from . import (  # noqa: F401
+    attention_int8,
     conv_f32,  # (the register-tiled float conv, depthwise and matmul)
     gemm_int8,
     generic,
