@@ -42,6 +42,7 @@ from . import (  # noqa: F401
     generic_conv,
     generic_norm,
     generic_ref,
+    permute,
 )
 
 for _t in conv_f32.f32_templates():
