@@ -476,7 +476,7 @@ class Int8Attention(Template):
 
             gen.loop(0, rb, row)
 
-        def tile(bh: Any, bi: Any, hi_: Any, i0: Any, i1: Any, rt: Any) -> None:
+        def tile(bh: Any, i0: Any, i1: Any, rt: Any) -> None:
             """Rows i0+rt .. +MR (those < i1 stored)."""
             # logits of MR rows, NV key vectors at a time
             qrow = b.mul(rt, c(d4))
@@ -513,7 +513,11 @@ class Int8Attention(Template):
 
             full = nkb // NV
             if full:
-                gen.loop(0, full, lambda cb, _: chunk(b.mul(cb, c(NV)), NV) or [])
+
+                def chunks(cb: Any, _: list[Any]) -> None:
+                    chunk(b.mul(cb, c(NV)), NV)
+
+                gen.loop(0, full, chunks)
             if nkb % NV:
                 chunk(c(full * NV), nkb % NV)
 
@@ -672,7 +676,11 @@ class Int8Attention(Template):
             i1 = gen.smin(b.add(i0, c(rb)), c(sq))
             pack_q(bh, i0, i1)
             nrow = b.sub(i1, i0)
-            gen.loop(0, nrow, lambda rt, _: tile(bh, blk, None, i0, i1, rt) or [], step=MR)
+
+            def tiles(rt: Any, _: list[Any]) -> None:
+                tile(bh, i0, i1, rt)
+
+            gen.loop(0, nrow, tiles, step=MR)
             return [bh]
 
         gen.loop(u0, u1, unit, [c(-1)])
