@@ -393,10 +393,14 @@ class Int8Attention(Template):
                     gen.store(word(kb, src, g, xk), kp, b.add(dst, c(g * nl * 4)), 4)
 
             gen.loop(0, sk, key)
-            for j in range(sk, skp):  # padded keys: zero
-                dst = (j // nl) * g4 * nl * 4 + (j % nl) * 4
-                for g in range(g4):
-                    gen.store(c(0, I32), kp, dst + g * nl * 4, 4)
+            if skp > sk:  # the padded keys (of the last block): zero
+
+                def padg(g: Any, _: list[Any]) -> None:
+                    base = b.add(c((sk // nl) * g4 * nl * 4), b.mul(g, c(nl * 4)))
+                    for j in range(sk % nl, nl):
+                        gen.store(c(0, I32), kp, b.add(base, c(j * 4)), 4)
+
+                gen.loop(0, g4, padg)
             # per key: dm zq' zk' - zq' Σ_d k'
             ones = gen.cv([1] * (4 * nl), I8)
             cst = gen.cv([_wrap32(dm * zq1 * zk1)] * nl, I32)
@@ -418,10 +422,11 @@ class Int8Attention(Template):
             nvec = dp // nl
             inter = gen.cv([t_ // 2 + (nl if t_ % 2 else 0) for t_ in range(2 * nl)])
 
-            def vrow(j: Any, cv: int) -> Any:
-                """v[j, cv*nl : +nl] as i16 lanes (0 past dm or past sk)."""
-                o = b.add(vbase, b.add(b.mul(j, c(dm)), c(cv * nl)))
-                n_ = min(nl, dm - cv * nl)
+            nfv, tl = dm // nl, dm % nl
+
+            def vrow(j: Any, cv: Any, n_: int) -> Any:
+                """v[j, cv*nl : +n_] as i16 lanes (0 past n_ or past sk)."""
+                o = b.add(vbase, b.add(b.mul(j, c(dm)), b.mul(cv, c(nl))))
                 if n_ == nl:
                     x = gen.load(vb, o, vt(I8, nl))
                 else:
@@ -431,24 +436,27 @@ class Int8Attention(Template):
                 x = b.sext(x, vt(I16, nl)) if v_signed else b.zext(x, vt(I16, nl))
                 return b.select(b.icmp_signed("<", j, c(sk)), x, gen.cv([0] * nl, I16))
 
-            def vpair(jp: Any, sums_: list[Any]) -> list[Any]:
-                j = b.mul(jp, c(2))
-                out_ = []
-                for cv in range(nvec):
-                    x0, x1 = vrow(j, cv), vrow(b.add(j, c(1)), cv)
-                    gen.store(
-                        b.shuffle_vector(x0, x1, inter),
-                        vpk,
-                        b.mul(b.add(b.mul(jp, c(nvec)), c(cv)), c(nl * 4)),
-                        4,
-                    )
-                    t_ = b.add(b.sext(x0, vt(I32, nl)), b.sext(x1, vt(I32, nl)))
-                    out_.append(b.add(sums_[cv], t_))
-                return out_
+            def vcol(cv: Any, n_: int) -> None:
+                """Value vector ``cv`` (its first n_ lanes real) of every key pair, and its key sum."""
 
-            vs_ = gen.loop(0, skp // 2, vpair, [gen.cv([0] * nl, I32)] * nvec)
-            for cv in range(nvec):
-                gen.store(vs_[cv], csum, cv * nl * 4, 4)
+                def vpair(jp: Any, acc: list[Any]) -> list[Any]:
+                    j = b.mul(jp, c(2))
+                    x0, x1 = vrow(j, cv, n_), vrow(b.add(j, c(1)), cv, n_)
+                    dst = b.mul(b.add(b.mul(jp, c(nvec)), cv), c(nl * 4))
+                    gen.store(b.shuffle_vector(x0, x1, inter), vpk, dst, 4)
+                    return [b.add(acc[0], b.add(b.sext(x0, vt(I32, nl)), b.sext(x1, vt(I32, nl))))]
+
+                (sum_,) = gen.loop(0, skp // 2, vpair, [gen.cv([0] * nl, I32)])
+                gen.store(sum_, csum, b.mul(cv, c(nl * 4)), 4)
+
+            if nfv:
+
+                def vcols(cv: Any, _: list[Any]) -> None:
+                    vcol(cv, nl)
+
+                gen.loop(0, nfv, vcols)
+            if tl:
+                vcol(c(nfv), tl)
 
         def pack_q(bh: Any, i0: Any, i1: Any) -> None:
             qbase = b.mul(bh, c(sq * dm))
@@ -595,17 +603,19 @@ class Int8Attention(Template):
             # at a time; Σ_j e_j v_jc = that + 2**14 Σ_j v_jc
             nvec = dp // nl
             evb = b.bitcast(ev, I8.as_pointer())
-            for c0 in range(0, nvec, NV):
-                nv = min(NV, nvec - c0)
-                masks = [None if (c0 + v + 1) * nl <= dm else True for v in range(nv)]
+            nfv, tl = dm // nl, dm % nl
+
+            def vchunk(c0: Any, nv: int, tail_lanes: int) -> None:
+                """Value vectors c0 .. c0+nv (the last one's first ``tail_lanes`` real when not 0)."""
+                masks = [None if v < nv - 1 or not tail_lanes else True for v in range(nv)]
                 acc64 = [gen.cv([0] * nl, I64)] * (MR * nv)
                 for j0 in range(0, sk, KEY_CHUNK):
                     p0, p1 = j0 // 2, (min(sk, j0 + KEY_CHUNK) + 1) // 2
 
-                    def kstep(jp: Any, accs: list[Any], c0: int = c0, nv: int = nv) -> list[Any]:
+                    def kstep(jp: Any, accs: list[Any], c0: Any = c0, nv: int = nv) -> list[Any]:
                         vrow_ = b.mul(jp, c(nvec))
                         vv = [
-                            gen.load(vpk, b.mul(b.add(vrow_, c(c0 + v)), c(nl * 4)), vt(I16, 2 * nl), 4)
+                            gen.load(vpk, b.mul(b.add(vrow_, b.add(c0, c(v))), c(nl * 4)), vt(I16, 2 * nl), 4)
                             for v in range(nv)
                         ]
                         accs = list(accs)
@@ -620,7 +630,9 @@ class Int8Attention(Template):
                     acc64 = [b.add(x, b.sext(y, vt(I64, nl))) for x, y in zip(acc64, a32)]
                 cols = [
                     b.shl(
-                        b.sext(gen.load(csum, (c0 + v) * nl * 4, vt(I32, nl), 4), vt(I64, nl)),
+                        b.sext(
+                            gen.load(csum, b.mul(b.add(c0, c(v)), c(nl * 4)), vt(I32, nl), 4), vt(I64, nl)
+                        ),
                         gen.cv([E_BIAS_BITS] * nl, I64),
                     )
                     for v in range(nv)
@@ -632,7 +644,7 @@ class Int8Attention(Template):
                     def epi(
                         r: int = r,
                         i: Any = i,
-                        c0: int = c0,
+                        c0: Any = c0,
                         nv: int = nv,
                         masks: list[Any] = masks,
                         acc64: list[Any] = acc64,
@@ -655,15 +667,26 @@ class Int8Attention(Template):
                                 gen.smax(y, gen.cv([lo - zpo] * nl, I64)), gen.cv([hi - zpo] * nl, I64)
                             )
                             y = b.trunc(b.add(y, gen.cv([zpo] * nl, I64)), vt(I8, nl))
-                            o = b.add(obase, c((c0 + v) * nl))
+                            o = b.add(obase, b.mul(b.add(c0, c(v)), c(nl)))
                             if masks[v] is None:
                                 gen.store(y, out, o)
                             else:  # the row's last columns, lane by lane
-                                for lane in range(dm - (c0 + v) * nl):
+                                for lane in range(tail_lanes):
                                     el = b.extract_element(y, c(lane, I32))
                                     b.store(el, b.gep(out, [b.add(o, c(lane))]))
 
                     gen.when(b.icmp_signed("<", i, i1), epi)
+
+            nfc = nfv // NV
+            if nfc:
+
+                def vchunks(cb: Any, _: list[Any]) -> None:
+                    vchunk(b.mul(cb, c(NV)), NV, 0)
+
+                gen.loop(0, nfc, vchunks)
+            rest = nfv % NV + (1 if tl else 0)
+            if rest:
+                vchunk(c(nfc * NV), rest, tl)
 
         nunits = nb * nh * lay.nblk
         u0, u1 = gen.part_range(nunits)
