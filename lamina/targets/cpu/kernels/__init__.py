@@ -36,6 +36,7 @@ __all__ = [
 # file: the registry takes the TEMPLATES of every imported module of this package).
 from . import (  # noqa: F401
     attention_f32,  # (the fused F32 attention)
+    attention_int8,  # (the integer Attention and Softmax forms)
     conv_f32,  # (the register-tiled float conv, depthwise and matmul)
     depthwise,  # (depthwise convs: INT8 per-plane schedule)
     gemm_int8,
