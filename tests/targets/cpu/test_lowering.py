@@ -51,7 +51,9 @@ def block_model(
 ) -> str:
     """``tail(conv2(relu(conv1(x))) + r)`` where ``r`` is ``x`` (a plain block, needs ``c ==
     cout`` and stride 1) or ``conv1x1/stride(x)`` placed after conv2 (``downsample_after``) or
-    before conv1; ``swap``: ``r + conv2`` instead; ``tail``: ``relu``, ``silu`` or nothing."""
+    before conv1; ``swap``: ``r + conv2`` instead; ``tail``: ``relu``, ``silu`` or ``conv`` (a 1x1
+    conv reads the sum, as in MobileNetV2's linear bottlenecks: a sum that is the function's result
+    would take the int16 ``wide_sum`` form instead)."""
     oh = (hw - 1) // stride + 1
     xs, ys = (1, c, hw, hw), (1, cout, oh, oh)
     w1 = rng.normal(0, 0.3, (cout, c, 3, 3)).astype(np.float32)
@@ -92,7 +94,17 @@ def block_model(
     a, b, ta, tb = ("%c2", res, Y2, rt_) if not swap else (res, "%c2", rt_, Y2)
     lines.append(f'  %a = "top.Add"({a}, {b}) : ({ta}, {tb}) -> {A} loc("a")')
     out, OT = "%a", A
-    if tail:
+    if tail == "conv":
+        wt = rng.normal(0, 0.2, (cout, cout, 1, 1)).astype(np.float32)
+        OT = _t(ys, -6.0, 6.0)
+        lines.append(
+            f'  %wt = "top.Weight"() <{{value = {_dense(wt)} : tensor<{cout}x{cout}x1x1xf32>}}> : () -> tensor<{cout}x{cout}x1x1xf32>'
+        )
+        lines.append(
+            f'  %r = "top.Conv"(%a, %wt, %none) : ({A}, tensor<{cout}x{cout}x1x1xf32>, none) -> {OT} loc("r")'
+        )
+        out = "%r"
+    elif tail:
         OT = _t(ys, 0.0 if tail == "relu" else -0.3, 8.0)
         name = {"relu": "Relu", "silu": "SiLU"}[tail]
         lines.append(f'  %r = "top.{name}"(%a) : ({A}) -> {OT} loc("r")')
@@ -127,7 +139,7 @@ BLOCKS = [
     (16, 12, 16, 1, True, False, "relu"),
     (8, 14, 32, 2, False, True, "relu"),  # downsample after conv2: the add fuses into it
     (8, 14, 32, 2, True, False, "relu"),  # downsample first: into conv2
-    (32, 7, 32, 1, False, False, ""),  # 7x7: the channel-lane INT8 conv / the pixel-major F32 one
+    (32, 7, 32, 1, False, False, "conv"),  # 7x7: the channel-lane INT8 conv / the pixel-major F32 one
     (32, 7, 48, 1, True, True, "relu"),
 ]
 
@@ -145,7 +157,7 @@ def test_int8_residual_block_bit_exact(case: int, isa: str, asym: bool, tmp_path
     got, want, kernels = compile_and_run(text, "INT8", isa, tmp_path, 1 + case % 2, asym)
     assert np.array_equal(got, want), f"max |d| {np.abs(got - want).max()}"
     fused = _fused_ops(kernels)
-    want_ops = ["tpu.Conv", "tpu.Add"] + (["tpu.Lut"] if tail else [])
+    want_ops = ["tpu.Conv", "tpu.Add"] + (["tpu.Lut"] if tail in ("relu", "silu") else [])
     assert fused == [want_ops], fused
     fused_kernel = next(k for k in kernels if len(k["ops"]) > 1)
     assert fused_kernel["template"].startswith("int8-conv")
@@ -159,7 +171,7 @@ def test_f32_residual_block(case: int, isa: str, tmp_path: Any) -> None:
     got, want, kernels = compile_and_run(text, "F32", isa, tmp_path, 1 + case % 2)
     scale = float(np.abs(want).max())
     assert np.abs(got - want).max() <= 1e-5 * scale
-    assert _fused_ops(kernels) == [["tpu.Conv", "tpu.Add"] + (["tpu.Relu"] if tail else [])]
+    assert _fused_ops(kernels) == [["tpu.Conv", "tpu.Add"] + (["tpu.Relu"] if tail == "relu" else [])]
     assert all(k["template"] == "conv_f32" for k in kernels if k["ops"][0] == "tpu.Conv")
 
 
