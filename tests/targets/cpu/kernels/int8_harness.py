@@ -35,6 +35,10 @@ def host_isa() -> Isa:
     return Isa(vb, frozenset(feats))
 
 
+#: canary bytes either side of a kernel's output in :meth:`Compiled.__call__`
+GUARD = 64
+
+
 class Compiled:
     def __init__(self, template: Template, op: Any, isa: Isa, symbol: str = "k", ir_passes: bool = False):
         _init()
@@ -84,11 +88,18 @@ class Compiled:
     def __call__(
         self, ins: list[np.ndarray], out_shape: tuple[int, ...], out_dtype: Any, nparts: int = 1
     ) -> np.ndarray:
-        out = np.full(out_shape, 0x5A, dtype=out_dtype)
+        """Run on ``nparts`` parts into a fresh output with 64 canary bytes on either side: a write
+        outside the output fails (LLVM once lowered a one-lane masked byte store to a 4-byte move)."""
+        n = int(np.prod(out_shape)) * np.dtype(out_dtype).itemsize
+        raw = _aligned(np.full(n + 2 * GUARD, 0x5A, np.uint8))
+        out = raw[GUARD : GUARD + n].view(out_dtype).reshape(out_shape)
         arr, keep = self.buffers(ins, [out], nparts)
         for p in range(nparts):
             self.fn(arr, p, nparts)
         del keep
+        assert np.all(raw[:GUARD] == 0x5A) and np.all(raw[GUARD + n :] == 0x5A), (
+            f"{self.plan.symbol}: a write outside the output (nparts={nparts})"
+        )
         return out
 
 
