@@ -125,7 +125,8 @@ class ConvMatMulLowering(FamilyLowering):
         in_axis = 1 if is_conv else len(x.type.shape) - 1  # type: ignore[attr-defined]
         if is_per_axis(x.type) and qparams(x.type)[2] != in_axis:
             x = self.qin(rw, op.operands[0], x)
-        if w is not None and is_per_axis(x.type) and self.s.wide_input(op):
+        if w is not None and not is_conv and is_per_axis(x.type) and self.s.wide_input(op):
+            # (a MatMul's: a Conv folds its per-channel input into its filter, docs/tpu.md)
             x = self._wide_input(rw, x, int(w.shape[0]))
         s_o = scales(out_t)
         if w is None:
