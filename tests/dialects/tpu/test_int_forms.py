@@ -566,3 +566,20 @@ def test_wide_sum_gives_an_add_read_in_float_an_int16_result() -> None:
             qparams(ops["b_i8"].results[0].type)[0]
         )  # type: ignore[attr-defined]
         assert np.max(np.abs(got - exact)) <= float(s1) / 2 + 1e-9
+
+
+@pytest.mark.parametrize(("shape", "wide"), [("2x8", True), ("1x4x3x5", False)])
+def test_wide_sum_is_for_rank_3_or_less(shape: str, wide: bool) -> None:
+    """A returned sum of rank <= 3 gets the int16 type; a 4-d (convolutional) one keeps 8 bits
+    (on PP-OCRv4 the int16 form lost accuracy, docs/tpu.md)."""
+    from lamina.dialects.tpu.quantize import qparams
+
+    a, s = _t(shape, -3.0, 3.0), _t(shape, -6.0, 6.0)
+    body = f"""
+  %ai = "top.Input"(%a) : ({a}) -> {a} loc("a")
+  %bi = "top.Input"(%b) : ({a}) -> {a} loc("b")
+  %s = "top.Add"(%ai, %bi) : ({a}, {a}) -> {s} loc("sum")"""
+    m = _module(body, f"%a: {a}, %b: {a}", "%s", s)
+    assert convert_top_to_tpu(m, "INT8")[0]  # type: ignore[arg-type]
+    lo, hi = qparams(_by_name(m)["sum"].results[0].type)[3:]  # type: ignore[attr-defined]
+    assert (lo, hi) == ((-32768, 32767) if wide else (-128, 127))
