@@ -231,15 +231,12 @@ class Lowering:
             return None
         if not (caps.supports(d.name, "INT8", "i16") and caps.supports(u.name, "INT8", "i16")):
             return None
-        e = elem(r.type)
-        if not isinstance(e, CalibratedQuantizedType) or not isinstance(r.type, RankedTensorType):
+        rng = _abs_range(r)
+        if rng is None:
             return None
-        th = max(-float(e.min), float(e.max))
-        if not np.isfinite(th) or th <= 0:
-            return None
-        return RankedTensorType(
-            r.type.shape, UniformQuantizedType(16, True, e.expressed_type, th / 32767.0, 0)
-        )
+        th, et = rng
+        assert isinstance(r.type, RankedTensorType)  # (as _abs_range checked)
+        return RankedTensorType(r.type.shape, UniformQuantizedType(16, True, et, th / 32767.0, 0))
 
     def wide_result(self, r: Value) -> Type | None:
         """The int16 type of a ``tpu.Lut16`` result ``r`` (an original value) whose one user is an
@@ -258,16 +255,13 @@ class Lowering:
             return None
         if not self.capabilities.supports(u.name, "INT8", "i16"):
             return None
-        e = elem(r.type)
-        if not isinstance(e, CalibratedQuantizedType) or not isinstance(r.type, RankedTensorType):
+        rng = _abs_range(r)
+        if rng is None:
             return None
-        th = max(-float(e.min), float(e.max))
-        if not np.isfinite(th) or th <= 0:
-            return None
+        th, et = rng
+        assert isinstance(r.type, RankedTensorType)  # (as _abs_range checked)
         lv = min(32767, (2**31 - 1) // (127 * max(1, int(w.shape[0]))))
-        return RankedTensorType(
-            r.type.shape, UniformQuantizedType(16, True, e.expressed_type, th / lv, 0, -lv, lv)
-        )
+        return RankedTensorType(r.type.shape, UniformQuantizedType(16, True, et, th / lv, 0, -lv, lv))
 
     def wide_sum(self, r: Value, t: Type) -> Type | None:
         """The int16 type of an INT8 Add/Sub result ``r`` (an original value, its 8-bit type ``t``)
@@ -295,13 +289,10 @@ class Lowering:
             return RankedTensorType(
                 t.shape, UniformQuantizedPerAxisType(16, True, e.expressed_type, sc, [0] * len(sc), e.axis)
             )
-        c = elem(r.type)
-        if not isinstance(c, CalibratedQuantizedType):
+        rng = _abs_range(r)
+        if rng is None:
             return None
-        th = max(-float(c.min), float(c.max))
-        if not np.isfinite(th) or th <= 0:
-            return None
-        return RankedTensorType(t.shape, UniformQuantizedType(16, True, c.expressed_type, th / 32767.0, 0))
+        return RankedTensorType(t.shape, UniformQuantizedType(16, True, rng[1], rng[0] / 32767.0, 0))
 
     def wide_input(self, op: Operation) -> bool:
         """Whether the INT8 MatMul ``op`` takes its per-channel input on an int16 grid (the
@@ -367,3 +358,14 @@ class Lowering:
         if is_quant(t):
             return rw.create(WeightOp, output=t, value=attr, loc=loc).results[0]
         return rw.create(TopWeight, output=attr.type, value=attr, loc=loc).results[0]
+
+
+def _abs_range(r: Value) -> tuple[float, Type] | None:
+    """``max(-min, max)`` of a calibrated tensor value ``r``'s range (the int16 forms' symmetric
+    threshold) and its expressed type; None when ``r`` is not a calibrated ranked tensor or its
+    range is empty or infinite."""
+    e = elem(r.type)
+    if not isinstance(e, CalibratedQuantizedType) or not isinstance(r.type, RankedTensorType):
+        return None
+    th = max(-float(e.min), float(e.max))
+    return (th, e.expressed_type) if np.isfinite(th) and th > 0 else None
