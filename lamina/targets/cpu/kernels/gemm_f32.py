@@ -32,6 +32,7 @@ from lamina.ir.constants import constant_array
 from lamina.ir.types import NoneType
 
 from .abi import Isa, KernelPlan, Template
+from .vmath_f32 import vexp
 
 F32 = ir.FloatType()
 F16 = ir.HalfType()
@@ -381,31 +382,11 @@ def _all_off(m: ir.Value) -> bool:
 
 
 def vsigmoid(fn: Fn, x: ir.Value) -> ir.Value:
-    """``1 / (1 + exp(-x))`` of an f32 vector, inline: Cephes' ``expf`` as the generic elementwise
-    kernels compute it (``generic._exp_f32``: ``-x`` clamped to [-87.34, 88.38], ``n = rint(x
-    log2 e)``, ``r`` in two parts of ``ln 2``, a degree-7 polynomial, ``2**n`` in the exponent bits;
-    within 2 ulp of ``expf``), lane by lane."""
+    """``1 / (1 + exp(-x))`` of an f32 vector, inline, with the exp the generic elementwise kernels
+    compute (:func:`.vmath_f32.vexp`, Cephes' ``expf`` within 2 ulp), lane by lane."""
     b = fn.b
-    n_l = x.type.count
-    vt = x.type
-
-    def k(c: float) -> ir.Constant:
-        return fn.vconst(c, n_l)
-
-    e = b.fneg(x)
-    e = b.select(b.fcmp_ordered("<", e, k(-87.33654)), k(-87.33654), e)
-    e = b.select(b.fcmp_ordered(">", e, k(88.3762626647949)), k(88.3762626647949), e)
-    rint = fn.intrinsic(f"llvm.rint.v{n_l}f32", vt, [vt])
-    n = b.call(rint, [b.fmul(e, k(1.44269504088896341))])
-    r = b.fsub(b.fsub(e, b.fmul(n, k(0.693359375))), b.fmul(n, k(-2.12194440e-4)))
-    p = k(1.9875691500e-4)
-    for c in (1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1):
-        p = b.fadd(b.fmul(p, r), k(c))
-    y = b.fadd(b.fadd(b.fmul(p, b.fmul(r, r)), r), k(1.0))
-    i32v = ir.VectorType(I32, n_l)
-    bits = b.shl(b.add(b.fptosi(n, i32v), ir.Constant(i32v, [127] * n_l)), ir.Constant(i32v, [23] * n_l))
-    ex = b.fmul(y, b.bitcast(bits, vt))
-    return b.fdiv(k(1.0), b.fadd(k(1.0), ex))
+    one = fn.vconst(1.0, x.type.count)
+    return b.fdiv(one, b.fadd(one, vexp(b, fn.m, b.fneg(x))))
 
 
 def vsilu(fn: Fn, x: ir.Value, alpha: float) -> ir.Value:
