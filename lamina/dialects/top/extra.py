@@ -320,11 +320,12 @@ class AttentionOp(TopOp):
                 mask = np.where(mask, 0, -np.inf).astype(dt)
         past_len = past_k.shape[2] if past_k is not None else 0
         if self.is_causal:
-            base = np.zeros((sq, skv), dtype=dt) if mask is None else np.array(mask, dtype=dt)
+            # the causal bias is (Sq, Skv); a mask of any rank broadcasts onto it (the spec's
+            # "broadcastable to (B, H, Sq, Skv)": a rank-1 or (B, 1, 1, Skv) padding mask too)
             tri = np.triu(np.ones((sq, skv - past_len), dtype=bool), k=1)
-            causal = np.zeros(base.shape[-2:], dtype=dt)
+            causal = np.zeros((sq, skv), dtype=dt)
             causal[:, past_len:] = np.where(tri, -np.inf, 0)
-            bias = base + causal
+            bias = causal if mask is None else np.asarray(mask, dtype=dt) + causal
         elif mask is not None:
             bias = bias + mask
         if nonpad is not None:

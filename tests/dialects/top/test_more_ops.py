@@ -143,3 +143,25 @@ def test_affine_grid(align: int) -> None:
 def test_det() -> None:
     x = RNG.standard_normal((3, 4, 4)).astype(np.float32)
     _compare("Det", {"x": x}, feeds=("x",))
+
+
+@pytest.mark.parametrize("mask_shape", [None, (5,), (1, 1, 1, 5), (3, 5), (1, 2, 3, 5)])
+def test_attention_causal_mask_broadcasts(mask_shape: tuple[int, ...] | None) -> None:
+    """``is_causal`` with a mask of any form the spec allows ("broadcastable to (B, H, Sq, Skv)":
+    onnxruntime takes only masks whose rank is 2-4 and whose Sq axis is full, and the ONNX reference
+    fails on the others too): the (Sq, Skv) causal bias, aligned upper-left, plus the mask, against a
+    numpy softmax. Tolerance 1e-5 relative (float32 sums in another order)."""
+    rng = np.random.default_rng(3)
+    q, k, v = (rng.standard_normal(s).astype(np.float32) for s in ((1, 2, 3, 4), (1, 2, 5, 4), (1, 2, 5, 4)))
+    inputs = {"q": q, "k": k, "v": v}
+    if mask_shape is not None:
+        inputs["m"] = rng.standard_normal(mask_shape).astype(np.float32)
+    model = single_node_model("Attention", inputs, {"is_causal": 1}, opset=23)
+    got = Interpreter(import_onnx(model)).run(inputs)
+    bias = np.where(np.triu(np.ones((3, 5), bool), 1), -np.inf, 0.0)
+    if mask_shape is not None:
+        bias = bias + inputs["m"]
+    s = q @ k.transpose(0, 1, 3, 2) / 2.0 + bias
+    p = np.exp(s - s.max(-1, keepdims=True))
+    want = (p / p.sum(-1, keepdims=True)) @ v
+    np.testing.assert_allclose(next(iter(got.values())), want, rtol=1e-5, atol=1e-6)
