@@ -56,6 +56,7 @@ from .generic_ir import (
     store_float,
     store_int,
 )
+from .vmath_f32 import verf, vexp
 
 __all__ = ["FLOAT_EW"]
 
@@ -93,32 +94,10 @@ def _shape(t: Any) -> list[int]:
 # ---- float-mode elementwise ----------------------------------------------------------------------------
 
 
-def _exp_f32(b: ir.IRBuilder, m: ir.Module, x: Any) -> Any:
-    """``exp(x)`` in f32 without a call (the loop vectorizer can widen it; the C library's ``expf``
-    it cannot): Cephes' ``expf`` — ``x`` clamped to [-87.34, 88.38], ``n = rint(x log2 e)``,
-    ``r = x - n ln 2`` in two parts, a degree-7 polynomial, times ``2**n`` built in the exponent
-    bits; within 2 ulp of ``expf`` over the range, NaN propagates. A sigmoid's only: the clamp
-    keeps 1 / (1 + e) as the C library's would have it at both ends."""
-    t = F32
-    lo, hi = fconst(-87.33654, t), fconst(88.3762626647949, t)
-    x = b.select(b.fcmp_ordered("<", x, lo), lo, x)
-    x = b.select(b.fcmp_ordered(">", x, hi), hi, x)
-    n = b.call(intrinsic(m, "llvm.rint", t), [b.fmul(x, fconst(1.44269504088896341, t))])
-    r = b.fsub(b.fsub(x, b.fmul(n, fconst(0.693359375, t))), b.fmul(n, fconst(-2.12194440e-4, t)))
-    p = fconst(1.9875691500e-4, t)
-    for c in (1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1):
-        p = b.fadd(b.fmul(p, r), fconst(c, t))
-    y = b.fadd(b.fadd(b.fmul(p, b.fmul(r, r)), r), fconst(1.0, t))
-    bits = b.shl(
-        b.add(b.fptosi(n, ir.IntType(32)), ir.Constant(ir.IntType(32), 127)), ir.Constant(ir.IntType(32), 23)
-    )
-    return b.fmul(y, b.bitcast(bits, t))
-
-
 def _sigmoid(b: ir.IRBuilder, m: ir.Module, x: Any) -> Any:
     t = x.type
     if t == F32:
-        e = _exp_f32(b, m, b.fneg(x))
+        e = vexp(b, m, b.fneg(x))  # inline, so the loop vectorizer widens it (not expf)
     else:
         e = b.call(libm(m, "exp" if t == F64 else "expf", t), [b.fneg(x)])
     return b.fdiv(fconst(1.0, t), b.fadd(fconst(1.0, t), e))
@@ -154,24 +133,8 @@ def _gelu(b: ir.IRBuilder, m: ir.Module, op: Any, xs: list[Any]) -> Any:
         th = b.call(libm(m, "tanh" if t == F64 else "tanhf", t), [inner])
         return b.fmul(half, b.fadd(fconst(1.0, t), th))
     z = b.fmul(x, fconst(1.0 / math.sqrt(2.0), t))
-    er = _erf_f32(b, m, z) if t == F32 else b.call(libm(m, "erf" if t == F64 else "erff", t), [z])
+    er = verf(b, m, z) if t == F32 else b.call(libm(m, "erf" if t == F64 else "erff", t), [z])
     return b.fmul(half, b.fadd(fconst(1.0, t), er))
-
-
-def _erf_f32(b: ir.IRBuilder, m: ir.Module, z: Any) -> Any:
-    """``erf(z)`` in f32 without a call, for GELU (the loop vectorizer can widen it): Abramowitz &
-    Stegun 7.1.26, ``1 - t (a1 + t (a2 + ...)) exp(-z^2)`` with ``t = 1 / (1 + p|z|)``, the sign of
-    ``z``; absolute error <= 1.5e-7 (+ f32 rounding), so GELU's ``0.5 x (1 + erf)`` is within
-    ``2e-7 |x|`` of the C library's. NaN propagates."""
-    t_ = F32
-    az = b.call(intrinsic(m, "llvm.fabs", t_), [z])
-    t = b.fdiv(fconst(1.0, t_), b.fadd(fconst(1.0, t_), b.fmul(fconst(0.3275911, t_), az)))
-    p = fconst(1.061405429, t_)
-    for c in (-1.453152027, 1.421413741, -0.284496736, 0.254829592):
-        p = b.fadd(b.fmul(p, t), fconst(c, t_))
-    e = _exp_f32(b, m, b.fneg(b.fmul(az, az)))
-    y = b.fsub(fconst(1.0, t_), b.fmul(b.fmul(p, t), e))
-    return b.call(intrinsic(m, "llvm.copysign", t_, 2), [y, z])
 
 
 def _softplus(b: ir.IRBuilder, m: ir.Module, x: Any) -> Any:

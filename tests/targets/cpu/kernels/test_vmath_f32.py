@@ -3,7 +3,8 @@ MatMul fuse (gemm_f32.MatMulF32.fuses):
 
 * ``vexp`` within 2 ulp of numpy's ``exp`` over [-87, 88], 0 below with ``zero_below`` (``-inf``
   included), NaN propagated; ``vgelu`` within ``3e-7 |x| + 1e-37`` of ``0.5 x (1 + erf(x/sqrt 2))``
-  (``math.erf``) over [-30, 30] — on AVX-512, AVX2 and 16-byte vectors;
+  (``math.erf``) over [-30, 30] — on AVX-512, AVX2 and 16-byte vectors, and on scalars (the
+  generic elementwise kernels' Sigmoid / SiLU / GELU);
 * a compiled F32 model MatMul -> GELU -> MatMul (ragged sizes: column tails, a row tail) against
   the ``tpu`` interpreter within 1e-4 relative, with the GELU inside the first matmul's kernel."""
 
@@ -39,8 +40,8 @@ class _Apply(Template):
 
     name = "test.vmath"
 
-    def __init__(self, f: Any, n: int) -> None:
-        self.f, self.n = f, n
+    def __init__(self, f: Any, n: int, scalar: bool = False) -> None:
+        self.f, self.n, self.scalar = f, n, scalar
 
     def matches(self, op: Any, isa: Isa) -> bool:
         return True
@@ -49,26 +50,30 @@ class _Apply(Template):
         return KernelPlan(symbol, [("in", 0), ("out", 0)])
 
     def emit(self, module: Any, plan: KernelPlan, op: Any, isa: Isa) -> None:
-        ln = isa.vector_bytes // 4
+        ln = 1 if self.scalar else isa.vector_bytes // 4
         fn = Fn(module, plan.symbol)
         x, y = fn.buf(0), fn.buf(1)
 
         def body(i: ir.Value, _c: Any) -> None:
             off = fn.mul(i, ln)
-            fn.vstore(self.f(fn, fn.vload(fn.at(x, off), ln)), fn.at(y, off))
+            if self.scalar:  # the generic elementwise kernels' form: one f32 at a time
+                fn.b.store(self.f(fn, fn.b.load(fn.at(x, off), typ=ir.FloatType())), fn.at(y, off))
+            else:
+                fn.vstore(self.f(fn, fn.vload(fn.at(x, off), ln)), fn.at(y, off))
 
         fn.loop(0, self.n // ln, body)
         fn.ret()
 
 
-def _apply(f: Any, x: np.ndarray, isa: Isa | None) -> np.ndarray:
+def _apply(f: Any, x: np.ndarray, isa: Isa | str | None) -> np.ndarray:
     y = np.zeros_like(x)
-    run_kernel(_Apply(f, x.size), None, {("in", 0): x, ("out", 0): y}, isa=isa)
+    t = _Apply(f, x.size, scalar=isa == "scalar")
+    run_kernel(t, None, {("in", 0): x, ("out", 0): y}, isa=None if isa == "scalar" else isa)
     return y
 
 
-@pytest.mark.parametrize("isa", ISAS, ids=["host", "avx2", "sse"])
-def test_vexp_and_vgelu(isa: Isa | None) -> None:
+@pytest.mark.parametrize("isa", [*ISAS, "scalar"], ids=["host", "avx2", "sse", "scalar"])
+def test_vexp_and_vgelu(isa: Isa | str | None) -> None:
     x = np.concatenate([np.linspace(-87, 88, 4000, dtype=np.float32), np.float32([-np.inf, -100, np.nan, 0])])
     x = np.ascontiguousarray(np.resize(x, 4016))  # a multiple of 16 lanes
     e = _apply(lambda fn, v: vexp(fn.b, fn.m, v, zero_below=True), x, isa)
