@@ -46,6 +46,7 @@ from . import (  # noqa: F401
     generic_ref,
     permute,  # (a Permute keeping inner runs: memcpy per run)
     pool,  # (vectorized max/avg pooling, F32 and INT8)
+    softmax_f32,  # (the vectorized F32 softmax along any axis)
 )
 
 for _t in conv_f32.f32_templates():
