@@ -48,6 +48,7 @@ from . import (  # noqa: F401
     permute,  # (a Permute keeping inner runs: memcpy per run)
     pool,  # (vectorized max/avg pooling, F32 and INT8)
     softmax_f32,  # (the vectorized F32 softmax along any axis)
+    winograd_f32,  # (F32 3x3 stride-1 convs as Winograd F(2x2, 3x3))
 )
 
 for _t in conv_f32.f32_templates():
