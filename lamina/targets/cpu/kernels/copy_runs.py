@@ -134,15 +134,11 @@ class ConcatCopy(Template):
         for j, s in enumerate(sizes):
             run = s * inner * esz
             if run:
-                src = fn.buf(j)
-                _copy_runs(
-                    fn,
-                    src,
-                    dst,
-                    outer,
-                    run,
-                    lambda r, run=run, at=at: (fn.mul(r, run), fn.add(fn.mul(r, row), at)),
-                )
+
+                def offsets(r: ir.Value, run: int = run, at: int = at) -> tuple[Int, Int]:
+                    return fn.mul(r, run), fn.add(fn.mul(r, row), at)
+
+                _copy_runs(fn, fn.buf(j), dst, outer, run, offsets)
             at += run
         fn.ret()
 
