@@ -38,7 +38,7 @@ from . import (  # noqa: F401
     attention_f32,  # (the fused F32 attention)
     attention_int8,  # (the integer Attention and Softmax forms)
     conv_f32,  # (the register-tiled float conv, depthwise and matmul)
-    copy_runs,  # (Concat, Split, Slice... as memcpy of contiguous runs)
+    copy_runs,  # (Split, Slice... as copies of contiguous runs)
     depthwise,  # (depthwise convs: INT8 per-plane schedule)
     gemm_int8,
     generic,

@@ -1,19 +1,17 @@
-"""Data movement as ``memcpy`` of contiguous runs for the CPU target, any element type (float,
-quantized, integer), bit for bit ``execute`` (they move bytes):
+"""Data movement as copies of contiguous runs for the CPU target, any element type (float,
+quantized, integer), bit for bit ``execute`` (it moves bytes).
 
-* **ConcatCopy** (``concat_copy``): a ``tpu.Concat`` — per input, each of the ``outer`` rows
-  before the axis is one run of ``size[axis] * inner`` elements, copied to its place in the
-  result's row;
-* **RunCopy** (``run_copy``): a data-movement op of one tensor operand (``tpu.Split``,
-  ``tpu.Slice`` with unit steps along the inner axes, ...) whose element table — computed at compile
-  time as :class:`.generic.Gather` computes it, by running the op's reference on element indices —
-  is, per result, runs of consecutive source elements of one length ``L`` (the gcd of the runs'
-  lengths) of at least :data:`MIN_RUN_BYTES`: the runs' source offsets are a table in the weights
-  and each run is one ``llvm.memcpy`` of constant size.
-
-Runs longer than :data:`PIECE_BYTES` are copied in pieces so that the parts (threads), which split
-the (run, piece) units, share a single long run too. ``generic.concat`` and ``generic.gather`` (an
-element at a time) remain for the rest (``permute_copy`` keeps the permutes)."""
+**RunCopy** (``run_copy``, priority 9): a data-movement op of one tensor operand (``tpu.Split``,
+``tpu.Slice`` with unit steps along the inner axes, ...) whose element table — computed at compile
+time as :class:`.generic.Gather` computes it, by running the op's reference on element indices — is,
+per result, runs of consecutive source elements of one length ``L`` (the gcd of the runs' lengths)
+of at least :data:`MIN_RUN_BYTES`: the runs' source offsets are a table in the weights (one entry
+per run instead of one per element) and each run is a loop of 64-byte vector moves plus one
+inlined constant-size ``memcpy`` of the rest. Runs longer than :data:`PIECE_BYTES` are copied in
+pieces so that the parts (threads), which split the (run, piece) units, share a single long run
+too. ``generic.gather`` (an element at a time through its table) remains for the rest, and
+``permute_copy`` keeps the permutes. (A ``tpu.Concat`` stays ``generic.concat``'s: its per-input
+loops are vectorized by LLVM and measured as fast as run copies — memory-bound either way.)"""
 
 from __future__ import annotations
 
@@ -29,12 +27,14 @@ from .gemm_f32 import I64, PTR, Fn, Int, static_shape
 from .generic import RESHAPES, Gather
 from .generic_ir import np_dtype
 
-__all__ = ["MIN_RUN_BYTES", "PIECE_BYTES", "ConcatCopy", "RunCopy"]
+__all__ = ["MIN_RUN_BYTES", "PIECE_BYTES", "RunCopy"]
 
 #: the shortest run (bytes) these templates copy; shorter ones stay with the element-wise kernels
 MIN_RUN_BYTES = 16
 #: runs longer than this are copied in pieces of about this size (units the parts share)
 PIECE_BYTES = 32 * 1024
+#: bytes one move of the copy loop takes (a 512-bit vector; LLVM splits it on narrower ISAs)
+VEC_BYTES = 64
 
 
 def _copy_runs(
@@ -57,11 +57,28 @@ def _copy_runs(
     last = run_bytes - (pieces - 1) * piece
     lo, hi = fn.share(nruns * pieces)
 
+    vt = ir.VectorType(i8, VEC_BYTES)
+
     def copy(so: Int, do: Int, size: int) -> None:
-        b.call(
-            memcpy,
-            [fn.at(dst, do, i8), fn.at(src, so, i8), ir.Constant(I64, size), ir.Constant(ir.IntType(1), 0)],
-        )
+        """A vector loop of ``VEC_BYTES`` moves, then one constant-size ``memcpy`` (inlined) of the
+        rest: the C library's ``memcpy`` of a long run measured slower than this loop."""
+        d0, s0 = fn.at(dst, do, i8), fn.at(src, so, i8)
+        nvec = size // VEC_BYTES
+
+        def mv(k: ir.Value, _c: Any) -> None:
+            off = fn.mul(k, VEC_BYTES)
+            v = b.load(fn.at(s0, off, i8), typ=vt, align=1)
+            b.store(v, fn.at(d0, off, i8), align=1)
+
+        if nvec:
+            fn.loop(0, nvec, mv)
+        rest = size - nvec * VEC_BYTES
+        if rest:
+            at = nvec * VEC_BYTES
+            b.call(
+                memcpy,
+                [fn.at(d0, at, i8), fn.at(s0, at, i8), ir.Constant(I64, rest), ir.Constant(ir.IntType(1), 0)],
+            )
 
     def unit(u: ir.Value, _c: Any) -> None:
         r = fn.udiv(u, pieces) if pieces > 1 else u
@@ -82,65 +99,6 @@ def _copy_runs(
             )
 
     fn.loop(lo, hi, unit)
-
-
-class ConcatCopy(Template):
-    name = "concat_copy"
-    priority = 10
-    exact = True  # moves bytes
-
-    @staticmethod
-    def _geometry(op: Any) -> tuple[int, int, list[int], int] | None:
-        """(outer, inner, each input's size along the axis, element bytes)."""
-        ys = static_shape(op.results[0].type)
-        if ys is None or not ys:
-            return None
-        dt = np_dtype(op.results[0].type)
-        axis = int(op.attr("axis")) % len(ys)
-        sizes = []
-        for v in op.operands:
-            s = static_shape(v.type)
-            if s is None or len(s) != len(ys) or np_dtype(v.type) != dt:
-                return None
-            if any(a != b for i, (a, b) in enumerate(zip(s, ys)) if i != axis):
-                return None
-            sizes.append(s[axis])
-        if sum(sizes) != ys[axis]:
-            return None
-        return math.prod(ys[:axis]), math.prod(ys[axis + 1 :]), sizes, dt.itemsize
-
-    def matches(self, op: Any, isa: Isa) -> bool:
-        if op.name != "tpu.Concat" or len(op.results) != 1 or not op.operands:
-            return False
-        g = self._geometry(op)
-        if g is None:
-            return False
-        _outer, inner, sizes, esz = g
-        return all(s * inner * esz >= MIN_RUN_BYTES for s in sizes if s)
-
-    def plan(self, op: Any, symbol: str, isa: Isa) -> KernelPlan:
-        n = math.prod(static_shape(op.results[0].type) or ())
-        bufs: list[tuple[str, Any]] = [("in", j) for j in range(len(op.operands))]
-        return KernelPlan(symbol, [*bufs, ("out", 0)], bytes=2 * n * np_dtype(op.results[0].type).itemsize)
-
-    def emit(self, module: Any, plan: KernelPlan, op: Any, isa: Isa) -> None:
-        g = self._geometry(op)
-        assert g is not None
-        outer, inner, sizes, esz = g
-        fn = Fn(module, plan.symbol)
-        dst = fn.buf(len(sizes))
-        row = sum(sizes) * inner * esz
-        at = 0
-        for j, s in enumerate(sizes):
-            run = s * inner * esz
-            if run:
-
-                def offsets(r: ir.Value, run: int = run, at: int = at) -> tuple[Int, Int]:
-                    return fn.mul(r, run), fn.add(fn.mul(r, row), at)
-
-                _copy_runs(fn, fn.buf(j), dst, outer, run, offsets)
-            at += run
-        fn.ret()
 
 
 def _run_length(t: np.ndarray) -> int:
@@ -220,4 +178,4 @@ class RunCopy(Template):
 
 
 #: this module's templates (registered by :mod:`lamina.targets.cpu.kernels`)
-TEMPLATES: list[Template] = [ConcatCopy(), RunCopy()]
+TEMPLATES: list[Template] = [RunCopy()]
