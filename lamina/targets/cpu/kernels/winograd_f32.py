@@ -139,7 +139,12 @@ class WinogradF32(Template):
         geo = _geometry(op)
         if geo is None:
             return False
-        return geo["cin"] >= self.MIN_CIN and geo["cout"] >= self.MIN_COUT and geo["ow"] >= self.MIN_OW
+        if geo["cin"] < self.MIN_CIN or geo["cout"] < self.MIN_COUT or geo["ow"] < self.MIN_OW:
+            return False
+        # a block of fewer than two vectors of tiles (very many input channels on few columns)
+        # leaves the GEMM too few independent accumulators
+        lay = _layout(geo, isa)
+        return bool(lay["cols"] >= 2 * lay["tile"].lanes)
 
     def fuses(self, op: Any, consumer: Any) -> bool:
         """As :meth:`.conv_f32.ConvF32.fuses`: a residual add (then a ReLU) or a SiLU."""

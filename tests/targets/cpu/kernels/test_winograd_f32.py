@@ -112,6 +112,8 @@ def test_winograd_f32_is_chosen_where_it_wins() -> None:
     assert candidates(big, isa)[0].name == "winograd_f32"
     few, _ = conv(rng, (1, 8, 40, 40), 16, [1, 1, 1, 1], False, "")  # 8 input channels: conv_f32's
     assert candidates(few, isa)[0].name == "conv_f32"
+    wide, _ = conv(rng, (1, 1024, 14, 14), 16, [1, 1, 1, 1], False, "")  # V fits only 2 tile rows
+    assert not TEMPLATE.matches(wide, isa)
     strided = op(
         "tpu.Conv",
         [
