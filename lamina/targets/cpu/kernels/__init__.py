@@ -40,6 +40,7 @@ from . import (  # noqa: F401
     conv_f32,  # (the register-tiled float conv, depthwise and matmul)
     depthwise,  # (depthwise convs: INT8 per-plane schedule)
     gemm_int8,
+    gemm_int16,  # (int16 x int8 MatMul: the lut16 / wide_input forms; tpu.Lut16)
     generic,
     generic_conv,
     generic_norm,
