@@ -8,7 +8,11 @@ integer forms"), and ``tpu.Lut16`` (a 65536-entry table gather), bit-exact with 
 weight is packed as int16 pairs ``[N/(NV*L)][K/2][NV*L][2]``; two input values broadcast over the
 ``L`` int32 lanes of a register and multiplied pairwise is ``vpmaddwd`` (the pair's sum cannot
 overflow: ``|q| <= 32768``, ``|w| <= 128``) — fused with the accumulation into ``vpdpwssd`` on
-AVX-512 VNNI / AVX-VNNI. The accumulators wrap modulo ``2**32`` as the contract's int32
+AVX-512 VNNI / AVX-VNNI. An 8-bit input (the ``lut16`` form's pre-activation MatMul) on a VNNI
+CPU runs on bytes instead, at twice the rate: ``u = q + off`` (``off`` 128 for int8, 0 for uint8)
+by ``vpdpbusd`` on weights packed ``[N/(NV*L)][K/4][NV*L][4]``, ``bias - (zp + off) * Σ_k w``
+folded into one per-column int32 constant, as :class:`~.gemm_int8.Int8MatMul`; only the
+epilogue's bounds and store differ. The accumulators wrap modulo ``2**32`` as the contract's int32
 accumulator; the bias is added with wrap. The epilogue is :func:`lamina.dialects.tpu.quantize.requantize`
 in i64 lanes (``p = acc * multiplier``, ``(p + 2**(S-1) - (p < 0)) >> S``), the zero point,
 saturation to the result's storage range (8 or 16 bits) and the relu bounds folded into one pair.
@@ -38,7 +42,7 @@ from lamina.ir.constants import constant_array
 from lamina.ir.types import IntegerType, NoneType, RankedTensorType
 
 from .abi import Isa, KernelPlan, Template
-from .gemm_int8 import Gen, lanes, vt
+from .gemm_int8 import Gen, lanes, vnni, vt
 
 __all__ = ["Int16MatMul", "Lut16", "TEMPLATES"]
 
@@ -253,6 +257,11 @@ BUFFERS: list[tuple[str, Any]] = [
 ]
 
 
+def _bytes(q: Quant16, isa: Isa) -> bool:
+    """Whether the kernel runs on bytes (an 8-bit input with ``vpdpbusd``: twice the int16 rate)."""
+    return q.in_bits == 8 and vnni(isa)
+
+
 class Int16MatMul(Template):
     """``tpu.MatMul [.., M, K] x W[K, N]`` with a constant int8 weight and an int16 input or result
     (see the module doc)."""
@@ -266,7 +275,7 @@ class Int16MatMul(Template):
     def ir_key(self, op: Any, isa: Isa) -> tuple[Any, ...]:
         r = quant16(op)
         assert r is not None
-        return (self.name, r[:3], r[3].scalars(), isa)
+        return (self.name, r[:3], r[3].scalars(), _bytes(r[3], isa), isa)
 
     def _tile(self, mrows: int, ncols: int, isa: Isa) -> tuple[int, int]:
         regs = 30 if isa.vector_bytes == 64 else 14
@@ -280,17 +289,22 @@ class Int16MatMul(Template):
         mrows, kdim, ncols, q = r
         nl = lanes(isa)
         mr, nv = self._tile(mrows, ncols, isa)
-        kg = -(-kdim // 2)
+        grp = 4 if _bytes(q, isa) else 2
+        kg = -(-kdim // grp)
         nt = -(-ncols // (nv * nl))
-        w = np.zeros((kg * 2, nt * nv * nl), np.int16)
+        w = np.zeros((kg * grp, nt * nv * nl), np.int8 if grp == 4 else np.int16)
         w[:kdim, :ncols] = q.weight
-        wp = w.reshape(kg, 2, nt, nv * nl).transpose(2, 0, 3, 1).copy()  # [nt][kg][nv*nl][2]
+        wp = w.reshape(kg, grp, nt, nv * nl).transpose(2, 0, 3, 1).copy()  # [nt][kg][nv*nl][grp]
         pad = nt * nv * nl
-        c = np.zeros(pad, np.int32)
+        c = np.zeros(pad, np.int64)
         mt = np.zeros(pad, np.int32)
         st = np.full(pad, 31, np.int32)
         if q.bias is not None:
             c[:ncols] = q.bias
+        if grp == 4:  # bytes u = q + off: fold -(zp + off) * sum_k w into the bias (wrapping int32)
+            zpu = q.zp_in + (128 if q.in_signed else 0)
+            c[:ncols] -= zpu * q.weight.astype(np.int64).sum(axis=0)
+        c = (c & 0xFFFFFFFF).astype(np.uint32).view(np.int32)
         mt[:ncols] = q.mult
         st[:ncols] = q.shift
         weights = {"w": wp.reshape(-1), "c": c, "m": mt, "s": st}
@@ -308,8 +322,10 @@ class Int16MatMul(Template):
         nl = gen.nl
         mr, nv = self._tile(mrows, ncols, isa)
         a, wp, ct, mt, st_, out, scr = (gen.bufs[plan.buffers.index(k)] for k in BUFFERS)
-        kg = -(-kdim // 2)
-        k2 = kg * 2
+        byt = _bytes(q, isa)
+        grp = 4 if byt else 2
+        kg = -(-kdim // grp)
+        k2 = kg * grp  # packed elements per row (kg * 4 bytes)
         nt = -(-ncols // (nv * nl))
         mtiles = -(-mrows // mr)
         ib, ob = q.in_bits // 8, q.out_bits // 8
@@ -332,31 +348,39 @@ class Int16MatMul(Template):
                 v = b.sub(v, gen.cv([q.zp_in] * n, I16))
             return v
 
-        # pack rows [m_lo, m_hi) as int16 q - zp, K padded to k2 with zeros
-        chunk_n = 32
+        # pack rows [m_lo, m_hi) as int16 q - zp (bytes: q + off), K padded to k2 with zeros
+        chunk_n = 64 if byt else 32
+        eb = 1 if byt else 2  # bytes per packed element
+        off = 128 if q.in_signed else 0
+
+        def conv(v: Any, n: int) -> Any:
+            if byt:
+                return b.xor(v, gen.cv([off] * n, I8)) if off else v
+            return widen(v, n)
 
         def pack_row(m: Any, _: list[Any]) -> None:
             src = b.gep(a, [b.mul(m, gen.c(kdim * ib))])
-            dst = b.gep(scr, [b.mul(b.sub(m, m_lo), gen.c(k2 * 2))])
+            dst = b.gep(scr, [b.mul(b.sub(m, m_lo), gen.c(k2 * eb))])
             nfull = kdim // chunk_n
 
             def chunk(ci: Any, _: list[Any]) -> None:
                 k0 = b.mul(ci, gen.c(chunk_n))
                 v = gen.load(src, b.mul(k0, gen.c(ib)), vt(ity, chunk_n))
-                gen.store(widen(v, chunk_n), dst, b.mul(k0, gen.c(2)))
+                gen.store(conv(v, chunk_n), dst, b.mul(k0, gen.c(eb)))
 
             if nfull:
                 gen.loop(0, nfull, chunk)
+            ety = I8 if byt else I16
             for k in range(nfull * chunk_n, k2):
                 if k < kdim:
                     v = b.load(gen.ptr(src, k * ib, ity))
                     v = b.extract_element(
-                        widen(b.insert_element(ir.Constant(vt(ity, 1), None), v, gen.c(0, I32)), 1),
+                        conv(b.insert_element(ir.Constant(vt(ity, 1), None), v, gen.c(0, I32)), 1),
                         gen.c(0, I32),
                     )
                 else:
-                    v = gen.c(0, I16)
-                b.store(v, gen.ptr(dst, 2 * k, I16))
+                    v = gen.c(0, ety)
+                b.store(v, gen.ptr(dst, eb * k, ety))
 
         gen.loop(m_lo, m_hi, pack_row)
         rem = ncols - (nt - 1) * nv * nl  # valid columns of the last tile
@@ -375,20 +399,21 @@ class Int16MatMul(Template):
             last = b.icmp_signed("==", ti, gen.c(nt - 1))
 
             def mtile(m0: Any, _: list[Any]) -> None:
-                ab = b.gep(scr, [b.mul(b.sub(m0, m_lo), gen.c(k2 * 2))])
+                ab = b.gep(scr, [b.mul(b.sub(m0, m_lo), gen.c(k2 * eb))])
                 zero = gen.cv([0] * nl, I32)
 
                 def kstep(k: Any, accs: list[Any]) -> list[Any]:
                     wk = b.gep(wt, [b.mul(k, gen.c(nv * nl * 4))])
-                    wv = [gen.load(wk, v * nl * 4, vt(I16, 2 * nl)) for v in range(nv)]
+                    lty = vt(I8, 4 * nl) if byt else vt(I16, 2 * nl)
+                    wv = [gen.load(wk, v * nl * 4, lty) for v in range(nv)]
                     accs = list(accs)
                     for mm in range(mr):
                         av = b.bitcast(
-                            gen.bcast32(ab, b.add(gen.c(mm * k2 * 2), b.mul(k, gen.c(4))), nl),
-                            vt(I16, 2 * nl),
+                            gen.bcast32(ab, b.add(gen.c(mm * k2 * eb), b.mul(k, gen.c(4))), nl), lty
                         )
                         for v in range(nv):
-                            accs[mm * nv + v] = gen.madd(accs[mm * nv + v], av, wv[v])
+                            acc = accs[mm * nv + v]
+                            accs[mm * nv + v] = gen.dot(acc, av, wv[v]) if byt else gen.madd(acc, av, wv[v])
                     return accs
 
                 accs = gen.loop(0, kg, kstep, [zero] * (mr * nv))

@@ -28,7 +28,7 @@ from lamina.dialects.tpu.quantize import quantize_multiplier
 from lamina.ir.constants import constant_array
 from lamina.targets.cpu.kernels import candidates
 from lamina.targets.cpu.kernels.abi import Isa
-from lamina.targets.cpu.kernels.gemm_int8 import Int8MatMul
+from lamina.targets.cpu.kernels.gemm_int8 import Int8MatMul, vnni
 from lamina.targets.cpu.kernels.gemm_int16 import Int16MatMul, Lut16, vnni16
 
 HOST = host_isa()
@@ -213,6 +213,14 @@ def test_vnni_only_where_present() -> None:
         mod = ir.Module("m")
         tpl.emit(mod, plan, o, isa)
         assert ("vpdpwssd" in str(mod)) == vnni16(isa), isa
+    # an 8-bit input runs on bytes (vpdpbusd) where VNNI is, on int16 pairs elsewhere
+    o = matmul16(rng, (4, 40), 20, "asym>i16", True, "small")
+    for isa in ISAS:
+        tpl = Int16MatMul()
+        plan = tpl.plan(o, "k", isa)
+        mod = ir.Module("m")
+        tpl.emit(mod, plan, o, isa)
+        assert ("vpdpbusd" in str(mod)) == vnni(isa) and "vpdpwssd" not in str(mod), isa
 
 
 # ---- Lut16 -------------------------------------------------------------------------------------
