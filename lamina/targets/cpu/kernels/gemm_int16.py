@@ -24,10 +24,7 @@ one-lane masked byte store to a wider write).
 
 **Lut16**: ``y = table[q + 32768]`` — 16 (8 on AVX2) lanes at a time by a dword gather at byte
 offset ``2 * (q + 32768)`` (scale 2) of the table stored as int16 (int8 results widened), 2 bytes of
-padding after it, then truncated; lane by lane elsewhere. A ``tpu.Lut16`` reading the MatMul's
-int16 result (the ``lut16`` form's activation) is fused into the MatMul's epilogue (the compiler's
-``fuses`` hook): the same lookup on each requantized register, the kernel writing the table's
-result.
+padding after it, then truncated; scalar elsewhere.
 """
 
 from __future__ import annotations
@@ -46,7 +43,6 @@ from lamina.ir.types import IntegerType, NoneType, RankedTensorType
 
 from .abi import Isa, KernelPlan, Template
 from .gemm_int8 import Gen, lanes, vnni, vt
-from .generic_ir import fused_consumers
 
 __all__ = ["Int16MatMul", "Lut16", "TEMPLATES"]
 
@@ -238,34 +234,6 @@ class Gen16(Gen):
         od = b.shuffle_vector(p, p, self.cv([2 * j + 1 for j in range(n)]))
         return b.add(acc, b.add(ev, od))
 
-    def gather16(self, tab: Any, idx: Any) -> Any:
-        """``<n x i32>`` of the int16 table entries ``tab[idx]`` (``idx`` ``<n x i32>`` in [0,
-        65535]; the table padded by 2 bytes): a dword gather at byte offset ``2 * idx`` on
-        AVX-512 (16 lanes) / AVX2 (8 lanes), sign-extended from its low half; lane by lane
-        elsewhere."""
-        b = self.b
-        n = idx.type.count
-        if n == 16 and self.isa.vector_bytes == 64 and self.isa.has("avx512f"):
-            f = self.intrinsic(
-                "llvm.x86.avx512.gather.dpi.512",
-                vt(I32, 16),
-                [vt(I32, 16), I8P, vt(I32, 16), ir.IntType(16), I32],
-            )
-            g = b.call(f, [self.cv([0] * n, I32), tab, idx, ir.Constant(ir.IntType(16), -1), self.c(2, I32)])
-        elif n == 8 and self.isa.vector_bytes >= 32 and self.isa.has("avx2"):
-            f = self.intrinsic(
-                "llvm.x86.avx2.gather.d.d.256", vt(I32, 8), [vt(I32, 8), I8P, vt(I32, 8), vt(I32, 8), I8]
-            )
-            g = b.call(f, [self.cv([0] * n, I32), tab, idx, self.cv([-1] * n, I32), self.c(2, I8)])
-        else:
-            g = self.cv([0] * n, I32)
-            for lane in range(n):
-                e = b.zext(b.extract_element(idx, self.c(lane, I32)), I64)
-                v = b.load(self.ptr(tab, b.mul(e, self.c(2)), I16))
-                g = b.insert_element(g, b.sext(v, I32), self.c(lane, I32))
-            return g
-        return b.ashr(b.shl(g, self.cv([16] * n, I32)), self.cv([16] * n, I32))
-
     def requant16(self, acc: Any, cf: Any, mult: Any, shift: Any, q: Quant16) -> Any:
         """``sat(zp + rdiv((acc + bias) * m, 2**S))`` clamped to the bounds, as ``<n x i32>``."""
         b = self.b
@@ -304,21 +272,10 @@ class Int16MatMul(Template):
     def matches(self, op: Any, isa: Isa) -> bool:
         return quant16(op) is not None
 
-    def fuses(self, op: Any, consumer: Any) -> bool:
-        """A ``tpu.Lut16`` reading the (int16) result: its table lookup in the epilogue."""
-        return (
-            op.get_attr("cpu.fused") is None
-            and _is(consumer, "tpu.Lut16")
-            and consumer.operands[0] is op.results[0]
-            and lut16_table(consumer) is not None
-        )
-
     def ir_key(self, op: Any, isa: Isa) -> tuple[Any, ...]:
         r = quant16(op)
         assert r is not None
-        lut = _fused_lut16(op)
-        out = None if lut is None else str(lut.results[0].type.element_type)
-        return (self.name, r[:3], r[3].scalars(), _bytes(r[3], isa), out, isa)
+        return (self.name, r[:3], r[3].scalars(), _bytes(r[3], isa), isa)
 
     def _tile(self, mrows: int, ncols: int, isa: Isa) -> tuple[int, int]:
         regs = 30 if isa.vector_bytes == 64 else 14
@@ -351,16 +308,10 @@ class Int16MatMul(Template):
         mt[:ncols] = q.mult
         st[:ncols] = q.shift
         weights = {"w": wp.reshape(-1), "c": c, "m": mt, "s": st}
-        buffers = list(BUFFERS)
-        lut = _fused_lut16(op)
-        ob = q.out_bits // 8
-        if lut is not None:
-            weights["lut"] = _padded_table(lut)
-            buffers.insert(buffers.index(("out", 0)), ("weight", "lut"))
-            ob = _quant(lut.results[0].type, (8, 16)).storage_width // 8
         scratch = (mrows + mr) * kg * 4 + 64
-        nbytes = mrows * kdim * (q.in_bits // 8) + mrows * ncols * ob + wp.nbytes
-        return KernelPlan(symbol, buffers, weights, scratch, mrows * kdim * ncols, nbytes)
+        ib, ob = q.in_bits // 8, q.out_bits // 8
+        nbytes = mrows * kdim * ib + mrows * ncols * ob + wp.nbytes
+        return KernelPlan(symbol, list(BUFFERS), weights, scratch, mrows * kdim * ncols, nbytes)
 
     def emit(self, module: Any, plan: KernelPlan, op: Any, isa: Isa) -> None:
         r = quant16(op)
@@ -379,11 +330,6 @@ class Int16MatMul(Template):
         mtiles = -(-mrows // mr)
         ib, ob = q.in_bits // 8, q.out_bits // 8
         ity, oty = ir.IntType(q.in_bits), ir.IntType(q.out_bits)
-        lut = _fused_lut16(op)
-        table = gen.bufs[plan.buffers.index(("weight", "lut"))] if lut is not None else None
-        if lut is not None:
-            ow = _quant(lut.results[0].type, (8, 16)).storage_width
-            ob, oty = ow // 8, ir.IntType(ow)
         scr = b.gep(scr, [b.mul(gen.part, gen.c(plan.scratch_bytes))])
         by_rows = b.icmp_signed(">=", gen.c(mtiles), gen.nparts)
         t_lo, t_hi = gen.part_range(mtiles)
@@ -476,12 +422,10 @@ class Int16MatMul(Template):
 
                     def epi(mm: int = mm, row: Any = row) -> None:
                         ob_ = b.gep(out, [b.mul(b.add(b.mul(row, gen.c(ncols)), ncol), gen.c(ob))])
-                        ys = []
-                        for v in range(nv):
-                            y = gen.requant16(accs[mm * nv + v], cfs[v], mus[v], shs[v], q)
-                            if table is not None:  # the fused Lut16: table[y + 32768]
-                                y = gen.gather16(table, b.add(y, gen.cv([32768] * nl, I32)))
-                            ys.append(b.trunc(y, vt(oty, nl)))
+                        ys = [
+                            b.trunc(gen.requant16(accs[mm * nv + v], cfs[v], mus[v], shs[v], q), vt(oty, nl))
+                            for v in range(nv)
+                        ]
 
                         def full() -> None:
                             for v in range(nv):
@@ -508,23 +452,6 @@ class Int16MatMul(Template):
 
         gen.loop(nt_lo, nt_hi, ntile)
         b.ret_void()
-
-
-def _fused_lut16(op: Any) -> Any:
-    """The ``tpu.Lut16`` fused into ``op``'s kernel (``cpu.fused``), or None."""
-    if not hasattr(op, "get_attr") or op.get_attr("cpu.fused") is None:
-        return None
-    f = fused_consumers(op)
-    return f[0] if f and _is(f[0], "tpu.Lut16") else None
-
-
-def _padded_table(op: Any) -> np.ndarray:
-    """A Lut16's table widened to int16, 2 bytes of padding after it (the dword gather)."""
-    t = lut16_table(op)
-    assert t is not None
-    tab = np.zeros(65536 + 2, np.int16)
-    tab[:65536] = t.astype(np.int16)
-    return tab
 
 
 def lut16_table(op: Any) -> np.ndarray | None:
@@ -556,37 +483,68 @@ class Lut16(Template):
         return (self.name, int(np.prod(op.results[0].type.shape)), str(op.results[0].type.element_type), isa)
 
     def plan(self, op: Any, symbol: str, isa: Isa) -> KernelPlan:
+        t = lut16_table(op)
+        assert t is not None
         n = int(np.prod(op.results[0].type.shape))
-        ob = _quant(op.results[0].type, (8, 16)).storage_width // 8
+        tab = np.zeros(65536 + 2, np.int16)  # widened, 2 bytes of padding for the dword gather
+        tab[:65536] = t.astype(np.int16)
         return KernelPlan(
             symbol,
             [("in", 0), ("weight", "table"), ("out", 0)],
-            {"table": _padded_table(op)},
+            {"table": tab},
             0,
             0,
-            n * (2 + ob),
+            n * (2 + t.dtype.itemsize),
         )
 
     def emit(self, module: Any, plan: KernelPlan, op: Any, isa: Isa) -> None:
         n = int(np.prod(op.results[0].type.shape))
-        ow = _quant(op.results[0].type, (8, 16)).storage_width
-        oty, ob = ir.IntType(ow), ow // 8
-        gen = Gen16(module, plan.symbol, 3, isa)
+        eo = _quant(op.results[0].type, (8, 16))
+        oty = ir.IntType(eo.storage_width)
+        ob = eo.storage_width // 8
+        gen = Gen(module, plan.symbol, 3, isa)
         b = gen.b
         x, tab, out = gen.bufs
-        nl = 16 if isa.vector_bytes == 64 else 8 if isa.vector_bytes == 32 else 4
+        nl = 16 if isa.vector_bytes == 64 else 8 if isa.vector_bytes == 32 and isa.has("avx2") else 0
         lo, hi = gen.part_range(n)
-        # vectors over [lo, lo + nl * ((hi - lo) // nl)), then one lane at a time
+
+        def scalar(i: Any, _: list[Any]) -> None:
+            v = b.load(gen.ptr(x, b.mul(i, gen.c(2)), I16))
+            idx = b.add(b.sext(v, I64), gen.c(32768))
+            e = b.load(gen.ptr(tab, b.mul(idx, gen.c(2)), I16))
+            b.store(b.trunc(e, oty) if ob == 1 else e, gen.ptr(out, b.mul(i, gen.c(ob)), oty))
+
+        if not nl:
+            gen.loop(lo, hi, scalar)
+            b.ret_void()
+            return
+        if nl == 16:
+            f = gen.intrinsic(
+                "llvm.x86.avx512.gather.dpi.512",
+                vt(I32, 16),
+                [vt(I32, 16), I8P, vt(I32, 16), ir.IntType(16), I32],
+            )
+        else:
+            f = gen.intrinsic(
+                "llvm.x86.avx2.gather.d.d.256", vt(I32, 8), [vt(I32, 8), I8P, vt(I32, 8), vt(I32, 8), I8]
+            )
+        # vector body over [lo, lo + nl * ((hi - lo) // nl)), then the scalar rest
         nvec = b.sdiv(b.sub(hi, lo), gen.c(nl))
         vend = b.add(lo, b.mul(nvec, gen.c(nl)))
 
-        def lookup(i: Any, k: int) -> None:
-            v = gen.load(x, b.mul(i, gen.c(2)), vt(I16, k))
-            g = gen.gather16(tab, b.add(b.sext(v, vt(I32, k)), gen.cv([32768] * k, I32)))
-            gen.store(b.trunc(g, vt(oty, k)), out, b.mul(i, gen.c(ob)))
+        def vec(j: Any, _: list[Any]) -> None:
+            i = b.add(lo, b.mul(j, gen.c(nl)))
+            v = gen.load(x, b.mul(i, gen.c(2)), vt(I16, nl))
+            idx = b.add(b.sext(v, vt(I32, nl)), gen.cv([32768] * nl, I32))
+            src = gen.cv([0] * nl, I32)
+            if nl == 16:
+                g = b.call(f, [src, tab, idx, ir.Constant(ir.IntType(16), -1), gen.c(2, I32)])
+            else:
+                g = b.call(f, [src, tab, idx, gen.cv([-1] * nl, I32), gen.c(2, I8)])
+            gen.store(b.trunc(g, vt(oty, nl)), out, b.mul(i, gen.c(ob)))
 
-        gen.loop(0, nvec, lambda j, _: lookup(b.add(lo, b.mul(j, gen.c(nl))), nl))
-        gen.loop(vend, hi, lambda i, _: lookup(i, 1))
+        gen.loop(0, nvec, vec)
+        gen.loop(vend, hi, scalar)
         b.ret_void()
 
 
