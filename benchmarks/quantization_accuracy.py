@@ -2,7 +2,7 @@
 
     python benchmarks/quantization_accuracy.py [--models digits,resnet18,mobilenetv2,yolo,bert,minilm]
         [--calib 32] [--test 16] [--variant small|full] [--int_forms default|all|none|LIST]
-        [--workdir DIR] [--markdown]
+        [--processor tpu|cpu] [--workdir DIR [--reuse_calibration]] [--markdown]
     python benchmarks/quantization_accuracy.py --models ppocr --calib 24 --test 8   # not in the default set: ~20 min
 
 Models:
@@ -38,7 +38,9 @@ in pixels, with sigmoid scores in 0..1, so the whole-output cosine hides lost sc
 * Lamina ``F16``, ``BF16``, ``INT8 sym``, ``INT8 asym``, ``INT8 mixed`` (automatic mixed precision:
   ``lamina.quant.search.search_qtable`` with expected cosine 0.99 and at most 10% of the layers in
   float): the flow transform -> calibrate -> deploy, the deployed ``tpu`` module run on Lamina's
-  bit-exact ``tpu`` interpreter. A column shows ``n/a (reason)`` while that piece is unavailable.
+  bit-exact ``tpu`` interpreter (``--processor cpu``: lowered for the CPU target's capabilities,
+  compiled and run by ``lamina.runtime``). A column shows ``n/a (reason)`` while that piece is
+  unavailable.
 """
 
 from __future__ import annotations
@@ -423,8 +425,13 @@ def lamina_flow(
     tune_num: int = 5,
     mask_input: str = "auto",
     int_forms: str = "default",
+    processor: str = "tpu",
+    reuse_calibration: bool = False,
 ) -> dict[str, Callable[[], Any]]:
-    """The Lamina columns: each a thunk returning the per-sample outputs, or raising Unavailable."""
+    """The Lamina columns: each a thunk returning the per-sample outputs, or raising Unavailable.
+    ``processor``: ``tpu`` (lowered for the reference target, run on the ``tpu`` interpreter) or
+    ``cpu`` (lowered for the CPU target's capabilities, compiled, run on ``lamina.runtime``);
+    ``reuse_calibration``: take the workdir's calibration table when it is there."""
     import lamina.api as lm
 
     d = os.path.join(workdir, b.name)
@@ -446,6 +453,10 @@ def lamina_flow(
                 raise Unavailable(f"calibration: {e}") from None
             samples = [dict(zip(b.input_names, s)) for s in b.calib]
             table = os.path.join(d, f"{b.name}_cali_table")
+            if reuse_calibration and os.path.exists(table):
+                log(f"{b.name}: calibration table reused: {table}")
+                state["table"] = table
+                return table
             t0 = time.perf_counter()
             res = calibrate(
                 lm.load(top_mlir()).module, samples, method="kl", tune_num=tune_num, mask_input=mask_input
@@ -467,6 +478,11 @@ def lamina_flow(
         if mode == "INT8" and table is None:
             table = calib_table()
         top = lm.load(top_mlir())
+        caps = None
+        if processor == "cpu":
+            from lamina.targets.cpu.processor import CpuTarget
+
+            caps = CpuTarget().capabilities
         tpu = deploy_module(
             top.module,
             mode,
@@ -475,10 +491,24 @@ def lamina_flow(
             qtable=qtable,
             ctx=top.ctx,
             int_forms=int_forms if mode == "INT8" else "default",
+            capabilities=caps,
         )
+        run: Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]] = lambda x: run_tpu_module(tpu, x)  # noqa: E731
+        if processor == "cpu":
+            import lamina.runtime as rt
+            from lamina.targets.base import CompileOptions
+            from lamina.targets.container import write_model
+            from lamina.targets.cpu import target
+
+            t0 = time.perf_counter()
+            path = os.path.join(d, f"{b.name}_{mode}{'_asym' if asym else ''}.lamina")
+            write_model(path, target().compile(tpu, CompileOptions(name=b.name, mode=mode)).model)
+            m = rt.load(path, threads=1)
+            log(f"{b.name}: compiled for the CPU in {time.perf_counter() - t0:.1f} s")
+            run = m.run
         outs = []
         for s in b.test:
-            res = run_tpu_module(tpu, dict(zip(b.input_names, s)))
+            res = run(dict(zip(b.input_names, s)))
             outs.append([res[n] for n in top.output_names])
         return outs
 
@@ -520,6 +550,8 @@ def run_bench(
     tune_num: int = 5,
     mask_input: str = "auto",
     int_forms: str = "default",
+    processor: str = "tpu",
+    reuse_calibration: bool = False,
 ) -> None:
     def log(msg: str) -> None:
         print(f"# {msg}", file=sys.stderr, flush=True)
@@ -533,7 +565,7 @@ def run_bench(
     except Exception as e:
         b.results["ORT INT8"] = f"failed: {type(e).__name__}: {oneline(str(e))}"
     log(f"{b.name}: onnxruntime FP32 + INT8 in {time.perf_counter() - t0:.1f} s")
-    flow = lamina_flow(b, workdir, log, tune_num, mask_input, int_forms)
+    flow = lamina_flow(b, workdir, log, tune_num, mask_input, int_forms, processor, reuse_calibration)
     for m in modes:
         t1 = time.perf_counter()
         try:
@@ -615,6 +647,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="Lamina INT8: convert-top-to-tpu's optional integer forms (default, all, none, or a list of "
         "lut,gather,softmax,layernorm,attention,lut16,wide_input,wide_sum)",
     )
+    p.add_argument(
+        "--processor",
+        choices=("tpu", "cpu"),
+        default="tpu",
+        help="Lamina: lower for the reference target and run the tpu interpreter (tpu), or lower for "
+        "the CPU target and run the compiled model (cpu)",
+    )
+    p.add_argument(
+        "--reuse_calibration",
+        action="store_true",
+        help="take the calibration table already in --workdir (another run's) instead of calibrating",
+    )
     p.add_argument("--workdir", default=None)
     p.add_argument("--markdown", action="store_true", help="print the RESULTS.md section body")
     p.add_argument("--debug", action="store_true")
@@ -629,7 +673,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     names = [m.strip() for m in a.models.split(",") if m.strip()]
     benches = build_benches(names, a.calib, a.test, workdir, a.variant)
     for b in benches:
-        run_bench(b, workdir, modes, a.debug, a.tune_num, a.mask_input, a.int_forms)
+        run_bench(
+            b,
+            workdir,
+            modes,
+            a.debug,
+            a.tune_num,
+            a.mask_input,
+            a.int_forms,
+            a.processor,
+            a.reuse_calibration,
+        )
         print(
             f"| {b.title} | "
             + " | ".join(f"{k}: {cell(v)}" for k, v in b.results.items() if not k.startswith("_"))

@@ -1,11 +1,7 @@
 """The CPU as a ``model_deploy`` target: what it runs natively (:attr:`CpuTarget.capabilities`, the
-reference ``tpu`` target's: every op in every mode, INT8 in the families' integer forms, but
-4-d activations with per-tensor scales (its INT8 conv and elementwise kernels take per-channel
-scales along the last axis only), and not the int16 MatMul forms ``lut16`` / ``wide_input``: its
-generic templates run their int16 MatMuls bit for bit but ten times slower than its INT8 GEMM, and
-``tpu.Lut16`` on the reference executor, so it keeps the 8-bit forms there until it has an int16
-GEMM; it takes ``wide_sum``, whose int16 Add/Sub runs on the same generic elementwise template as
-its int8 one) and
+reference ``tpu`` target's: every op in every mode, INT8 in the families' integer forms, the int16
+forms ``lut16`` / ``wide_input`` / ``wide_sum`` — its int16 x int8 GEMM and ``tpu.Lut16`` templates,
+:mod:`.kernels.gemm_int16` — and 4-d activations with per-channel scales along axis 1) and
 compiling a ``tpu`` module into a ``.lamina`` file of native code
 (:func:`lamina.targets.cpu.compiler.compile_module`)."""
 
@@ -13,22 +9,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from lamina.dialects.tpu.capabilities import REFERENCE, Capability, TargetCapabilities, without_dtype
+from lamina.dialects.tpu.capabilities import REFERENCE, TargetCapabilities
 
 from ..base import CompileOptions, CompileResult, Target
 
 __all__ = ["CpuTarget"]
 
-#: the reference target's capabilities with ``i16`` for Add/Sub only, 4-d activations per tensor
-#: (see the module doc)
-CAPABILITIES = TargetCapabilities(
-    REFERENCE.name,
-    [
-        Capability(frozenset({"top.Add", "top.Sub"}), "INT8", ("i8", "u8", "i16"), "native", 1.0),
-        *without_dtype(REFERENCE, "i16").entries,
-    ],
-    conv_channel_scales=False,
-)
+#: the reference target's capabilities (see the module doc)
+CAPABILITIES = TargetCapabilities(REFERENCE.name, REFERENCE.entries, conv_channel_scales=True)
 
 
 class CpuTarget(Target):

@@ -1,5 +1,6 @@
-"""The CPU target's capabilities: the reference's entries, but ``i16`` (the int16 forms) for Add/Sub
-only (``wide_sum``; not ``lut16`` / ``wide_input``), and 4-d activations per tensor."""
+"""The CPU target's capabilities: the reference's — every integer form, the int16 ones (``lut16``,
+``wide_input``, ``wide_sum``: its int16 GEMM and ``tpu.Lut16`` templates) and per-channel 4-d
+activations included."""
 
 from __future__ import annotations
 
@@ -8,17 +9,19 @@ from lamina.dialects.tpu.capabilities import without_dtype
 from lamina.targets.cpu.processor import CpuTarget
 
 
-def test_cpu_takes_int16_sums_but_not_int16_matmuls() -> None:
+def test_cpu_takes_the_int16_forms() -> None:
     caps = CpuTarget().capabilities
-    assert REFERENCE.supports("top.MatMul", "INT8", "i16")
-    assert not caps.supports("top.MatMul", "INT8", "i16")
-    assert not caps.supports("top.GELU", "INT8", "i16")
-    assert caps.supports("top.Add", "INT8", "i16") and caps.supports("top.Sub", "INT8", "i16")
+    for name in ("top.MatMul", "top.GELU", "top.Add", "top.Sub"):
+        assert caps.supports(name, "INT8", "i16"), name
+    assert caps.form("top.GELU", "INT8") == "lut"
     assert caps.supports("top.Conv", "INT8", "i8")
+    assert [(c.ops, c.mode, c.dtypes, c.form) for c in caps.entries] == [
+        (c.ops, c.mode, c.dtypes, c.form) for c in REFERENCE.entries
+    ]
 
 
-def test_cpu_keeps_4d_activations_per_tensor() -> None:
-    assert REFERENCE.conv_channel_scales and not CpuTarget().capabilities.conv_channel_scales
+def test_cpu_takes_per_channel_4d_activations() -> None:
+    assert REFERENCE.conv_channel_scales and CpuTarget().capabilities.conv_channel_scales
 
 
 def test_without_dtype_keeps_the_conv_channel_scales_flag() -> None:

@@ -41,6 +41,7 @@ from . import (  # noqa: F401
     copy_runs,  # (Split, Slice... as copies of contiguous runs)
     depthwise,  # (depthwise convs: INT8 per-plane schedule)
     gemm_int8,
+    gemm_int16,  # (int16 x int8 MatMul: the lut16 / wide_input forms; tpu.Lut16)
     generic,
     generic_conv,
     generic_norm,

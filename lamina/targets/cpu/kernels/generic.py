@@ -340,7 +340,7 @@ class LutEpilogue:
 class IntElementwise(LutEpilogue, Template):
     """INT8 Add/Sub (``sum_i sign_i (q_i - zp_i) m_i``) and Mul (``prod_i (q_i - zp_i) * m``), then
     ``rounding_rshift(., 31 + s) + zp`` saturated; per channel: multipliers and shifts read along the
-    channel axis from the weights."""
+    channel axis from the weights (Add/Sub: one per input and channel; Mul: one per channel)."""
 
     name = "generic.int_ew"
 
@@ -358,7 +358,9 @@ class IntElementwise(LutEpilogue, Template):
         out_t = op.results[0].type
         m, s = mult_props(op)
         axis = result_channel_axis(out_t, in_ts)
-        if op.name == "tpu.Mul":
+        if op.name == "tpu.Mul":  # one multiplier, or one per channel of the result's axis
+            if m.size > 1 and axis is not None:
+                return [np.asarray(m, np.int64)], (31 + s).astype(np.int64), axis
             return [np.array([m[0]], np.int64)], np.array([31 + s[0]], np.int64), None
         signs = [1] * len(in_ts) if op.name == "tpu.Add" else [1, -1]
         per = s.size > 1 or (axis is not None and m.size > len(in_ts))
@@ -409,8 +411,8 @@ class IntElementwise(LutEpilogue, Template):
         def body(b: ir.IRBuilder, ps: list[Any]) -> None:
             xs = [b.sub(load_int(b, p, _np(t)), const(z)) for p, t, z in zip(ps[:n], in_ts, zps)]
             if axis is not None:
-                mv = [b.load(p) for p in ps[n : 2 * n]]
-                shift = b.load(ps[2 * n])
+                mv = [b.load(p) for p in ps[n : n + len(ms)]]
+                shift = b.load(ps[n + len(ms)])
             else:
                 mv = [const(int(a[0])) for a in ms]
                 shift = const(int(sh[0]))

@@ -320,3 +320,37 @@ def test_int16_sum_on_the_generic_templates() -> None:
             name, got, want = _run(Case(op, ins, op.name), None, nparts)
             assert name == "generic.int_ew"
             np.testing.assert_array_equal(got[0], np.asarray(want[0]), err_msg=f"{name} on {op}")
+
+
+def test_per_channel_mul_on_the_generic_templates() -> None:
+    """``tpu.Mul`` with a per-axis result (4-d, axis 1: one multiplier and shift per channel; one
+    operand per channel, the other per tensor or per channel, or a scalar constant) on
+    ``generic.int_ew``, bit for bit."""
+    from tpu_cases import arr, op, t
+
+    from lamina.dialects.tpu.quantize import quantize_multiplier
+
+    rng = np.random.default_rng(7)
+    c = 6
+
+    def pa(scales: Any) -> str:
+        return f"!quant.uniform<i8:f32:1, {{{', '.join(repr(float(s)) for s in scales)}}}>"
+
+    for other in ("per_tensor", "per_axis"):
+        sa = rng.uniform(0.01, 0.5, c)
+        sb = rng.uniform(0.01, 0.5, c) if other == "per_axis" else np.full(c, 0.03)
+        so = rng.uniform(0.01, 0.5, c)
+        mults = [quantize_multiplier(float(sa[i] * sb[i] / so[i])) for i in range(c)]
+        shape = (2, c, 3, 5)
+        tb = pa(sb) if other == "per_axis" else "!quant.uniform<i8:f32, 0.03>"
+        o = op(
+            "tpu.Mul",
+            [t(shape, pa(sa)), t(shape, tb)],
+            t(shape, pa(so)),
+            ", ".join([arr("multiplier", [m for m, _ in mults]), arr("rshift", [s for _, s in mults])]),
+        )
+        ins = [rng.integers(-128, 128, shape).astype(np.int8) for _ in range(2)]
+        for isa, nparts in ((None, 1), (Isa(32, frozenset({"avx2", "fma"})), 3)):
+            name, got, want = _run(Case(o, ins, "Eltwise"), isa, nparts)
+            assert name == "generic.int_ew"
+            np.testing.assert_array_equal(got[0], np.asarray(want[0]), err_msg=other)
