@@ -185,9 +185,14 @@ def _quant_info(op: Any, channels: int) -> QuantInfo | None:
     )
 
 
-def _scalars(q: QuantInfo) -> tuple[bool, int, int, int, int, bool]:
+def fast_shift(q: QuantInfo) -> bool:
+    """Whether every channel's total shift is at least 32 (:meth:`Gen._requant32` applies)."""
+    return bool(np.all(q.shift >= 32))
+
+
+def _scalars(q: QuantInfo) -> tuple[bool, int, int, int, int, bool, bool]:
     """What the emitted code reads of the quantization (the rest lives in the packed tables)."""
-    return (q.in_signed, q.zp_in, q.lo, q.hi, q.zp_out, q.out_signed)
+    return (q.in_signed, q.zp_in, q.lo, q.hi, q.zp_out, q.out_signed, fast_shift(q))
 
 
 def _fold(q: QuantInfo, wsum: np.ndarray) -> np.ndarray:
@@ -248,6 +253,9 @@ class Gen:
         self.lut: tuple[Any, bool] | None = None
         #: a fused residual ``tpu.Add``: (the residual's pointer, its tables' pointer, the add)
         self.res: tuple[Any, Any, ResidualAdd] | None = None
+        #: every channel's total shift is at least 32: :meth:`requant` in int32 lanes
+        #: (:meth:`_requant32`); set by the templates (:func:`fast_shift`)
+        self.fast_shift = False
 
     def std_bufs(self, plan: KernelPlan, out_signed: bool, op: Any = None) -> list[Any]:
         """The pointers of ``in 0, w, c, m, s, out 0, scratch`` (the templates' buffers) in that
@@ -423,7 +431,10 @@ class Gen:
         :meth:`add_residual` applies it)."""
         b = self.b
         n = acc.type.count
-        a = b.add(acc, cf)
+        a = acc if cf is None else b.add(acc, cf)
+        if self.fast_shift and n % 2 == 0:
+            y = self._requant32(a, mult, shift, q)
+            return self.apply_lut(y) if lut and self.lut is not None and self.res is None else y
         p = b.mul(b.sext(a, vt(I64, n)), b.sext(mult, vt(I64, n)))
         y = self.rdiv(p, shift)
         y = b.trunc(
@@ -433,6 +444,53 @@ class Gen:
         y = b.add(y, self.cv([q.zp_out] * n, I32))
         y = b.trunc(y, vt(I8, n))
         return self.apply_lut(y) if lut and self.lut is not None and self.res is None else y
+
+    def mulshift(self, a: Any, mult: Any, shift: Any) -> Any:
+        """``(a * m + 2**(S-1)) >> S`` of ``<n x i32>`` lanes ``a`` read as unsigned (``<= 2**31``),
+        ``0 <= m < 2**31``, ``32 <= S <= 62`` (``<n x i32>`` each): the even and odd lanes' exact
+        32 x 32 -> 64-bit unsigned products (``vpmuludq``), the quotients (``< 2**30``) back in
+        the int32 lanes — the odd ones shifted by ``S - 32`` so that their high halves are the
+        quotient (one blend, no shift back)."""
+        b = self.b
+        n = a.type.count
+        h = n // 2
+        w = vt(I64, h)
+        lo = self.cv([0xFFFFFFFF] * h, I64)
+        c32 = self.cv([32] * h, I64)
+        one = self.cv([1] * h, I64)
+        a64, m64, s64 = (b.bitcast(v, w) for v in (a, mult, shift))
+        s_e = b.and_(s64, lo)
+        s_o = b.sub(b.lshr(s64, c32), c32)
+        half_e = b.shl(one, b.sub(s_e, one))
+        half_o = b.shl(one, b.add(s_o, self.cv([31] * h, I64)))
+        pe = b.mul(b.and_(a64, lo), b.and_(m64, lo))
+        po = b.mul(b.lshr(a64, c32), b.lshr(m64, c32))
+        e = b.bitcast(b.lshr(b.add(pe, half_e), s_e), vt(I32, n))
+        o = b.bitcast(b.lshr(b.add(po, half_o), s_o), vt(I32, n))
+        return b.shuffle_vector(e, o, self.cv([i if i % 2 == 0 else n + i for i in range(n)]))
+
+    def _requant32(self, a: Any, mult: Any, shift: Any, q: QuantInfo) -> Any:
+        """:meth:`requant` (after the folded constant) for total shifts ``S >= 32`` in int32 lanes:
+        the contract's ``(a*m + 2**(S-1) - (a*m < 0)) >> S`` (half away from zero) is
+        ``sign(a) * ((|a| * m + 2**(S-1)) >> S)`` (:meth:`mulshift` of the magnitude). With a lower
+        bound at or above the zero point (a ReLU), negative sums give the bound: ``a`` is clamped
+        at 0 first and no sign is kept. The clamps and the zero point in int32 (``|y| < 2**30``)."""
+        b = self.b
+        n = a.type.count
+        zero = self.cv([0] * n)
+        lo, hi = q.lo - q.zp_out, q.hi - q.zp_out
+        if lo >= 0:
+            y = self.mulshift(self.smax(a, zero), mult, shift)
+            if lo > 0:
+                y = self.smax(y, self.cv([lo] * n))
+        else:
+            neg = b.icmp_signed("<", a, zero)
+            r = self.mulshift(b.select(neg, b.sub(zero, a), a), mult, shift)
+            y = self.smax(b.select(neg, b.sub(zero, r), r), self.cv([lo] * n))
+        y = self.smin(y, self.cv([hi] * n))
+        if q.zp_out:
+            y = b.add(y, self.cv([q.zp_out] * n))
+        return b.trunc(y, vt(I8, n))
 
     def add_residual(self, y: Any, r: Any, m_conv: Any, m_res: Any, shift: Any, q: QuantInfo) -> Any:
         """The fused ``tpu.Add`` of the conv's stored result ``y`` and the residual's ``r`` (both
@@ -999,6 +1057,7 @@ class Int8Conv(LutFusion, Template):
         nl = gen.nl
         mr, nv = self._tile(geo, isa)
         x, wp, ct, mt, st_, out, scr = gen.std_bufs(plan, q.out_signed, op)
+        gen.fast_shift = fast_shift(q)
         ct = b.bitcast(ct, I32.as_pointer())
         mt = b.bitcast(mt, I32.as_pointer())
         st_ = b.bitcast(st_, I32.as_pointer())
@@ -1166,6 +1225,7 @@ class Int8ConvChannels(Int8Conv):
         mr, nv = self._ctile(geo, isa)
         cw = nv * nl
         x, wp, ct, mt, st_, out, scr = gen.std_bufs(plan, q.out_signed, op)
+        gen.fast_shift = fast_shift(q)
         cig4 = -(-geo.cig // 4)
         cot = -(-geo.cog // cw)
         ntap = len(geo.taps)
@@ -1363,6 +1423,7 @@ class Int8Depthwise(LutFusion, Template):
         nl = gen.nl
         nv = self._nv(isa)
         x, wp, ct, mt, st_, out, scr = gen.std_bufs(plan, q.out_signed)
+        gen.fast_shift = fast_shift(q)
         ct = b.bitcast(ct, I32.as_pointer())
         mt = b.bitcast(mt, I32.as_pointer())
         st_ = b.bitcast(st_, I32.as_pointer())
@@ -1499,6 +1560,7 @@ class Int8MatMul(LutFusion, Template):
         nl = gen.nl
         mr, nv = self._tile(mrows, ncols, isa)
         a, wp, ct, mt, st_, out, scr = gen.std_bufs(plan, q.out_signed)
+        gen.fast_shift = fast_shift(q)
         ct = b.bitcast(ct, I32.as_pointer())
         mt = b.bitcast(mt, I32.as_pointer())
         st_ = b.bitcast(st_, I32.as_pointer())
