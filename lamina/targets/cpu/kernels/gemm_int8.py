@@ -256,6 +256,8 @@ class Gen:
         #: every channel's total shift is at least 32: :meth:`requant` in int32 lanes
         #: (:meth:`_requant32`); set by the templates (:func:`fast_shift`)
         self.fast_shift = False
+        #: the fused residual add's int32 form (:func:`residual32`), set by the conv templates
+        self.res32: tuple[int, ...] | None = None
 
     def std_bufs(self, plan: KernelPlan, out_signed: bool, op: Any = None) -> list[Any]:
         """The pointers of ``in 0, w, c, m, s, out 0, scratch`` (the templates' buffers) in that
@@ -492,7 +494,9 @@ class Gen:
             y = b.add(y, self.cv([q.zp_out] * n))
         return b.trunc(y, vt(I8, n))
 
-    def add_residual(self, y: Any, r: Any, m_conv: Any, m_res: Any, shift: Any, q: QuantInfo) -> Any:
+    def add_residual(
+        self, y: Any, r: Any, m_conv: Any, m_res: Any, shift: Any, q: QuantInfo, consts: Any = None
+    ) -> Any:
         """The fused ``tpu.Add`` of the conv's stored result ``y`` and the residual's ``r`` (both
         ``<n x i8>``): ``sat(zp + rdiv((y - zp_y) * m_y + (r - zp_r) * m_r, 2**S))`` in i64 lanes
         (the contract, ``docs/tpu.md``), then the fused table. ``m_*``/``shift``: ``<n x i32>``."""
@@ -500,6 +504,8 @@ class Gen:
         ra = self.res[2]
         b = self.b
         n = y.type.count
+        if self.res32 is not None:
+            return self._add_residual32(y, r, q, consts)
         w = vt(I64, n)
         yc = b.sub(b.sext(y, w) if q.out_signed else b.zext(y, w), self.cv([ra.zp_conv] * n, I64))
         rc = b.sub(b.sext(r, w) if ra.res_signed else b.zext(r, w), self.cv([ra.zp_res] * n, I64))
@@ -509,6 +515,67 @@ class Gen:
             self.smax(z, self.cv([ra.lo - ra.zp_out] * n, I64)), self.cv([ra.hi - ra.zp_out] * n, I64)
         )
         z = b.trunc(b.add(z, self.cv([ra.zp_out] * n, I64)), vt(I8, n))
+        return self.apply_lut(z) if self.lut is not None else z
+
+    def pmadd(self, pairs: Any, factors: Any, acc: Any) -> Any:
+        """``acc + lo16(p) * lo16(f) + hi16(p) * hi16(f)`` per int32 lane (signed 16-bit halves;
+        exact for the products :func:`residual32` admits): ``vpdpwssd`` with VNNI, ``vpmaddwd`` and
+        an add on x86, two int32 products elsewhere."""
+        b = self.b
+        n = pairs.type.count
+        w16 = vt(ir.IntType(16), 2 * n)
+        if vnni(self.isa) and n in (4, 8, 16):
+            f = self.intrinsic(f"llvm.x86.avx512.vpdpwssd.{32 * n}", vt(I32, n), [vt(I32, n), w16, w16])
+            return b.call(f, [acc, b.bitcast(pairs, w16), b.bitcast(factors, w16)])
+        return b.add(self._pmadd(pairs, factors), acc)
+
+    def _pmadd(self, pairs: Any, factors: Any) -> Any:
+        b = self.b
+        n = pairs.type.count
+        name = {16: ("avx512bw", "llvm.x86.avx512.pmaddw.d.512"), 8: ("avx2", "llvm.x86.avx2.pmadd.wd"),
+                4: ("sse2", "llvm.x86.sse2.pmadd.wd")}.get(n)  # fmt: skip
+        if name is not None and self.isa.has(name[0]) and self.isa.vector_bytes >= 4 * n:
+            f = self.intrinsic(name[1], vt(I32, n), [vt(ir.IntType(16), 2 * n)] * 2)
+            w16 = vt(ir.IntType(16), 2 * n)
+            return b.call(f, [b.bitcast(pairs, w16), b.bitcast(factors, w16)])
+        c16 = self.cv([16] * n)
+
+        def lo(v: Any) -> Any:
+            return b.ashr(b.shl(v, c16), c16)
+
+        return b.add(b.mul(lo(pairs), lo(factors)), b.mul(b.ashr(pairs, c16), b.ashr(factors, c16)))
+
+    def res32_consts(self, n: int) -> tuple[Any, ...]:
+        """The int32 form's six constants (:func:`residual32`) splat over ``n`` lanes, loaded from
+        the add's table (load them before the epilogue's stores: they are then loaded once)."""
+        assert self.res is not None
+        b = self.b
+        tab = b.bitcast(self.res[1], I32.as_pointer())
+        return tuple(self.splat(b.load(b.gep(tab, [self.c(i)])), n) for i in range(6))
+
+    def _add_residual32(self, y: Any, r: Any, q: QuantInfo, consts: tuple[Any, ...] | None = None) -> Any:
+        """:meth:`add_residual` in int32 lanes (:func:`residual32`: the split multipliers as
+        16-bit pairs of the two bytes, one ``vpmaddwd`` per half, the rounding from the two sums)."""
+        assert self.res is not None and self.res32 is not None
+        ra = self.res[2]
+        b = self.b
+        n = y.type.count
+        w = vt(I32, n)
+        kh, kl, mh, ml, bq, sh = consts if consts is not None else self.res32_consts(n)
+        yv = b.sext(y, w) if q.out_signed else b.zext(y, w)
+        rv = b.sext(r, w) if ra.res_signed else b.zext(r, w)
+        c16 = self.cv([16] * n)
+        pairs = b.or_(b.and_(yv, self.cv([0xFFFF] * n)), b.shl(rv, c16))
+        t_hi = self.pmadd(pairs, mh, kh)
+        t_lo = self.pmadd(pairs, ml, kl)
+        qq = b.add(t_hi, b.ashr(t_lo, c16))
+        tie = b.and_(
+            b.icmp_signed("<", qq, bq),
+            b.icmp_unsigned("==", b.and_(t_lo, self.cv([0xFFFF] * n)), self.cv([0] * n)),
+        )
+        z = b.ashr(b.select(tie, b.sub(qq, self.cv([1] * n)), qq), sh)
+        z = self.smin(self.smax(z, self.cv([ra.lo] * n)), self.cv([ra.hi] * n))
+        z = b.trunc(z, vt(I8, n))
         return self.apply_lut(z) if self.lut is not None else z
 
     def masked_load(self, base: Any, off: Any, mask: Any, passthru: Any) -> Any:
@@ -893,19 +960,71 @@ def _residual_add_of(op: Any, add: Any) -> ResidualAdd | None:
     )
 
 
+def residual32(ra: ResidualAdd, q: QuantInfo) -> tuple[int, ...] | None:
+    """The constants of the fused add in int32 lanes (:meth:`Gen.add_residual`), or None where its
+    bounds do not allow it (the i64 form then). With ``y``, ``r`` the stored bytes of the conv's
+    result and the residual, ``t = (y - zp_y) * M1 + (r - zp_r) * M2`` and ``K = -zp_y * M1 - zp_r *
+    M2 + 2**(S-1) + zp_out * 2**S``, the multipliers are split ``M = Mh * 2**16 + Ml`` (``Ml`` in
+    ``[-2**15, 2**15)``, ``Mh < 2**15``) and ``K = Kh * 2**16 + Kl`` (``0 <= Kl < 2**16``):
+    ``T_hi = y * Mh1 + r * Mh2 + Kh`` and ``T_lo = y * Ml1 + r * Ml2 + Kl`` are int32 (checked
+    here from the bytes' ranges) and ``t + 2**(S-1) + zp_out * 2**S = T_hi * 2**16 + T_lo``. With
+    ``Q = T_hi + (T_lo >> 16)`` (floor) and ``w = T_lo mod 2**16``, ``t < 0`` iff ``Q < B``
+    (``B = 2**(S-17) + zp_out * 2**(S-16)``) and the contract's ``(t + 2**(S-1) - (t < 0)) >> S``
+    plus ``zp_out`` is ``(Q - (t < 0 and w == 0)) >> (S - 16)``. Needs ``17 <= S <= 47``.
+    Returns ``(Kh, Kl, Mh1 | Mh2 << 16, Ml1 | Ml2 << 16, B, S - 16)`` as int32 values."""
+    m1, m2, sh = ra.tables[0][0], ra.tables[1][0], ra.tables[2][0]
+    if not 17 <= sh <= 47:
+        return None
+    halves = []
+    for m in (m1, m2):
+        ml = ((m + 2**15) & 0xFFFF) - 2**15
+        mh = (m - ml) >> 16
+        if not (-(2**15) <= mh < 2**15):
+            return None
+        halves.append((mh, ml))
+    (mh1, ml1), (mh2, ml2) = halves
+    zp_y = ra.zp_conv
+    k = -zp_y * m1 - ra.zp_res * m2 + 2 ** (sh - 1) + ra.zp_out * 2**sh
+    kh, kl = k >> 16, k & 0xFFFF
+    ymax = max(abs(q.lo), abs(q.hi))
+    rmax = 128 if ra.res_signed else 255
+    t_hi = ymax * abs(mh1) + rmax * abs(mh2) + abs(kh)
+    t_lo = ymax * abs(ml1) + rmax * abs(ml2) + kl
+    bq = 2 ** (sh - 17) + ra.zp_out * 2 ** (sh - 16)
+    if t_hi + 2**15 + 1 >= 2**31 or t_lo >= 2**31 or abs(bq) >= 2**31:
+        return None
+
+    def i32(v: int) -> int:
+        return ((v + 2**31) & 0xFFFFFFFF) - 2**31
+
+    return (
+        kh,
+        kl,
+        i32((mh1 & 0xFFFF) | (mh2 << 16)),
+        i32((ml1 & 0xFFFF) | ((ml2 & 0xFFFF) << 16)),
+        bq,
+        sh - 16,
+    )
+
+
 def residual_add(op: Any) -> ResidualAdd | None:
     """The residual ``tpu.Add`` fused into ``op``'s kernel (the first fused consumer), or None."""
     f = _fused(op)
     return _residual_add_of(op, f[0]) if f and f[0].name == "tpu.Add" else None
 
 
-def _fused_key(op: Any) -> tuple[Any, ...]:
+def _fused_key(op: Any, q: QuantInfo) -> tuple[Any, ...]:
     ra = residual_add(op)
-    return (fused_lut(op) is not None, ra.key() if ra is not None else None)
+    return (fused_lut(op) is not None, (ra.key(), residual32(ra, q) is not None) if ra is not None else None)
 
 
 def _with_lut(
-    op: Any, symbol: str, buffers: list[tuple[str, Any]], weights: dict[str, np.ndarray], *rest: Any
+    op: Any,
+    symbol: str,
+    buffers: list[tuple[str, Any]],
+    weights: dict[str, np.ndarray],
+    *rest: Any,
+    q: QuantInfo | None = None,
 ) -> KernelPlan:
     """The plan, with a fused ``tpu.Lut``'s table (as its result's storage) as a weight buffer
     before the output."""
@@ -922,7 +1041,11 @@ def _with_lut(
     if ra is not None:
         add = _fused(op)[0]
         c = len(ra.tables[0])
-        weights["ra"] = np.asarray(ra.tables, np.int64).astype(np.int32).reshape(3, c)
+        r32 = residual32(ra, q) if q is not None else None
+        if r32 is not None:  # the int32 form's constants (Gen.add_residual)
+            weights["ra"] = np.asarray([*r32, 0, 0], np.int64).astype(np.int32)
+        else:
+            weights["ra"] = np.asarray(ra.tables, np.int64).astype(np.int32).reshape(3, c)
         at = buffers.index(("out", 0))
         buffers[at:at] = [("in", add.operands[ra.res_index]), ("weight", "ra")]
     return KernelPlan(symbol, buffers, weights, *rest)
@@ -988,15 +1111,7 @@ def _conv_plan(op: Any, symbol: str, geo: Any, q: Any, t: int, rows: int) -> Ker
     scratch = geo.groups * cig4 * len(geo.phases) * ra * geo.wph * 4 + 64
     macs = geo.batch * geo.cout * geo.oh * geo.ow * geo.cig * geo.kh * geo.kw
     nbytes = int(np.prod(op.operands[0].type.shape)) + int(np.prod(op.results[0].type.shape)) + wp.size
-    return _with_lut(
-        op,
-        symbol,
-        list(BUFFERS),
-        weights,
-        scratch,
-        macs,
-        nbytes,
-    )
+    return _with_lut(op, symbol, list(BUFFERS), weights, scratch, macs, nbytes, q=q)
 
 
 class Int8Conv(LutFusion, Template):
@@ -1031,7 +1146,7 @@ class Int8Conv(LutFusion, Template):
         r = self._geo(op)
         assert r is not None
         g = r[0]
-        return (self.name, repr(g), _scalars(r[1]), _fused_key(op), isa)
+        return (self.name, repr(g), _scalars(r[1]), _fused_key(op, r[1]), isa)
 
     def _tile(self, geo: ConvGeom, isa: Isa) -> tuple[int, int]:
         nl = lanes(isa)
@@ -1058,6 +1173,7 @@ class Int8Conv(LutFusion, Template):
         mr, nv = self._tile(geo, isa)
         x, wp, ct, mt, st_, out, scr = gen.std_bufs(plan, q.out_signed, op)
         gen.fast_shift = fast_shift(q)
+        gen.res32 = residual32(gen.res[2], q) if gen.res is not None else None
         ct = b.bitcast(ct, I32.as_pointer())
         mt = b.bitcast(mt, I32.as_pointer())
         st_ = b.bitcast(st_, I32.as_pointer())
@@ -1134,19 +1250,25 @@ class Int8Conv(LutFusion, Template):
                                 sh = gen.splat(b.load(b.gep(st_, [co])), nl)
                                 plane = b.mul(b.add(b.mul(n, gen.c(geo.cout)), co), gen.c(plane_out))
                                 obase = b.gep(out, [plane])
+                                am = rm = ash = c32 = None
                                 if gen.res is not None and rtab is not None:
                                     rbase = b.gep(gen.res[0], [plane])
-                                    am, rm, ash = (
-                                        gen.splat(b.load(b.gep(rtab, [b.add(co, gen.c(j * geo.cout))])), nl)
-                                        for j in range(3)
-                                    )
+                                    if gen.res32 is not None:
+                                        c32 = gen.res32_consts(nl)
+                                    else:  # the i64 form's per-channel tables
+                                        am, rm, ash = (
+                                            gen.splat(
+                                                b.load(b.gep(rtab, [b.add(co, gen.c(j * geo.cout))])), nl
+                                            )
+                                            for j in range(3)
+                                        )
                                 for v in range(nv):
                                     y = gen.requant(accs[mm * nv + v], cf, mu, sh, q)
                                     if gen.res is not None:
                                         r = gen.cv([0] * nl, I8)
                                         for offs, mask in masks[v]:
                                             r = gen.masked_load(rbase, offs, mask, r)
-                                        y = gen.add_residual(y, r, am, rm, ash, q)
+                                        y = gen.add_residual(y, r, am, rm, ash, q, consts=c32)
                                     for offs, mask in masks[v]:
                                         gen.masked_store(y, obase, offs, mask)
 
@@ -1226,6 +1348,7 @@ class Int8ConvChannels(Int8Conv):
         cw = nv * nl
         x, wp, ct, mt, st_, out, scr = gen.std_bufs(plan, q.out_signed, op)
         gen.fast_shift = fast_shift(q)
+        gen.res32 = residual32(gen.res[2], q) if gen.res is not None else None
         cig4 = -(-geo.cig // 4)
         cot = -(-geo.cog // cw)
         ntap = len(geo.taps)
@@ -1255,7 +1378,7 @@ class Int8ConvChannels(Int8Conv):
                     for v in range(nv):
                         o4 = b.mul(b.add(ch0, gen.c(v * nl)), gen.c(4))
                         tabs.append(tuple(gen.load(tb, o4, vt(I32, nl), 4) for tb in (ct, mt, st_)))
-                        if gen.res is not None:
+                        if gen.res is not None and gen.res32 is None:
                             rt_ = gen.res[1]
                             rtabs.append(
                                 tuple(
@@ -1313,7 +1436,7 @@ class Int8ConvChannels(Int8Conv):
                                             for lane in range(nl):
                                                 e = b.load(b.gep(rbase, [gen.c(lane * plane_out + rr)]))
                                                 r = b.insert_element(r, e, gen.c(lane, I32))
-                                            am, rm, ash = rtabs[v]
+                                            am, rm, ash = rtabs[v] if rtabs else (None, None, None)
                                             y = gen.add_residual(y, r, am, rm, ash, q)
                                         for lane in range(nl):
                                             e = b.extract_element(y, gen.c(lane, I32))

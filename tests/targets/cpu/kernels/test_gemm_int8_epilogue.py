@@ -157,7 +157,12 @@ def residual_cases(draw: Any, channels: bool = False) -> tuple[Any, ...]:
     else:
         mults = (int(rng.integers(0, 2**31)), int(rng.integers(0, 2**31)))
         rshift = draw(st.integers(-25, 12))
-    mults = (mults[0], mults[1]) if draw(st.booleans()) else (mults[0] >> 20, mults[1] >> 18)
+    form = draw(st.sampled_from(["as drawn", "small", "ties"]))
+    if form == "small":
+        mults = (mults[0] >> 20, mults[1] >> 18)
+    elif form == "ties":  # multiples of 2**(S-3): exact halves are common
+        rshift = draw(st.integers(-14, 0))
+        mults = (int(rng.integers(0, 16)) << (28 + rshift), int(rng.integers(0, 16)) << (28 + rshift))
     lut = draw(st.sampled_from([None, "signed", "unsigned"]))
     conv, add, lut_op = with_residual(
         o, rng, res_signed, zp_res, (out_signed, zp_out), mults, rshift, draw(st.booleans()), lut
@@ -181,6 +186,21 @@ def test_residual_bit_exact(case: tuple[Any, ...]) -> None:
     check_fused(Int8Conv(), conv, add, lut, x, r, HOST, (1, 2, 3))
 
 
+def test_residual_forms_taken() -> None:
+    """Calibration-like factors take the int32 form (8 constants in ``ra``), a shift of 6 the i64
+    one (per-channel tables); both exact."""
+    rng = np.random.default_rng(3)
+    for rshift, size in ((0, 8), (-25, 3 * 16)):
+        o = conv_op(rng, 1, 8, (5, 9), 16, (1, 1), (1, 1), (1, 1), [0] * 4, 1, "sym", "none", True, "small")
+        conv, add, lut = with_residual(
+            o, rng, True, 0, (True, 0), (1 << 30, 3 << 28), rshift, False, "unsigned"
+        )
+        x, r = _act(rng, (1, 8, 5, 9), True, "rand"), _act(rng, (1, 16, 5, 9), True, "rand")
+        for tpl in (Int8Conv(), Int8ConvChannels(force=True)):
+            c = check_fused(tpl, conv, add, lut, x, r, HOST, (1, 2))
+            assert c.plan.weights["ra"].size == size
+
+
 @SETTINGS
 @given(case=residual_cases(channels=True))
 def test_residual_channel_lanes_bit_exact(case: tuple[Any, ...]) -> None:
@@ -194,3 +214,77 @@ def test_residual_channel_lanes_bit_exact(case: tuple[Any, ...]) -> None:
 def test_residual_narrower_isa(isa: Isa, case: tuple[Any, ...]) -> None:
     conv, add, lut, x, r = case
     check_fused(Int8Conv(), conv, add, lut, x, r, isa, (1, 2))
+
+
+def _contract_add(y: np.ndarray, r: np.ndarray, ra: Any, m1: int, m2: int, s: int) -> np.ndarray:
+    from lamina.dialects.tpu.quantize import rounding_rshift
+
+    t = (y.astype(np.int64) - ra.zp_conv) * m1 + (r.astype(np.int64) - ra.zp_res) * m2
+    return np.clip(rounding_rshift(t, s) + ra.zp_out, ra.lo, ra.hi)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_residual32_formula_over_every_byte_pair(seed: int) -> None:
+    """:func:`residual32`'s split form (emulated in numpy: the int32 sums, the floor shifts, the tie
+    correction) equals the contract's i64 add for every pair of bytes, where it applies; ties are
+    frequent with the small shifts drawn here."""
+    from lamina.targets.cpu.kernels.gemm_int8 import residual32
+
+    rng = np.random.default_rng(seed)
+    taken = 0
+    for _ in range(20):
+        y_signed, r_signed = bool(rng.integers(2)), bool(rng.integers(2))
+        zp_y = int(rng.integers(-20, 20)) if y_signed else int(rng.integers(0, 40))
+        zp_r = int(rng.integers(-20, 20)) if r_signed else int(rng.integers(0, 40))
+        zp_o = int(rng.integers(-20, 20))
+        s = int(rng.integers(17, 40))
+        if rng.integers(2):  # multiples of 2**(S-3): exact halves (ties) are common
+            s = int(rng.integers(17, 32))
+            m1, m2 = (int(v) << (s - 3) for v in rng.integers(0, 16, 2))
+        else:
+            m1, m2 = (int(v) for v in rng.integers(0, 2**31, 2) >> rng.integers(0, 24, 2))
+        c = 1
+        from lamina.targets.cpu.kernels.gemm_int8 import QuantInfo, ResidualAdd
+
+        ra = ResidualAdd(0, zp_y, zp_r, r_signed, -128, 127, zp_o, True, ((m1,) * c, (m2,) * c, (s,) * c))
+        lo, hi = (-128, 127) if y_signed else (0, 255)
+        q = QuantInfo(
+            True,
+            0,
+            lo,
+            hi,
+            zp_y,
+            np.zeros(1, np.int64),
+            np.zeros(1, np.int64),
+            np.zeros(1, np.int8),
+            None,
+            y_signed,
+        )
+        r32 = residual32(ra, q)
+        if r32 is None:
+            continue
+        taken += 1
+        kh, kl, mh, ml, bq, sh = r32
+        y = np.arange(lo, hi + 1, dtype=np.int64)[:, None]
+        r = (
+            np.arange(-128, 128, dtype=np.int64)[None, :]
+            if r_signed
+            else np.arange(256, dtype=np.int64)[None, :]
+        )
+
+        def halves(v: int) -> tuple[int, int]:
+            v &= 0xFFFFFFFF
+            lo16, hi16 = v & 0xFFFF, v >> 16
+            return lo16 - (lo16 >= 2**15) * 2**16, hi16 - (hi16 >= 2**15) * 2**16
+
+        mh1, mh2 = halves(mh)
+        ml1, ml2 = halves(ml)
+        t_hi = y * mh1 + r * mh2 + kh
+        t_lo = y * ml1 + r * ml2 + kl
+        assert np.abs(t_hi).max() < 2**31 and np.abs(t_lo).max() < 2**31
+        qq = t_hi + (t_lo >> 16)
+        tie = (qq < bq) & ((t_lo & 0xFFFF) == 0)
+        got = np.clip((qq - tie) >> sh, -128, 127)
+        want = _contract_add(y, r, ra, m1, m2, s)
+        np.testing.assert_array_equal(got, want)
+    assert taken >= 5
