@@ -277,6 +277,23 @@ class Gen:
             self.lut = (self.bufs[plan.buffers.index(("weight", "lut"))], out_signed)
         return [self.bufs[plan.buffers.index(k)] for k in BUFFERS]
 
+    def apply_luts(self, ys: list[Any]) -> list[Any]:
+        """:meth:`apply_lut` of each byte vector of ``ys``, several at a time where the table lookup
+        takes 64 lanes (``vpermi2b``): their concatenation looked up once, then split."""
+        if self.lut is None:
+            return ys
+        n = ys[0].type.count
+        if not (self.isa.has("avx512vbmi") and self.isa.vector_bytes == 64 and n <= 32 and 64 % n == 0):
+            return [self.apply_lut(y) for y in ys]
+        per = 64 // n
+        out = []
+        for i in range(0, len(ys), per):
+            grp = ys[i : i + per]
+            cat = self.apply_lut(_concat(self, grp) if len(grp) > 1 else grp[0])
+            out += [self.b.shuffle_vector(cat, cat, self.iota(n) if j == 0 else self.cv(range(j * n, (j + 1) * n)))
+                    for j in range(len(grp))]  # fmt: skip
+        return out
+
     def apply_lut(self, y: Any) -> Any:
         """``table[y + base]`` per lane (``base`` 128 for a signed result, else 0): two
         ``vpermi2b`` lookups of 128 entries and a select where AVX-512 VBMI is available (16 lanes
@@ -495,7 +512,15 @@ class Gen:
         return b.trunc(y, vt(I8, n))
 
     def add_residual(
-        self, y: Any, r: Any, m_conv: Any, m_res: Any, shift: Any, q: QuantInfo, consts: Any = None
+        self,
+        y: Any,
+        r: Any,
+        m_conv: Any,
+        m_res: Any,
+        shift: Any,
+        q: QuantInfo,
+        consts: Any = None,
+        lut: bool = True,
     ) -> Any:
         """The fused ``tpu.Add`` of the conv's stored result ``y`` and the residual's ``r`` (both
         ``<n x i8>``): ``sat(zp + rdiv((y - zp_y) * m_y + (r - zp_r) * m_r, 2**S))`` in i64 lanes
@@ -505,7 +530,7 @@ class Gen:
         b = self.b
         n = y.type.count
         if self.res32 is not None:
-            return self._add_residual32(y, r, q, consts)
+            return self._add_residual32(y, r, q, consts, lut)
         w = vt(I64, n)
         yc = b.sub(b.sext(y, w) if q.out_signed else b.zext(y, w), self.cv([ra.zp_conv] * n, I64))
         rc = b.sub(b.sext(r, w) if ra.res_signed else b.zext(r, w), self.cv([ra.zp_res] * n, I64))
@@ -515,7 +540,7 @@ class Gen:
             self.smax(z, self.cv([ra.lo - ra.zp_out] * n, I64)), self.cv([ra.hi - ra.zp_out] * n, I64)
         )
         z = b.trunc(b.add(z, self.cv([ra.zp_out] * n, I64)), vt(I8, n))
-        return self.apply_lut(z) if self.lut is not None else z
+        return self.apply_lut(z) if lut and self.lut is not None else z
 
     def pmadd(self, pairs: Any, factors: Any, acc: Any) -> Any:
         """``acc + lo16(p) * lo16(f) + hi16(p) * hi16(f)`` per int32 lane (signed 16-bit halves;
@@ -553,7 +578,9 @@ class Gen:
         tab = b.bitcast(self.res[1], I32.as_pointer())
         return tuple(self.splat(b.load(b.gep(tab, [self.c(i)])), n) for i in range(6))
 
-    def _add_residual32(self, y: Any, r: Any, q: QuantInfo, consts: tuple[Any, ...] | None = None) -> Any:
+    def _add_residual32(
+        self, y: Any, r: Any, q: QuantInfo, consts: tuple[Any, ...] | None = None, lut: bool = True
+    ) -> Any:
         """:meth:`add_residual` in int32 lanes (:func:`residual32`: the split multipliers as
         16-bit pairs of the two bytes, one ``vpmaddwd`` per half, the rounding from the two sums)."""
         assert self.res is not None and self.res32 is not None
@@ -576,7 +603,7 @@ class Gen:
         z = b.ashr(b.select(tie, b.sub(qq, self.cv([1] * n)), qq), sh)
         z = self.smin(self.smax(z, self.cv([ra.lo] * n)), self.cv([ra.hi] * n))
         z = b.trunc(z, vt(I8, n))
-        return self.apply_lut(z) if self.lut is not None else z
+        return self.apply_lut(z) if lut and self.lut is not None else z
 
     def masked_load(self, base: Any, off: Any, mask: Any, passthru: Any) -> Any:
         """The lanes of ``<n x i8>`` at ``base + off`` where ``mask`` is set, ``passthru``'s elsewhere
@@ -1262,13 +1289,16 @@ class Int8Conv(LutFusion, Template):
                                             )
                                             for j in range(3)
                                         )
+                                ys = []
                                 for v in range(nv):
-                                    y = gen.requant(accs[mm * nv + v], cf, mu, sh, q)
+                                    y = gen.requant(accs[mm * nv + v], cf, mu, sh, q, lut=False)
                                     if gen.res is not None:
                                         r = gen.cv([0] * nl, I8)
                                         for offs, mask in masks[v]:
                                             r = gen.masked_load(rbase, offs, mask, r)
-                                        y = gen.add_residual(y, r, am, rm, ash, q, consts=c32)
+                                        y = gen.add_residual(y, r, am, rm, ash, q, consts=c32, lut=False)
+                                    ys.append(y)
+                                for v, y in enumerate(gen.apply_luts(ys)):
                                     for offs, mask in masks[v]:
                                         gen.masked_store(y, obase, offs, mask)
 
@@ -1427,22 +1457,54 @@ class Int8ConvChannels(Int8Conv):
                                 )
                                 obase = b.gep(out, [at])
                                 rbase = b.gep(gen.res[0], [at]) if gen.res is not None else None
-                                for rr in range(mr):
+                                am, rm, ash = rtabs[v] if rtabs else (None, None, None)
 
-                                    def epi_r(rr: int = rr) -> None:
-                                        y = gen.requant(accs[rr * nv + v], cf, mu, sh, q)
-                                        if rbase is not None:
-                                            r = gen.cv([0] * nl, I8)
-                                            for lane in range(nl):
-                                                e = b.load(b.gep(rbase, [gen.c(lane * plane_out + rr)]))
-                                                r = b.insert_element(r, e, gen.c(lane, I32))
-                                            am, rm, ash = rtabs[v] if rtabs else (None, None, None)
-                                            y = gen.add_residual(y, r, am, rm, ash, q)
+                                def full() -> None:
+                                    # a whole tile: the channels' runs of mr positions, transposed in
+                                    # registers (one load / store of mr bytes per channel)
+                                    c32 = gen.res32_consts(nl) if gen.res32 is not None else None
+                                    ys = [
+                                        gen.requant(accs[rr * nv + v], cf, mu, sh, q, lut=False)
+                                        for rr in range(mr)
+                                    ]
+                                    if rbase is not None:
+                                        runs = [gen.load(rbase, c * plane_out, vt(I8, mr)) for c in range(nl)]
+                                        rs = _transpose(gen, runs, nl, mr)
+                                        ys = [
+                                            gen.add_residual(y, r, am, rm, ash, q, consts=c32, lut=False)
+                                            for y, r in zip(ys, rs)
+                                        ]
+                                    ys = gen.apply_luts(ys)
+                                    for c, run in enumerate(_transpose(gen, ys, mr, nl)):
+                                        gen.store(run, obase, c * plane_out)
+
+                                def tail() -> None:
+                                    for rr in range(mr):
+                                        gen.when(
+                                            b.icmp_signed("<", b.add(p0, gen.c(rr)), npos),
+                                            lambda rr=rr: epi_r(rr),
+                                        )
+
+                                def epi_r(rr: int) -> None:
+                                    y = gen.requant(accs[rr * nv + v], cf, mu, sh, q)
+                                    if rbase is not None:
+                                        r = gen.cv([0] * nl, I8)
                                         for lane in range(nl):
-                                            e = b.extract_element(y, gen.c(lane, I32))
-                                            b.store(e, b.gep(obase, [gen.c(lane * plane_out + rr)]))
+                                            e = b.load(b.gep(rbase, [gen.c(lane * plane_out + rr)]))
+                                            r = b.insert_element(r, e, gen.c(lane, I32))
+                                        y = gen.add_residual(y, r, am, rm, ash, q)
+                                    for lane in range(nl):
+                                        e = b.extract_element(y, gen.c(lane, I32))
+                                        b.store(e, b.gep(obase, [gen.c(lane * plane_out + rr)]))
 
-                                    gen.when(b.icmp_signed("<", b.add(p0, gen.c(rr)), npos), epi_r)
+                                with b.if_else(b.icmp_signed("<=", b.add(p0, gen.c(mr)), npos)) as (
+                                    then,
+                                    other,
+                                ):
+                                    with then:
+                                        full()
+                                    with other:
+                                        tail()
 
                             if geo.cog % cw:
                                 gen.when(
@@ -1459,6 +1521,26 @@ class Int8ConvChannels(Int8Conv):
 
         gen.when(b.icmp_signed("<", r0, r1), lambda: _images(gen, geo.batch, image))
         b.ret_void()
+
+
+def _concat(gen: Gen, vs: list[Any]) -> Any:
+    """The vectors ``vs`` (one type) end to end, as one vector (padded with undefined lanes to a
+    power-of-two count of them)."""
+    vs = list(vs)
+    while len(vs) > 1:
+        if len(vs) % 2:
+            vs.append(ir.Constant(vs[0].type, None))
+        n = vs[0].type.count
+        vs = [gen.b.shuffle_vector(vs[i], vs[i + 1], gen.iota(2 * n)) for i in range(0, len(vs), 2)]
+    return vs[0]
+
+
+def _transpose(gen: Gen, vs: list[Any], rows: int, cols: int) -> list[Any]:
+    """``cols`` vectors of ``rows`` bytes from ``rows`` vectors of ``cols`` bytes (``vs[i][j]`` is
+    ``out[j][i]``): a shuffle of their concatenation per result."""
+    assert len(vs) == rows and all(v.type.count == cols for v in vs)
+    cat = _concat(gen, vs)
+    return [gen.b.shuffle_vector(cat, cat, gen.cv([i * cols + j for i in range(rows)])) for j in range(cols)]
 
 
 def _tap_runs(geo: ConvGeom, ra: int) -> list[tuple[int, list[tuple[int, int]]]]:
