@@ -443,16 +443,21 @@ class Gen:
         neg = b.ashr(p, self.cv([63] * n, I64))
         return b.ashr(b.add(b.add(p, half), neg), s64)
 
-    def requant(self, acc: Any, cf: Any, mult: Any, shift: Any, q: QuantInfo, lut: bool = True) -> Any:
+    def requant(
+        self, acc: Any, cf: Any, mult: Any, shift: Any, q: QuantInfo, lut: bool = True, raw: bool = False
+    ) -> Any:
         """The epilogue of ``n`` int32 lanes: ``sat(zp + rdiv((acc + cf) * m, 2**S))`` clamped to
         the relu bounds, as ``<n x i8>``. ``cf``/``mult``/``shift`` are ``<n x i32>``. Then the
         fused table's lookup (unless ``lut`` is false, or a residual add comes first:
-        :meth:`add_residual` applies it)."""
+        :meth:`add_residual` applies it). With ``raw`` (for :meth:`add_residual`), the int32 form
+        returns its clamped value before the zero point, as int32 lanes."""
         b = self.b
         n = acc.type.count
         a = acc if cf is None else b.add(acc, cf)
         if self.fast_shift and n % 2 == 0:
-            y = self._requant32(a, mult, shift, q)
+            y = self._requant32(a, mult, shift, q, raw)
+            if raw:
+                return y
             return self.apply_lut(y) if lut and self.lut is not None and self.res is None else y
         p = b.mul(b.sext(a, vt(I64, n)), b.sext(mult, vt(I64, n)))
         y = self.rdiv(p, shift)
@@ -488,7 +493,7 @@ class Gen:
         o = b.bitcast(b.lshr(b.add(po, half_o), s_o), vt(I32, n))
         return b.shuffle_vector(e, o, self.cv([i if i % 2 == 0 else n + i for i in range(n)]))
 
-    def _requant32(self, a: Any, mult: Any, shift: Any, q: QuantInfo) -> Any:
+    def _requant32(self, a: Any, mult: Any, shift: Any, q: QuantInfo, raw: bool = False) -> Any:
         """:meth:`requant` (after the folded constant) for total shifts ``S >= 32`` in int32 lanes:
         the contract's ``(a*m + 2**(S-1) - (a*m < 0)) >> S`` (half away from zero) is
         ``sign(a) * ((|a| * m + 2**(S-1)) >> S)`` (:meth:`mulshift` of the magnitude). With a lower
@@ -507,6 +512,8 @@ class Gen:
             r = self.mulshift(b.select(neg, b.sub(zero, a), a), mult, shift)
             y = self.smax(b.select(neg, b.sub(zero, r), r), self.cv([lo] * n))
         y = self.smin(y, self.cv([hi] * n))
+        if raw:
+            return y
         if q.zp_out:
             y = b.add(y, self.cv([q.zp_out] * n))
         return b.trunc(y, vt(I8, n))
@@ -532,7 +539,10 @@ class Gen:
         if self.res32 is not None:
             return self._add_residual32(y, r, q, consts, lut)
         w = vt(I64, n)
-        yc = b.sub(b.sext(y, w) if q.out_signed else b.zext(y, w), self.cv([ra.zp_conv] * n, I64))
+        if y.type.element.width == 32:  # requant's raw form: the value before the zero point
+            yc = b.add(b.sext(y, w), self.cv([q.zp_out - ra.zp_conv] * n, I64))
+        else:
+            yc = b.sub(b.sext(y, w) if q.out_signed else b.zext(y, w), self.cv([ra.zp_conv] * n, I64))
         rc = b.sub(b.sext(r, w) if ra.res_signed else b.zext(r, w), self.cv([ra.zp_res] * n, I64))
         acc = b.add(b.mul(yc, b.zext(m_conv, w)), b.mul(rc, b.zext(m_res, w)))
         z = self.rdiv(acc, shift)
@@ -589,7 +599,10 @@ class Gen:
         n = y.type.count
         w = vt(I32, n)
         kh, kl, mh, ml, bq, sh = consts if consts is not None else self.res32_consts(n)
-        yv = b.sext(y, w) if q.out_signed else b.zext(y, w)
+        if y.type.element.width == 32:  # requant's raw form: the stored byte is y + zp
+            yv = b.add(y, self.cv([q.zp_out] * n)) if q.zp_out else y
+        else:
+            yv = b.sext(y, w) if q.out_signed else b.zext(y, w)
         rv = b.sext(r, w) if ra.res_signed else b.zext(r, w)
         c16 = self.cv([16] * n)
         pairs = b.or_(b.and_(yv, self.cv([0xFFFF] * n)), b.shl(rv, c16))
@@ -1234,7 +1247,6 @@ class Int8Conv(LutFusion, Template):
                         col = b.add(b.mul(ct_i, gen.c(mr)), gen.c(mm))
                         co = b.add(b.mul(gi, gen.c(geo.cog)), col)
                         chans.append((col, co))
-                    zero = gen.cv([0] * nl, I32)
 
                     def qtile(qt: Any, _: list[Any]) -> None:
                         q0 = b.mul(qt, gen.c(qtl))
@@ -1267,12 +1279,14 @@ class Int8Conv(LutFusion, Template):
 
                             return gen.loop(0, geo.kh, krow, accs)
 
-                        accs = gen.loop(0, cig4, kstep, [zero] * (mr * nv))
+                        # the folded per-channel constant starts each accumulator
+                        cfs = [gen.splat(b.load(b.gep(ct, [chans[mm][1]])), nl) for mm in range(mr)]
+                        accs = gen.loop(0, cig4, kstep, [cfs[mm] for mm in range(mr) for _ in range(nv)])
                         for mm in range(mr):
 
                             def epi(mm: int = mm) -> None:
                                 co = chans[mm][1]
-                                cf = gen.splat(b.load(b.gep(ct, [co])), nl)
+                                cf = None  # folded into the accumulators' start
                                 mu = gen.splat(b.load(b.gep(mt, [co])), nl)
                                 sh = gen.splat(b.load(b.gep(st_, [co])), nl)
                                 plane = b.mul(b.add(b.mul(n, gen.c(geo.cout)), co), gen.c(plane_out))
@@ -1291,7 +1305,9 @@ class Int8Conv(LutFusion, Template):
                                         )
                                 ys = []
                                 for v in range(nv):
-                                    y = gen.requant(accs[mm * nv + v], cf, mu, sh, q, lut=False)
+                                    y = gen.requant(
+                                        accs[mm * nv + v], cf, mu, sh, q, lut=False, raw=gen.res is not None
+                                    )
                                     if gen.res is not None:
                                         r = gen.cv([0] * nl, I8)
                                         for offs, mask in masks[v]:
@@ -1428,7 +1444,6 @@ class Int8ConvChannels(Int8Conv):
                                 b.mul(b.udiv(p, gen.c(geo.ow)), gen.c(geo.wph)), b.urem(p, gen.c(geo.ow))
                             )
                             xoffs.append(b.mul(qq, gen.c(4)))
-                        zero = gen.cv([0] * nl, I32)
 
                         def kstep(cg: Any, accs: list[Any]) -> list[Any]:
                             xc = b.gep(xg, [b.mul(cg, gen.c(cig_stride))])
@@ -1443,11 +1458,12 @@ class Int8ConvChannels(Int8Conv):
                                         accs[rr * nv + v] = gen.dot(accs[rr * nv + v], a, wv[v])
                             return accs
 
-                        accs = gen.loop(0, cig4, kstep, [zero] * (mr * nv))
+                        accs = gen.loop(0, cig4, kstep, [tabs[v][0] for _ in range(mr) for v in range(nv)])
                         for v in range(nv):
 
                             def epi_v(v: int = v) -> None:
-                                cf, mu, sh = tabs[v]
+                                _, mu, sh = tabs[v]
+                                cf = None  # folded into the accumulators' start
                                 at = b.add(
                                     b.mul(
                                         b.add(b.mul(n, gen.c(geo.cout)), b.add(ch0, gen.c(v * nl))),
@@ -1464,7 +1480,9 @@ class Int8ConvChannels(Int8Conv):
                                     # registers (one load / store of mr bytes per channel)
                                     c32 = gen.res32_consts(nl) if gen.res32 is not None else None
                                     ys = [
-                                        gen.requant(accs[rr * nv + v], cf, mu, sh, q, lut=False)
+                                        gen.requant(
+                                            accs[rr * nv + v], cf, mu, sh, q, lut=False, raw=rbase is not None
+                                        )
                                         for rr in range(mr)
                                     ]
                                     if rbase is not None:
@@ -1835,7 +1853,6 @@ class Int8MatMul(LutFusion, Template):
 
             def mtile(m0: Any, _: list[Any]) -> None:
                 ab = b.gep(scr, [b.mul(b.sub(m0, m_lo), gen.c(k4))])
-                zero = gen.cv([0] * nl, I32)
 
                 def kstep(k: Any, accs: list[Any]) -> list[Any]:
                     wk = b.gep(wt, [b.mul(k, gen.c(nv * nl * 4))])
@@ -1847,14 +1864,14 @@ class Int8MatMul(LutFusion, Template):
                             accs[mm * nv + v] = gen.dot(accs[mm * nv + v], av, wv[v])
                     return accs
 
-                accs = gen.loop(0, kg, kstep, [zero] * (mr * nv))
+                accs = gen.loop(0, kg, kstep, [cfs[v] for _ in range(mr) for v in range(nv)])
                 for mm in range(mr):
                     row = b.add(m0, gen.c(mm))
 
                     def epi(mm: int = mm, row: Any = row) -> None:
                         ob = b.gep(out, [b.add(b.mul(row, gen.c(ncols)), ncol)])
                         for v in range(nv):
-                            y = gen.requant(accs[mm * nv + v], cfs[v], mus[v], shs[v], q)
+                            y = gen.requant(accs[mm * nv + v], None, mus[v], shs[v], q)
                             if full_n:
                                 gen.store(y, ob, v * nl)
                             else:
