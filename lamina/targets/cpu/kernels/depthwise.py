@@ -150,9 +150,11 @@ class Int8DepthwiseFast(Int8Depthwise):
 
                 gen.loop(i_lo, i_hi, row)
 
-        def accumulate(xq: Any, wc: Any, regs: list[int]) -> list[Any]:
-            """The int32 sums of the registers ``regs`` (position offsets ``v * nl`` from ``xq``)."""
-            accs = [gen.cv([0] * nl, I32) for _ in regs]
+        def accumulate(xq: Any, wc: Any, regs: list[int], c: Any) -> list[Any]:
+            """The int32 sums of the registers ``regs`` (position offsets ``v * nl`` from ``xq``),
+            started at channel ``c``'s folded constant."""
+            cf = gen.splat(b.load(b.gep(ct, [c])), nl)
+            accs = [cf for _ in regs]
             for ri, roff in enumerate(run_offs):
                 wb = gen.bcast32(wc, ri * 4, nl)
                 for i, v in enumerate(regs):
@@ -165,15 +167,14 @@ class Int8DepthwiseFast(Int8Depthwise):
 
         def epilogue(c: Any) -> Any:
             """The channel's requant: a function of an int32 register to its bytes."""
-            cf = gen.splat(b.load(b.gep(ct, [c])), nl)
             mu = gen.splat(b.load(b.gep(mt, [c])), nl)
             sh = gen.splat(b.load(b.gep(st_, [c])), nl)
-            return lambda acc: gen.requant(acc, cf, mu, sh, q)
+            return lambda acc: gen.requant(acc, None, mu, sh, q)  # the constant: in the sums
 
         def tile(nc: Any, c: Any, q0: int) -> None:
             """Positions [q0, q0 + qtl) of the plane (static), stored through static masks."""
             regs = list(range(min(nv, -(-(qend - q0) // nl))))  # registers past the plane: none
-            accs = accumulate(b.gep(scr, [gen.c(q0)]), b.gep(wp, [b.mul(c, gen.c(len(runs) * 4))]), regs)
+            accs = accumulate(b.gep(scr, [gen.c(q0)]), b.gep(wp, [b.mul(c, gen.c(len(runs) * 4))]), regs, c)
             requant = epilogue(c)
             obase = b.gep(out, [b.mul(nc, gen.c(plane_out))])
             for v, acc in zip(regs, accs):
@@ -193,7 +194,7 @@ class Int8DepthwiseFast(Int8Depthwise):
                 sums = []
                 for rr in range(nrows):
                     r = b.add(oh, gen.c(rr))
-                    sums.append((r, accumulate(b.gep(scr, [b.mul(r, gen.c(geo.wph))]), wc, regs)))
+                    sums.append((r, accumulate(b.gep(scr, [b.mul(r, gen.c(geo.wph))]), wc, regs, c)))
                 for r, accs in sums:
                     orow = b.gep(out, [b.add(b.mul(nc, gen.c(plane_out)), b.mul(r, gen.c(geo.ow)))])
                     for v, acc in zip(regs, accs):
