@@ -9,10 +9,13 @@ The contract's accumulator is ``Σ (q - zp) * w = Σ u * w - (zp + off) * Σ w``
 plus the bias with wrap; every step here is int32 arithmetic modulo 2**32, so folding
 ``bias - (zp + off) * Σ_k w[c, k]`` into one per-channel int32 constant (packed with the weights)
 gives the same register bit for bit. Padding reads the byte ``zp + off`` (a centred 0), and
-channels or K positions added to fill a group of four have weight 0. The epilogue is the
-requantization of :func:`lamina.dialects.tpu.quantize.requantize` in i64 lanes
-(``p = acc * multiplier``, ``(p + 2**(S-1) - (p < 0)) >> S``), the output zero point, saturation
-and the ``do_relu`` / ``relu_limit`` clamps folded into one pair of bounds.
+channels or K positions added to fill a group of four have weight 0 (the folded constant starts
+the accumulators). The epilogue is the requantization of
+:func:`lamina.dialects.tpu.quantize.requantize` — in int32 lanes when every total shift is at least
+32 (:meth:`Gen._requant32`: the magnitude times the multiplier as exact 32 x 32 -> 64-bit products
+of the even and odd lanes), else in i64 lanes (``p = acc * multiplier``, ``(p + 2**(S-1) - (p <
+0)) >> S``) —, the output zero point, saturation and the ``do_relu`` / ``relu_limit`` clamps
+folded into one pair of bounds.
 
 **Convolution** (NCHW at the boundary). Each part packs the rows of the padded input it needs into
 its scratch, split by stride phase — phase ``(a, b)`` holds ``x_pad[i*sh + a, j*sw + b]`` — with
@@ -27,7 +30,8 @@ The register tile is ``MR`` output channels x ``NV`` registers of positions (wei
 (table lookups of each requantized register); for the convolutions also a residual ``tpu.Add`` of
 the result and a tensor computed earlier (:class:`ResidualAdd`: the conv's requantized bytes, as it
 would store them, plus the residual's bytes at the same positions, with the Add's multipliers and
-rounding in i64 lanes) and a Lut after that add.
+rounding — in int32 lanes where :func:`residual32` admits it, else i64 lanes) and a Lut after that
+add (several registers looked up at once: :meth:`Gen.apply_luts`).
 
 **Depthwise.** The same packing without interleave; per channel and tap, one i32 multiply-add of
 a register of 16 positions (products of a byte and a weight are exact in i32).
