@@ -5,7 +5,7 @@ times; optionally onnxruntime's QDQ u8s8 per-channel ResNet-18 (``quantize_stati
 time on one thread, as the reference for the sum of the layers.
 
     python benchmarks/cpu_int8_kernels.py [--repeat 20] [--inner 1] [--rounds 3] [--ort] [--size 224]
-        [--threads 1] [--markdown]
+        [--threads 1] [--markdown] [--net resnet18|resnet50|mobilenetv2]
 
 Timings: best of ``--rounds`` x ``--repeat`` runs of ``--inner`` calls each (the layers timed in
 turn, round after round; the peak before and after), one thread by its CPU time
@@ -57,6 +57,32 @@ RESNET18_CONVS = [
 ]
 #: how many times each shape occurs in ResNet-18
 RESNET18_COUNT = {"layer1 3x3": 4, "layer2 3x3": 3, "layer3 3x3": 3, "layer4 3x3": 3}
+
+#: the convolutions of ResNet-50 and MobileNetV2 at 224x224 that take a fused epilogue or are the
+#: largest of their kind, ``(name, Cin, H, Cout, k, stride, pad, relu, residual, count)``: ``relu``
+#: none / relu / limit (ReLU6), ``residual`` the conv takes the block's ``tpu.Add`` and the ReLU
+#: ``tpu.Lut`` after it (as the compiler fuses them)
+NETS: dict[str, list[tuple[str, int, int, int, int, int, int, str, bool, int]]] = {
+    "resnet50": [
+        ("stem 7x7/2", 3, 224, 64, 7, 2, 3, "relu", False, 1),
+        ("s1 reduce 1x1", 256, 56, 64, 1, 1, 0, "relu", False, 2),
+        ("s1 3x3", 64, 56, 64, 3, 1, 1, "relu", False, 3),
+        ("s1 expand 1x1 + add", 64, 56, 256, 1, 1, 0, "none", True, 3),
+        ("s2 expand 1x1 + add", 128, 28, 512, 1, 1, 0, "none", True, 3),
+        ("s3 reduce 1x1", 1024, 14, 256, 1, 1, 0, "relu", False, 5),
+        ("s3 3x3", 256, 14, 256, 3, 1, 1, "relu", False, 5),
+        ("s3 expand 1x1 + add", 256, 14, 1024, 1, 1, 0, "none", True, 5),
+        ("s4 expand 1x1 + add", 512, 7, 2048, 1, 1, 0, "none", True, 2),
+    ],
+    "mobilenetv2": [
+        ("stem 3x3/2", 3, 224, 32, 3, 2, 1, "limit", False, 1),
+        ("b2 expand 1x1", 16, 112, 96, 1, 1, 0, "limit", False, 1),
+        ("b3 expand 1x1", 24, 56, 144, 1, 1, 0, "limit", False, 2),
+        ("b3 project 1x1 + add", 144, 56, 24, 1, 1, 0, "none", True, 1),
+        ("b12 project 1x1 + add", 576, 14, 96, 1, 1, 0, "none", True, 2),
+        ("b18 1x1", 320, 7, 1280, 1, 1, 0, "limit", False, 1),
+    ],
+}
 
 
 def vnni_peak(inner: int = 200_000, repeat: int = 5) -> tuple[float, float]:
@@ -124,9 +150,10 @@ def vnni_peak(inner: int = 200_000, repeat: int = 5) -> tuple[float, float]:
 
 
 def conv_op(
-    cin: int, h: int, cout: int, k: int, s: int, p: int, signed: bool, seed: int = 0
+    cin: int, h: int, cout: int, k: int, s: int, p: int, signed: bool, seed: int = 0, relu: str = "relu"
 ) -> tuple[Any, np.ndarray]:
-    """A ``tpu.Conv`` INT8 (per-channel weights and requant, do_relu into u8) and an input."""
+    """A ``tpu.Conv`` INT8 (per-channel weights and requant; ``relu``: ``relu`` — do_relu into u8 —,
+    ``limit`` — a ReLU6 —, ``none`` — int8 out) and an input."""
     from tpu_cases import arr, dense, op, per_axis, q8, t
 
     from lamina.dialects.tpu.quantize import quantize_multiplier
@@ -138,7 +165,9 @@ def conv_op(
     bias = rng.integers(-5000, 5000, (cout,)).astype(np.int32)
     pairs = [quantize_multiplier(float(r)) for r in rng.uniform(1e-4, 1e-2, cout)]
     attrs = [arr("strides", [s, s]), arr("pads", [p] * 4), arr("multiplier", [a for a, _ in pairs]),
-             arr("rshift", [r for _, r in pairs]), "do_relu = true"]  # fmt: skip
+             arr("rshift", [r for _, r in pairs])] + (["do_relu = true"] if relu != "none" else [])  # fmt: skip
+    if relu == "limit":
+        attrs.append("relu_limit = 6.0")
     o = op(
         "tpu.Conv",
         [
@@ -146,7 +175,7 @@ def conv_op(
             ("const", dense(w), t(ws, per_axis([0.01] * cout, 0)), t(ws, "i8")),
             ("const", dense(bias), t((cout,), "i32")),
         ],
-        t((1, cout, oh, oh), q8(False, 0.02, 0)),
+        t((1, cout, oh, oh), q8(relu == "none", 0.02 if relu != "limit" else 0.03, 0)),
         ", ".join(attrs),
     )
     x = (rng.integers(-128, 128, xs) if signed else rng.integers(0, 256, xs)).astype(
@@ -233,6 +262,52 @@ def resnet18_layers(
     return rows
 
 
+def net_layers(net: str, repeat: int, inner: int, rounds: int = 3) -> list[dict[str, Any]]:
+    """As :func:`resnet18_layers` for :data:`NETS` ``[net]``: each layer (with its fused residual add
+    and Lut where the model has them) compiled by the template the compiler picks, checked bit-exact
+    against the ops' ``execute`` chained, then timed in rounds."""
+    from int8_harness import Compiled, host_isa
+    from test_gemm_int8_epilogue import with_residual
+
+    from lamina.targets.cpu.kernels import select
+
+    isa = host_isa()
+    rows = []
+    for name, cin, h, cout, k, s, p, relu, res, count in NETS[net]:
+        o, x = conv_op(cin, h, cout, k, s, p, signed=False, relu=relu)
+        others: list[tuple[Any, np.ndarray]] = []
+        ref = o.execute([x, _const(o, 1), _const(o, 2)])[0]
+        if res:
+            rng = np.random.default_rng(7)
+            o, add, lut = with_residual(o, rng, True, 0, (True, 0), (1 << 30, 3 << 28), 0, False, "unsigned")
+            r = rng.integers(-128, 128, ref.shape).astype(np.int8)
+            others = [(add.operands[1], r)]
+            ref = lut.execute([add.execute([ref, r])[0]])[0]
+        tpl = select(o, isa)
+        c = Compiled(tpl, o, isa)
+        y = c([x], ref.shape, ref.dtype, 1, others)
+        assert np.array_equal(y, ref), f"{name}: not bit-exact"
+        rows.append({"layer": name, "shape": f"{cin}x{h}x{h} -> {cout}, {k}x{k}/{s}" + (" + add + lut" if res else ""),
+                     "template": tpl.name, "macs": c.plan.macs, "compile_ms": c.compile_ms, "count": count,
+                     "run": (c, x, ref, others), "ms": math.inf})  # fmt: skip
+    for _ in range(rounds):
+        for r_ in rows:
+            c, x, ref, others = r_["run"]
+            out = np.zeros(ref.shape, ref.dtype)
+            arr, keep = c.buffers([x], [out], 1, others)
+            c.fn(arr, 0, 1)
+            for _ in range(repeat):
+                t0 = CLOCK()
+                for _ in range(inner):
+                    c.fn(arr, 0, 1)
+                r_["ms"] = min(r_["ms"], (CLOCK() - t0) / inner * 1e3)
+            del keep
+    for r_ in rows:
+        r_["gops"] = 2 * r_["macs"] / r_["ms"] / 1e6
+        del r_["run"]
+    return rows
+
+
 def _const(o: Any, i: int) -> np.ndarray:
     from lamina.ir.constants import constant_array
 
@@ -296,9 +371,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--ort", action="store_true", help="also time onnxruntime's QDQ INT8 ResNet-18")
     p.add_argument("--markdown", action="store_true")
+    p.add_argument(
+        "--net", default="resnet18", choices=["resnet18", *NETS],
+        help="the layer set: ResNet-18's convolutions (default), or ResNet-50's / MobileNetV2's largest "
+        "and fused-epilogue ones (224x224, one thread)",
+    )  # fmt: skip
     a = p.parse_args(argv)
     peak, peak_ms = vnni_peak()
-    rows = resnet18_layers(a.size, a.threads, a.repeat, a.inner, a.rounds)
+    if a.net != "resnet18":
+        rows = net_layers(a.net, a.repeat, a.inner, a.rounds)
+    else:
+        rows = resnet18_layers(a.size, a.threads, a.repeat, a.inner, a.rounds)
     peak = max(peak, vnni_peak()[0])
     total_ms = sum(r["ms"] * r["count"] for r in rows)
     print(
@@ -316,7 +399,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{bar} {r['layer']} {bar} {r['shape']} {bar} {r['template']} {bar} {r['count']} {bar} {r['ms']:.3f} {bar} {r['gops']:.0f} {bar} "
               f"{100 * r['gops'] / peak:.0f} % {bar} {r['compile_ms']:.0f} {bar}")  # fmt: skip
     macs = sum(r["macs"] * r["count"] for r in rows)
-    print(f"# all ResNet-18 convolutions: {total_ms:.2f} ms, {2 * macs / total_ms / 1e6:.0f} GOP/s "
+    print(f"# all {a.net} convolutions listed (x count): {total_ms:.2f} ms, {2 * macs / total_ms / 1e6:.0f} GOP/s "
           f"({100 * 2 * macs / total_ms / 1e6 / peak:.0f} % of peak)")  # fmt: skip
     if a.ort:
         ort_ms = ort_resnet18_int8(a.size, a.threads, a.repeat)

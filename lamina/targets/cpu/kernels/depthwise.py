@@ -28,12 +28,12 @@ from .gemm_f32 import F32, Fn, _relu_attrs, elem_name, tile_for, weight_of
 from .gemm_int8 import (
     I8,
     I32,
-    I64,
     ConvGeom,
     Gen,
     Int8Depthwise,
     QuantInfo,
     _tap_runs,
+    fast_shift,
     lanes,
     vt,
 )
@@ -150,9 +150,11 @@ class Int8DepthwiseFast(Int8Depthwise):
 
                 gen.loop(i_lo, i_hi, row)
 
-        def accumulate(xq: Any, wc: Any, regs: list[int]) -> list[Any]:
-            """The int32 sums of the registers ``regs`` (position offsets ``v * nl`` from ``xq``)."""
-            accs = [gen.cv([0] * nl, I32) for _ in regs]
+        def accumulate(xq: Any, wc: Any, regs: list[int], c: Any) -> list[Any]:
+            """The int32 sums of the registers ``regs`` (position offsets ``v * nl`` from ``xq``),
+            started at channel ``c``'s folded constant."""
+            cf = gen.splat(b.load(b.gep(ct, [c])), nl)
+            accs = [cf for _ in regs]
             for ri, roff in enumerate(run_offs):
                 wb = gen.bcast32(wc, ri * 4, nl)
                 for i, v in enumerate(regs):
@@ -161,21 +163,18 @@ class Int8DepthwiseFast(Int8Depthwise):
                     accs[i] = gen.dot(accs[i], u, wb)
             return accs
 
-        fast = bool(np.all(q.shift >= 32))  # the magnitude form of the requant is exact
+        gen.fast_shift = fast_shift(q)  # the requant in int32 lanes (exact for shifts >= 32)
 
         def epilogue(c: Any) -> Any:
             """The channel's requant: a function of an int32 register to its bytes."""
-            cf = gen.splat(b.load(b.gep(ct, [c])), nl)
-            if fast:
-                return _abs_requant(gen, cf, b.load(b.gep(mt, [c])), b.load(b.gep(st_, [c])), q)
             mu = gen.splat(b.load(b.gep(mt, [c])), nl)
             sh = gen.splat(b.load(b.gep(st_, [c])), nl)
-            return lambda acc: gen.requant(acc, cf, mu, sh, q)
+            return lambda acc: gen.requant(acc, None, mu, sh, q)  # the constant: in the sums
 
         def tile(nc: Any, c: Any, q0: int) -> None:
             """Positions [q0, q0 + qtl) of the plane (static), stored through static masks."""
             regs = list(range(min(nv, -(-(qend - q0) // nl))))  # registers past the plane: none
-            accs = accumulate(b.gep(scr, [gen.c(q0)]), b.gep(wp, [b.mul(c, gen.c(len(runs) * 4))]), regs)
+            accs = accumulate(b.gep(scr, [gen.c(q0)]), b.gep(wp, [b.mul(c, gen.c(len(runs) * 4))]), regs, c)
             requant = epilogue(c)
             obase = b.gep(out, [b.mul(nc, gen.c(plane_out))])
             for v, acc in zip(regs, accs):
@@ -195,7 +194,7 @@ class Int8DepthwiseFast(Int8Depthwise):
                 sums = []
                 for rr in range(nrows):
                     r = b.add(oh, gen.c(rr))
-                    sums.append((r, accumulate(b.gep(scr, [b.mul(r, gen.c(geo.wph))]), wc, regs)))
+                    sums.append((r, accumulate(b.gep(scr, [b.mul(r, gen.c(geo.wph))]), wc, regs, c)))
                 for r, accs in sums:
                     orow = b.gep(out, [b.add(b.mul(nc, gen.c(plane_out)), b.mul(r, gen.c(geo.ow)))])
                     for v, acc in zip(regs, accs):
@@ -221,42 +220,6 @@ class Int8DepthwiseFast(Int8Depthwise):
         lo, hi = gen.part_range(geo.batch * geo.cout)
         gen.loop(lo, hi, plane)
         b.ret_void()
-
-
-def _abs_requant(gen: Gen, cf: Any, m: Any, s: Any, q: QuantInfo) -> Any:
-    """:meth:`.gemm_int8.Gen.requant` for total shifts ``S >= 32`` (checked at compile time), on the
-    magnitude: ``a = acc + cf`` (wrapping), ``y = sign(a) * ((|a| * m + 2**(S-1)) >> S)`` — the
-    contract's ``(a*m + 2**(S-1) - (a*m < 0)) >> S`` (rounding half away from zero) for ``m >= 0``
-    —, the products unsigned 32 x 32 -> 64 bits of the even and odd lanes (``vpmuludq``:
-    ``|a| <= 2**31``, ``m < 2**31``, no overflow), the quotient ``< 2**30`` back in int32 lanes,
-    the clamps in int32. ``m``, ``s``: the channel's multiplier and total shift (i32 scalars)."""
-    b = gen.b
-    nl = cf.type.count
-    half_n = nl // 2
-    i64v = vt(I64, half_n)
-    m64 = gen.splat(b.zext(m, I64), half_n)
-    s64 = b.zext(s, I64)
-    half = gen.splat(b.shl(gen.c(1), b.sub(s64, gen.c(1))), half_n)
-    sv = gen.splat(s64, half_n)
-    lo32 = gen.cv([0xFFFFFFFF] * half_n, I64)
-    zero = gen.cv([0] * nl)
-    lo_b = gen.cv([q.lo - q.zp_out] * nl)
-    hi_b = gen.cv([q.hi - q.zp_out] * nl)
-    zp = gen.cv([q.zp_out] * nl)
-
-    def run(acc: Any) -> Any:
-        a = b.add(acc, cf)
-        neg = b.icmp_signed("<", a, zero)
-        mag = b.bitcast(b.select(neg, b.sub(zero, a), a), i64v)  # |a| as unsigned (|-2**31| = 2**31)
-        even = b.lshr(b.add(b.mul(b.and_(mag, lo32), m64), half), sv)
-        odd = b.lshr(b.add(b.mul(b.lshr(mag, gen.cv([32] * half_n, I64)), m64), half), sv)
-        r = b.bitcast(b.or_(even, b.shl(odd, gen.cv([32] * half_n, I64))), vt(I32, nl))
-        y = b.select(neg, b.sub(zero, r), r)
-        y = b.add(gen.smin(gen.smax(y, lo_b), hi_b), zp)
-        y = b.trunc(y, vt(I8, nl))
-        return gen.apply_lut(y) if gen.lut is not None else y
-
-    return run
 
 
 def _static_masks(geo: ConvGeom, qv: int, nl: int, qend: int) -> list[tuple[int, list[int]]]:

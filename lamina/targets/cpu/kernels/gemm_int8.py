@@ -9,10 +9,13 @@ The contract's accumulator is ``Σ (q - zp) * w = Σ u * w - (zp + off) * Σ w``
 plus the bias with wrap; every step here is int32 arithmetic modulo 2**32, so folding
 ``bias - (zp + off) * Σ_k w[c, k]`` into one per-channel int32 constant (packed with the weights)
 gives the same register bit for bit. Padding reads the byte ``zp + off`` (a centred 0), and
-channels or K positions added to fill a group of four have weight 0. The epilogue is the
-requantization of :func:`lamina.dialects.tpu.quantize.requantize` in i64 lanes
-(``p = acc * multiplier``, ``(p + 2**(S-1) - (p < 0)) >> S``), the output zero point, saturation
-and the ``do_relu`` / ``relu_limit`` clamps folded into one pair of bounds.
+channels or K positions added to fill a group of four have weight 0 (the folded constant starts
+the accumulators). The epilogue is the requantization of
+:func:`lamina.dialects.tpu.quantize.requantize` — in int32 lanes when every total shift is at least
+32 (:meth:`Gen._requant32`: the magnitude times the multiplier as exact 32 x 32 -> 64-bit products
+of the even and odd lanes), else in i64 lanes (``p = acc * multiplier``, ``(p + 2**(S-1) - (p <
+0)) >> S``) —, the output zero point, saturation and the ``do_relu`` / ``relu_limit`` clamps
+folded into one pair of bounds.
 
 **Convolution** (NCHW at the boundary). Each part packs the rows of the padded input it needs into
 its scratch, split by stride phase — phase ``(a, b)`` holds ``x_pad[i*sh + a, j*sw + b]`` — with
@@ -27,7 +30,8 @@ The register tile is ``MR`` output channels x ``NV`` registers of positions (wei
 (table lookups of each requantized register); for the convolutions also a residual ``tpu.Add`` of
 the result and a tensor computed earlier (:class:`ResidualAdd`: the conv's requantized bytes, as it
 would store them, plus the residual's bytes at the same positions, with the Add's multipliers and
-rounding in i64 lanes) and a Lut after that add.
+rounding — in int32 lanes where :func:`residual32` admits it, else i64 lanes) and a Lut after that
+add (several registers looked up at once: :meth:`Gen.apply_luts`).
 
 **Depthwise.** The same packing without interleave; per channel and tap, one i32 multiply-add of
 a register of 16 positions (products of a byte and a weight are exact in i32).
@@ -185,9 +189,14 @@ def _quant_info(op: Any, channels: int) -> QuantInfo | None:
     )
 
 
-def _scalars(q: QuantInfo) -> tuple[bool, int, int, int, int, bool]:
+def fast_shift(q: QuantInfo) -> bool:
+    """Whether every channel's total shift is at least 32 (:meth:`Gen._requant32` applies)."""
+    return bool(np.all(q.shift >= 32))
+
+
+def _scalars(q: QuantInfo) -> tuple[bool, int, int, int, int, bool, bool]:
     """What the emitted code reads of the quantization (the rest lives in the packed tables)."""
-    return (q.in_signed, q.zp_in, q.lo, q.hi, q.zp_out, q.out_signed)
+    return (q.in_signed, q.zp_in, q.lo, q.hi, q.zp_out, q.out_signed, fast_shift(q))
 
 
 def _fold(q: QuantInfo, wsum: np.ndarray) -> np.ndarray:
@@ -248,6 +257,11 @@ class Gen:
         self.lut: tuple[Any, bool] | None = None
         #: a fused residual ``tpu.Add``: (the residual's pointer, its tables' pointer, the add)
         self.res: tuple[Any, Any, ResidualAdd] | None = None
+        #: every channel's total shift is at least 32: :meth:`requant` in int32 lanes
+        #: (:meth:`_requant32`); set by the templates (:func:`fast_shift`)
+        self.fast_shift = False
+        #: the fused residual add's int32 form (:func:`residual32`), set by the conv templates
+        self.res32: tuple[int, ...] | None = None
 
     def std_bufs(self, plan: KernelPlan, out_signed: bool, op: Any = None) -> list[Any]:
         """The pointers of ``in 0, w, c, m, s, out 0, scratch`` (the templates' buffers) in that
@@ -266,6 +280,23 @@ class Gen:
         if ("weight", "lut") in plan.buffers:
             self.lut = (self.bufs[plan.buffers.index(("weight", "lut"))], out_signed)
         return [self.bufs[plan.buffers.index(k)] for k in BUFFERS]
+
+    def apply_luts(self, ys: list[Any]) -> list[Any]:
+        """:meth:`apply_lut` of each byte vector of ``ys``, several at a time where the table lookup
+        takes 64 lanes (``vpermi2b``): their concatenation looked up once, then split."""
+        if self.lut is None:
+            return ys
+        n = ys[0].type.count
+        if not (self.isa.has("avx512vbmi") and self.isa.vector_bytes == 64 and n <= 32 and 64 % n == 0):
+            return [self.apply_lut(y) for y in ys]
+        per = 64 // n
+        out = []
+        for i in range(0, len(ys), per):
+            grp = ys[i : i + per]
+            cat = self.apply_lut(_concat(self, grp) if len(grp) > 1 else grp[0])
+            out += [self.b.shuffle_vector(cat, cat, self.iota(n) if j == 0 else self.cv(range(j * n, (j + 1) * n)))
+                    for j in range(len(grp))]  # fmt: skip
+        return out
 
     def apply_lut(self, y: Any) -> Any:
         """``table[y + base]`` per lane (``base`` 128 for a signed result, else 0): two
@@ -416,14 +447,22 @@ class Gen:
         neg = b.ashr(p, self.cv([63] * n, I64))
         return b.ashr(b.add(b.add(p, half), neg), s64)
 
-    def requant(self, acc: Any, cf: Any, mult: Any, shift: Any, q: QuantInfo, lut: bool = True) -> Any:
+    def requant(
+        self, acc: Any, cf: Any, mult: Any, shift: Any, q: QuantInfo, lut: bool = True, raw: bool = False
+    ) -> Any:
         """The epilogue of ``n`` int32 lanes: ``sat(zp + rdiv((acc + cf) * m, 2**S))`` clamped to
         the relu bounds, as ``<n x i8>``. ``cf``/``mult``/``shift`` are ``<n x i32>``. Then the
         fused table's lookup (unless ``lut`` is false, or a residual add comes first:
-        :meth:`add_residual` applies it)."""
+        :meth:`add_residual` applies it). With ``raw`` (for :meth:`add_residual`), the int32 form
+        returns its clamped value before the zero point, as int32 lanes."""
         b = self.b
         n = acc.type.count
-        a = b.add(acc, cf)
+        a = acc if cf is None else b.add(acc, cf)
+        if self.fast_shift and n % 2 == 0:
+            y = self._requant32(a, mult, shift, q, raw)
+            if raw:
+                return y
+            return self.apply_lut(y) if lut and self.lut is not None and self.res is None else y
         p = b.mul(b.sext(a, vt(I64, n)), b.sext(mult, vt(I64, n)))
         y = self.rdiv(p, shift)
         y = b.trunc(
@@ -434,7 +473,66 @@ class Gen:
         y = b.trunc(y, vt(I8, n))
         return self.apply_lut(y) if lut and self.lut is not None and self.res is None else y
 
-    def add_residual(self, y: Any, r: Any, m_conv: Any, m_res: Any, shift: Any, q: QuantInfo) -> Any:
+    def mulshift(self, a: Any, mult: Any, shift: Any) -> Any:
+        """``(a * m + 2**(S-1)) >> S`` of ``<n x i32>`` lanes ``a`` read as unsigned (``<= 2**31``),
+        ``0 <= m < 2**31``, ``32 <= S <= 62`` (``<n x i32>`` each): the even and odd lanes' exact
+        32 x 32 -> 64-bit unsigned products (``vpmuludq``), the quotients (``< 2**30``) back in
+        the int32 lanes — the odd ones shifted by ``S - 32`` so that their high halves are the
+        quotient (one blend, no shift back)."""
+        b = self.b
+        n = a.type.count
+        h = n // 2
+        w = vt(I64, h)
+        lo = self.cv([0xFFFFFFFF] * h, I64)
+        c32 = self.cv([32] * h, I64)
+        one = self.cv([1] * h, I64)
+        a64, m64, s64 = (b.bitcast(v, w) for v in (a, mult, shift))
+        s_e = b.and_(s64, lo)
+        s_o = b.sub(b.lshr(s64, c32), c32)
+        half_e = b.shl(one, b.sub(s_e, one))
+        half_o = b.shl(one, b.add(s_o, self.cv([31] * h, I64)))
+        pe = b.mul(b.and_(a64, lo), b.and_(m64, lo))
+        po = b.mul(b.lshr(a64, c32), b.lshr(m64, c32))
+        e = b.bitcast(b.lshr(b.add(pe, half_e), s_e), vt(I32, n))
+        o = b.bitcast(b.lshr(b.add(po, half_o), s_o), vt(I32, n))
+        return b.shuffle_vector(e, o, self.cv([i if i % 2 == 0 else n + i for i in range(n)]))
+
+    def _requant32(self, a: Any, mult: Any, shift: Any, q: QuantInfo, raw: bool = False) -> Any:
+        """:meth:`requant` (after the folded constant) for total shifts ``S >= 32`` in int32 lanes:
+        the contract's ``(a*m + 2**(S-1) - (a*m < 0)) >> S`` (half away from zero) is
+        ``sign(a) * ((|a| * m + 2**(S-1)) >> S)`` (:meth:`mulshift` of the magnitude). With a lower
+        bound at or above the zero point (a ReLU), negative sums give the bound: ``a`` is clamped
+        at 0 first and no sign is kept. The clamps and the zero point in int32 (``|y| < 2**30``)."""
+        b = self.b
+        n = a.type.count
+        zero = self.cv([0] * n)
+        lo, hi = q.lo - q.zp_out, q.hi - q.zp_out
+        if lo >= 0:
+            y = self.mulshift(self.smax(a, zero), mult, shift)
+            if lo > 0:
+                y = self.smax(y, self.cv([lo] * n))
+        else:
+            neg = b.icmp_signed("<", a, zero)
+            r = self.mulshift(b.select(neg, b.sub(zero, a), a), mult, shift)
+            y = self.smax(b.select(neg, b.sub(zero, r), r), self.cv([lo] * n))
+        y = self.smin(y, self.cv([hi] * n))
+        if raw:
+            return y
+        if q.zp_out:
+            y = b.add(y, self.cv([q.zp_out] * n))
+        return b.trunc(y, vt(I8, n))
+
+    def add_residual(
+        self,
+        y: Any,
+        r: Any,
+        m_conv: Any,
+        m_res: Any,
+        shift: Any,
+        q: QuantInfo,
+        consts: Any = None,
+        lut: bool = True,
+    ) -> Any:
         """The fused ``tpu.Add`` of the conv's stored result ``y`` and the residual's ``r`` (both
         ``<n x i8>``): ``sat(zp + rdiv((y - zp_y) * m_y + (r - zp_r) * m_r, 2**S))`` in i64 lanes
         (the contract, ``docs/tpu.md``), then the fused table. ``m_*``/``shift``: ``<n x i32>``."""
@@ -442,8 +540,13 @@ class Gen:
         ra = self.res[2]
         b = self.b
         n = y.type.count
+        if self.res32 is not None:
+            return self._add_residual32(y, r, q, consts, lut)
         w = vt(I64, n)
-        yc = b.sub(b.sext(y, w) if q.out_signed else b.zext(y, w), self.cv([ra.zp_conv] * n, I64))
+        if y.type.element.width == 32:  # requant's raw form: the value before the zero point
+            yc = b.add(b.sext(y, w), self.cv([q.zp_out - ra.zp_conv] * n, I64))
+        else:
+            yc = b.sub(b.sext(y, w) if q.out_signed else b.zext(y, w), self.cv([ra.zp_conv] * n, I64))
         rc = b.sub(b.sext(r, w) if ra.res_signed else b.zext(r, w), self.cv([ra.zp_res] * n, I64))
         acc = b.add(b.mul(yc, b.zext(m_conv, w)), b.mul(rc, b.zext(m_res, w)))
         z = self.rdiv(acc, shift)
@@ -451,7 +554,73 @@ class Gen:
             self.smax(z, self.cv([ra.lo - ra.zp_out] * n, I64)), self.cv([ra.hi - ra.zp_out] * n, I64)
         )
         z = b.trunc(b.add(z, self.cv([ra.zp_out] * n, I64)), vt(I8, n))
-        return self.apply_lut(z) if self.lut is not None else z
+        return self.apply_lut(z) if lut and self.lut is not None else z
+
+    def pmadd(self, pairs: Any, factors: Any, acc: Any) -> Any:
+        """``acc + lo16(p) * lo16(f) + hi16(p) * hi16(f)`` per int32 lane (signed 16-bit halves;
+        exact for the products :func:`residual32` admits): ``vpdpwssd`` with VNNI, ``vpmaddwd`` and
+        an add on x86, two int32 products elsewhere."""
+        b = self.b
+        n = pairs.type.count
+        w16 = vt(ir.IntType(16), 2 * n)
+        if vnni(self.isa) and n in (4, 8, 16):
+            f = self.intrinsic(f"llvm.x86.avx512.vpdpwssd.{32 * n}", vt(I32, n), [vt(I32, n), w16, w16])
+            return b.call(f, [acc, b.bitcast(pairs, w16), b.bitcast(factors, w16)])
+        return b.add(self._pmadd(pairs, factors), acc)
+
+    def _pmadd(self, pairs: Any, factors: Any) -> Any:
+        b = self.b
+        n = pairs.type.count
+        name = {16: ("avx512bw", "llvm.x86.avx512.pmaddw.d.512"), 8: ("avx2", "llvm.x86.avx2.pmadd.wd"),
+                4: ("sse2", "llvm.x86.sse2.pmadd.wd")}.get(n)  # fmt: skip
+        if name is not None and self.isa.has(name[0]) and self.isa.vector_bytes >= 4 * n:
+            f = self.intrinsic(name[1], vt(I32, n), [vt(ir.IntType(16), 2 * n)] * 2)
+            w16 = vt(ir.IntType(16), 2 * n)
+            return b.call(f, [b.bitcast(pairs, w16), b.bitcast(factors, w16)])
+        c16 = self.cv([16] * n)
+
+        def lo(v: Any) -> Any:
+            return b.ashr(b.shl(v, c16), c16)
+
+        return b.add(b.mul(lo(pairs), lo(factors)), b.mul(b.ashr(pairs, c16), b.ashr(factors, c16)))
+
+    def res32_consts(self, n: int) -> tuple[Any, ...]:
+        """The int32 form's six constants (:func:`residual32`) splat over ``n`` lanes, loaded from
+        the add's table (load them before the epilogue's stores: they are then loaded once)."""
+        assert self.res is not None
+        b = self.b
+        tab = b.bitcast(self.res[1], I32.as_pointer())
+        return tuple(self.splat(b.load(b.gep(tab, [self.c(i)])), n) for i in range(6))
+
+    def _add_residual32(
+        self, y: Any, r: Any, q: QuantInfo, consts: tuple[Any, ...] | None = None, lut: bool = True
+    ) -> Any:
+        """:meth:`add_residual` in int32 lanes (:func:`residual32`: the split multipliers as
+        16-bit pairs of the two bytes, one ``vpmaddwd`` per half, the rounding from the two sums)."""
+        assert self.res is not None and self.res32 is not None
+        ra = self.res[2]
+        b = self.b
+        n = y.type.count
+        w = vt(I32, n)
+        kh, kl, mh, ml, bq, sh = consts if consts is not None else self.res32_consts(n)
+        if y.type.element.width == 32:  # requant's raw form: the stored byte is y + zp
+            yv = b.add(y, self.cv([q.zp_out] * n)) if q.zp_out else y
+        else:
+            yv = b.sext(y, w) if q.out_signed else b.zext(y, w)
+        rv = b.sext(r, w) if ra.res_signed else b.zext(r, w)
+        c16 = self.cv([16] * n)
+        pairs = b.or_(b.and_(yv, self.cv([0xFFFF] * n)), b.shl(rv, c16))
+        t_hi = self.pmadd(pairs, mh, kh)
+        t_lo = self.pmadd(pairs, ml, kl)
+        qq = b.add(t_hi, b.ashr(t_lo, c16))
+        tie = b.and_(
+            b.icmp_signed("<", qq, bq),
+            b.icmp_unsigned("==", b.and_(t_lo, self.cv([0xFFFF] * n)), self.cv([0] * n)),
+        )
+        z = b.ashr(b.select(tie, b.sub(qq, self.cv([1] * n)), qq), sh)
+        z = self.smin(self.smax(z, self.cv([ra.lo] * n)), self.cv([ra.hi] * n))
+        z = b.trunc(z, vt(I8, n))
+        return self.apply_lut(z) if lut and self.lut is not None else z
 
     def masked_load(self, base: Any, off: Any, mask: Any, passthru: Any) -> Any:
         """The lanes of ``<n x i8>`` at ``base + off`` where ``mask`` is set, ``passthru``'s elsewhere
@@ -835,19 +1004,71 @@ def _residual_add_of(op: Any, add: Any) -> ResidualAdd | None:
     )
 
 
+def residual32(ra: ResidualAdd, q: QuantInfo) -> tuple[int, ...] | None:
+    """The constants of the fused add in int32 lanes (:meth:`Gen.add_residual`), or None where its
+    bounds do not allow it (the i64 form then). With ``y``, ``r`` the stored bytes of the conv's
+    result and the residual, ``t = (y - zp_y) * M1 + (r - zp_r) * M2`` and ``K = -zp_y * M1 - zp_r *
+    M2 + 2**(S-1) + zp_out * 2**S``, the multipliers are split ``M = Mh * 2**16 + Ml`` (``Ml`` in
+    ``[-2**15, 2**15)``, ``Mh < 2**15``) and ``K = Kh * 2**16 + Kl`` (``0 <= Kl < 2**16``):
+    ``T_hi = y * Mh1 + r * Mh2 + Kh`` and ``T_lo = y * Ml1 + r * Ml2 + Kl`` are int32 (checked
+    here from the bytes' ranges) and ``t + 2**(S-1) + zp_out * 2**S = T_hi * 2**16 + T_lo``. With
+    ``Q = T_hi + (T_lo >> 16)`` (floor) and ``w = T_lo mod 2**16``, ``t < 0`` iff ``Q < B``
+    (``B = 2**(S-17) + zp_out * 2**(S-16)``) and the contract's ``(t + 2**(S-1) - (t < 0)) >> S``
+    plus ``zp_out`` is ``(Q - (t < 0 and w == 0)) >> (S - 16)``. Needs ``17 <= S <= 47``.
+    Returns ``(Kh, Kl, Mh1 | Mh2 << 16, Ml1 | Ml2 << 16, B, S - 16)`` as int32 values."""
+    m1, m2, sh = ra.tables[0][0], ra.tables[1][0], ra.tables[2][0]
+    if not 17 <= sh <= 47:
+        return None
+    halves = []
+    for m in (m1, m2):
+        ml = ((m + 2**15) & 0xFFFF) - 2**15
+        mh = (m - ml) >> 16
+        if not (-(2**15) <= mh < 2**15):
+            return None
+        halves.append((mh, ml))
+    (mh1, ml1), (mh2, ml2) = halves
+    zp_y = ra.zp_conv
+    k = -zp_y * m1 - ra.zp_res * m2 + 2 ** (sh - 1) + ra.zp_out * 2**sh
+    kh, kl = k >> 16, k & 0xFFFF
+    ymax = max(abs(q.lo), abs(q.hi))
+    rmax = 128 if ra.res_signed else 255
+    t_hi = ymax * abs(mh1) + rmax * abs(mh2) + abs(kh)
+    t_lo = ymax * abs(ml1) + rmax * abs(ml2) + kl
+    bq = 2 ** (sh - 17) + ra.zp_out * 2 ** (sh - 16)
+    if t_hi + 2**15 + 1 >= 2**31 or t_lo >= 2**31 or abs(bq) >= 2**31:
+        return None
+
+    def i32(v: int) -> int:
+        return ((v + 2**31) & 0xFFFFFFFF) - 2**31
+
+    return (
+        kh,
+        kl,
+        i32((mh1 & 0xFFFF) | (mh2 << 16)),
+        i32((ml1 & 0xFFFF) | ((ml2 & 0xFFFF) << 16)),
+        bq,
+        sh - 16,
+    )
+
+
 def residual_add(op: Any) -> ResidualAdd | None:
     """The residual ``tpu.Add`` fused into ``op``'s kernel (the first fused consumer), or None."""
     f = _fused(op)
     return _residual_add_of(op, f[0]) if f and f[0].name == "tpu.Add" else None
 
 
-def _fused_key(op: Any) -> tuple[Any, ...]:
+def _fused_key(op: Any, q: QuantInfo) -> tuple[Any, ...]:
     ra = residual_add(op)
-    return (fused_lut(op) is not None, ra.key() if ra is not None else None)
+    return (fused_lut(op) is not None, (ra.key(), residual32(ra, q) is not None) if ra is not None else None)
 
 
 def _with_lut(
-    op: Any, symbol: str, buffers: list[tuple[str, Any]], weights: dict[str, np.ndarray], *rest: Any
+    op: Any,
+    symbol: str,
+    buffers: list[tuple[str, Any]],
+    weights: dict[str, np.ndarray],
+    *rest: Any,
+    q: QuantInfo | None = None,
 ) -> KernelPlan:
     """The plan, with a fused ``tpu.Lut``'s table (as its result's storage) as a weight buffer
     before the output."""
@@ -864,7 +1085,11 @@ def _with_lut(
     if ra is not None:
         add = _fused(op)[0]
         c = len(ra.tables[0])
-        weights["ra"] = np.asarray(ra.tables, np.int64).astype(np.int32).reshape(3, c)
+        r32 = residual32(ra, q) if q is not None else None
+        if r32 is not None:  # the int32 form's constants (Gen.add_residual)
+            weights["ra"] = np.asarray([*r32, 0, 0], np.int64).astype(np.int32)
+        else:
+            weights["ra"] = np.asarray(ra.tables, np.int64).astype(np.int32).reshape(3, c)
         at = buffers.index(("out", 0))
         buffers[at:at] = [("in", add.operands[ra.res_index]), ("weight", "ra")]
     return KernelPlan(symbol, buffers, weights, *rest)
@@ -930,15 +1155,7 @@ def _conv_plan(op: Any, symbol: str, geo: Any, q: Any, t: int, rows: int) -> Ker
     scratch = geo.groups * cig4 * len(geo.phases) * ra * geo.wph * 4 + 64
     macs = geo.batch * geo.cout * geo.oh * geo.ow * geo.cig * geo.kh * geo.kw
     nbytes = int(np.prod(op.operands[0].type.shape)) + int(np.prod(op.results[0].type.shape)) + wp.size
-    return _with_lut(
-        op,
-        symbol,
-        list(BUFFERS),
-        weights,
-        scratch,
-        macs,
-        nbytes,
-    )
+    return _with_lut(op, symbol, list(BUFFERS), weights, scratch, macs, nbytes, q=q)
 
 
 class Int8Conv(LutFusion, Template):
@@ -973,7 +1190,7 @@ class Int8Conv(LutFusion, Template):
         r = self._geo(op)
         assert r is not None
         g = r[0]
-        return (self.name, repr(g), _scalars(r[1]), _fused_key(op), isa)
+        return (self.name, repr(g), _scalars(r[1]), _fused_key(op, r[1]), isa)
 
     def _tile(self, geo: ConvGeom, isa: Isa) -> tuple[int, int]:
         nl = lanes(isa)
@@ -999,6 +1216,8 @@ class Int8Conv(LutFusion, Template):
         nl = gen.nl
         mr, nv = self._tile(geo, isa)
         x, wp, ct, mt, st_, out, scr = gen.std_bufs(plan, q.out_signed, op)
+        gen.fast_shift = fast_shift(q)
+        gen.res32 = residual32(gen.res[2], q) if gen.res is not None else None
         ct = b.bitcast(ct, I32.as_pointer())
         mt = b.bitcast(mt, I32.as_pointer())
         st_ = b.bitcast(st_, I32.as_pointer())
@@ -1032,7 +1251,6 @@ class Int8Conv(LutFusion, Template):
                         col = b.add(b.mul(ct_i, gen.c(mr)), gen.c(mm))
                         co = b.add(b.mul(gi, gen.c(geo.cog)), col)
                         chans.append((col, co))
-                    zero = gen.cv([0] * nl, I32)
 
                     def qtile(qt: Any, _: list[Any]) -> None:
                         q0 = b.mul(qt, gen.c(qtl))
@@ -1065,29 +1283,42 @@ class Int8Conv(LutFusion, Template):
 
                             return gen.loop(0, geo.kh, krow, accs)
 
-                        accs = gen.loop(0, cig4, kstep, [zero] * (mr * nv))
+                        # the folded per-channel constant starts each accumulator
+                        cfs = [gen.splat(b.load(b.gep(ct, [chans[mm][1]])), nl) for mm in range(mr)]
+                        accs = gen.loop(0, cig4, kstep, [cfs[mm] for mm in range(mr) for _ in range(nv)])
                         for mm in range(mr):
 
                             def epi(mm: int = mm) -> None:
                                 co = chans[mm][1]
-                                cf = gen.splat(b.load(b.gep(ct, [co])), nl)
+                                cf = None  # folded into the accumulators' start
                                 mu = gen.splat(b.load(b.gep(mt, [co])), nl)
                                 sh = gen.splat(b.load(b.gep(st_, [co])), nl)
                                 plane = b.mul(b.add(b.mul(n, gen.c(geo.cout)), co), gen.c(plane_out))
                                 obase = b.gep(out, [plane])
+                                am = rm = ash = c32 = None
                                 if gen.res is not None and rtab is not None:
                                     rbase = b.gep(gen.res[0], [plane])
-                                    am, rm, ash = (
-                                        gen.splat(b.load(b.gep(rtab, [b.add(co, gen.c(j * geo.cout))])), nl)
-                                        for j in range(3)
-                                    )
+                                    if gen.res32 is not None:
+                                        c32 = gen.res32_consts(nl)
+                                    else:  # the i64 form's per-channel tables
+                                        am, rm, ash = (
+                                            gen.splat(
+                                                b.load(b.gep(rtab, [b.add(co, gen.c(j * geo.cout))])), nl
+                                            )
+                                            for j in range(3)
+                                        )
+                                ys = []
                                 for v in range(nv):
-                                    y = gen.requant(accs[mm * nv + v], cf, mu, sh, q)
+                                    y = gen.requant(
+                                        accs[mm * nv + v], cf, mu, sh, q, lut=False, raw=gen.res is not None
+                                    )
                                     if gen.res is not None:
                                         r = gen.cv([0] * nl, I8)
                                         for offs, mask in masks[v]:
                                             r = gen.masked_load(rbase, offs, mask, r)
-                                        y = gen.add_residual(y, r, am, rm, ash, q)
+                                        y = gen.add_residual(y, r, am, rm, ash, q, consts=c32, lut=False)
+                                    ys.append(y)
+                                for v, y in enumerate(gen.apply_luts(ys)):
                                     for offs, mask in masks[v]:
                                         gen.masked_store(y, obase, offs, mask)
 
@@ -1166,6 +1397,8 @@ class Int8ConvChannels(Int8Conv):
         mr, nv = self._ctile(geo, isa)
         cw = nv * nl
         x, wp, ct, mt, st_, out, scr = gen.std_bufs(plan, q.out_signed, op)
+        gen.fast_shift = fast_shift(q)
+        gen.res32 = residual32(gen.res[2], q) if gen.res is not None else None
         cig4 = -(-geo.cig // 4)
         cot = -(-geo.cog // cw)
         ntap = len(geo.taps)
@@ -1195,7 +1428,7 @@ class Int8ConvChannels(Int8Conv):
                     for v in range(nv):
                         o4 = b.mul(b.add(ch0, gen.c(v * nl)), gen.c(4))
                         tabs.append(tuple(gen.load(tb, o4, vt(I32, nl), 4) for tb in (ct, mt, st_)))
-                        if gen.res is not None:
+                        if gen.res is not None and gen.res32 is None:
                             rt_ = gen.res[1]
                             rtabs.append(
                                 tuple(
@@ -1215,7 +1448,6 @@ class Int8ConvChannels(Int8Conv):
                                 b.mul(b.udiv(p, gen.c(geo.ow)), gen.c(geo.wph)), b.urem(p, gen.c(geo.ow))
                             )
                             xoffs.append(b.mul(qq, gen.c(4)))
-                        zero = gen.cv([0] * nl, I32)
 
                         def kstep(cg: Any, accs: list[Any]) -> list[Any]:
                             xc = b.gep(xg, [b.mul(cg, gen.c(cig_stride))])
@@ -1230,11 +1462,12 @@ class Int8ConvChannels(Int8Conv):
                                         accs[rr * nv + v] = gen.dot(accs[rr * nv + v], a, wv[v])
                             return accs
 
-                        accs = gen.loop(0, cig4, kstep, [zero] * (mr * nv))
+                        accs = gen.loop(0, cig4, kstep, [tabs[v][0] for _ in range(mr) for v in range(nv)])
                         for v in range(nv):
 
                             def epi_v(v: int = v) -> None:
-                                cf, mu, sh = tabs[v]
+                                _, mu, sh = tabs[v]
+                                cf = None  # folded into the accumulators' start
                                 at = b.add(
                                     b.mul(
                                         b.add(b.mul(n, gen.c(geo.cout)), b.add(ch0, gen.c(v * nl))),
@@ -1244,22 +1477,56 @@ class Int8ConvChannels(Int8Conv):
                                 )
                                 obase = b.gep(out, [at])
                                 rbase = b.gep(gen.res[0], [at]) if gen.res is not None else None
-                                for rr in range(mr):
+                                am, rm, ash = rtabs[v] if rtabs else (None, None, None)
 
-                                    def epi_r(rr: int = rr) -> None:
-                                        y = gen.requant(accs[rr * nv + v], cf, mu, sh, q)
-                                        if rbase is not None:
-                                            r = gen.cv([0] * nl, I8)
-                                            for lane in range(nl):
-                                                e = b.load(b.gep(rbase, [gen.c(lane * plane_out + rr)]))
-                                                r = b.insert_element(r, e, gen.c(lane, I32))
-                                            am, rm, ash = rtabs[v]
-                                            y = gen.add_residual(y, r, am, rm, ash, q)
+                                def full() -> None:
+                                    # a whole tile: the channels' runs of mr positions, transposed in
+                                    # registers (one load / store of mr bytes per channel)
+                                    c32 = gen.res32_consts(nl) if gen.res32 is not None else None
+                                    ys = [
+                                        gen.requant(
+                                            accs[rr * nv + v], cf, mu, sh, q, lut=False, raw=rbase is not None
+                                        )
+                                        for rr in range(mr)
+                                    ]
+                                    if rbase is not None:
+                                        runs = [gen.load(rbase, c * plane_out, vt(I8, mr)) for c in range(nl)]
+                                        rs = _transpose(gen, runs, nl, mr)
+                                        ys = [
+                                            gen.add_residual(y, r, am, rm, ash, q, consts=c32, lut=False)
+                                            for y, r in zip(ys, rs)
+                                        ]
+                                    ys = gen.apply_luts(ys)
+                                    for c, run in enumerate(_transpose(gen, ys, mr, nl)):
+                                        gen.store(run, obase, c * plane_out)
+
+                                def tail() -> None:
+                                    for rr in range(mr):
+                                        gen.when(
+                                            b.icmp_signed("<", b.add(p0, gen.c(rr)), npos),
+                                            lambda rr=rr: epi_r(rr),
+                                        )
+
+                                def epi_r(rr: int) -> None:
+                                    y = gen.requant(accs[rr * nv + v], cf, mu, sh, q)
+                                    if rbase is not None:
+                                        r = gen.cv([0] * nl, I8)
                                         for lane in range(nl):
-                                            e = b.extract_element(y, gen.c(lane, I32))
-                                            b.store(e, b.gep(obase, [gen.c(lane * plane_out + rr)]))
+                                            e = b.load(b.gep(rbase, [gen.c(lane * plane_out + rr)]))
+                                            r = b.insert_element(r, e, gen.c(lane, I32))
+                                        y = gen.add_residual(y, r, am, rm, ash, q)
+                                    for lane in range(nl):
+                                        e = b.extract_element(y, gen.c(lane, I32))
+                                        b.store(e, b.gep(obase, [gen.c(lane * plane_out + rr)]))
 
-                                    gen.when(b.icmp_signed("<", b.add(p0, gen.c(rr)), npos), epi_r)
+                                with b.if_else(b.icmp_signed("<=", b.add(p0, gen.c(mr)), npos)) as (
+                                    then,
+                                    other,
+                                ):
+                                    with then:
+                                        full()
+                                    with other:
+                                        tail()
 
                             if geo.cog % cw:
                                 gen.when(
@@ -1276,6 +1543,26 @@ class Int8ConvChannels(Int8Conv):
 
         gen.when(b.icmp_signed("<", r0, r1), lambda: _images(gen, geo.batch, image))
         b.ret_void()
+
+
+def _concat(gen: Gen, vs: list[Any]) -> Any:
+    """The vectors ``vs`` (one type) end to end, as one vector (padded with undefined lanes to a
+    power-of-two count of them)."""
+    vs = list(vs)
+    while len(vs) > 1:
+        if len(vs) % 2:
+            vs.append(ir.Constant(vs[0].type, None))
+        n = vs[0].type.count
+        vs = [gen.b.shuffle_vector(vs[i], vs[i + 1], gen.iota(2 * n)) for i in range(0, len(vs), 2)]
+    return vs[0]
+
+
+def _transpose(gen: Gen, vs: list[Any], rows: int, cols: int) -> list[Any]:
+    """``cols`` vectors of ``rows`` bytes from ``rows`` vectors of ``cols`` bytes (``vs[i][j]`` is
+    ``out[j][i]``): a shuffle of their concatenation per result."""
+    assert len(vs) == rows and all(v.type.count == cols for v in vs)
+    cat = _concat(gen, vs)
+    return [gen.b.shuffle_vector(cat, cat, gen.cv([i * cols + j for i in range(rows)])) for j in range(cols)]
 
 
 def _tap_runs(geo: ConvGeom, ra: int) -> list[tuple[int, list[tuple[int, int]]]]:
@@ -1363,6 +1650,7 @@ class Int8Depthwise(LutFusion, Template):
         nl = gen.nl
         nv = self._nv(isa)
         x, wp, ct, mt, st_, out, scr = gen.std_bufs(plan, q.out_signed)
+        gen.fast_shift = fast_shift(q)
         ct = b.bitcast(ct, I32.as_pointer())
         mt = b.bitcast(mt, I32.as_pointer())
         st_ = b.bitcast(st_, I32.as_pointer())
@@ -1499,6 +1787,7 @@ class Int8MatMul(LutFusion, Template):
         nl = gen.nl
         mr, nv = self._tile(mrows, ncols, isa)
         a, wp, ct, mt, st_, out, scr = gen.std_bufs(plan, q.out_signed)
+        gen.fast_shift = fast_shift(q)
         ct = b.bitcast(ct, I32.as_pointer())
         mt = b.bitcast(mt, I32.as_pointer())
         st_ = b.bitcast(st_, I32.as_pointer())
@@ -1568,7 +1857,6 @@ class Int8MatMul(LutFusion, Template):
 
             def mtile(m0: Any, _: list[Any]) -> None:
                 ab = b.gep(scr, [b.mul(b.sub(m0, m_lo), gen.c(k4))])
-                zero = gen.cv([0] * nl, I32)
 
                 def kstep(k: Any, accs: list[Any]) -> list[Any]:
                     wk = b.gep(wt, [b.mul(k, gen.c(nv * nl * 4))])
@@ -1580,14 +1868,14 @@ class Int8MatMul(LutFusion, Template):
                             accs[mm * nv + v] = gen.dot(accs[mm * nv + v], av, wv[v])
                     return accs
 
-                accs = gen.loop(0, kg, kstep, [zero] * (mr * nv))
+                accs = gen.loop(0, kg, kstep, [cfs[v] for _ in range(mr) for v in range(nv)])
                 for mm in range(mr):
                     row = b.add(m0, gen.c(mm))
 
                     def epi(mm: int = mm, row: Any = row) -> None:
                         ob = b.gep(out, [b.add(b.mul(row, gen.c(ncols)), ncol)])
                         for v in range(nv):
-                            y = gen.requant(accs[mm * nv + v], cfs[v], mus[v], shs[v], q)
+                            y = gen.requant(accs[mm * nv + v], None, mus[v], shs[v], q)
                             if full_n:
                                 gen.store(y, ob, v * nl)
                             else:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ctypes
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import llvmlite.binding as llvm
@@ -67,12 +68,23 @@ class Compiled:
         self.weights = {k: _aligned(v) for k, v in self.plan.weights.items()}
         _KEEP.append(self.ee)
 
-    def buffers(self, ins: list[np.ndarray], outs: list[np.ndarray], nparts: int) -> tuple[Any, list[Any]]:
+    def buffers(
+        self,
+        ins: list[np.ndarray],
+        outs: list[np.ndarray],
+        nparts: int,
+        others: Sequence[tuple[Any, np.ndarray]] = (),
+    ) -> tuple[Any, list[Any]]:
+        """The buffer pointers of the plan: ``("in", i)`` is ``ins[i]``, ``("in", value)`` (a fused
+        consumer's other operand) the array paired with ``value`` in ``others``."""
         keep: list[Any] = []
         ptrs = []
         for kind, key in self.plan.buffers:
             if kind == "in":
-                a = np.ascontiguousarray(ins[key])
+                # an operand by index, or a fused consumer's other operand (a Value): ``others``
+                a = np.ascontiguousarray(
+                    ins[key] if isinstance(key, int) else next(v for k, v in others if k is key)
+                )
             elif kind == "out":
                 a = outs[key]
             elif kind == "weight":
@@ -86,14 +98,19 @@ class Compiled:
         return arr, keep
 
     def __call__(
-        self, ins: list[np.ndarray], out_shape: tuple[int, ...], out_dtype: Any, nparts: int = 1
+        self,
+        ins: list[np.ndarray],
+        out_shape: tuple[int, ...],
+        out_dtype: Any,
+        nparts: int = 1,
+        others: Sequence[tuple[Any, np.ndarray]] = (),
     ) -> np.ndarray:
         """Run on ``nparts`` parts into a fresh output with 64 canary bytes on either side: a write
         outside the output fails (LLVM once lowered a one-lane masked byte store to a 4-byte move)."""
         n = int(np.prod(out_shape)) * np.dtype(out_dtype).itemsize
         raw = _aligned(np.full(n + 2 * GUARD, 0x5A, np.uint8))
         out = raw[GUARD : GUARD + n].view(out_dtype).reshape(out_shape)
-        arr, keep = self.buffers(ins, [out], nparts)
+        arr, keep = self.buffers(ins, [out], nparts, others)
         for p in range(nparts):
             self.fn(arr, p, nparts)
         del keep

@@ -1,0 +1,290 @@
+"""The fused epilogues of the CPU target's INT8 conv templates (``lamina/targets/cpu/kernels/gemm_int8.py``):
+the requantization (the int32 magnitude forms taken when every shift is at least 32, the i64 one
+otherwise), a residual ``tpu.Add`` of the conv's result and another tensor (the int32 split-multiplier
+form where its bounds allow, the i64 one otherwise) and a ``tpu.Lut`` after it — each kernel compiled
+for the host (and narrower ISAs) and called through ctypes for 1, 2 and 3 parts equals the ops'
+``execute`` chained, **bit for bit**, with canaries around the output. Random shapes, operand orders,
+signedness, zero points, multipliers and shifts (ties included: shifts small enough that
+``2**(S-1)`` is hit), relu bounds."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "npu"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from int8_harness import Compiled, host_isa
+from test_gemm_int8 import ISA_IDS, ISAS, SETTINGS, _act, _inputs, conv_op
+from tpu_cases import arr, dense, q8
+
+from lamina.ir.attributes import IntegerAttr
+from lamina.ir.context import Context
+from lamina.ir.parser import parse_module
+from lamina.ir.printer import print_operation
+from lamina.ir.types import i64
+from lamina.targets.cpu.kernels.abi import Isa, Template
+from lamina.targets.cpu.kernels.gemm_int8 import Int8Conv, Int8ConvChannels, residual_add
+
+HOST = host_isa()
+
+
+def _module_text(o: Any) -> str:
+    m = o
+    while m.parent_op() is not None:
+        m = m.parent_op()
+    return print_operation(m)
+
+
+def with_residual(
+    o: Any,
+    rng: np.random.Generator,
+    res_signed: bool,
+    zp_res: int,
+    out: tuple[bool, int],
+    mults: tuple[int, int],
+    rshift: int,
+    swap: bool,
+    lut: str | None,
+) -> tuple[Any, Any, Any]:
+    """``o``'s module (a conv) with ``tpu.Add(conv, r)`` (``r`` a new function argument of the conv's
+    shape, quantized ``res_signed`` / ``zp_res``; ``swap``: ``Add(r, conv)``; the add's result
+    ``out = (signed, zero point)``, multipliers ``mults`` (conv's, residual's) and ``rshift``) and,
+    with ``lut`` (``"signed"`` / ``"unsigned"``), a random ``tpu.Lut`` after the add; ``cpu.fused``
+    set on the reparsed conv as the compiler sets it. Returns (conv, add, lut or None)."""
+    text = _module_text(o)
+    ret = next(line for line in text.splitlines() if line.strip().startswith("return "))
+    name, ty = ret.strip()[len("return ") :].split(" : ")
+    shape = ty[len("tensor<") :].rsplit("x!quant", 1)[0]
+    rty = f"tensor<{shape}x{q8(res_signed, 0.03, zp_res)}>"
+    aty = f"tensor<{shape}x{q8(out[0], 0.05, out[1])}>"
+    ops = [name, "%res"] if not swap else ["%res", name]
+    tys = [ty, rty] if not swap else [rty, ty]
+    m = [mults[0], mults[1]] if not swap else [mults[1], mults[0]]
+    add = (
+        f'    %add = "tpu.Add"({", ".join(ops)}) <{{{arr("multiplier", m)}, {arr("rshift", [rshift])}}}> '
+        f": ({', '.join(tys)}) -> {aty}\n"
+    )
+    fin, fty = "%add", aty
+    if lut is not None:
+        ls = lut == "signed"
+        fty = f"tensor<{shape}x{q8(ls, 0.03, 2 if ls else 0)}>"
+        table = rng.integers(-128, 128, 256) if ls else rng.integers(0, 256, 256)
+        tt = f"tensor<256x{'i8' if ls else 'ui8'}>"
+        add += f'    %lut = "tpu.Lut"(%add) <{{table = {dense(table)} : {tt}}}> : ({aty}) -> {fty}\n'
+        fin = "%lut"
+    head = next(line for line in text.splitlines() if "func.func @main(" in line)
+    new_head = head.replace("(%arg0: ", f"(%res: {rty}, %arg0: ").replace(f"-> {ty} {{", f"-> {fty} {{")
+    text = text.replace(head, new_head).replace(ret, add + f"    return {fin} : {fty}")
+    mod = parse_module(text, Context())
+    assert mod is not None
+    conv = next(x for x in mod.walk_ops() if x.name == "tpu.Conv")  # type: ignore[attr-defined]
+    add_op = next(x for x in mod.walk_ops() if x.name == "tpu.Add")  # type: ignore[attr-defined]
+    lut_op = next((x for x in mod.walk_ops() if x.name == "tpu.Lut"), None)  # type: ignore[attr-defined]
+    assert Int8Conv().fuses(conv, add_op)
+    if lut_op is not None:
+        assert Int8Conv().fuses(conv, lut_op)
+    conv.set_attr("cpu.fused", IntegerAttr(2 if lut_op is not None else 1, i64))
+    assert residual_add(conv) is not None
+    return conv, add_op, lut_op
+
+
+def check_fused(
+    tpl: Template,
+    conv: Any,
+    add: Any,
+    lut: Any,
+    x: np.ndarray,
+    r: np.ndarray,
+    isa: Isa,
+    nparts: tuple[int, ...],
+) -> Compiled:
+    """The fused kernel's result equals ``lut(add(conv(x), r))`` (the ops' ``execute``) bit for bit."""
+    assert tpl.matches(conv, isa)
+    y = conv.execute(_inputs(conv, x))[0]
+    first = add.operands[0] is conv.results[0]
+    ins = [y, r] if first else [r, y]
+    res = add.operands[1 if first else 0]
+    ref = add.execute(ins)[0]
+    if lut is not None:
+        ref = lut.execute([ref])[0]
+    c = Compiled(tpl, conv, isa)
+    for n in nparts:
+        got = c([x], ref.shape, ref.dtype, n, others=[(res, r)])
+        if not np.array_equal(got, ref):
+            bad = np.argwhere(got != ref)
+            raise AssertionError(
+                f"nparts={n}: {len(bad)}/{got.size} differ, first at {bad[0].tolist()}: "
+                f"{got[tuple(bad[0])]} != {ref[tuple(bad[0])]}"
+            )
+    return c
+
+
+@st.composite
+def residual_cases(draw: Any, channels: bool = False) -> tuple[Any, ...]:
+    """A conv (1x1 or 3x3, stride 1 or 2, padded or not) with a fused residual add and maybe a Lut."""
+    k = draw(st.sampled_from([1, 1, 3]))
+    s = draw(st.sampled_from([1, 1, 2]))
+    p = draw(st.integers(0, k // 2))
+    hw = (draw(st.integers(k, 13)), draw(st.integers(k, 21)))
+    cin = draw(st.integers(2, 20))
+    cout = 16 * draw(st.integers(1, 2)) if channels else draw(st.integers(1, 20))
+    mode = draw(st.sampled_from(["sym", "asym", "u8"]))
+    relu = draw(st.sampled_from(["none", "none", "relu", "limit"]))
+    seed = draw(st.integers(0, 2**31))
+    rng = np.random.default_rng(seed)
+    big = draw(st.booleans())
+    o = conv_op(
+        rng, draw(st.integers(1, 2)), cin, hw, cout, (k, k), (s, s), (1, 1), [p] * 4, 1, mode, relu, True,
+        draw(st.sampled_from(["none", "small", "huge"])), big=big,
+    )  # fmt: skip
+    res_signed = draw(st.booleans())
+    zp_res = draw(st.sampled_from([0, 0, -3, 7] if res_signed else [0, 0, 100]))
+    out_signed = draw(st.booleans())
+    zp_out = draw(st.sampled_from([0, 0, 5, -20] if out_signed else [0, 0, 40]))
+    # the add's factors: as calibration gives them (near 2**30, rshift 0..2), or random (any size and
+    # shift: small shifts make exact ties, large factors leave the int32 form for the i64 one)
+    if draw(st.booleans()):
+        mults = (int(rng.integers(2**28, 2**31)), int(rng.integers(2**28, 2**31)))
+        rshift = draw(st.integers(-2, 2))
+    else:
+        mults = (int(rng.integers(0, 2**31)), int(rng.integers(0, 2**31)))
+        rshift = draw(st.integers(-25, 12))
+    form = draw(st.sampled_from(["as drawn", "small", "ties"]))
+    if form == "small":
+        mults = (mults[0] >> 20, mults[1] >> 18)
+    elif form == "ties":  # multiples of 2**(S-3): exact halves are common
+        rshift = draw(st.integers(-14, 0))
+        mults = (int(rng.integers(0, 16)) << (28 + rshift), int(rng.integers(0, 16)) << (28 + rshift))
+    lut = draw(st.sampled_from([None, "signed", "unsigned"]))
+    conv, add, lut_op = with_residual(
+        o, rng, res_signed, zp_res, (out_signed, zp_out), mults, rshift, draw(st.booleans()), lut
+    )
+    xshape = tuple(conv.operands[0].type.shape)
+    fill = "rand" if not big else draw(st.sampled_from(["rand", "min", "max"]))
+    x = _act(rng, xshape, mode != "u8", fill)
+    r = _act(
+        rng,
+        tuple(conv.results[0].type.shape),
+        res_signed,
+        draw(st.sampled_from(["rand", "rand", "min", "max"])),
+    )
+    return conv, add, lut_op, x, r
+
+
+@SETTINGS
+@given(case=residual_cases())
+def test_residual_bit_exact(case: tuple[Any, ...]) -> None:
+    conv, add, lut, x, r = case
+    check_fused(Int8Conv(), conv, add, lut, x, r, HOST, (1, 2, 3))
+
+
+def test_residual_forms_taken() -> None:
+    """Calibration-like factors take the int32 form (8 constants in ``ra``), a shift of 6 the i64
+    one (per-channel tables); both exact."""
+    rng = np.random.default_rng(3)
+    for rshift, size in ((0, 8), (-25, 3 * 16)):
+        o = conv_op(rng, 1, 8, (5, 9), 16, (1, 1), (1, 1), (1, 1), [0] * 4, 1, "sym", "none", True, "small")
+        conv, add, lut = with_residual(
+            o, rng, True, 0, (True, 0), (1 << 30, 3 << 28), rshift, False, "unsigned"
+        )
+        x, r = _act(rng, (1, 8, 5, 9), True, "rand"), _act(rng, (1, 16, 5, 9), True, "rand")
+        for tpl in (Int8Conv(), Int8ConvChannels(force=True)):
+            c = check_fused(tpl, conv, add, lut, x, r, HOST, (1, 2))
+            assert c.plan.weights["ra"].size == size
+
+
+@SETTINGS
+@given(case=residual_cases(channels=True))
+def test_residual_channel_lanes_bit_exact(case: tuple[Any, ...]) -> None:
+    conv, add, lut, x, r = case
+    check_fused(Int8ConvChannels(force=True), conv, add, lut, x, r, HOST, (1, 2, 3))
+
+
+@pytest.mark.parametrize("isa", ISAS[1:], ids=ISA_IDS[1:])
+@SETTINGS
+@given(case=residual_cases())
+def test_residual_narrower_isa(isa: Isa, case: tuple[Any, ...]) -> None:
+    conv, add, lut, x, r = case
+    check_fused(Int8Conv(), conv, add, lut, x, r, isa, (1, 2))
+
+
+def _contract_add(y: np.ndarray, r: np.ndarray, ra: Any, m1: int, m2: int, s: int) -> np.ndarray:
+    from lamina.dialects.tpu.quantize import rounding_rshift
+
+    t = (y.astype(np.int64) - ra.zp_conv) * m1 + (r.astype(np.int64) - ra.zp_res) * m2
+    return np.clip(rounding_rshift(t, s) + ra.zp_out, ra.lo, ra.hi)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_residual32_formula_over_every_byte_pair(seed: int) -> None:
+    """:func:`residual32`'s split form (emulated in numpy: the int32 sums, the floor shifts, the tie
+    correction) equals the contract's i64 add for every pair of bytes, where it applies; ties are
+    frequent with the small shifts drawn here."""
+    from lamina.targets.cpu.kernels.gemm_int8 import residual32
+
+    rng = np.random.default_rng(seed)
+    taken = 0
+    for _ in range(20):
+        y_signed, r_signed = bool(rng.integers(2)), bool(rng.integers(2))
+        zp_y = int(rng.integers(-20, 20)) if y_signed else int(rng.integers(0, 40))
+        zp_r = int(rng.integers(-20, 20)) if r_signed else int(rng.integers(0, 40))
+        zp_o = int(rng.integers(-20, 20))
+        s = int(rng.integers(17, 40))
+        if rng.integers(2):  # multiples of 2**(S-3): exact halves (ties) are common
+            s = int(rng.integers(17, 32))
+            m1, m2 = (int(v) << (s - 3) for v in rng.integers(0, 16, 2))
+        else:
+            m1, m2 = (int(v) for v in rng.integers(0, 2**31, 2) >> rng.integers(0, 24, 2))
+        c = 1
+        from lamina.targets.cpu.kernels.gemm_int8 import QuantInfo, ResidualAdd
+
+        ra = ResidualAdd(0, zp_y, zp_r, r_signed, -128, 127, zp_o, True, ((m1,) * c, (m2,) * c, (s,) * c))
+        lo, hi = (-128, 127) if y_signed else (0, 255)
+        q = QuantInfo(
+            True,
+            0,
+            lo,
+            hi,
+            zp_y,
+            np.zeros(1, np.int64),
+            np.zeros(1, np.int64),
+            np.zeros(1, np.int8),
+            None,
+            y_signed,
+        )
+        r32 = residual32(ra, q)
+        if r32 is None:
+            continue
+        taken += 1
+        kh, kl, mh, ml, bq, sh = r32
+        y = np.arange(lo, hi + 1, dtype=np.int64)[:, None]
+        r = (
+            np.arange(-128, 128, dtype=np.int64)[None, :]
+            if r_signed
+            else np.arange(256, dtype=np.int64)[None, :]
+        )
+
+        def halves(v: int) -> tuple[int, int]:
+            v &= 0xFFFFFFFF
+            lo16, hi16 = v & 0xFFFF, v >> 16
+            return lo16 - (lo16 >= 2**15) * 2**16, hi16 - (hi16 >= 2**15) * 2**16
+
+        mh1, mh2 = halves(mh)
+        ml1, ml2 = halves(ml)
+        t_hi = y * mh1 + r * mh2 + kh
+        t_lo = y * ml1 + r * ml2 + kl
+        assert np.abs(t_hi).max() < 2**31 and np.abs(t_lo).max() < 2**31
+        qq = t_hi + (t_lo >> 16)
+        tie = (qq < bq) & ((t_lo & 0xFFFF) == 0)
+        got = np.clip((qq - tie) >> sh, -128, 127)
+        want = _contract_add(y, r, ra, m1, m2, s)
+        np.testing.assert_array_equal(got, want)
+    assert taken >= 5
