@@ -51,13 +51,9 @@ def declares(t: Template, name: str) -> bool:
 
 
 def _digest(a: np.ndarray) -> tuple[Any, ...]:
-    a = np.ascontiguousarray(a)
-    return (
-        "nd",
-        a.dtype.str,
-        a.shape,
-        hashlib.blake2b(a.view(np.uint8).reshape(-1), digest_size=20).digest(),
-    )
+    shape = a.shape
+    flat = np.ascontiguousarray(a).reshape(-1)
+    return ("nd", a.dtype.str, shape, hashlib.blake2b(flat.view(np.uint8).data, digest_size=20).digest())
 
 
 class _Canon:
