@@ -50,7 +50,9 @@ def declares(t: Template, name: str) -> bool:
     return name in type(t).__dict__
 
 
-def _digest(a: np.ndarray) -> tuple[Any, ...]:
+def _digest(a: np.ndarray) -> Any:
+    if a.dtype.hasobject:
+        return _Unique()
     shape = a.shape
     flat = np.ascontiguousarray(a).reshape(-1)
     return ("nd", a.dtype.str, shape, hashlib.blake2b(flat.view(np.uint8).data, digest_size=20).digest())
