@@ -12,7 +12,10 @@ stores ``clock_gettime(CLOCK_MONOTONIC)`` nanoseconds before and after each of i
 ``times[2 * (tid * kernels + k)]`` (the profile).
 
 Each template emits into a module of its own; the modules are linked (:func:`~.jit.compile_ir`).
-A template whose ``emit`` raises is replaced by the next matching one (reported)."""
+A kernel whose code key (:func:`~.kernels.codekey.code_key`, known from its template, op, plan and
+ISA before emission) is an earlier kernel's calls that kernel's function: it is not emitted at all.
+The others are emitted, and one whose IR (its name elided) is an earlier one's shares that function
+too. A template whose ``emit`` raises is replaced by the next matching one (reported)."""
 
 from __future__ import annotations
 
@@ -30,6 +33,7 @@ from lamina.ir.types import RankedTensorType
 from .dialect import KernelOp
 from .kernels import Choice, plan_kernel
 from .kernels.abi import Isa
+from .kernels.codekey import code_key
 from .kernels.generic_ir import I8P, I32, I64, VOID, const
 from .kernels.generic_ref import HOST_CALLBACK, HOST_TYPE
 from .lowering import ALIGN, Plans, np_dtype
@@ -138,9 +142,16 @@ def _resolve(kernel: KernelOp, op: Operation, spec: tuple[str, Any], plan: Any) 
     raise ValueError(f"unknown buffer kind {kind!r}")
 
 
-def generate(func: Operation, isa: Isa, plans: Plans, triple: str = "x86_64-unknown-linux-gnu") -> Program:
+def generate(
+    func: Operation,
+    isa: Isa,
+    plans: Plans,
+    triple: str = "x86_64-unknown-linux-gnu",
+    check_keys: bool = False,
+) -> Program:
     """Emit the kernels of a converted, arena-assigned function and its entry points for ``triple``
-    (the barrier's futex call and spin hint depend on it)."""
+    (the barrier's futex call and spin hint depend on it). ``check_keys`` (the tests): emit the
+    kernels whose code key is an earlier one's too, and fail unless their IR is that kernel's."""
     block = func.regions[0].blocks[0]
     kernels = [o for o in block.ops if isinstance(o, KernelOp)]
     ret = block.last_op
@@ -163,6 +174,8 @@ def generate(func: Operation, isa: Isa, plans: Plans, triple: str = "x86_64-unkn
     reference: dict[int, Operation] = {}
     scratch = 0
     same_code: dict[str, str] = {}  # a kernel's IR with its name elided -> the function emitted for it
+    by_key: dict[Any, str] = {}  # a code key -> the function emitted for it
+    text_of: dict[str, str] = {}  # (check_keys) a function -> its IR with its name elided
     for idx, k in enumerate(kernels):
         symbol = str(k.symbol)
         inner = k.computes()
@@ -172,7 +185,13 @@ def generate(func: Operation, isa: Isa, plans: Plans, triple: str = "x86_64-unkn
             choice = plan_kernel(op, symbol, isa, only=str(k.template))
         alias = k.get_attr("cpu.alias") is not None
         mod_text = None
+        shared = None
+        key: Any = None
         while not alias:
+            key = code_key(choice.template, op, choice.plan, isa)
+            shared = by_key.get(key)
+            if shared is not None and not check_keys:
+                break  # the code is an earlier kernel's: not emitted
             try:
                 m = ir.Module(symbol)
                 choice.template.emit(m, choice.plan, op, isa)
@@ -192,10 +211,22 @@ def generate(func: Operation, isa: Isa, plans: Plans, triple: str = "x86_64-unkn
                 k.properties["template"] = type(k.properties["template"])(choice.template.name)  # type: ignore[call-arg]
         function = symbol
         if mod_text is not None:
-            key = mod_text.replace(f'"{symbol}"', '"@kernel"')
-            function = same_code.setdefault(key, symbol)
-            if function == symbol:
-                modules.append(mod_text)
+            text = mod_text.replace(f'"{symbol}"', '"@kernel"')
+            if shared is not None:  # check_keys: the key said the code is ``shared``'s
+                if text_of[shared] != text:
+                    raise AssertionError(
+                        f"{symbol} ({choice.template.name}): the code key of {shared}, other code"
+                    )
+                function = shared
+            else:
+                function = same_code.setdefault(text, symbol)
+                if function == symbol:
+                    modules.append(mod_text)
+                    if check_keys:
+                        text_of[symbol] = text
+            by_key.setdefault(key, function)
+        elif shared is not None:
+            function = shared
         # the buffers, resolved against the kernel's operands/results
         arg_of = {id(a): v for a, v in zip(k.block.args, k.inputs)}
         yielded = {id(v): r for v, r in zip(k.block.last_op.operands, k.results)}  # type: ignore[union-attr]

@@ -55,6 +55,10 @@ class Template(ABC):
 
     name: str = "template"
     priority: int = 0
+    #: False (declared in the template's own class): ``emit`` reads the op's constants and the
+    #: plan's weights for their types and shapes only, never their values, so same-shaped kernels
+    #: of other weights share one function (:mod:`.codekey`)
+    code_reads_constants: bool = True
 
     @abstractmethod
     def matches(self, op: Any, isa: Isa) -> bool: ...
@@ -64,3 +68,11 @@ class Template(ABC):
 
     @abstractmethod
     def emit(self, module: Any, plan: KernelPlan, op: Any, isa: Isa) -> None: ...
+
+    def code_key(self, op: Any, plan: KernelPlan, isa: Isa) -> Any:
+        """A hashable key of what ``emit`` makes of ``op`` and ``plan`` beyond the plan's structure
+        (which :func:`.codekey.code_key` adds): kernels of equal keys get one function. Read only
+        where the template's own class defines it (a subclass re-declares it: it may emit other
+        code than its parent). None (this default): the compiler's default key applies — the op's
+        kernel region and the plan's weights by content (:mod:`.codekey`)."""
+        return None

@@ -209,6 +209,7 @@ class ConvF32(Template):
 
     name = "conv_f32"
     priority = 10
+    code_reads_constants = False  # the weights and bias are buffers (kernels/codekey.py)
 
     def matches(self, op: Any, isa: Isa) -> bool:
         if _float_conv(op) is None:

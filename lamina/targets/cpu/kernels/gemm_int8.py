@@ -1192,6 +1192,10 @@ class Int8Conv(LutFusion, Template):
         g = r[0]
         return (self.name, repr(g), _scalars(r[1]), _fused_key(op, r[1]), isa)
 
+    def code_key(self, op: Any, plan: KernelPlan, isa: Isa) -> Any:
+        """:meth:`ir_key`: the compiler's code key (``kernels/codekey.py``)."""
+        return self.ir_key(op, isa)
+
     def _tile(self, geo: ConvGeom, isa: Isa) -> tuple[int, int]:
         nl = lanes(isa)
         regs = 30 if isa.vector_bytes == 64 else 14
@@ -1348,6 +1352,7 @@ class Int8ConvChannels(Int8Conv):
 
     name = "int8-conv-channels"
     priority = 11
+    code_key = Int8Conv.code_key  # its ir_key (re-declared: a subclass may emit other code)
 
     def __init__(self, force: bool = False):
         self.force = force
@@ -1593,6 +1598,7 @@ class Int8Depthwise(LutFusion, Template):
 
     name = "int8-depthwise"
     priority = 10
+    code_key = Int8Conv.code_key  # its ir_key (re-declared: a subclass may emit other code)
 
     def _geo(self, op: Any) -> tuple[ConvGeom, QuantInfo] | None:
         r = Int8Conv._geo(Int8Conv(), op)
@@ -1709,6 +1715,7 @@ class Int8MatMul(LutFusion, Template):
 
     name = "int8-matmul"
     priority = 10
+    code_key = Int8Conv.code_key  # its ir_key (re-declared: a subclass may emit other code)
 
     def _info(self, op: Any) -> tuple[int, int, int, QuantInfo] | None:
         if not _is(op, "tpu.MatMul") or len(op.operands) != 3:

@@ -1,5 +1,6 @@
 """The registry of the CPU target's kernel templates: :data:`TEMPLATES`, :func:`select` (the matching
-template of highest priority) and :func:`plan_kernel` (the best template whose ``plan`` succeeds).
+template of highest priority), :func:`plan_kernel` (the best template whose ``plan`` succeeds) and
+:func:`code_key` (what a kernel's code depends on, before it is emitted: :mod:`.codekey`).
 See :mod:`lamina.targets.cpu.kernels`."""
 
 from __future__ import annotations
@@ -8,8 +9,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .abi import Isa, KernelPlan, Template
+from .codekey import code_key
 
-__all__ = ["TEMPLATES", "Choice", "by_name", "candidates", "plan_kernel", "register", "select"]
+__all__ = ["TEMPLATES", "Choice", "by_name", "candidates", "code_key", "plan_kernel", "register", "select"]
 
 #: every registered template (any order: :func:`select` sorts by priority)
 TEMPLATES: list[Template] = []

@@ -1,0 +1,175 @@
+"""Code keys (``kernels/codekey.py``, used by ``codegen.generate``): a kernel whose key is an earlier
+kernel's calls that kernel's function without being emitted, so a key must never join two kernels
+whose code differs. A model of near-duplicate layers — the same conv shape with other weights, other
+calibrated ranges (so other requant multipliers and shifts: some total shifts under 32, some over),
+with and without ReLU, with a fused residual add, two same-shaped depthwise convs — compiled in INT8
+(symmetric and asymmetric) and F32 on the host ISA and AVX2: ``generate(check_keys=True)`` emits
+every kernel anyway and fails if a kernel's IR is not the one of the function its key chose; the
+compiled model's outputs equal the ``tpu`` interpreter's bit for bit in INT8, within 1e-5 of the
+output's scale in F32."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+import lamina.dialects
+import lamina.runtime as rt
+import lamina.targets
+from lamina.ir.context import Context
+from lamina.ir.parser import parse_module
+from lamina.quant.deploy import deploy_module, run_tpu_module
+from lamina.targets.base import CompileOptions
+from lamina.targets.container import write_model
+from lamina.targets.cpu import target
+from lamina.targets.cpu.codegen import generate
+from lamina.targets.cpu.compiler import _main, lower_to_kernels
+from lamina.targets.cpu.jit import spec_for
+from lamina.targets.cpu.kernels import by_name
+from lamina.targets.cpu.kernels.abi import Isa, KernelPlan
+from lamina.targets.cpu.kernels.registry import code_key
+
+_ = (lamina.dialects, lamina.targets)
+
+
+def _t(shape: tuple[int, ...], lo: float, hi: float) -> str:
+    return f"tensor<{'x'.join(map(str, shape))}x!quant.calibrated<f32<{lo}:{hi}>>>"
+
+
+def _dense(a: np.ndarray) -> str:
+    body = np.array2string(a, separator=", ", threshold=10**9, floatmode="unique").replace("\n", "")
+    return f"dense<{body}>"
+
+
+def _weight(name: str, a: np.ndarray) -> str:
+    ty = f"tensor<{'x'.join(map(str, a.shape))}xf32>"
+    return f'  %{name} = "top.Weight"() <{{value = {_dense(a)} : {ty}}}> : () -> {ty}'
+
+
+def near_duplicates(rng: np.random.Generator, c: int = 16, hw: int = 10) -> str:
+    """``x -> c1 -> c2 -> c3 (+ c2) -> c4 -> c5 -> dw1 -> dw2``: c1, c2 the same conv form (no
+    ReLU) with other weights and ranges; c3 the same shape without bias, fused with the residual
+    add; c4, c5 the same form with ReLU; two depthwise 3x3 of one shape, one with a tiny output
+    range (large requant factors: shifts under 32) and one with a wide one."""
+    s = (1, c, hw, hw)
+    ranges = {"x": (-2.0, 2.0), "c1": (-4.0, 4.0), "c2": (-0.002, 0.002), "c3": (-5.0, 5.0), "a": (-6.0, 6.0)}
+    ranges |= {"c4": (0.0, 5.0), "c5": (0.0, 0.5), "d1": (-0.0001, 0.0001), "d2": (-40.0, 40.0)}
+    T = {k: _t(s, *v) for k, v in ranges.items()}
+    T["in"] = T["x"]
+    lines = [
+        f'  %in = "top.Input"(%x) : ({T["x"]}) -> {T["x"]} loc("x")',
+        '  %none = "top.None"() : () -> none',
+    ]
+    wt = f"tensor<{c}x{c}x3x3xf32>"
+    dwt = f"tensor<{c}x1x3x3xf32>"
+    bt = f"tensor<{c}xf32>"
+    pads = "pads = array<i64: 1, 1, 1, 1>"
+
+    def conv(name: str, src: str, relu: bool, bias: bool, scale: float) -> None:
+        lines.append(_weight(f"w_{name}", rng.normal(0, scale, (c, c, 3, 3)).astype(np.float32)))
+        b = "%none"
+        if bias:
+            lines.append(_weight(f"b_{name}", rng.normal(0, 0.1, (c,)).astype(np.float32)))
+            b = f"%b_{name}"
+        attrs = pads + (", do_relu = true" if relu else "")
+        bty = bt if bias else "none"
+        lines.append(
+            f'  %{name} = "top.Conv"(%{src}, %w_{name}, {b}) <{{{attrs}}}> : ({T[src]}, {wt}, {bty}) -> {T[name]} loc("{name}")'
+        )
+
+    def depthwise(name: str, src: str, scale: float) -> None:
+        lines.append(_weight(f"w_{name}", rng.normal(0, scale, (c, 1, 3, 3)).astype(np.float32)))
+        lines.append(
+            f'  %{name} = "top.Conv"(%{src}, %w_{name}, %none) <{{group = {c} : i64, {pads}}}> : ({T[src]}, {dwt}, none) -> {T[name]} loc("{name}")'
+        )
+
+    conv("c1", "in", False, True, 0.2)
+    conv("c2", "c1", False, True, 0.05)
+    conv("c3", "c2", False, False, 0.1)
+    lines.append(f'  %a = "top.Add"(%c3, %c2) : ({T["c3"]}, {T["c2"]}) -> {T["a"]} loc("a")')
+    conv("c4", "a", True, True, 0.1)
+    conv("c5", "c4", True, True, 0.02)
+    depthwise("d1", "c5", 0.01)
+    depthwise("d2", "d1", 0.5)
+    lines.append(f"  return %d2 : {T['d2']}")
+    return f"func.func @main(%x: {T['x']}) -> {T['d2']} {{\n" + "\n".join(lines) + "\n}\n"
+
+
+@pytest.mark.parametrize(("mode", "asym"), [("INT8", False), ("INT8", True), ("F32", False)])
+@pytest.mark.parametrize("isa", ["host", "avx2"])
+def test_near_duplicate_layers(mode: str, asym: bool, isa: str, tmp_path: Any) -> None:
+    text = near_duplicates(np.random.default_rng(3))
+    tpu = deploy_module(parse_module(text, Context()), mode, asymmetric=asym)
+    spec = spec_for(isa)
+    work, plans, _ = lower_to_kernels(tpu, spec, exact=mode == "INT8")
+    program = generate(_main(work), spec.isa, plans, spec.triple, check_keys=True)
+    kernels = [k for k in program.kernels if not k.alias]
+    functions = {k.function for k in kernels}
+    assert len(program.modules) == len(functions) + 2  # one module per function, and the entries
+    if mode == "F32":  # c1/c2 and c4/c5 differ only in weights and ranges: one function each
+        assert len(functions) < len(kernels), [(k.layer, k.template, k.function) for k in kernels]
+    x = {"x": np.random.default_rng(1).uniform(-2, 2, (1, 16, 10, 10)).astype(np.float32)}
+    want = next(iter(run_tpu_module(tpu, x).values()))
+    res = target(isa=isa).compile(tpu, CompileOptions(name="dup", mode=mode))
+    path = tmp_path / "dup.lamina"
+    write_model(path, res.model)
+    got = next(iter(rt.load(path, threads=1).run(x).values()))
+    if mode == "INT8":
+        assert np.array_equal(got, want), f"max |d| {np.abs(got - want).max()}"
+    else:
+        assert np.abs(got - want).max() <= 1e-5 * float(np.abs(want).max())
+
+
+def _conv_ops(weights: list[np.ndarray], mode: str) -> list[Any]:
+    """The ``tpu.Conv`` ops of a chain of same-shaped convs of these weights, each in its kernel."""
+    c = weights[0].shape[0]
+    s = (1, c, 6, 6)
+    lines = [
+        f'  %in = "top.Input"(%x) : ({_t(s, -1.0, 1.0)}) -> {_t(s, -1.0, 1.0)}',
+        '  %none = "top.None"() : () -> none',
+    ]
+    src = "in"
+    for i, w in enumerate(weights):
+        lines.append(_weight(f"w{i}", w))
+        lines.append(
+            f'  %c{i} = "top.Conv"(%{src}, %w{i}, %none) <{{pads = array<i64: 1, 1, 1, 1>}}> : ({_t(s, -1.0, 1.0)}, tensor<{c}x{c}x3x3xf32>, none) -> {_t(s, -1.0, 1.0)} loc("c{i}")'
+        )
+        src = f"c{i}"
+    lines.append(f"  return %{src} : {_t(s, -1.0, 1.0)}")
+    text = f"func.func @main(%x: {_t(s, -1.0, 1.0)}) -> {_t(s, -1.0, 1.0)} {{\n" + "\n".join(lines) + "\n}\n"
+    tpu = deploy_module(parse_module(text, Context()), mode)
+    work, plans, _ = lower_to_kernels(tpu, spec_for("host"), exact=mode == "INT8")
+    from lamina.targets.cpu.dialect import KernelOp
+
+    ks = [k for k in _main(work).regions[0].blocks[0].ops if isinstance(k, KernelOp)]
+    return [(k.computes()[0], plans[str(k.symbol)]) for k in ks]
+
+
+def test_keys_by_content_unless_declared() -> None:
+    """The default key holds the weights by content: the generic conv (no declaration) gives two
+    convs of other weights other keys, the same weights one key; ``conv_f32``
+    (``code_reads_constants = False``) one key for both; a subclass that overrides ``emit`` without
+    re-declaring gets the default again."""
+    rng = np.random.default_rng(0)
+    w = rng.normal(0, 0.2, (8, 8, 3, 3)).astype(np.float32)
+    (a, pa), (b, pb), (c, pc) = _conv_ops([w, w * 0.5, w], "F32")
+    isa = spec_for("host").isa
+    fast = by_name("conv_f32")
+    assert pa.template is fast
+    keys = [code_key(fast, o, p.plan, isa) for o, p in ((a, pa), (b, pb), (c, pc))]
+    assert keys[0] == keys[1] == keys[2]
+    generic = by_name("generic.conv")
+    gp = [generic.plan(o, f"g{i}", isa) for i, o in enumerate((a, b, c))]
+    gk = [code_key(generic, o, p, isa) for o, p in zip((a, b, c), gp)]
+    assert gk[0] != gk[1] and gk[0] == gk[2]
+
+    class Other(type(fast)):  # type: ignore[misc]
+        def emit(self, module: Any, plan: KernelPlan, op: Any, isa: Isa) -> None:
+            super().emit(module, plan, op, isa)
+
+    o = Other()
+    assert code_key(o, a, pa.plan, isa) != code_key(o, b, pb.plan, isa)
+    # another ISA, another key
+    assert code_key(fast, a, pa.plan, Isa(32, isa.features)) != keys[0]
