@@ -59,6 +59,8 @@ from .abi import Isa, KernelPlan, Template
 from .gemm_f32 import (
     ELEMS,
     F32,
+    I32,
+    UNROLL,
     Epilogue,
     Fn,
     Int,
@@ -82,6 +84,8 @@ DW_ROWS = 4
 MAX_COLS = 384
 #: the largest whole-image im2col (bytes) for which the pixel-major mode is considered
 PIX_BYTES = 2 * 1024 * 1024
+#: K per block of the pixel-major mode (its block of a 64-channel weight panel: 64 KiB, in L2)
+PIX_KC = 256
 
 
 def conv_geometry(
@@ -302,6 +306,7 @@ class ConvF32(Template):
             groups=groups,
             pix=pix,
             pix_ld=hw + (-hw) % tile.lanes,
+            **_pix_kblocks(kk),
         )
 
     def plan(
@@ -335,6 +340,8 @@ class ConvF32(Template):
             wp = np.ascontiguousarray(wp.reshape(panels, nbp, lay["kk"]).transpose(0, 2, 1))
             b = _bias(op, lay["cout"], panels * nbp)
             scratch = _pix_im2col_bytes(lay) + 4 * lay["pix"].mr * nbp
+            if lay["pix_nkb"] > 1:  # the partial sums of every pixel tile of one panel
+                scratch += 4 * -(-lay["hw"] // lay["pix"].mr) * lay["pix"].mr * nbp
         else:
             # per group: [Cout_g/mr][K][mr], groups one after another
             mr, panels, cg = tile.mr, lay["panels"], lay["cout"]
@@ -532,7 +539,13 @@ class ConvF32(Template):
 
     def _emit_pix(self, module: Any, plan: KernelPlan, op: Any, lay: dict[str, Any]) -> None:
         """Pixel-major: ``out[co, px]`` tiles of ``mr`` pixels x ``nb`` channels; the part's units are
-        (channel panel, pixel tile) pairs; each part first copies the whole image's windows."""
+        (channel panel, pixel tile) pairs, taken panel by panel; each part first copies the whole
+        image's windows. A long K runs in blocks of :data:`PIX_KC` (``pix_kc``): per panel, every
+        tile of the part goes over one block before the next (the block of the weight panel stays
+        in L2), the partial sums waiting in the part's accumulator buffer. F32 tiles with 16-lane
+        vectors are transposed in registers (:func:`_transpose16x8`) and stored as one masked
+        vector of the tile's pixels per channel; other types and ISAs go through a tile buffer,
+        channel by channel."""
         tile: Tile = lay["pix"]
         ln, nb, mr = tile.lanes, tile.nb, tile.mr
         ety = ELEMS[lay["ft"]][0]
@@ -544,18 +557,36 @@ class ConvF32(Template):
         rtiles = -(-hw // mr)
         rem_rows = hw - (rtiles - 1) * mr
         tail_cols = cout - (panels - 1) * nb
+        kcb, nkb = lay["pix_kc"], lay["pix_nkb"]
+        k_last = kk - (nkb - 1) * kcb
         wp, bias, y = ptr["w"], ptr.get("b"), ptr["output"]
         in_img = lay["cin"] * lay["h"] * lay["w"]
         mine = fn.at(ptr["scratch"], fn.mul(fn.part, plan.scratch_bytes), ir.IntType(8))
         scratch = None if lay["direct"] else mine
         tbuf = fn.at(mine, _pix_im2col_bytes(lay), ir.IntType(8))
+        accbuf = fn.at(tbuf, 4 * mr * nb, ir.IntType(8))
         a_ks = hw if lay["direct"] else lay["pix_ld"]
         u_lo, u_hi = fn.share(panels * rtiles)
         b = fn.b
+        fast = ety == F32 and ln == 16 and mr <= 8
 
         residual = ptr.get("residual")
         post_relu = bool(getattr(plan, "post_relu", False))
         silu = getattr(plan, "silu", None)
+        zero = fn.vzero(ln)
+        lim = fn.vconst(limit, ln) if relu and limit > 0 else None
+
+        def act(v: ir.Value, bv: ir.Value | None) -> ir.Value:
+            """The op's own epilogue of one accumulator (per-channel lanes): bias, ReLU, SiLU."""
+            if bv is not None:
+                v = b.fadd(v, bv)
+            if relu:
+                v = b.select(b.fcmp_unordered(">=", v, zero), v, zero)
+                if lim is not None:
+                    v = b.select(b.fcmp_unordered("<=", v, lim), v, lim)
+            if silu is not None:
+                v = vsilu(fn, v, silu)
+            return v
 
         def image(n: ir.Value, _c: Any) -> None:
             ximg = fn.at(ptr["input"], fn.mul(n, in_img), ety)
@@ -568,30 +599,33 @@ class ConvF32(Template):
                 _im2col(fn, {**lay, "ld": lay["pix_ld"]}, ety, ximg, 0, lay["oh"], scratch)
                 src = scratch
 
-            def one(p: Int, r0: Int, rows: int, cols: int) -> None:
-                c0 = fn.mul(p, nb)
-                masks = [fn.mask(ln, cols, j * ln) for j in range(tile.nv)]
-                accs = gemm_tile(
-                    fn, tile, rows, kk, fn.at(src, r0), 1, a_ks, fn.at(wp, fn.mul(p, kk * nb)), nb, masks
-                )
-                zero = fn.vzero(ln)
-                lim = fn.vconst(limit, ln) if relu and limit > 0 else None
-                # the tile, pixel-major, into the part's tile buffer; then channel by channel out
+            def store_fast(accs: list[ir.Value], c0: Int, r0: Int, rows: int, cols: int) -> None:
+                """The tile transposed: per channel one masked vector of its ``rows`` pixels."""
+                rmask = fn.mask(8, rows)
+                for j in range(tile.nv):
+                    if cols - j * ln <= 0:
+                        continue
+                    bv = fn.vload(fn.at(bias, fn.add(c0, j * ln)), ln) if bias is not None else None
+                    vecs = [act(accs[i * tile.nv + j], bv) for i in range(rows)]
+                    for ch, v in enumerate(_transpose16x8(fn, vecs)):
+                        if j * ln + ch >= cols:
+                            break
+                        off = fn.add(fn.mul(fn.add(c0, j * ln + ch), hw), r0)
+                        if rimg is not None:
+                            v = b.fadd(v, fn.vload(fn.at(rimg, off), 8, F32, rmask))
+                            if post_relu:
+                                z8 = fn.vzero(8)
+                                v = b.select(b.fcmp_unordered(">=", v, z8), v, z8)
+                        fn.vstore(v, fn.at(yimg, off), rmask)
+
+            def store_slow(accs: list[ir.Value], c0: Int, r0: Int, rows: int, cols: int) -> None:
+                """The tile, pixel-major, into the part's tile buffer; then channel by channel out."""
                 for j in range(tile.nv):
                     if cols - j * ln <= 0:
                         continue
                     bv = fn.vload(fn.at(bias, fn.add(c0, j * ln)), ln) if bias is not None else None
                     for i in range(rows):
-                        v = accs[i * tile.nv + j]
-                        if bv is not None:
-                            v = b.fadd(v, bv)
-                        if relu:
-                            v = b.select(b.fcmp_unordered(">=", v, zero), v, zero)
-                            if lim is not None:
-                                v = b.select(b.fcmp_unordered("<=", v, lim), v, lim)
-                        if silu is not None:
-                            v = vsilu(fn, v, silu)
-                        fn.vstore(v, fn.at(tbuf, i * nb + j * ln))
+                        fn.vstore(act(accs[i * tile.nv + j], bv), fn.at(tbuf, i * nb + j * ln))
                 base = fn.at(yimg, fn.add(fn.mul(c0, hw), r0), ety)
                 rbase = fn.at(rimg, fn.add(fn.mul(c0, hw), r0), ety) if rimg is not None else None
 
@@ -614,20 +648,47 @@ class ConvF32(Template):
 
                 fn.loop(0, cols, channel)
 
-            def unit(u: ir.Value, _c: Any) -> None:
-                p = fn.udiv(u, rtiles)
-                rt = b.urem(u, fn.c(rtiles))
-                r0 = fn.mul(rt, mr)
+            def one(p: Int, r0: Int, rows: int, cols: int, k0: Int, klen: int, last: bool) -> None:
+                c0 = fn.mul(p, nb)
+                masks = [fn.mask(ln, cols, j * ln) for j in range(tile.nv)]
+                slot = fn.at(accbuf, fn.mul(r0, nb))  # this tile's partial sums (K-blocked)
+                init = None
+                if nkb > 1:
+                    init = [
+                        fn.vload(fn.at(slot, i * nb + j * ln), ln)
+                        for i in range(rows)
+                        for j in range(tile.nv)
+                    ]
+                accs = gemm_tile(
+                    fn,
+                    tile,
+                    rows,
+                    klen,
+                    fn.at(src, fn.add(r0, fn.mul(k0, a_ks))),
+                    1,
+                    a_ks,
+                    fn.at(wp, fn.add(fn.mul(p, kk * nb), fn.mul(k0, nb))),
+                    nb,
+                    masks,
+                    init=init,
+                )
+                if not last:
+                    for i in range(rows):
+                        for j in range(tile.nv):
+                            fn.vstore(accs[i * tile.nv + j], fn.at(slot, i * nb + j * ln))
+                    return
+                (store_fast if fast else store_slow)(accs, c0, r0, rows, cols)
 
+            def tile_at(p: Int, t: Int, k0: Int, klen: int, last: bool) -> None:
                 def rows_case(cols: int) -> None:
                     if rem_rows == mr:
-                        one(p, r0, mr, cols)
+                        one(p, fn.mul(t, mr), mr, cols, k0, klen, last)
                     else:
-                        last = b.icmp_unsigned("==", rt, fn.c(rtiles - 1))
+                        is_last = b.icmp_unsigned("==", t, fn.c(rtiles - 1))
                         fn.when(
-                            last,
-                            lambda: one(p, (rtiles - 1) * mr, rem_rows, cols),
-                            lambda: one(p, r0, mr, cols),
+                            is_last,
+                            lambda: one(p, (rtiles - 1) * mr, rem_rows, cols, k0, klen, last),
+                            lambda: one(p, fn.mul(t, mr), mr, cols, k0, klen, last),
                         )
 
                 if tail_cols == nb:
@@ -636,15 +697,77 @@ class ConvF32(Template):
                     lastp = b.icmp_unsigned("==", p, fn.c(panels - 1))
                     fn.when(lastp, lambda: rows_case(tail_cols), lambda: rows_case(nb))
 
-            fn.loop(u_lo, u_hi, unit)
+            def panel(p: ir.Value, _c: Any) -> None:
+                base = fn.mul(p, rtiles)
+                t_lo = b.select(b.icmp_signed("<", u_lo, base), fn.c(0), fn.c(fn.sub(u_lo, base)))
+                t_hi = fn.min(fn.sub(u_hi, base), rtiles)
+                if nkb > 1:
+                    # zero the partial sums of this panel's tiles, then K block by K block
+                    fn.loop(
+                        fn.mul(t_lo, mr * nb // ln),
+                        fn.mul(t_hi, mr * nb // ln),
+                        lambda i, _c: fn.vstore(zero, fn.at(accbuf, fn.mul(i, ln))),
+                    )
+                    fn.loop(
+                        0,
+                        nkb - 1,
+                        lambda kb, _c: fn.loop(
+                            t_lo, t_hi, lambda t, _c2: tile_at(p, t, fn.mul(kb, kcb), kcb, False)
+                        ),
+                    )
+                fn.loop(t_lo, t_hi, lambda t, _c: tile_at(p, t, (nkb - 1) * kcb, k_last, True))
+
+            fn.loop(fn.udiv(u_lo, rtiles), fn.udiv(fn.add(u_hi, rtiles - 1), rtiles), panel)
 
         fn.loop(0, lay["n"], image)
         fn.ret()
 
 
+def _transpose16x8(fn: Fn, rows: list[ir.Value]) -> list[ir.Value]:
+    """Up to 8 vectors of 16 f32 lanes (missing rows read as 0) transposed: 16 vectors of 8 lanes,
+    ``out[ch][i] = rows[i][ch]``, in three levels of two-source shuffles (24 in all)."""
+    b = fn.b
+    zero = fn.vzero(16)
+    a = list(rows) + [zero] * (8 - len(rows))
+
+    def shuf(x: ir.Value, y: ir.Value, idx: list[int]) -> ir.Value:
+        return b.shuffle_vector(x, y, ir.Constant(ir.VectorType(I32, len(idx)), idx))
+
+    out: list[ir.Value] = [zero] * 16
+    for h in range(2):
+        l1 = [8 * h + c + 16 * s for c in range(8) for s in range(2)]
+        u = [shuf(a[2 * q], a[2 * q + 1], l1) for q in range(4)]
+        for q in range(2):
+            l2 = [
+                2 * (4 * q + c) + i if i < 2 else 16 + 2 * (4 * q + c) + i - 2
+                for c in range(4)
+                for i in range(4)
+            ]
+            v, w = shuf(u[0], u[1], l2), shuf(u[2], u[3], l2)
+            for z in range(2):
+                l3 = [
+                    4 * (2 * z + c) + i if i < 4 else 16 + 4 * (2 * z + c) + i - 4
+                    for c in range(2)
+                    for i in range(8)
+                ]
+                zz = shuf(v, w, l3)
+                for c in range(2):
+                    out[8 * h + 4 * q + 2 * z + c] = shuf(zz, zz, list(range(8 * c, 8 * c + 8)))
+    return out
+
+
 def _round64(n: int) -> int:
     """``n`` rounded up to whole cache lines (each part's scratch slice starts on one)."""
     return n + (-n) % 64
+
+
+def _pix_kblocks(kk: int) -> dict[str, int]:
+    """The pixel-major mode's K blocks: ``pix_nkb`` blocks of ``pix_kc`` (a multiple of the
+    micro-kernel's unroll; the last one shorter), about :data:`PIX_KC` each."""
+    nkb = max(1, round(kk / PIX_KC))
+    kc = -(-kk // nkb)
+    kc += (-kc) % UNROLL
+    return dict(pix_kc=kc, pix_nkb=-(-kk // kc))
 
 
 def _pix_im2col_bytes(lay: dict[str, Any]) -> int:

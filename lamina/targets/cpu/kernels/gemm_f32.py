@@ -345,10 +345,12 @@ def gemm_tile(
     b_ks: Int,
     b_masks: Sequence[ir.Value | None] | None = None,
     unroll: int | None = None,
+    init: Sequence[ir.Value] | None = None,
 ) -> list[ir.Value]:
     """``acc[i][j] = sum_k a[i*a_rs + k*a_ks] * b[k*b_ks + j*lanes : +lanes]`` for ``i < mr``,
     ``j < tile.nv`` (row-major list of ``mr * nv`` f32 vectors). ``b_masks``: per-vector load masks
-    (tails of unpadded operands)."""
+    (tails of unpadded operands); ``init``: the accumulators' starting values (zeros by default: a
+    K block continuing earlier blocks' partial sums)."""
     ln, nv = tile.lanes, tile.nv
     unroll = UNROLL if unroll is None else unroll
     masks = list(b_masks) if b_masks is not None else [None] * nv
@@ -369,9 +371,9 @@ def gemm_tile(
             accs = step(fn.add(k, u), accs)
         return accs
 
-    zero = fn.vzero(ln)
+    start = list(init) if init is not None else [fn.vzero(ln)] * (mr * nv)
     main = k_total // unroll * unroll
-    accs = fn.loop(0, main, body, [zero] * (mr * nv), step=unroll) if main else [zero] * (mr * nv)
+    accs = fn.loop(0, main, body, start, step=unroll) if main else start
     for kk in range(main, k_total):
         accs = step(kk, accs)
     return accs
