@@ -204,7 +204,9 @@ def test_conv_pix_k_blocks(case: int, vb: int, nparts: int, monkeypatch: pytest.
     o, _, _ = conv_op(np.random.default_rng(0), xs, cout, k, s, d, list(pads), 1, "f32", True, "")
     lay = ConvF32()._layout(o, ISAS[vb])
     assert lay["mode"] == "pix" and lay["pix_nkb"] > 2
-    check_conv(xs, cout, k, s, d, pads, vb=vb, nparts=nparts, relu=["", "relu", "limit"][case % 3], seed=nparts)
+    check_conv(
+        xs, cout, k, s, d, pads, vb=vb, nparts=nparts, relu=["", "relu", "limit"][case % 3], seed=nparts
+    )
 
 
 def test_transpose16x8() -> None:
