@@ -84,6 +84,8 @@ DW_ROWS = 4
 MAX_COLS = 384
 #: the largest whole-image im2col (bytes) for which the pixel-major mode is considered
 PIX_BYTES = 2 * 1024 * 1024
+#: bytes after an im2col block that its last row's whole-vector stores may write (:func:`_im2col`)
+SLACK = 64
 #: K per block of the pixel-major mode (its block of a 64-channel weight panel: 64 KiB, in L2)
 PIX_KC = 256
 
@@ -353,7 +355,7 @@ class ConvF32(Template):
                 bp = np.zeros((groups, panels * mr), np.float32)
                 bp[:, :cg] = b.reshape(groups, cg)
                 b = bp.reshape(-1)
-            scratch = 0 if lay["direct"] else 4 * lay["kc"] * lay["ld"]
+            scratch = 0 if lay["direct"] else 4 * lay["kc"] * lay["ld"] + SLACK
         weights = {"w": wp}
         if b is not None:
             weights["b"] = b
@@ -772,7 +774,7 @@ def _pix_kblocks(kk: int) -> dict[str, int]:
 
 def _pix_im2col_bytes(lay: dict[str, Any]) -> int:
     """The pixel-major mode's im2col bytes per part (none in place), a multiple of 64."""
-    n = 0 if lay["direct"] else 4 * lay["kk"] * lay["pix_ld"]
+    n = 0 if lay["direct"] else 4 * lay["kk"] * lay["pix_ld"] + SLACK
     return n + (-n) % 64
 
 
@@ -821,7 +823,9 @@ def _im2col(
 ) -> None:
     """scratch[k][r * OW + ow] = x[ci0 + ci, (r0 + r) * sh + kh * dh - pt, ow * sw + kw * dw - pl]
     (0 outside), ``k = (ci * KH + kh) * KW + kw``, for ``r < nrows`` and ``ci < count`` (all
-    channels by default), as f32."""
+    channels by default), as f32. W strides 1 and 2 write each row as whole vectors
+    (:func:`_copy_row`): a row's last vector runs past it into the next row (or the block's spare
+    columns, or the :data:`SLACK` bytes after the block), which is written after it."""
     tile: Tile = lay["tile"]
     ln = tile.lanes
     kh_n, kw_n = lay["k"]
@@ -856,13 +860,89 @@ def _im2col(
                         src = fn.at(xc, fn.add(fn.mul(ih, w), lo * sw + off), ety)
                         _copy(fn, dst, lo, hi - lo, src, sw, ety, ln)
 
-                    fn.when(valid, copy, lambda: _zero(fn, dst, 0, ow, ln))
+                    def copy_vec() -> None:
+                        _copy_row(fn, dst, fn.at(xc, fn.mul(ih, w), ety), ow, lo, hi, off, sw, ety, ln)
+
+                    def zero_vec() -> None:
+                        _run(
+                            fn, 0, -(-ow // ln), lambda v: fn.vstore(fn.vzero(ln), fn.at(dst, fn.mul(v, ln)))
+                        )
+
+                    if sw in (1, 2):
+                        fn.when(valid, copy_vec, zero_vec)
+                    else:
+                        fn.when(valid, copy, lambda: _zero(fn, dst, 0, ow, ln))
 
                 fn.loop(0, nrows, row)
 
         fn.loop(0, kh_n, kh_body)
 
     fn.loop(0, lay["cin"] if count is None else count, ci_body)
+
+
+def _run(fn: Fn, lo: int, hi: int, body: Any) -> None:
+    """``body(v)`` for ``lo <= v < hi`` (static): unrolled when short, else a counted loop."""
+    if hi - lo > 8:
+        fn.loop(lo, hi, lambda v, _c: body(v))
+    else:
+        for v in range(lo, hi):
+            body(v)
+
+
+def _copy_row(
+    fn: Fn, dst: ir.Value, src: ir.Value, ow: int, lo: int, hi: int, off: int, sw: int, ety: ir.Type, ln: int
+) -> None:
+    """``dst[j] = f32(src[j * sw + off])`` for ``lo <= j < hi``, 0 for the other ``j < ow``, as
+    ``ceil(ow / ln)`` whole-vector stores (lanes past ``ow`` are 0); W stride 1 or 2. Each vector is
+    one masked load (stride 2: two, and the even lanes) whose masked-off lanes are the zeros; the
+    vectors all inside ``[lo, hi)`` run in a loop when there are many."""
+    b = fn.b
+    evens = ir.Constant(ir.VectorType(I32, ln), list(range(0, 2 * ln, 2)))
+    nvec = -(-ow // ln)
+
+    def lane_mask(v: int, first: int, count: int) -> ir.Value | None:
+        """Source lanes ``first .. first + count`` of vector ``v``: on where needed."""
+        bits = []
+        for m in range(first, first + count):
+            if sw == 1:
+                j = v * ln + m
+                bits.append(lo <= j < hi)
+            else:
+                j = v * ln + m // 2
+                bits.append(m % 2 == 0 and lo <= j < hi)
+        if all(bits):
+            return None
+        return ir.Constant(ir.VectorType(ir.IntType(1), ln), [1 if x else 0 for x in bits])
+
+    def one(v: Int, masks: tuple[Any, Any]) -> None:
+        if sw == 1:
+            x = fn.vload(fn.at(src, fn.add(fn.mul(v, ln), off), ety), ln, ety, masks[0])
+        else:
+            base = fn.add(fn.mul(v, 2 * ln), off)
+            x0 = fn.vload(fn.at(src, base, ety), ln, ety, masks[0])
+            x1 = fn.vload(fn.at(src, fn.add(base, ln), ety), ln, ety, masks[1])
+            x = b.shuffle_vector(x0, x1, evens)
+        fn.vstore(fn.widen(x), fn.at(dst, fn.mul(v, ln)))
+
+    def masks_of(v: int) -> tuple[Any, Any]:
+        if sw == 1:
+            return lane_mask(v, 0, ln), None
+        return lane_mask(v, 0, ln), lane_mask(v, ln, ln)
+
+    def needed(v: int) -> bool:
+        return any(lo <= j < hi for j in range(v * ln, v * ln + ln))
+
+    full = [v for v in range(nvec) if v * ln >= lo and v * ln + ln <= hi]
+    f_lo, f_hi = (full[0], full[-1] + 1) if full else (0, 0)
+    for v in range(nvec):
+        if f_lo <= v < f_hi:
+            if v == f_lo:
+                _run(fn, f_lo, f_hi, lambda u: one(u, (None, None)))
+            continue
+        if needed(v):
+            one(v, masks_of(v))
+        else:
+            fn.vstore(fn.vzero(ln), fn.at(dst, v * ln))
 
 
 def _zero(fn: Fn, dst: ir.Value, lo: int, hi: int, ln: int) -> None:

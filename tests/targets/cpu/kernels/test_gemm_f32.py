@@ -61,6 +61,7 @@ class Compiled:
 
     def __call__(self, arrays: dict[str, np.ndarray], nparts: int, parts: list[int] | None = None) -> None:
         scratch = np.zeros(self.plan.scratch_bytes * nparts + 64, np.uint8)
+        scratch[-64:] = 0xAB  # a canary after the last part's slice: no kernel writes past its scratch
         ptrs = []
         for kind, key in self.plan.buffers:
             if kind == "weight":
@@ -72,6 +73,7 @@ class Compiled:
         bufs = (ctypes.c_void_p * len(ptrs))(*ptrs)
         for p in range(nparts) if parts is None else parts:
             self.fn(bufs, p, nparts)
+        assert (scratch[-64:] == 0xAB).all(), "a kernel wrote past its scratch"
 
 
 def _close(got: np.ndarray, ref: np.ndarray, ft: str) -> None:
