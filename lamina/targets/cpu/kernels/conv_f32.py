@@ -259,9 +259,14 @@ class ConvF32(Template):
             rows = (
                 oh if by_cout else min(cands, key=lambda r: (round(_split_waste(oh, ow, r, tile.nb), 2), -r))
             )
-            kc_ch = max(1, BLOCK_BYTES // (4 * taps * rows * ow))
+            # H stride 1: the block holds one row-shifted copy per (channel, kw) over the rows of
+            # every kh (:func:`_im2col_shift`), kh_n times fewer bytes than the windows
+            shift = s[0] == 1 and k[0] > 1 and s[1] in (1, 2)
+            per_ch = 4 * k[1] * (rows + (k[0] - 1) * d[0]) * ow if shift else 4 * taps * rows * ow
+            kc_ch = max(1, BLOCK_BYTES // per_ch)
             kc_ch = max(c for c in range(1, min(cin, kc_ch) + 1) if cin % c == 0)
         else:
+            shift = False
             max_rows = max(1, min(oh, -(-(BLOCK_BYTES // (4 * kk)) // ow)))
             if by_cout:
                 max_rows = oh if 4 * kk * oh * ow <= 2 * BLOCK_BYTES else max_rows
@@ -271,6 +276,7 @@ class ConvF32(Template):
         ncols = rows * ow
         ld = -(-ncols // tile.nb) * tile.nb  # scratch row stride: whole tiles (garbage lanes never stored)
         kc = kc_ch * taps
+        ld_s = (k[0] - 1) * d[0] * ow + ld  # a shifted copy's stride (rows of every kh, whole tiles)
         # pixel-major mode (vectors along the output channels, pixels broadcast): no pixel tails to
         # waste, at the cost of scalar stores; taken when the whole image's windows fit the block
         pix = _pix_tile(tile, cout, hw)
@@ -309,6 +315,8 @@ class ConvF32(Template):
             pix=pix,
             pix_ld=hw + (-hw) % tile.lanes,
             **_pix_kblocks(kk),
+            shift=shift,
+            ld_s=ld_s,
         )
 
     def plan(
@@ -355,7 +363,12 @@ class ConvF32(Template):
                 bp = np.zeros((groups, panels * mr), np.float32)
                 bp[:, :cg] = b.reshape(groups, cg)
                 b = bp.reshape(-1)
-            scratch = 0 if lay["direct"] else 4 * lay["kc"] * lay["ld"] + SLACK
+            if lay["direct"]:
+                scratch = 0
+            elif lay["shift"]:
+                scratch = 4 * lay["kc_ch"] * lay["k"][1] * lay["ld_s"] + SLACK
+            else:
+                scratch = 4 * lay["kc"] * lay["ld"] + SLACK
         weights = {"w": wp}
         if b is not None:
             weights["b"] = b
@@ -420,6 +433,7 @@ class ConvF32(Template):
             p_hi: Int,
             masked_loads: bool,
             kblock: tuple[Int, int, ir.Value, bool] | None = None,
+            taps: tuple[int, list[int]] | None = None,
         ) -> None:
             """out[co, col0 + c] for c < ncols, co in the panels [p_lo, p_hi), from the operand at
             ``bp`` (row stride ``b_ks``); ``kblock``: (first k, length, accumulate, last) of one
@@ -457,6 +471,7 @@ class ConvF32(Template):
                         fn.at(bp, c0),
                         b_ks,
                         b_masks=masks if masked_loads else None,
+                        b_taps=taps,
                     )
                     store_tile(fn, tile, accs, rows, fn.at(yrow, c0, ety), hw, ep, masks)
 
@@ -508,15 +523,38 @@ class ConvF32(Template):
             kc_ch, kc = lay["kc_ch"], lay["kc"]
             nkb = lay["cin"] // kc_ch
 
+            kh_n, kw_n = lay["k"]
+            shift = lay["shift"]
+            # the shifted copies' taps: (channel stride, offset of each (kh, kw)) in the block
+            taps = (
+                (
+                    kw_n * lay["ld_s"],
+                    [kh * lay["d"][0] * ow + kw * lay["ld_s"] for kh in range(kh_n) for kw in range(kw_n)],
+                )
+                if shift
+                else None
+            )
+            copy = _im2col_shift if shift else _im2col
+
             def block(r0: ir.Value, _c: Any) -> None:
                 nrows = fn.min(rows, fn.sub(r_hi, r0))
                 if nkb == 1:
-                    _im2col(fn, lay, ety, ximg, r0, nrows, scratch)
-                    gemm_block(scratch, lay["ld"], fn.mul(r0, ow), fn.mul(nrows, ow), yimg, p_lo, p_hi, False)
+                    copy(fn, lay, ety, ximg, r0, nrows, scratch)
+                    gemm_block(
+                        scratch,
+                        lay["ld"],
+                        fn.mul(r0, ow),
+                        fn.mul(nrows, ow),
+                        yimg,
+                        p_lo,
+                        p_hi,
+                        False,
+                        taps=taps,
+                    )
                     return
 
                 def kblock(kb: Int, last: bool) -> None:
-                    _im2col(fn, lay, ety, ximg, r0, nrows, scratch, fn.mul(kb, kc_ch), kc_ch)
+                    copy(fn, lay, ety, ximg, r0, nrows, scratch, fn.mul(kb, kc_ch), kc_ch)
                     acc = ir.Constant(ir.IntType(1), 1) if last else fn.b.icmp_unsigned("!=", kb, fn.c(0))
                     gemm_block(
                         scratch,
@@ -528,6 +566,7 @@ class ConvF32(Template):
                         p_hi,
                         False,
                         (fn.mul(kb, kc), kc, acc, last),
+                        taps=taps,
                     )
 
                 # the first K blocks store partial sums; the last one (code of its own) the epilogue
@@ -876,6 +915,59 @@ def _im2col(
                 fn.loop(0, nrows, row)
 
         fn.loop(0, kh_n, kh_body)
+
+    fn.loop(0, lay["cin"] if count is None else count, ci_body)
+
+
+def _im2col_shift(
+    fn: Fn,
+    lay: dict[str, Any],
+    ety: ir.Type,
+    ximg: ir.Value,
+    r0: Int,
+    nrows: Int,
+    scratch: ir.Value,
+    ci0: Int = 0,
+    count: int | None = None,
+) -> None:
+    """H stride 1: ``scratch[ci * KW + kw][r * OW + ow] = x[ci0 + ci, r0 + r - pt, ow * sw + kw *
+    dw - pl]`` (0 outside) for the block's rows and the ``(KH - 1) * dh`` after them, ``ci <
+    count`` (all channels by default), as f32, rows ``ld_s`` apart: the window element of tap
+    ``(kh, kw)`` for the block's pixel ``c`` is at ``[ci * KW + kw][kh * dh * OW + c]``. Rows as
+    whole vectors (:func:`_copy_row`)."""
+    ln = lay["tile"].lanes
+    kw_n = lay["k"][1]
+    sw = lay["s"][1]
+    dw = lay["d"][1]
+    pt, pl = lay["p"][0], lay["p"][1]
+    h, w, ow, ld_s = lay["h"], lay["w"], lay["ow"], lay["ld_s"]
+    ext = (lay["k"][0] - 1) * lay["d"][0]
+    b = fn.b
+
+    def ci_body(ci: ir.Value, _c: Any) -> None:
+        xc = fn.at(ximg, fn.mul(fn.add(ci0, ci), h * w), ety)
+        for kw in range(kw_n):
+            off = kw * dw - pl
+            lo = -(off // sw) if off < 0 else 0
+            hi = min(ow, (w - 1 - off) // sw + 1) if w - 1 - off >= 0 else 0
+            hi = max(hi, lo)
+            dst_k = fn.at(scratch, fn.mul(fn.add(fn.mul(ci, kw_n), kw), ld_s))
+
+            def row(
+                r: ir.Value, _c: Any, off: int = off, lo: int = lo, hi: int = hi, dst_k: Any = dst_k
+            ) -> None:
+                ih = fn.sub(fn.add(r0, r), pt)
+                dst = fn.at(dst_k, fn.mul(r, ow))
+                valid = b.icmp_unsigned("<", fn.c(ih), fn.c(h))
+                fn.when(
+                    valid,
+                    lambda: _copy_row(fn, dst, fn.at(xc, fn.mul(ih, w), ety), ow, lo, hi, off, sw, ety, ln),
+                    lambda: _run(
+                        fn, 0, -(-ow // ln), lambda v: fn.vstore(fn.vzero(ln), fn.at(dst, fn.mul(v, ln)))
+                    ),
+                )
+
+            fn.loop(0, fn.add(nrows, ext), row)
 
     fn.loop(0, lay["cin"] if count is None else count, ci_body)
 

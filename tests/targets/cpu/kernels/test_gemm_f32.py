@@ -168,6 +168,8 @@ CONVS = [
     ((2, 48, 7, 7), 64, (1, 1), (1, 1), (1, 1), (0, 0, 0, 0)),  # in place
     ((1, 32, 8, 9), 72, (3, 3), (2, 2), (1, 1), (1, 1, 1, 1)),
     ((1, 20, 6, 6), 37, (3, 3), (1, 1), (1, 1), (1, 1, 1, 1)),
+    # H stride 1, W stride 2, H dilation 2: the row-shifted copies (one per kw, rows of every kh)
+    ((1, 6, 11, 13), 10, (3, 3), (1, 2), (2, 1), (2, 1, 2, 1)),
 ]
 
 
@@ -179,7 +181,7 @@ def test_conv_examples(case: int, vb: int) -> None:
 
 
 @pytest.mark.parametrize("vb", [64, 32])
-@pytest.mark.parametrize("case", [0, 2, 3, 5, 7, 9, 12])
+@pytest.mark.parametrize("case", [0, 2, 3, 5, 7, 9, 12, 13])
 def test_conv_k_blocks(case: int, vb: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """Small im2col blocks: K split into blocks of input channels, partial sums kept in the output."""
     import lamina.targets.cpu.kernels.conv_f32 as conv_f32
