@@ -259,10 +259,11 @@ class ConvF32(Template):
             rows = (
                 oh if by_cout else min(cands, key=lambda r: (round(_split_waste(oh, ow, r, tile.nb), 2), -r))
             )
-            # H stride 1: the block holds one row-shifted copy per (channel, kw) over the rows of
-            # every kh (:func:`_im2col_shift`), kh_n times fewer bytes than the windows
-            shift = s[0] == 1 and k[0] > 1 and s[1] in (1, 2)
-            per_ch = 4 * k[1] * (rows + (k[0] - 1) * d[0]) * ow if shift else 4 * taps * rows * ow
+            # fewer H phases than kh: the block holds one row-shifted copy per (channel, H phase, kw)
+            # over the rows of every kh (:func:`_im2col_shift`), kh_n / phases times fewer bytes
+            phases, ext = _h_phases(k[0], s[0], d[0])
+            shift = len(phases) < k[0] and s[1] in (1, 2)
+            per_ch = 4 * k[1] * len(phases) * (rows + ext) * ow if shift else 4 * taps * rows * ow
             kc_ch = max(1, BLOCK_BYTES // per_ch)
             kc_ch = max(c for c in range(1, min(cin, kc_ch) + 1) if cin % c == 0)
         else:
@@ -276,7 +277,8 @@ class ConvF32(Template):
         ncols = rows * ow
         ld = -(-ncols // tile.nb) * tile.nb  # scratch row stride: whole tiles (garbage lanes never stored)
         kc = kc_ch * taps
-        ld_s = (k[0] - 1) * d[0] * ow + ld  # a shifted copy's stride (rows of every kh, whole tiles)
+        phases, ext = _h_phases(k[0], s[0], d[0])
+        ld_s = ext * ow + ld  # a shifted copy's stride (rows of every kh, whole tiles)
         # pixel-major mode (vectors along the output channels, pixels broadcast): no pixel tails to
         # waste, at the cost of scalar stores; taken when the whole image's windows fit the block
         pix = _pix_tile(tile, cout, hw)
@@ -317,6 +319,7 @@ class ConvF32(Template):
             **_pix_kblocks(kk),
             shift=shift,
             ld_s=ld_s,
+            phases=phases,
         )
 
     def plan(
@@ -366,7 +369,7 @@ class ConvF32(Template):
             if lay["direct"]:
                 scratch = 0
             elif lay["shift"]:
-                scratch = 4 * lay["kc_ch"] * lay["k"][1] * lay["ld_s"] + SLACK
+                scratch = 4 * lay["kc_ch"] * len(lay["phases"]) * lay["k"][1] * lay["ld_s"] + SLACK
             else:
                 scratch = 4 * lay["kc"] * lay["ld"] + SLACK
         weights = {"w": wp}
@@ -523,17 +526,9 @@ class ConvF32(Template):
             kc_ch, kc = lay["kc_ch"], lay["kc"]
             nkb = lay["cin"] // kc_ch
 
-            kh_n, kw_n = lay["k"]
             shift = lay["shift"]
             # the shifted copies' taps: (channel stride, offset of each (kh, kw)) in the block
-            taps = (
-                (
-                    kw_n * lay["ld_s"],
-                    [kh * lay["d"][0] * ow + kw * lay["ld_s"] for kh in range(kh_n) for kw in range(kw_n)],
-                )
-                if shift
-                else None
-            )
+            taps = _shift_taps(lay) if shift else None
             copy = _im2col_shift if shift else _im2col
 
             def block(r0: ir.Value, _c: Any) -> None:
@@ -919,6 +914,25 @@ def _im2col(
     fn.loop(0, lay["cin"] if count is None else count, ci_body)
 
 
+def _h_phases(kh_n: int, sh: int, dh: int) -> tuple[list[int], int]:
+    """The distinct ``kh * dh % sh`` (the H phases of the taps) and the largest ``kh * dh // sh``."""
+    return sorted({kh * dh % sh for kh in range(kh_n)}), (kh_n - 1) * dh // sh
+
+
+def _shift_taps(lay: dict[str, Any]) -> tuple[int, list[int]]:
+    """:func:`_im2col_shift`'s block as the micro-kernel's ``b_taps``: the channel stride and the
+    offset of each tap ``(kh, kw)``: copy ``(phase of kh, kw)``, ``kh * dh // sh`` rows in."""
+    kh_n, kw_n = lay["k"]
+    sh, dh = lay["s"][0], lay["d"][0]
+    ph, ld_s, ow = lay["phases"], lay["ld_s"], lay["ow"]
+    offs = [
+        (ph.index(kh * dh % sh) * kw_n + kw) * ld_s + kh * dh // sh * ow
+        for kh in range(kh_n)
+        for kw in range(kw_n)
+    ]
+    return len(ph) * kw_n * ld_s, offs
+
+
 def _im2col_shift(
     fn: Fn,
     lay: dict[str, Any],
@@ -930,10 +944,11 @@ def _im2col_shift(
     ci0: Int = 0,
     count: int | None = None,
 ) -> None:
-    """H stride 1: ``scratch[ci * KW + kw][r * OW + ow] = x[ci0 + ci, r0 + r - pt, ow * sw + kw *
-    dw - pl]`` (0 outside) for the block's rows and the ``(KH - 1) * dh`` after them, ``ci <
-    count`` (all channels by default), as f32, rows ``ld_s`` apart: the window element of tap
-    ``(kh, kw)`` for the block's pixel ``c`` is at ``[ci * KW + kw][kh * dh * OW + c]``. Rows as
+    """``scratch[(ci * P + pi) * KW + kw][r * OW + ow] = x[ci0 + ci, (r0 + r) * sh + p - pt, ow * sw
+    + kw * dw - pl]`` (0 outside) for the H phases ``p = phases[pi]`` (:func:`_h_phases`), the
+    block's rows and the ``ext`` after them, ``ci < count`` (all channels by default), as f32,
+    copies ``ld_s`` apart: the window element of tap ``(kh, kw)`` for the block's pixel ``c`` is in
+    copy ``(phase of kh * dh, kw)`` at ``kh * dh // sh * OW + c`` (:func:`_shift_taps`). Rows as
     whole vectors (:func:`_copy_row`)."""
     ln = lay["tile"].lanes
     kw_n = lay["k"][1]
@@ -941,22 +956,30 @@ def _im2col_shift(
     dw = lay["d"][1]
     pt, pl = lay["p"][0], lay["p"][1]
     h, w, ow, ld_s = lay["h"], lay["w"], lay["ow"], lay["ld_s"]
-    ext = (lay["k"][0] - 1) * lay["d"][0]
+    sh = lay["s"][0]
+    phases = lay["phases"]
+    ext = _h_phases(lay["k"][0], sh, lay["d"][0])[1]
     b = fn.b
 
     def ci_body(ci: ir.Value, _c: Any) -> None:
         xc = fn.at(ximg, fn.mul(fn.add(ci0, ci), h * w), ety)
-        for kw in range(kw_n):
+        for pi, kw in [(pi, kw) for pi in range(len(phases)) for kw in range(kw_n)]:
             off = kw * dw - pl
             lo = -(off // sw) if off < 0 else 0
             hi = min(ow, (w - 1 - off) // sw + 1) if w - 1 - off >= 0 else 0
             hi = max(hi, lo)
-            dst_k = fn.at(scratch, fn.mul(fn.add(fn.mul(ci, kw_n), kw), ld_s))
+            dst_k = fn.at(scratch, fn.mul(fn.add(fn.mul(ci, len(phases) * kw_n), pi * kw_n + kw), ld_s))
 
             def row(
-                r: ir.Value, _c: Any, off: int = off, lo: int = lo, hi: int = hi, dst_k: Any = dst_k
+                r: ir.Value,
+                _c: Any,
+                off: int = off,
+                lo: int = lo,
+                hi: int = hi,
+                dst_k: Any = dst_k,
+                p: int = phases[pi],
             ) -> None:
-                ih = fn.sub(fn.add(r0, r), pt)
+                ih = fn.sub(fn.mul(fn.add(r0, r), sh), pt - p)
                 dst = fn.at(dst_k, fn.mul(r, ow))
                 valid = b.icmp_unsigned("<", fn.c(ih), fn.c(h))
                 fn.when(
