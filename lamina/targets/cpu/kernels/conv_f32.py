@@ -59,6 +59,8 @@ from .abi import Isa, KernelPlan, Template
 from .gemm_f32 import (
     ELEMS,
     F32,
+    I32,
+    UNROLL,
     Epilogue,
     Fn,
     Int,
@@ -82,6 +84,10 @@ DW_ROWS = 4
 MAX_COLS = 384
 #: the largest whole-image im2col (bytes) for which the pixel-major mode is considered
 PIX_BYTES = 2 * 1024 * 1024
+#: bytes after an im2col block that its last row's whole-vector stores may write (:func:`_im2col`)
+SLACK = 64
+#: K per block of the pixel-major mode (its block of a 64-channel weight panel: 64 KiB, in L2)
+PIX_KC = 256
 
 
 def conv_geometry(
@@ -254,9 +260,15 @@ class ConvF32(Template):
             rows = (
                 oh if by_cout else min(cands, key=lambda r: (round(_split_waste(oh, ow, r, tile.nb), 2), -r))
             )
-            kc_ch = max(1, BLOCK_BYTES // (4 * taps * rows * ow))
+            # fewer H phases than kh: the block holds one row-shifted copy per (channel, H phase, kw)
+            # over the rows of every kh (:func:`_im2col_shift`), kh_n / phases times fewer bytes
+            phases, ext = _h_phases(k[0], s[0], d[0])
+            shift = len(phases) < k[0] and s[1] in (1, 2)
+            per_ch = 4 * k[1] * len(phases) * (rows + ext) * ow if shift else 4 * taps * rows * ow
+            kc_ch = max(1, BLOCK_BYTES // per_ch)
             kc_ch = max(c for c in range(1, min(cin, kc_ch) + 1) if cin % c == 0)
         else:
+            shift = False
             max_rows = max(1, min(oh, -(-(BLOCK_BYTES // (4 * kk)) // ow)))
             if by_cout:
                 max_rows = oh if 4 * kk * oh * ow <= 2 * BLOCK_BYTES else max_rows
@@ -266,6 +278,8 @@ class ConvF32(Template):
         ncols = rows * ow
         ld = -(-ncols // tile.nb) * tile.nb  # scratch row stride: whole tiles (garbage lanes never stored)
         kc = kc_ch * taps
+        phases, ext = _h_phases(k[0], s[0], d[0])
+        ld_s = ext * ow + ld  # a shifted copy's stride (rows of every kh, whole tiles)
         # pixel-major mode (vectors along the output channels, pixels broadcast): no pixel tails to
         # waste, at the cost of scalar stores; taken when the whole image's windows fit the block
         pix = _pix_tile(tile, cout, hw)
@@ -303,6 +317,10 @@ class ConvF32(Template):
             groups=groups,
             pix=pix,
             pix_ld=hw + (-hw) % tile.lanes,
+            **_pix_kblocks(kk),
+            shift=shift,
+            ld_s=ld_s,
+            phases=phases,
         )
 
     def plan(
@@ -336,6 +354,8 @@ class ConvF32(Template):
             wp = np.ascontiguousarray(wp.reshape(panels, nbp, lay["kk"]).transpose(0, 2, 1))
             b = _bias(op, lay["cout"], panels * nbp)
             scratch = _pix_im2col_bytes(lay) + 4 * lay["pix"].mr * nbp
+            if lay["pix_nkb"] > 1:  # the partial sums of every pixel tile of one panel
+                scratch += 4 * -(-lay["hw"] // lay["pix"].mr) * lay["pix"].mr * nbp
         else:
             # per group: [Cout_g/mr][K][mr], groups one after another
             mr, panels, cg = tile.mr, lay["panels"], lay["cout"]
@@ -347,7 +367,12 @@ class ConvF32(Template):
                 bp = np.zeros((groups, panels * mr), np.float32)
                 bp[:, :cg] = b.reshape(groups, cg)
                 b = bp.reshape(-1)
-            scratch = 0 if lay["direct"] else 4 * lay["kc"] * lay["ld"]
+            if lay["direct"]:
+                scratch = 0
+            elif lay["shift"]:
+                scratch = 4 * lay["kc_ch"] * len(lay["phases"]) * lay["k"][1] * lay["ld_s"] + SLACK
+            else:
+                scratch = 4 * lay["kc"] * lay["ld"] + SLACK
         weights = {"w": wp}
         if b is not None:
             weights["b"] = b
@@ -412,6 +437,7 @@ class ConvF32(Template):
             p_hi: Int,
             masked_loads: bool,
             kblock: tuple[Int, int, ir.Value, bool] | None = None,
+            taps: tuple[int, list[int]] | None = None,
         ) -> None:
             """out[co, col0 + c] for c < ncols, co in the panels [p_lo, p_hi), from the operand at
             ``bp`` (row stride ``b_ks``); ``kblock``: (first k, length, accumulate, last) of one
@@ -449,6 +475,7 @@ class ConvF32(Template):
                         fn.at(bp, c0),
                         b_ks,
                         b_masks=masks if masked_loads else None,
+                        b_taps=taps,
                     )
                     store_tile(fn, tile, accs, rows, fn.at(yrow, c0, ety), hw, ep, masks)
 
@@ -500,15 +527,30 @@ class ConvF32(Template):
             kc_ch, kc = lay["kc_ch"], lay["kc"]
             nkb = lay["cin"] // kc_ch
 
+            shift = lay["shift"]
+            # the shifted copies' taps: (channel stride, offset of each (kh, kw)) in the block
+            taps = _shift_taps(lay) if shift else None
+            copy = _im2col_shift if shift else _im2col
+
             def block(r0: ir.Value, _c: Any) -> None:
                 nrows = fn.min(rows, fn.sub(r_hi, r0))
                 if nkb == 1:
-                    _im2col(fn, lay, ety, ximg, r0, nrows, scratch)
-                    gemm_block(scratch, lay["ld"], fn.mul(r0, ow), fn.mul(nrows, ow), yimg, p_lo, p_hi, False)
+                    copy(fn, lay, ety, ximg, r0, nrows, scratch)
+                    gemm_block(
+                        scratch,
+                        lay["ld"],
+                        fn.mul(r0, ow),
+                        fn.mul(nrows, ow),
+                        yimg,
+                        p_lo,
+                        p_hi,
+                        False,
+                        taps=taps,
+                    )
                     return
 
                 def kblock(kb: Int, last: bool) -> None:
-                    _im2col(fn, lay, ety, ximg, r0, nrows, scratch, fn.mul(kb, kc_ch), kc_ch)
+                    copy(fn, lay, ety, ximg, r0, nrows, scratch, fn.mul(kb, kc_ch), kc_ch)
                     acc = ir.Constant(ir.IntType(1), 1) if last else fn.b.icmp_unsigned("!=", kb, fn.c(0))
                     gemm_block(
                         scratch,
@@ -520,6 +562,7 @@ class ConvF32(Template):
                         p_hi,
                         False,
                         (fn.mul(kb, kc), kc, acc, last),
+                        taps=taps,
                     )
 
                 # the first K blocks store partial sums; the last one (code of its own) the epilogue
@@ -533,7 +576,13 @@ class ConvF32(Template):
 
     def _emit_pix(self, module: Any, plan: KernelPlan, op: Any, lay: dict[str, Any]) -> None:
         """Pixel-major: ``out[co, px]`` tiles of ``mr`` pixels x ``nb`` channels; the part's units are
-        (channel panel, pixel tile) pairs; each part first copies the whole image's windows."""
+        (channel panel, pixel tile) pairs, taken panel by panel; each part first copies the whole
+        image's windows. A long K runs in blocks of :data:`PIX_KC` (``pix_kc``): per panel, every
+        tile of the part goes over one block before the next (the block of the weight panel stays
+        in L2), the partial sums waiting in the part's accumulator buffer. F32 tiles with 16-lane
+        vectors are transposed in registers (:func:`_transpose16x8`) and stored as one masked
+        vector of the tile's pixels per channel; other types and ISAs go through a tile buffer,
+        channel by channel."""
         tile: Tile = lay["pix"]
         ln, nb, mr = tile.lanes, tile.nb, tile.mr
         ety = ELEMS[lay["ft"]][0]
@@ -545,18 +594,36 @@ class ConvF32(Template):
         rtiles = -(-hw // mr)
         rem_rows = hw - (rtiles - 1) * mr
         tail_cols = cout - (panels - 1) * nb
+        kcb, nkb = lay["pix_kc"], lay["pix_nkb"]
+        k_last = kk - (nkb - 1) * kcb
         wp, bias, y = ptr["w"], ptr.get("b"), ptr["output"]
         in_img = lay["cin"] * lay["h"] * lay["w"]
         mine = fn.at(ptr["scratch"], fn.mul(fn.part, plan.scratch_bytes), ir.IntType(8))
         scratch = None if lay["direct"] else mine
         tbuf = fn.at(mine, _pix_im2col_bytes(lay), ir.IntType(8))
+        accbuf = fn.at(tbuf, 4 * mr * nb, ir.IntType(8))
         a_ks = hw if lay["direct"] else lay["pix_ld"]
         u_lo, u_hi = fn.share(panels * rtiles)
         b = fn.b
+        fast = ety == F32 and ln == 16 and mr <= 8
 
         residual = ptr.get("residual")
         post_relu = bool(getattr(plan, "post_relu", False))
         silu = getattr(plan, "silu", None)
+        zero = fn.vzero(ln)
+        lim = fn.vconst(limit, ln) if relu and limit > 0 else None
+
+        def act(v: ir.Value, bv: ir.Value | None) -> ir.Value:
+            """The op's own epilogue of one accumulator (per-channel lanes): bias, ReLU, SiLU."""
+            if bv is not None:
+                v = b.fadd(v, bv)
+            if relu:
+                v = b.select(b.fcmp_unordered(">=", v, zero), v, zero)
+                if lim is not None:
+                    v = b.select(b.fcmp_unordered("<=", v, lim), v, lim)
+            if silu is not None:
+                v = vsilu(fn, v, silu)
+            return v
 
         def image(n: ir.Value, _c: Any) -> None:
             ximg = fn.at(ptr["input"], fn.mul(n, in_img), ety)
@@ -569,30 +636,33 @@ class ConvF32(Template):
                 _im2col(fn, {**lay, "ld": lay["pix_ld"]}, ety, ximg, 0, lay["oh"], scratch)
                 src = scratch
 
-            def one(p: Int, r0: Int, rows: int, cols: int) -> None:
-                c0 = fn.mul(p, nb)
-                masks = [fn.mask(ln, cols, j * ln) for j in range(tile.nv)]
-                accs = gemm_tile(
-                    fn, tile, rows, kk, fn.at(src, r0), 1, a_ks, fn.at(wp, fn.mul(p, kk * nb)), nb, masks
-                )
-                zero = fn.vzero(ln)
-                lim = fn.vconst(limit, ln) if relu and limit > 0 else None
-                # the tile, pixel-major, into the part's tile buffer; then channel by channel out
+            def store_fast(accs: list[ir.Value], c0: Int, r0: Int, rows: int, cols: int) -> None:
+                """The tile transposed: per channel one masked vector of its ``rows`` pixels."""
+                rmask = fn.mask(8, rows)
+                for j in range(tile.nv):
+                    if cols - j * ln <= 0:
+                        continue
+                    bv = fn.vload(fn.at(bias, fn.add(c0, j * ln)), ln) if bias is not None else None
+                    vecs = [act(accs[i * tile.nv + j], bv) for i in range(rows)]
+                    for ch, v in enumerate(_transpose16x8(fn, vecs)):
+                        if j * ln + ch >= cols:
+                            break
+                        off = fn.add(fn.mul(fn.add(c0, j * ln + ch), hw), r0)
+                        if rimg is not None:
+                            v = b.fadd(v, fn.vload(fn.at(rimg, off), 8, F32, rmask))
+                            if post_relu:
+                                z8 = fn.vzero(8)
+                                v = b.select(b.fcmp_unordered(">=", v, z8), v, z8)
+                        fn.vstore(v, fn.at(yimg, off), rmask)
+
+            def store_slow(accs: list[ir.Value], c0: Int, r0: Int, rows: int, cols: int) -> None:
+                """The tile, pixel-major, into the part's tile buffer; then channel by channel out."""
                 for j in range(tile.nv):
                     if cols - j * ln <= 0:
                         continue
                     bv = fn.vload(fn.at(bias, fn.add(c0, j * ln)), ln) if bias is not None else None
                     for i in range(rows):
-                        v = accs[i * tile.nv + j]
-                        if bv is not None:
-                            v = b.fadd(v, bv)
-                        if relu:
-                            v = b.select(b.fcmp_unordered(">=", v, zero), v, zero)
-                            if lim is not None:
-                                v = b.select(b.fcmp_unordered("<=", v, lim), v, lim)
-                        if silu is not None:
-                            v = vsilu(fn, v, silu)
-                        fn.vstore(v, fn.at(tbuf, i * nb + j * ln))
+                        fn.vstore(act(accs[i * tile.nv + j], bv), fn.at(tbuf, i * nb + j * ln))
                 base = fn.at(yimg, fn.add(fn.mul(c0, hw), r0), ety)
                 rbase = fn.at(rimg, fn.add(fn.mul(c0, hw), r0), ety) if rimg is not None else None
 
@@ -615,20 +685,47 @@ class ConvF32(Template):
 
                 fn.loop(0, cols, channel)
 
-            def unit(u: ir.Value, _c: Any) -> None:
-                p = fn.udiv(u, rtiles)
-                rt = b.urem(u, fn.c(rtiles))
-                r0 = fn.mul(rt, mr)
+            def one(p: Int, r0: Int, rows: int, cols: int, k0: Int, klen: int, last: bool) -> None:
+                c0 = fn.mul(p, nb)
+                masks = [fn.mask(ln, cols, j * ln) for j in range(tile.nv)]
+                slot = fn.at(accbuf, fn.mul(r0, nb))  # this tile's partial sums (K-blocked)
+                init = None
+                if nkb > 1:
+                    init = [
+                        fn.vload(fn.at(slot, i * nb + j * ln), ln)
+                        for i in range(rows)
+                        for j in range(tile.nv)
+                    ]
+                accs = gemm_tile(
+                    fn,
+                    tile,
+                    rows,
+                    klen,
+                    fn.at(src, fn.add(r0, fn.mul(k0, a_ks))),
+                    1,
+                    a_ks,
+                    fn.at(wp, fn.add(fn.mul(p, kk * nb), fn.mul(k0, nb))),
+                    nb,
+                    masks,
+                    init=init,
+                )
+                if not last:
+                    for i in range(rows):
+                        for j in range(tile.nv):
+                            fn.vstore(accs[i * tile.nv + j], fn.at(slot, i * nb + j * ln))
+                    return
+                (store_fast if fast else store_slow)(accs, c0, r0, rows, cols)
 
+            def tile_at(p: Int, t: Int, k0: Int, klen: int, last: bool) -> None:
                 def rows_case(cols: int) -> None:
                     if rem_rows == mr:
-                        one(p, r0, mr, cols)
+                        one(p, fn.mul(t, mr), mr, cols, k0, klen, last)
                     else:
-                        last = b.icmp_unsigned("==", rt, fn.c(rtiles - 1))
+                        is_last = b.icmp_unsigned("==", t, fn.c(rtiles - 1))
                         fn.when(
-                            last,
-                            lambda: one(p, (rtiles - 1) * mr, rem_rows, cols),
-                            lambda: one(p, r0, mr, cols),
+                            is_last,
+                            lambda: one(p, (rtiles - 1) * mr, rem_rows, cols, k0, klen, last),
+                            lambda: one(p, fn.mul(t, mr), mr, cols, k0, klen, last),
                         )
 
                 if tail_cols == nb:
@@ -637,10 +734,63 @@ class ConvF32(Template):
                     lastp = b.icmp_unsigned("==", p, fn.c(panels - 1))
                     fn.when(lastp, lambda: rows_case(tail_cols), lambda: rows_case(nb))
 
-            fn.loop(u_lo, u_hi, unit)
+            def panel(p: ir.Value, _c: Any) -> None:
+                base = fn.mul(p, rtiles)
+                t_lo = b.select(b.icmp_signed("<", u_lo, base), fn.c(0), fn.c(fn.sub(u_lo, base)))
+                t_hi = fn.min(fn.sub(u_hi, base), rtiles)
+                if nkb > 1:
+                    # zero the partial sums of this panel's tiles, then K block by K block
+                    fn.loop(
+                        fn.mul(t_lo, mr * nb // ln),
+                        fn.mul(t_hi, mr * nb // ln),
+                        lambda i, _c: fn.vstore(zero, fn.at(accbuf, fn.mul(i, ln))),
+                    )
+                    fn.loop(
+                        0,
+                        nkb - 1,
+                        lambda kb, _c: fn.loop(
+                            t_lo, t_hi, lambda t, _c2: tile_at(p, t, fn.mul(kb, kcb), kcb, False)
+                        ),
+                    )
+                fn.loop(t_lo, t_hi, lambda t, _c: tile_at(p, t, (nkb - 1) * kcb, k_last, True))
+
+            fn.loop(fn.udiv(u_lo, rtiles), fn.udiv(fn.add(u_hi, rtiles - 1), rtiles), panel)
 
         fn.loop(0, lay["n"], image)
         fn.ret()
+
+
+def _transpose16x8(fn: Fn, rows: list[ir.Value]) -> list[ir.Value]:
+    """Up to 8 vectors of 16 f32 lanes (missing rows read as 0) transposed: 16 vectors of 8 lanes,
+    ``out[ch][i] = rows[i][ch]``, in three levels of two-source shuffles (24 in all)."""
+    b = fn.b
+    zero = fn.vzero(16)
+    a = list(rows) + [zero] * (8 - len(rows))
+
+    def shuf(x: ir.Value, y: ir.Value, idx: list[int]) -> ir.Value:
+        return b.shuffle_vector(x, y, ir.Constant(ir.VectorType(I32, len(idx)), idx))
+
+    out: list[ir.Value] = [zero] * 16
+    for h in range(2):
+        l1 = [8 * h + c + 16 * s for c in range(8) for s in range(2)]
+        u = [shuf(a[2 * q], a[2 * q + 1], l1) for q in range(4)]
+        for q in range(2):
+            l2 = [
+                2 * (4 * q + c) + i if i < 2 else 16 + 2 * (4 * q + c) + i - 2
+                for c in range(4)
+                for i in range(4)
+            ]
+            v, w = shuf(u[0], u[1], l2), shuf(u[2], u[3], l2)
+            for z in range(2):
+                l3 = [
+                    4 * (2 * z + c) + i if i < 4 else 16 + 4 * (2 * z + c) + i - 4
+                    for c in range(2)
+                    for i in range(8)
+                ]
+                zz = shuf(v, w, l3)
+                for c in range(2):
+                    out[8 * h + 4 * q + 2 * z + c] = shuf(zz, zz, list(range(8 * c, 8 * c + 8)))
+    return out
 
 
 def _round64(n: int) -> int:
@@ -648,9 +798,18 @@ def _round64(n: int) -> int:
     return n + (-n) % 64
 
 
+def _pix_kblocks(kk: int) -> dict[str, int]:
+    """The pixel-major mode's K blocks: ``pix_nkb`` blocks of ``pix_kc`` (a multiple of the
+    micro-kernel's unroll; the last one shorter), about :data:`PIX_KC` each."""
+    nkb = max(1, round(kk / PIX_KC))
+    kc = -(-kk // nkb)
+    kc += (-kc) % UNROLL
+    return dict(pix_kc=kc, pix_nkb=-(-kk // kc))
+
+
 def _pix_im2col_bytes(lay: dict[str, Any]) -> int:
     """The pixel-major mode's im2col bytes per part (none in place), a multiple of 64."""
-    n = 0 if lay["direct"] else 4 * lay["kk"] * lay["pix_ld"]
+    n = 0 if lay["direct"] else 4 * lay["kk"] * lay["pix_ld"] + SLACK
     return n + (-n) % 64
 
 
@@ -699,7 +858,9 @@ def _im2col(
 ) -> None:
     """scratch[k][r * OW + ow] = x[ci0 + ci, (r0 + r) * sh + kh * dh - pt, ow * sw + kw * dw - pl]
     (0 outside), ``k = (ci * KH + kh) * KW + kw``, for ``r < nrows`` and ``ci < count`` (all
-    channels by default), as f32."""
+    channels by default), as f32. W strides 1 and 2 write each row as whole vectors
+    (:func:`_copy_row`): a row's last vector runs past it into the next row (or the block's spare
+    columns, or the :data:`SLACK` bytes after the block), which is written after it."""
     tile: Tile = lay["tile"]
     ln = tile.lanes
     kh_n, kw_n = lay["k"]
@@ -734,13 +895,170 @@ def _im2col(
                         src = fn.at(xc, fn.add(fn.mul(ih, w), lo * sw + off), ety)
                         _copy(fn, dst, lo, hi - lo, src, sw, ety, ln)
 
-                    fn.when(valid, copy, lambda: _zero(fn, dst, 0, ow, ln))
+                    def copy_vec() -> None:
+                        _copy_row(fn, dst, fn.at(xc, fn.mul(ih, w), ety), ow, lo, hi, off, sw, ety, ln)
+
+                    def zero_vec() -> None:
+                        _run(
+                            fn, 0, -(-ow // ln), lambda v: fn.vstore(fn.vzero(ln), fn.at(dst, fn.mul(v, ln)))
+                        )
+
+                    if sw in (1, 2):
+                        fn.when(valid, copy_vec, zero_vec)
+                    else:
+                        fn.when(valid, copy, lambda: _zero(fn, dst, 0, ow, ln))
 
                 fn.loop(0, nrows, row)
 
         fn.loop(0, kh_n, kh_body)
 
     fn.loop(0, lay["cin"] if count is None else count, ci_body)
+
+
+def _h_phases(kh_n: int, sh: int, dh: int) -> tuple[list[int], int]:
+    """The distinct ``kh * dh % sh`` (the H phases of the taps) and the largest ``kh * dh // sh``."""
+    return sorted({kh * dh % sh for kh in range(kh_n)}), (kh_n - 1) * dh // sh
+
+
+def _shift_taps(lay: dict[str, Any]) -> tuple[int, list[int]]:
+    """:func:`_im2col_shift`'s block as the micro-kernel's ``b_taps``: the channel stride and the
+    offset of each tap ``(kh, kw)``: copy ``(phase of kh, kw)``, ``kh * dh // sh`` rows in."""
+    kh_n, kw_n = lay["k"]
+    sh, dh = lay["s"][0], lay["d"][0]
+    ph, ld_s, ow = lay["phases"], lay["ld_s"], lay["ow"]
+    offs = [
+        (ph.index(kh * dh % sh) * kw_n + kw) * ld_s + kh * dh // sh * ow
+        for kh in range(kh_n)
+        for kw in range(kw_n)
+    ]
+    return len(ph) * kw_n * ld_s, offs
+
+
+def _im2col_shift(
+    fn: Fn,
+    lay: dict[str, Any],
+    ety: ir.Type,
+    ximg: ir.Value,
+    r0: Int,
+    nrows: Int,
+    scratch: ir.Value,
+    ci0: Int = 0,
+    count: int | None = None,
+) -> None:
+    """``scratch[(ci * P + pi) * KW + kw][r * OW + ow] = x[ci0 + ci, (r0 + r) * sh + p - pt, ow * sw
+    + kw * dw - pl]`` (0 outside) for the H phases ``p = phases[pi]`` (:func:`_h_phases`), the
+    block's rows and the ``ext`` after them, ``ci < count`` (all channels by default), as f32,
+    copies ``ld_s`` apart: the window element of tap ``(kh, kw)`` for the block's pixel ``c`` is in
+    copy ``(phase of kh * dh, kw)`` at ``kh * dh // sh * OW + c`` (:func:`_shift_taps`). Rows as
+    whole vectors (:func:`_copy_row`)."""
+    ln = lay["tile"].lanes
+    kw_n = lay["k"][1]
+    sw = lay["s"][1]
+    dw = lay["d"][1]
+    pt, pl = lay["p"][0], lay["p"][1]
+    h, w, ow, ld_s = lay["h"], lay["w"], lay["ow"], lay["ld_s"]
+    sh = lay["s"][0]
+    phases = lay["phases"]
+    ext = _h_phases(lay["k"][0], sh, lay["d"][0])[1]
+    b = fn.b
+
+    def ci_body(ci: ir.Value, _c: Any) -> None:
+        xc = fn.at(ximg, fn.mul(fn.add(ci0, ci), h * w), ety)
+        for pi, kw in [(pi, kw) for pi in range(len(phases)) for kw in range(kw_n)]:
+            off = kw * dw - pl
+            lo = -(off // sw) if off < 0 else 0
+            hi = min(ow, (w - 1 - off) // sw + 1) if w - 1 - off >= 0 else 0
+            hi = max(hi, lo)
+            dst_k = fn.at(scratch, fn.mul(fn.add(fn.mul(ci, len(phases) * kw_n), pi * kw_n + kw), ld_s))
+
+            def row(
+                r: ir.Value,
+                _c: Any,
+                off: int = off,
+                lo: int = lo,
+                hi: int = hi,
+                dst_k: Any = dst_k,
+                p: int = phases[pi],
+            ) -> None:
+                ih = fn.sub(fn.mul(fn.add(r0, r), sh), pt - p)
+                dst = fn.at(dst_k, fn.mul(r, ow))
+                valid = b.icmp_unsigned("<", fn.c(ih), fn.c(h))
+                fn.when(
+                    valid,
+                    lambda: _copy_row(fn, dst, fn.at(xc, fn.mul(ih, w), ety), ow, lo, hi, off, sw, ety, ln),
+                    lambda: _run(
+                        fn, 0, -(-ow // ln), lambda v: fn.vstore(fn.vzero(ln), fn.at(dst, fn.mul(v, ln)))
+                    ),
+                )
+
+            fn.loop(0, fn.add(nrows, ext), row)
+
+    fn.loop(0, lay["cin"] if count is None else count, ci_body)
+
+
+def _run(fn: Fn, lo: int, hi: int, body: Any) -> None:
+    """``body(v)`` for ``lo <= v < hi`` (static): unrolled when short, else a counted loop."""
+    if hi - lo > 8:
+        fn.loop(lo, hi, lambda v, _c: body(v))
+    else:
+        for v in range(lo, hi):
+            body(v)
+
+
+def _copy_row(
+    fn: Fn, dst: ir.Value, src: ir.Value, ow: int, lo: int, hi: int, off: int, sw: int, ety: ir.Type, ln: int
+) -> None:
+    """``dst[j] = f32(src[j * sw + off])`` for ``lo <= j < hi``, 0 for the other ``j < ow``, as
+    ``ceil(ow / ln)`` whole-vector stores (lanes past ``ow`` are 0); W stride 1 or 2. Each vector is
+    one masked load (stride 2: two, and the even lanes) whose masked-off lanes are the zeros; the
+    vectors all inside ``[lo, hi)`` run in a loop when there are many."""
+    b = fn.b
+    evens = ir.Constant(ir.VectorType(I32, ln), list(range(0, 2 * ln, 2)))
+    nvec = -(-ow // ln)
+
+    def lane_mask(v: int, first: int, count: int) -> ir.Value | None:
+        """Source lanes ``first .. first + count`` of vector ``v``: on where needed."""
+        bits = []
+        for m in range(first, first + count):
+            if sw == 1:
+                j = v * ln + m
+                bits.append(lo <= j < hi)
+            else:
+                j = v * ln + m // 2
+                bits.append(m % 2 == 0 and lo <= j < hi)
+        if all(bits):
+            return None
+        return ir.Constant(ir.VectorType(ir.IntType(1), ln), [1 if x else 0 for x in bits])
+
+    def one(v: Int, masks: tuple[Any, Any]) -> None:
+        if sw == 1:
+            x = fn.vload(fn.at(src, fn.add(fn.mul(v, ln), off), ety), ln, ety, masks[0])
+        else:
+            base = fn.add(fn.mul(v, 2 * ln), off)
+            x0 = fn.vload(fn.at(src, base, ety), ln, ety, masks[0])
+            x1 = fn.vload(fn.at(src, fn.add(base, ln), ety), ln, ety, masks[1])
+            x = b.shuffle_vector(x0, x1, evens)
+        fn.vstore(fn.widen(x), fn.at(dst, fn.mul(v, ln)))
+
+    def masks_of(v: int) -> tuple[Any, Any]:
+        if sw == 1:
+            return lane_mask(v, 0, ln), None
+        return lane_mask(v, 0, ln), lane_mask(v, ln, ln)
+
+    def needed(v: int) -> bool:
+        return any(lo <= j < hi for j in range(v * ln, v * ln + ln))
+
+    full = [v for v in range(nvec) if v * ln >= lo and v * ln + ln <= hi]
+    f_lo, f_hi = (full[0], full[-1] + 1) if full else (0, 0)
+    for v in range(nvec):
+        if f_lo <= v < f_hi:
+            if v == f_lo:
+                _run(fn, f_lo, f_hi, lambda u: one(u, (None, None)))
+            continue
+        if needed(v):
+            one(v, masks_of(v))
+        else:
+            fn.vstore(fn.vzero(ln), fn.at(dst, v * ln))
 
 
 def _zero(fn: Fn, dst: ir.Value, lo: int, hi: int, ln: int) -> None:

@@ -345,17 +345,22 @@ def gemm_tile(
     b_ks: Int,
     b_masks: Sequence[ir.Value | None] | None = None,
     unroll: int | None = None,
+    init: Sequence[ir.Value] | None = None,
+    b_taps: tuple[int, Sequence[int]] | None = None,
 ) -> list[ir.Value]:
     """``acc[i][j] = sum_k a[i*a_rs + k*a_ks] * b[k*b_ks + j*lanes : +lanes]`` for ``i < mr``,
     ``j < tile.nv`` (row-major list of ``mr * nv`` f32 vectors). ``b_masks``: per-vector load masks
-    (tails of unpadded operands)."""
+    (tails of unpadded operands); ``init``: the accumulators' starting values (zeros by default: a
+    K block continuing earlier blocks' partial sums). ``b_taps = (stride, offsets)``: the vector
+    operand's k-th row is at ``(k // T) * stride + offsets[k % T]`` instead of ``k * b_ks``
+    (``T = len(offsets)`` dividing ``k_total``; a convolution's taps over a row-shifted copy)."""
     ln, nv = tile.lanes, tile.nv
     unroll = UNROLL if unroll is None else unroll
     masks = list(b_masks) if b_masks is not None else [None] * nv
     live = [j for j in range(nv) if not (masks[j] is not None and _all_off(masks[j]))]
 
-    def step(kk: Int, accs: list[ir.Value]) -> list[ir.Value]:
-        boff = fn.mul(kk, b_ks)
+    def step(kk: Int, accs: list[ir.Value], boff: Int | None = None) -> list[ir.Value]:
+        boff = fn.mul(kk, b_ks) if boff is None else boff
         bv = {j: fn.vload(fn.at(bp, fn.add(boff, j * ln)), ln, mask=masks[j]) for j in live}
         aoff = fn.mul(kk, a_ks)
         for i in range(mr):
@@ -369,9 +374,20 @@ def gemm_tile(
             accs = step(fn.add(k, u), accs)
         return accs
 
-    zero = fn.vzero(ln)
+    start = list(init) if init is not None else [fn.vzero(ln)] * (mr * nv)
+    if b_taps is not None:
+        stride, offs = b_taps
+        nt = len(offs)
+        assert k_total % nt == 0
+
+        def outer(o: ir.Value, accs: list[ir.Value]) -> list[ir.Value]:
+            for t, off in enumerate(offs):
+                accs = step(fn.add(fn.mul(o, nt), t), accs, fn.add(fn.mul(o, stride), off))
+            return accs
+
+        return fn.loop(0, k_total // nt, outer, start)
     main = k_total // unroll * unroll
-    accs = fn.loop(0, main, body, [zero] * (mr * nv), step=unroll) if main else [zero] * (mr * nv)
+    accs = fn.loop(0, main, body, start, step=unroll) if main else start
     for kk in range(main, k_total):
         accs = step(kk, accs)
     return accs

@@ -61,6 +61,7 @@ class Compiled:
 
     def __call__(self, arrays: dict[str, np.ndarray], nparts: int, parts: list[int] | None = None) -> None:
         scratch = np.zeros(self.plan.scratch_bytes * nparts + 64, np.uint8)
+        scratch[-64:] = 0xAB  # a canary after the last part's slice: no kernel writes past its scratch
         ptrs = []
         for kind, key in self.plan.buffers:
             if kind == "weight":
@@ -72,6 +73,7 @@ class Compiled:
         bufs = (ctypes.c_void_p * len(ptrs))(*ptrs)
         for p in range(nparts) if parts is None else parts:
             self.fn(bufs, p, nparts)
+        assert (scratch[-64:] == 0xAB).all(), "a kernel wrote past its scratch"
 
 
 def _close(got: np.ndarray, ref: np.ndarray, ft: str) -> None:
@@ -166,6 +168,8 @@ CONVS = [
     ((2, 48, 7, 7), 64, (1, 1), (1, 1), (1, 1), (0, 0, 0, 0)),  # in place
     ((1, 32, 8, 9), 72, (3, 3), (2, 2), (1, 1), (1, 1, 1, 1)),
     ((1, 20, 6, 6), 37, (3, 3), (1, 1), (1, 1), (1, 1, 1, 1)),
+    # H stride 1, W stride 2, H dilation 2: the row-shifted copies (one per kw, rows of every kh)
+    ((1, 6, 11, 13), 10, (3, 3), (1, 2), (2, 1), (2, 1, 2, 1)),
 ]
 
 
@@ -177,7 +181,7 @@ def test_conv_examples(case: int, vb: int) -> None:
 
 
 @pytest.mark.parametrize("vb", [64, 32])
-@pytest.mark.parametrize("case", [0, 2, 3, 5, 7, 9, 12])
+@pytest.mark.parametrize("case", [0, 2, 3, 5, 7, 9, 12, 13])
 def test_conv_k_blocks(case: int, vb: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """Small im2col blocks: K split into blocks of input channels, partial sums kept in the output."""
     import lamina.targets.cpu.kernels.conv_f32 as conv_f32
@@ -191,6 +195,49 @@ def test_conv_k_blocks(case: int, vb: int, monkeypatch: pytest.MonkeyPatch) -> N
     check_conv(xs, cout, k, s, d, pads, vb=vb, nparts=1 + case % 3, relu=["", "relu", "limit"][case % 3])
 
 
+@pytest.mark.parametrize("vb", [64, 32])
+@pytest.mark.parametrize("case", [5, 7, 10, 11])
+@pytest.mark.parametrize("nparts", [1, 2, 3])
+def test_conv_pix_k_blocks(case: int, vb: int, nparts: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pixel-major with K in blocks (``PIX_KC``): partial sums per tile in the part's buffer, each
+    part's (panel, tile) units over one K block before the next."""
+    import lamina.targets.cpu.kernels.conv_f32 as conv_f32
+
+    monkeypatch.setattr(conv_f32, "PIX_KC", 12)
+    xs, cout, k, s, d, pads = CONVS[case]
+    o, _, _ = conv_op(np.random.default_rng(0), xs, cout, k, s, d, list(pads), 1, "f32", True, "")
+    lay = ConvF32()._layout(o, ISAS[vb])
+    assert lay["mode"] == "pix" and lay["pix_nkb"] > 2
+    check_conv(
+        xs, cout, k, s, d, pads, vb=vb, nparts=nparts, relu=["", "relu", "limit"][case % 3], seed=nparts
+    )
+
+
+def test_transpose16x8() -> None:
+    """The pixel-major store's in-register transpose, 1 to 8 rows of 16 lanes."""
+    from lamina.targets.cpu.kernels.conv_f32 import _transpose16x8
+    from lamina.targets.cpu.kernels.gemm_f32 import Fn
+
+    for rows in (1, 3, 5, 8):
+        module = ir.Module()
+        fn = Fn(module, "kernel")
+        src, dst = fn.buf(0), fn.buf(1)
+        vecs = [fn.vload(fn.at(src, 16 * i), 16) for i in range(rows)]
+        for ch, v in enumerate(_transpose16x8(fn, vecs)):
+            fn.vstore(v, fn.at(dst, 8 * ch))
+        fn.ret()
+        mod = llvm.parse_assembly(str(module))
+        engine = llvm.create_mcjit_compiler(mod, _target_machine())
+        engine.finalize_object()
+        f = KERNEL(engine.get_function_address("kernel"))
+        a = np.arange(16 * rows, dtype=np.float32).reshape(rows, 16) + 1
+        out = np.full((16, 8), np.nan, np.float32)
+        f((ctypes.c_void_p * 2)(a.ctypes.data, out.ctypes.data), 0, 1)
+        ref = np.zeros((8, 16), np.float32)
+        ref[:rows] = a
+        np.testing.assert_array_equal(out, ref.T)
+
+
 @pytest.mark.parametrize("ft", ["f32", "bf16"])
 @pytest.mark.parametrize("case", [0, 1, 7, 10, 12])
 @pytest.mark.parametrize("kblocks", [False, True])
@@ -202,6 +249,7 @@ def test_conv_fused_residual(case: int, ft: str, kblocks: bool, monkeypatch: pyt
     if kblocks:
         monkeypatch.setattr(conv_f32, "BLOCK_BYTES", 1024)
         monkeypatch.setattr(conv_f32, "PIX_BYTES", 0)
+        monkeypatch.setattr(conv_f32, "PIX_KC", 12)
     xs, cout, k, s, d, pads = CONVS[case]
     rng = np.random.default_rng(case)
     o, ins, ys = conv_op(rng, xs, cout, k, s, d, list(pads), 1, ft, True, "relu" if case % 2 else "")
