@@ -113,7 +113,7 @@ class TargetCapabilities:
 
 def without_dtype(caps: TargetCapabilities, dtype: str) -> TargetCapabilities:
     """``caps`` with ``dtype`` removed from every entry (an entry left with none dropped): a
-    target that does not take the forms needing it (the CPU target and ``i16``)."""
+    target that does not take the forms needing it (``i16``: the int16 forms)."""
     entries = []
     for c in caps.entries:
         kept = tuple(d for d in c.dtypes if d != dtype)
