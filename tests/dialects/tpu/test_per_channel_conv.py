@@ -198,3 +198,24 @@ def test_per_channel_beats_per_tensor_on_a_conv_stem() -> None:
         errs.append(float(np.linalg.norm(got - ref) / np.linalg.norm(ref)))
     # per-tensor: the ordinary channels of conv1/mul/add get steps of 40x theirs
     assert errs[1] < 0.5 * errs[0], errs
+
+
+def test_a_conv_kept_in_float_reads_its_input_per_channel() -> None:
+    """The depthwise Conv kept in F32 by a qtable (the mixed-precision search floats such layers):
+    the Add feeding it keeps its per-channel type (the float Conv reads it through a per-channel
+    cast), rather than falling back to one scale of the outlier channel; floating the Conv then
+    makes the result more accurate, not less."""
+    x = _x()
+    ref = _float_reference(x)
+    errs = []
+    for qtable in ({}, {"dw": "F32"}):
+        m, _ = _parse(_module(True))
+        ok, stats = convert_top_to_tpu(m, "INT8", qtable=qtable)
+        assert ok
+        verify(m)
+        (add,) = _ops(m, "tpu.Add")
+        assert _axis1(add.results[0]), add.results[0].type
+        assert stats["per_channel"] == 3
+        got = next(iter(Interpreter(m).run([x]).values())).astype(np.float64)
+        errs.append(float(np.linalg.norm(got - ref) / np.linalg.norm(ref)))
+    assert errs[1] < errs[0], errs

@@ -95,8 +95,9 @@ def plan_per_axis(
 
     def carries4(u: Operation, idx: int, v: Value) -> bool:
         """A rank-4 user that takes the per-channel scales (rather than a requant)."""
-        if isinstance(u, top_nn.ConvOp):
-            return idx == 0 and int8_op(u) and const_filter(u.operands[1])
+        if isinstance(u, top_nn.ConvOp) and int8_op(u):
+            return idx == 0 and const_filter(u.operands[1])
+        # a Conv kept in float (a qtable's) reads it through a per-channel cast like any float op
         if isinstance(u, (*_ADD_SUB, top_ew.MulOp)) and int8_op(u):
             r = u.results[0]
             return r in cand and cand[r][0] == 1 and len(r.type.shape) == 4  # type: ignore[attr-defined]
