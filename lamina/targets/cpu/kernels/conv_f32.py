@@ -316,7 +316,10 @@ class ConvF32(Template):
             groups=groups,
             pix=pix,
             pix_ld=hw + (-hw) % tile.lanes,
-            **_pix_kblocks(kk),
+            # the pixel-major mode's im2col as the row-shifted copies too (its K blocks whole channels)
+            pix_shift=shift,
+            pix_ld_s=ext * ow + hw + (-hw) % tile.lanes,
+            **_pix_kblocks(kk, taps if shift else 1),
             shift=shift,
             ld_s=ld_s,
             phases=phases,
@@ -602,6 +605,9 @@ class ConvF32(Template):
         tbuf = fn.at(mine, _pix_im2col_bytes(lay), ir.IntType(8))
         accbuf = fn.at(tbuf, 4 * mr * nb, ir.IntType(8))
         a_ks = hw if lay["direct"] else lay["pix_ld"]
+        a_taps = (
+            _shift_taps({**lay, "ld_s": lay["pix_ld_s"]}) if lay["pix_shift"] and not lay["direct"] else None
+        )
         u_lo, u_hi = fn.share(panels * rtiles)
         b = fn.b
         fast = ety == F32 and ln == 16 and mr <= 8
@@ -632,7 +638,10 @@ class ConvF32(Template):
                 src = ximg
             else:
                 assert scratch is not None
-                _im2col(fn, {**lay, "ld": lay["pix_ld"]}, ety, ximg, 0, lay["oh"], scratch)
+                if lay["pix_shift"]:
+                    _im2col_shift(fn, {**lay, "ld_s": lay["pix_ld_s"]}, ety, ximg, 0, lay["oh"], scratch)
+                else:
+                    _im2col(fn, {**lay, "ld": lay["pix_ld"]}, ety, ximg, 0, lay["oh"], scratch)
                 src = scratch
 
             def store_fast(accs: list[ir.Value], c0: Int, r0: Int, rows: int, cols: int) -> None:
@@ -695,18 +704,23 @@ class ConvF32(Template):
                         for i in range(rows)
                         for j in range(tile.nv)
                     ]
+                if a_taps is not None:  # the row-shifted copies: K blocks of whole channels
+                    a0 = fn.at(src, fn.add(r0, fn.mul(fn.udiv(k0, len(a_taps[1])), a_taps[0])))
+                else:
+                    a0 = fn.at(src, fn.add(r0, fn.mul(k0, a_ks)))
                 accs = gemm_tile(
                     fn,
                     tile,
                     rows,
                     klen,
-                    fn.at(src, fn.add(r0, fn.mul(k0, a_ks))),
+                    a0,
                     1,
                     a_ks,
                     fn.at(wp, fn.add(fn.mul(p, kk * nb), fn.mul(k0, nb))),
                     nb,
                     masks,
                     init=init,
+                    a_taps=a_taps,
                 )
                 if not last:
                     for i in range(rows):
@@ -797,9 +811,13 @@ def _round64(n: int) -> int:
     return n + (-n) % 64
 
 
-def _pix_kblocks(kk: int) -> dict[str, int]:
+def _pix_kblocks(kk: int, taps: int = 1) -> dict[str, int]:
     """The pixel-major mode's K blocks: ``pix_nkb`` blocks of ``pix_kc`` (a multiple of the
-    micro-kernel's unroll; the last one shorter), about :data:`PIX_KC` each."""
+    micro-kernel's unroll; the last one shorter), about :data:`PIX_KC` each; with the row-shifted
+    copies (``taps`` > 1) whole channels of ``taps`` each."""
+    if taps > 1:
+        kc = taps * max(1, round(PIX_KC / taps))
+        return dict(pix_kc=kc, pix_nkb=-(-kk // kc))
     nkb = max(1, round(kk / PIX_KC))
     kc = -(-kk // nkb)
     kc += (-kc) % UNROLL
@@ -808,7 +826,12 @@ def _pix_kblocks(kk: int) -> dict[str, int]:
 
 def _pix_im2col_bytes(lay: dict[str, Any]) -> int:
     """The pixel-major mode's im2col bytes per part (none in place), a multiple of 64."""
-    n = 0 if lay["direct"] else 4 * lay["kk"] * lay["pix_ld"] + SLACK
+    if lay["direct"]:
+        n = 0
+    elif lay["pix_shift"]:
+        n = 4 * lay["cin"] * len(lay["phases"]) * lay["k"][1] * lay["pix_ld_s"] + SLACK
+    else:
+        n = 4 * lay["kk"] * lay["pix_ld"] + SLACK
     return n + (-n) % 64
 
 
