@@ -12,14 +12,24 @@ of vector lanes each wastes:
   (``X[Cin, HW]`` *is* the GEMM operand); the others copy a block of output rows' windows into the
   part's scratch first (im2col, ``[K][rows * OW]``: contiguous vector copies along W for stride 1,
   even-lane shuffles for stride 2, scalar copies otherwise; zeros for the padding; f16/bf16
-  widened to f32 here). The block's row count is chosen to fill whole tiles (over 1 and 2 parts,
-  at most :data:`MAX_COLS` pixels); F32 convolutions split K into blocks of input channels so that
-  a block stays near :data:`BLOCK_BYTES` (in L2 while every weight panel passes over it), the
-  partial sums waiting in the output (the epilogue runs with the last K block).
+  widened to f32 here; W strides 1 and 2 write whole vectors, one masked load each). F32
+  convolutions with fewer H phases than kernel rows (``kh * dh % sh``: every 3x3/1 or /2, the 7x7/2
+  stem) copy instead one row-shifted copy per (channel, H phase, kw) over the block's rows and the
+  ``kh * dh // sh`` after them (:func:`_im2col_shift`), which the micro-kernel reads at a static
+  offset per tap (``b_taps``): ``kh / phases`` times fewer bytes copied. The block's row count is
+  chosen to fill whole tiles (over 1 and 2 parts, at most :data:`MAX_COLS` pixels); F32
+  convolutions split K into blocks of input channels so that a block stays near
+  :data:`BLOCK_BYTES` (in L2 while every weight panel passes over it), the partial sums waiting in
+  the output (the epilogue runs with the last K block).
 * *pixel-major* (``"pix"``, few pixels: 7x7, 14x14, ... where pixel tails would waste lanes):
   weights packed ``[Cout/nb][K][nb]``; the micro-kernel broadcasts ``mr`` pixels' window values and
-  FMAs them into ``nv`` vectors of output channels; the tile goes through a per-part buffer and
-  out channel by channel. Each part copies the whole image's windows (at most :data:`PIX_BYTES`).
+  FMAs them into ``nv`` vectors of output channels. Each part copies the whole image's windows (at
+  most :data:`PIX_BYTES`; row-shifted copies as above where they apply, ``a_taps``). K runs in
+  blocks of about :data:`PIX_KC`: per panel, each of the part's tiles goes over one block before
+  the next (the block of the weight panel stays in L2), the partial sums in the part's buffer.
+  F32 tiles with 16-lane vectors are transposed in registers (:func:`_transpose16x8`) and stored
+  as one masked 8-lane vector of the tile's pixels per channel (the residual loaded alike); other
+  types and ISAs go through a per-part buffer and out channel by channel.
 
 Parts (threads) split the output rows (im2col) or the pixel tiles (in place), each part writing its
 own pixels of every channel; with few pixels they split the output-channel panels (channel-major)
