@@ -12,14 +12,24 @@ of vector lanes each wastes:
   (``X[Cin, HW]`` *is* the GEMM operand); the others copy a block of output rows' windows into the
   part's scratch first (im2col, ``[K][rows * OW]``: contiguous vector copies along W for stride 1,
   even-lane shuffles for stride 2, scalar copies otherwise; zeros for the padding; f16/bf16
-  widened to f32 here). The block's row count is chosen to fill whole tiles (over 1 and 2 parts,
-  at most :data:`MAX_COLS` pixels); F32 convolutions split K into blocks of input channels so that
-  a block stays near :data:`BLOCK_BYTES` (in L2 while every weight panel passes over it), the
-  partial sums waiting in the output (the epilogue runs with the last K block).
+  widened to f32 here; W strides 1 and 2 write whole vectors, one masked load each). F32
+  convolutions with fewer H phases than kernel rows (``kh * dh % sh``: every 3x3/1 or /2, the 7x7/2
+  stem) copy instead one row-shifted copy per (channel, H phase, kw) over the block's rows and the
+  ``kh * dh // sh`` after them (:func:`_im2col_shift`), which the micro-kernel reads at a static
+  offset per tap (``b_taps``): ``kh / phases`` times fewer bytes copied. The block's row count is
+  chosen to fill whole tiles (over 1 and 2 parts, at most :data:`MAX_COLS` pixels); F32
+  convolutions split K into blocks of input channels so that a block stays near
+  :data:`BLOCK_BYTES` (in L2 while every weight panel passes over it), the partial sums waiting in
+  the output (the epilogue runs with the last K block).
 * *pixel-major* (``"pix"``, few pixels: 7x7, 14x14, ... where pixel tails would waste lanes):
   weights packed ``[Cout/nb][K][nb]``; the micro-kernel broadcasts ``mr`` pixels' window values and
-  FMAs them into ``nv`` vectors of output channels; the tile goes through a per-part buffer and
-  out channel by channel. Each part copies the whole image's windows (at most :data:`PIX_BYTES`).
+  FMAs them into ``nv`` vectors of output channels. Each part copies the whole image's windows (at
+  most :data:`PIX_BYTES`; row-shifted copies as above where they apply, ``a_taps``). K runs in
+  blocks of about :data:`PIX_KC`: per panel, each of the part's tiles goes over one block before
+  the next (the block of the weight panel stays in L2), the partial sums in the part's buffer.
+  F32 tiles with 16-lane vectors are transposed in registers (:func:`_transpose16x8`) and stored
+  as one masked 8-lane vector of the tile's pixels per channel (the residual loaded alike); other
+  types and ISAs go through a per-part buffer and out channel by channel.
 
 Parts (threads) split the output rows (im2col) or the pixel tiles (in place), each part writing its
 own pixels of every channel; with few pixels they split the output-channel panels (channel-major)
@@ -317,7 +327,10 @@ class ConvF32(Template):
             groups=groups,
             pix=pix,
             pix_ld=hw + (-hw) % tile.lanes,
-            **_pix_kblocks(kk),
+            # the pixel-major mode's im2col as the row-shifted copies too (its K blocks whole channels)
+            pix_shift=shift,
+            pix_ld_s=ext * ow + hw + (-hw) % tile.lanes,
+            **_pix_kblocks(kk, taps if shift else 1),
             shift=shift,
             ld_s=ld_s,
             phases=phases,
@@ -603,6 +616,9 @@ class ConvF32(Template):
         tbuf = fn.at(mine, _pix_im2col_bytes(lay), ir.IntType(8))
         accbuf = fn.at(tbuf, 4 * mr * nb, ir.IntType(8))
         a_ks = hw if lay["direct"] else lay["pix_ld"]
+        a_taps = (
+            _shift_taps({**lay, "ld_s": lay["pix_ld_s"]}) if lay["pix_shift"] and not lay["direct"] else None
+        )
         u_lo, u_hi = fn.share(panels * rtiles)
         b = fn.b
         fast = ety == F32 and ln == 16 and mr <= 8
@@ -633,7 +649,10 @@ class ConvF32(Template):
                 src = ximg
             else:
                 assert scratch is not None
-                _im2col(fn, {**lay, "ld": lay["pix_ld"]}, ety, ximg, 0, lay["oh"], scratch)
+                if lay["pix_shift"]:
+                    _im2col_shift(fn, {**lay, "ld_s": lay["pix_ld_s"]}, ety, ximg, 0, lay["oh"], scratch)
+                else:
+                    _im2col(fn, {**lay, "ld": lay["pix_ld"]}, ety, ximg, 0, lay["oh"], scratch)
                 src = scratch
 
             def store_fast(accs: list[ir.Value], c0: Int, r0: Int, rows: int, cols: int) -> None:
@@ -696,18 +715,23 @@ class ConvF32(Template):
                         for i in range(rows)
                         for j in range(tile.nv)
                     ]
+                if a_taps is not None:  # the row-shifted copies: K blocks of whole channels
+                    a0 = fn.at(src, fn.add(r0, fn.mul(fn.udiv(k0, len(a_taps[1])), a_taps[0])))
+                else:
+                    a0 = fn.at(src, fn.add(r0, fn.mul(k0, a_ks)))
                 accs = gemm_tile(
                     fn,
                     tile,
                     rows,
                     klen,
-                    fn.at(src, fn.add(r0, fn.mul(k0, a_ks))),
+                    a0,
                     1,
                     a_ks,
                     fn.at(wp, fn.add(fn.mul(p, kk * nb), fn.mul(k0, nb))),
                     nb,
                     masks,
                     init=init,
+                    a_taps=a_taps,
                 )
                 if not last:
                     for i in range(rows):
@@ -798,9 +822,13 @@ def _round64(n: int) -> int:
     return n + (-n) % 64
 
 
-def _pix_kblocks(kk: int) -> dict[str, int]:
+def _pix_kblocks(kk: int, taps: int = 1) -> dict[str, int]:
     """The pixel-major mode's K blocks: ``pix_nkb`` blocks of ``pix_kc`` (a multiple of the
-    micro-kernel's unroll; the last one shorter), about :data:`PIX_KC` each."""
+    micro-kernel's unroll; the last one shorter), about :data:`PIX_KC` each; with the row-shifted
+    copies (``taps`` > 1) whole channels of ``taps`` each."""
+    if taps > 1:
+        kc = taps * max(1, round(PIX_KC / taps))
+        return dict(pix_kc=kc, pix_nkb=-(-kk // kc))
     nkb = max(1, round(kk / PIX_KC))
     kc = -(-kk // nkb)
     kc += (-kc) % UNROLL
@@ -809,7 +837,12 @@ def _pix_kblocks(kk: int) -> dict[str, int]:
 
 def _pix_im2col_bytes(lay: dict[str, Any]) -> int:
     """The pixel-major mode's im2col bytes per part (none in place), a multiple of 64."""
-    n = 0 if lay["direct"] else 4 * lay["kk"] * lay["pix_ld"] + SLACK
+    if lay["direct"]:
+        n = 0
+    elif lay["pix_shift"]:
+        n = 4 * lay["cin"] * len(lay["phases"]) * lay["k"][1] * lay["pix_ld_s"] + SLACK
+    else:
+        n = 4 * lay["kk"] * lay["pix_ld"] + SLACK
     return n + (-n) % 64
 
 

@@ -347,22 +347,26 @@ def gemm_tile(
     unroll: int | None = None,
     init: Sequence[ir.Value] | None = None,
     b_taps: tuple[int, Sequence[int]] | None = None,
+    a_taps: tuple[int, Sequence[int]] | None = None,
 ) -> list[ir.Value]:
     """``acc[i][j] = sum_k a[i*a_rs + k*a_ks] * b[k*b_ks + j*lanes : +lanes]`` for ``i < mr``,
     ``j < tile.nv`` (row-major list of ``mr * nv`` f32 vectors). ``b_masks``: per-vector load masks
     (tails of unpadded operands); ``init``: the accumulators' starting values (zeros by default: a
     K block continuing earlier blocks' partial sums). ``b_taps = (stride, offsets)``: the vector
     operand's k-th row is at ``(k // T) * stride + offsets[k % T]`` instead of ``k * b_ks``
-    (``T = len(offsets)`` dividing ``k_total``; a convolution's taps over a row-shifted copy)."""
+    (``T = len(offsets)`` dividing ``k_total``; a convolution's taps over a row-shifted copy);
+    ``a_taps`` the same for the broadcast operand (instead of ``k * a_ks``)."""
     ln, nv = tile.lanes, tile.nv
     unroll = UNROLL if unroll is None else unroll
     masks = list(b_masks) if b_masks is not None else [None] * nv
     live = [j for j in range(nv) if not (masks[j] is not None and _all_off(masks[j]))]
 
-    def step(kk: Int, accs: list[ir.Value], boff: Int | None = None) -> list[ir.Value]:
+    def step(
+        kk: Int, accs: list[ir.Value], boff: Int | None = None, aoff: Int | None = None
+    ) -> list[ir.Value]:
         boff = fn.mul(kk, b_ks) if boff is None else boff
         bv = {j: fn.vload(fn.at(bp, fn.add(boff, j * ln)), ln, mask=masks[j]) for j in live}
-        aoff = fn.mul(kk, a_ks)
+        aoff = fn.mul(kk, a_ks) if aoff is None else aoff
         for i in range(mr):
             s = fn.splat(fn.load(fn.at(a, fn.add(aoff, i * a_rs))), ln)
             for j in live:
@@ -375,14 +379,16 @@ def gemm_tile(
         return accs
 
     start = list(init) if init is not None else [fn.vzero(ln)] * (mr * nv)
-    if b_taps is not None:
-        stride, offs = b_taps
-        nt = len(offs)
-        assert k_total % nt == 0
+    if b_taps is not None or a_taps is not None:
+        nt = len((b_taps or a_taps)[1])  # type: ignore[index]
+        assert k_total % nt == 0 and (a_taps is None or b_taps is None or len(a_taps[1]) == nt)
 
         def outer(o: ir.Value, accs: list[ir.Value]) -> list[ir.Value]:
-            for t, off in enumerate(offs):
-                accs = step(fn.add(fn.mul(o, nt), t), accs, fn.add(fn.mul(o, stride), off))
+            for t in range(nt):
+                kk = fn.add(fn.mul(o, nt), t)
+                boff = fn.add(fn.mul(o, b_taps[0]), b_taps[1][t]) if b_taps is not None else None
+                aoff = fn.add(fn.mul(o, a_taps[0]), a_taps[1][t]) if a_taps is not None else None
+                accs = step(kk, accs, boff, aoff)
             return accs
 
         return fn.loop(0, k_total // nt, outer, start)
