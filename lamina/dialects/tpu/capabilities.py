@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 #: every op (for :attr:`Capability.ops`)
 ANY_OP = None
@@ -54,16 +55,37 @@ class TargetCapabilities:
     """What a target runs natively: a list of :class:`Capability` entries, the first that covers a
     query answering it."""
 
-    def __init__(self, name: str, entries: Iterable[Capability], conv_channel_scales: bool = False) -> None:
+    def __init__(
+        self,
+        name: str,
+        entries: Iterable[Capability],
+        conv_channel_scales: bool = False,
+        default_int_forms: Iterable[str] | None = None,
+    ) -> None:
         self.name = name
         self.entries = tuple(entries)
         #: whether the target runs 4-d (convolutional) activations with per-channel scales along
         #: axis 1 (``docs/tpu.md`` "Per-channel activations"); without it those stay per-tensor
         self.conv_channel_scales = conv_channel_scales
+        #: the optional integer forms ``--int_forms default`` means on this target (None: the
+        #: lowering's :data:`~.lowering.state.DEFAULT_INT_FORMS`) — a target that runs a form
+        #: correctly but slowly leaves it out of its defaults, and a user can still ask for it
+        self.default_int_forms = None if default_int_forms is None else frozenset(default_int_forms)
+
+    def replace(self, **changes: Any) -> TargetCapabilities:
+        """A copy with the given constructor arguments changed."""
+        args = {
+            "name": self.name,
+            "entries": self.entries,
+            "conv_channel_scales": self.conv_channel_scales,
+            "default_int_forms": self.default_int_forms,
+        }
+        args.update(changes)
+        return TargetCapabilities(**args)
 
     def with_conv_channel_scales(self, on: bool) -> TargetCapabilities:
         """The same entries with :attr:`conv_channel_scales` set to ``on``."""
-        return TargetCapabilities(self.name, self.entries, on)
+        return self.replace(conv_channel_scales=on)
 
     def _find(self, op_name: str, mode: str, dtype: str | None = None) -> Capability | None:
         for c in self.entries:
@@ -119,7 +141,7 @@ def without_dtype(caps: TargetCapabilities, dtype: str) -> TargetCapabilities:
         kept = tuple(d for d in c.dtypes if d != dtype)
         if kept:
             entries.append(Capability(c.ops, c.mode, kept, c.form, c.cost))
-    return TargetCapabilities(caps.name, entries, caps.conv_channel_scales)
+    return caps.replace(entries=entries)
 
 
 def _reference() -> TargetCapabilities:

@@ -10,13 +10,23 @@ from __future__ import annotations
 from typing import Any
 
 from lamina.dialects.tpu.capabilities import REFERENCE, TargetCapabilities
+from lamina.dialects.tpu.lowering.state import DEFAULT_INT_FORMS
 
 from ..base import CompileOptions, CompileResult, Target
 
 __all__ = ["CpuTarget"]
 
-#: the reference target's capabilities (see the module doc)
-CAPABILITIES = TargetCapabilities(REFERENCE.name, REFERENCE.entries, conv_channel_scales=True)
+#: the reference target's capabilities (see the module doc), but ``wide_input`` is not among the
+#: CPU's default integer forms: its int16 inputs halve a MatMul's rate (``vpdpwssd`` does half the
+#: MACs of ``vpdpbusd``) — MiniLM INT8 0.74x of onnxruntime without it, 0.97x with it, for hidden
+#: states 0.99405 instead of 0.99515 at 128 padded tokens (benchmarks/RESULTS.md); ``--int_forms
+#: default,wide_input`` takes it
+CAPABILITIES = TargetCapabilities(
+    REFERENCE.name,
+    REFERENCE.entries,
+    conv_channel_scales=True,
+    default_int_forms=[f for f in DEFAULT_INT_FORMS if f != "wide_input"],
+)
 
 
 class CpuTarget(Target):

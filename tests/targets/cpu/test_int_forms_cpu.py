@@ -145,8 +145,11 @@ def _input_shape(tpu: Any) -> tuple[int, ...]:
     return tuple(int(d) for d in f.regions[0].blocks[0].args[0].type.shape)
 
 
-def deploy_and_run(text: str, isa: str, threads: int, tmp: Any, scale: float) -> tuple[Any, Any, Any, Any]:
-    tpu = deploy_module(parse_module(text, Context()), "INT8", capabilities=CpuTarget().capabilities)
+def deploy_and_run(
+    text: str, isa: str, threads: int, tmp: Any, scale: float, int_forms: str = "default"
+) -> tuple[Any, Any, Any, Any]:
+    caps = CpuTarget().capabilities
+    tpu = deploy_module(parse_module(text, Context()), "INT8", capabilities=caps, int_forms=int_forms)
     shape = _input_shape(tpu)
     x = {"x": np.random.default_rng(1).uniform(-scale, scale, shape).astype(np.float32)}
     want = list(run_tpu_module(tpu, x).values())
@@ -175,12 +178,17 @@ def test_int16_forms_ffn_bit_exact(isa: str, threads: int, tmp_path: Any) -> Non
     assert not [k for k in kernels if k["template"] == "reference"], kernels
 
 
-def test_wide_input_on_the_cpu(tmp_path: Any) -> None:
-    """The LayerNorm's per-channel output read by the MatMul arrives on one int16 grid."""
-    tpu, got, want, _ = deploy_and_run(ffn_model(), "host", 1, tmp_path, 3.0)
+@pytest.mark.parametrize("forms", ["default", "default,wide_input"])
+def test_wide_input_on_the_cpu(forms: str, tmp_path: Any) -> None:
+    """Asked for (``default,wide_input``), the LayerNorm's per-channel output read by the MatMul
+    arrives on one int16 grid; by default the CPU leaves the form out (its int16 products run at
+    half the rate: processor.CAPABILITIES) and the MatMul reads it per channel in 8 bits (the
+    scales folded into the weight rows)."""
+    tpu, got, want, _ = deploy_and_run(ffn_model(), "host", 1, tmp_path, 3.0, forms)
     fc1 = next(o for o in tpu.walk_ops() if o.name == "tpu.MatMul")
     e = fc1.operands[0].type.element_type
-    assert e.storage_width == 16 and not isinstance(e, UniformQuantizedPerAxisType), e
+    wide = "wide_input" in forms
+    assert isinstance(e, UniformQuantizedPerAxisType) != wide and e.storage_width == (16 if wide else 8), e
     assert all(np.array_equal(g, w) for g, w in zip(got, want, strict=True))
 
 

@@ -1,6 +1,6 @@
 """The CPU target's capabilities: the reference's — every integer form, the int16 ones (``lut16``,
 ``wide_input``, ``wide_sum``: its int16 GEMM and ``tpu.Lut16`` templates) and per-channel 4-d
-activations included."""
+activations included — with ``wide_input`` left out of its default integer forms."""
 
 from __future__ import annotations
 
@@ -26,3 +26,17 @@ def test_cpu_takes_per_channel_4d_activations() -> None:
 
 def test_without_dtype_keeps_the_conv_channel_scales_flag() -> None:
     assert without_dtype(REFERENCE, "i16").conv_channel_scales == REFERENCE.conv_channel_scales
+
+
+def test_cpu_default_int_forms_leave_out_wide_input() -> None:
+    """``--int_forms default`` on the CPU: the lowering's defaults but ``wide_input`` (slow here);
+    ``default,wide_input`` asks for it; the reference target keeps the lowering's defaults."""
+    from lamina.dialects.tpu.lowering.state import DEFAULT_INT_FORMS, parse_int_forms
+
+    caps = CpuTarget().capabilities
+    assert caps.default_int_forms == frozenset(DEFAULT_INT_FORMS) - {"wide_input"}
+    assert parse_int_forms("default", caps.default_int_forms) == caps.default_int_forms
+    assert "wide_input" in parse_int_forms("default,wide_input", caps.default_int_forms)
+    assert REFERENCE.default_int_forms is None
+    assert caps.with_conv_channel_scales(False).default_int_forms == caps.default_int_forms
+    assert without_dtype(caps, "i16").default_int_forms == caps.default_int_forms

@@ -4,6 +4,7 @@ value and type)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -42,15 +43,17 @@ INT_FORMS = ("lut", "gather", "softmax", "layernorm", "attention", "lut16", "wid
 DEFAULT_INT_FORMS = ("lut", "gather", "softmax", "attention", "lut16", "wide_input", "wide_sum")
 
 
-def parse_int_forms(spec: str) -> frozenset[str]:
+def parse_int_forms(spec: str, default: Iterable[str] | None = None) -> frozenset[str]:
     """``default``, ``all``, ``none`` or a comma-separated list of :data:`INT_FORMS` (``+`` between
-    ``default`` and others adds them: ``default,layernorm``); ValueError naming a bad entry."""
+    ``default`` and others adds them: ``default,layernorm``); ValueError naming a bad entry.
+    ``default``: the forms ``default`` stands for (a target's, :attr:`~..capabilities.
+    TargetCapabilities.default_int_forms`; :data:`DEFAULT_INT_FORMS` when None)."""
     out: set[str] = set()
     for part in (p.strip().lower() for p in spec.replace("+", ",").split(",")):
         if not part:
             continue
         if part == "default":
-            out |= set(DEFAULT_INT_FORMS)
+            out |= set(DEFAULT_INT_FORMS if default is None else default)
         elif part == "all":
             out |= set(INT_FORMS)
         elif part == "none":
@@ -119,7 +122,9 @@ class Lowering:
         int_forms: frozenset[str] | None = None,
     ) -> None:
         self.mode = mode
-        self.int_forms = frozenset(DEFAULT_INT_FORMS) if int_forms is None else frozenset(int_forms)
+        if int_forms is None:
+            int_forms = capabilities.default_int_forms or frozenset(DEFAULT_INT_FORMS)
+        self.int_forms = frozenset(int_forms)
         self.asymmetric = asymmetric
         self.qtable = qtable
         self.capabilities = capabilities

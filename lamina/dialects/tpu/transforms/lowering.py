@@ -75,12 +75,17 @@ def convert_top_to_tpu(
 ) -> tuple[bool, dict[str, int]]:
     """Lower every function of ``module`` for a target of the given ``capabilities``; returns
     (success, statistics). ``int_forms``: the optional integer forms used in INT8
-    (:data:`~..lowering.state.INT_FORMS`; a spec for :func:`~..lowering.state.parse_int_forms`
+    (:data:`~..lowering.state.INT_FORMS`; a spec for :func:`~..lowering.state.parse_int_forms`,
+    whose ``default`` is the target's :attr:`~..capabilities.TargetCapabilities.default_int_forms`,
     or a set)."""
     mode = mode.upper()
     if mode not in MODES:
         raise ValueError(f"unknown mode '{mode}' (expected one of {', '.join(MODES)})")
-    forms = parse_int_forms(int_forms) if isinstance(int_forms, str) else frozenset(int_forms)
+    forms = (
+        parse_int_forms(int_forms, capabilities.default_int_forms)
+        if isinstance(int_forms, str)
+        else frozenset(int_forms)
+    )
     state = Lowering(module, mode, asymmetric, dict(qtable or {}), capabilities, resources, forms)
     tc = make_type_converter(mode, asymmetric)
 
@@ -190,7 +195,7 @@ class ConvertTopToTpu(Pass):
             for w in check_qtable(table, op, self.qtable):
                 emit_table_diagnostic(op, w, "warning")
         try:
-            forms = parse_int_forms(self.int_forms)
+            forms = parse_int_forms(self.int_forms, self.capabilities.default_int_forms)
         except ValueError as e:
             op.emit_error(f"convert-top-to-tpu: {e}")
             self.signal_failure()
