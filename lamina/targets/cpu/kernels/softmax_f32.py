@@ -11,8 +11,8 @@ The tensor is ``[outer, n, inner]`` around the axis (``n`` its size). Two schedu
   along the row (the tail masked), the maximum and the sum reduced across the lanes at the end.
 
 As ``execute``: the maximum propagates NaN (``llvm.maximum``) and a non-finite maximum counts as 0;
-``exp`` is the inline Cephes polynomial of :func:`.vmath_f32.vexp` (within 2 ulp of ``expf``; 0 for
-``-inf``; ``+inf`` above the float range, as ``np.exp`` overflows); the result is ``e / sum``
+``exp(d)`` is ``exp(d / 2)**2`` by the inline Cephes polynomial of :func:`.vmath_f32.vexp` (within
+5 ulp over the whole float range: 0 for ``-inf``, ``+inf`` where ``np.exp`` overflows); ``e / sum``
 divided (not multiplied by a reciprocal). Sums run in another order than numpy's pairwise one:
 within 1e-6 relative, not bit for bit — so an INT8 model's exact path (``exact_for``) keeps
 ``generic.softmax``'s. Parts split the units."""
@@ -32,8 +32,6 @@ __all__ = ["CHUNK_VECTORS", "SoftmaxF32"]
 
 #: the most vectors of ``inner`` one unit of the *across* schedule keeps (its max and sum registers)
 CHUNK_VECTORS = 4
-#: above this, ``expf`` overflows to ``+inf`` (:func:`.vmath_f32.vexp` clamps instead)
-EXP_HI = 88.3762626647949
 
 
 def _rows(op: Any) -> tuple[int, int, int] | None:
@@ -91,11 +89,13 @@ def _finite_or_zero(fn: Fn, m: ir.Value) -> ir.Value:
 
 
 def _exp(fn: Fn, d: ir.Value) -> ir.Value:
-    """``exp(d)``: 0 for ``-inf``, ``+inf`` above the float range, NaN for NaN."""
+    """``exp(d)`` as ``exp(d / 2)**2`` (:func:`.vmath_f32.vexp` clamps its argument to the range
+    where ``expf`` is finite, ``exp(88.38)``; squared, the whole float range: +inf above
+    ``ln(FLT_MAX)`` and for +inf, as ``np.exp`` overflows; subnormal results below -87.3 instead of
+    the clamp's; 0 for -inf; NaN for NaN). Within 5 ulp."""
     b = fn.b
-    lanes = d.type.count
-    e = vexp(b, fn.m, d, zero_below=True)
-    return b.select(b.fcmp_ordered(">", d, fn.vconst(EXP_HI, lanes)), fn.vconst(math.inf, lanes), e)
+    h = vexp(b, fn.m, b.fmul(d, fn.vconst(0.5, d.type.count)), zero_below=True)
+    return b.fmul(h, h)
 
 
 def _across(fn: Fn, ln: int, outer: int, n: int, inner: int) -> None:

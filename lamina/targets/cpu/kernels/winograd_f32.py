@@ -60,7 +60,7 @@ _G = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]], np.floa
 
 def winograd_weights(w: np.ndarray) -> np.ndarray:
     """``U[xi][co][ci]`` (``xi = 4a + b``) of 3x3 weights ``w[co][ci][3][3]``: ``G g G^T``."""
-    u = np.einsum("ak,oikl,bl->abo i".replace(" ", ""), _G, w.astype(np.float64), _G)
+    u = np.einsum("ak,oikl,bl->aboi", _G, w.astype(np.float64), _G)
     return np.ascontiguousarray(u.reshape(16, w.shape[0], w.shape[1]).astype(np.float32))
 
 
@@ -130,7 +130,8 @@ class WinogradF32(Template):
     name = "winograd_f32"
     priority = 11
 
-    #: below these the transforms cost more than the saved MACs (measured on the YOLO head, Zen 4)
+    #: the smallest layers measured faster than conv_f32 (YOLO's and ResNet-18's 3x3 stride-1 layers,
+    #: ``benchmarks/cpu_yolo_kernels.py``, Zen 4): 16 channels at 160x160 1.5x, 20x20 1.6-2x
     MIN_CIN = 16
     MIN_COUT = 16
     MIN_OW = 8

@@ -1,8 +1,8 @@
 """The run-copying template (lamina/targets/cpu/kernels/copy_runs.py) against the ``tpu`` ops'
 ``execute``, bit for bit: random Split (any axis, uneven sizes) and Slice (unit and non-unit
-steps, any axes) of f32, bf16 and int8 tensors, on 1 and 3 parts, on the host and an AVX2
-``Isa(32)``, with canary bytes after each output; long runs (copied in pieces shared by the parts)
-included; a Concat stays ``generic.concat``'s."""
+steps, any axes) of f32, bf16 and int8 tensors, on 1 and 3 parts, on the host, an AVX2
+``Isa(32)`` and 16-byte vectors, with canary bytes after each output; long runs (copied in
+pieces shared by the parts) included; a Concat stays ``generic.concat``'s."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from lamina.targets.cpu.kernels.abi import Isa
 from lamina.targets.cpu.kernels.copy_runs import PIECE_BYTES, RunCopy
 
 ELEMS = {"f32": np.float32, "bf16": ml_dtypes.bfloat16, "i8": np.int8}
-ISAS = [None, Isa(32, frozenset({"avx2", "fma"}))]
+ISAS = [None, Isa(32, frozenset({"avx2", "fma"})), Isa(16)]
 CANARY = 64
 
 

@@ -88,3 +88,13 @@ def test_softmax_f32_is_chosen_for_f32_only_and_not_log() -> None:
     assert not TEMPLATE.matches(softmax((2, 16, 5), 1, log=True), isa)
     assert not TEMPLATE.matches(softmax((2, 16, 5), 1, ft="bf16"), isa)
     assert not TEMPLATE.exact  # an INT8 model's exact path keeps generic.softmax
+
+
+def test_softmax_f32_exp_over_the_whole_float_range() -> None:
+    """A column holding +inf counts its maximum as 0, so ``exp`` sees the values themselves: 88.5
+    (finite in float32, over Cephes' clamp at 88.38), 88.8 (overflows: NaN after the division as
+    in numpy), -95 (a subnormal exp)."""
+    col = np.array([np.inf, 88.5, 88.8, -95.0, 1.0, -np.inf, 0.5, 3.0], np.float32)
+    x = np.ascontiguousarray(np.stack([col, col[::-1]], 1).reshape(8, 2, 1) * np.ones((8, 2, 16), np.float32))
+    _check(softmax((8, 2, 16), 0), x, None, 1)
+    _check(softmax((2, 16, 8), -1), np.ascontiguousarray(x.transpose(1, 2, 0)), None, 1)
