@@ -10,6 +10,8 @@ import math
 
 from llvmlite import ir
 
+from .irconst import splat
+
 __all__ = ["vexp", "verf", "vgelu"]
 
 F32 = ir.FloatType()
@@ -17,7 +19,7 @@ I32 = ir.IntType(32)
 
 
 def _k(x: float, n: int) -> ir.Constant:
-    return ir.Constant(ir.VectorType(F32, n), [float(x)] * n)
+    return splat(F32, float(x), n)
 
 
 def _intrinsic(m: ir.Module, name: str, vt: ir.Type, nargs: int = 1) -> ir.Function:
