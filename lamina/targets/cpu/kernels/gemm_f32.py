@@ -518,6 +518,7 @@ class MatMulF32(Template):
 
     name = "matmul_f32"
     priority = 10
+    code_reads_constants = False  # the weight panels and bias are buffers (kernels/codekey.py)
 
     def fuses(self, op: Any, consumer: Any) -> bool:
         """An erf GELU of an f32 MatMul's result (BERT's FFN): computed on the tile's registers."""
