@@ -47,7 +47,8 @@ if mode == "INT8":
 
 DEPLOY = """
 import json, os, sys, time
-mlir, mode, table, out, prof = sys.argv[1:6]
+root, mlir, mode, table, out, prof = sys.argv[1:7]
+sys.path.insert(0, root)  # before the current directory ('' for -c), which may hold another tree
 import lamina.api as api
 import lamina.targets.cpu.compiler  # noqa: F401  (imports outside the timed region)
 kw = dict(calibration_table=table if mode == "INT8" else None, processor="cpu", output=out)
@@ -58,6 +59,8 @@ if prof != "-":
 c0, w0 = time.process_time(), time.perf_counter()
 dep = api.deploy(mlir, mode, **kw)
 cpu, wall = time.process_time() - c0, time.perf_counter() - w0
+import lamina
+assert os.path.dirname(os.path.dirname(lamina.__file__)) == root, lamina.__file__
 print("RESULT " + json.dumps(dict(cpu=cpu, wall=wall, report=dep.result.compile_report[:2])))
 """
 
@@ -71,11 +74,12 @@ def prepare(name: str, mode: str, workdir: str) -> tuple[str, str]:
 
 
 def deploy(tree: str, mlir: str, mode: str, table: str, out: str, prof: str = "-") -> dict:
-    env = {**os.environ, "PYTHONPATH": os.path.abspath(tree)}
+    root = os.path.abspath(tree)
     p = subprocess.run(
-        [sys.executable, "-c", DEPLOY, mlir, mode, table, out, prof],
+        [sys.executable, "-c", DEPLOY, root, mlir, mode, table, out, prof],
         check=True,
-        env=env,
+        env={**os.environ, "PYTHONPATH": root},
+        cwd=root,
         capture_output=True,
         text=True,
     )

@@ -50,12 +50,49 @@ def declares(t: Template, name: str) -> bool:
     return name in type(t).__dict__
 
 
-def _digest(a: np.ndarray) -> Any:
+def _digest(a: np.ndarray) -> bytes:
+    flat = np.ascontiguousarray(a).reshape(-1)
+    return hashlib.blake2b(flat.view(np.uint8).data, digest_size=20).digest()
+
+
+class _Data:
+    """Data in a key, compared by content only when needed: its hash is its dtype/type and shape's
+    (cheap), and two with the same are compared by a digest of their bytes, computed once — so a
+    kernel's weights are hashed only when another kernel's key matches it up to them."""
+
+    __slots__ = ("form", "_get", "_digest")
+
+    def __init__(self, form: tuple[Any, ...], get: Any) -> None:
+        self.form = form
+        self._get = get
+        self._digest: bytes | None = None
+
+    def digest(self) -> bytes:
+        if self._digest is None:
+            self._digest = self._get()
+            self._get = None
+        return self._digest
+
+    def __hash__(self) -> int:
+        return hash(self.form)
+
+    def __eq__(self, other: object) -> bool:
+        if self is other:
+            return True
+        return isinstance(other, _Data) and self.form == other.form and self.digest() == other.digest()
+
+
+def _resource_digest(a: DenseResourceElementsAttr) -> bytes:
+    try:
+        return _digest(a.to_numpy())
+    except ValueError:  # a resource without data: equal to nothing
+        return repr(object()).encode()
+
+
+def _array(a: np.ndarray) -> Any:
     if a.dtype.hasobject:
         return _Unique()
-    shape = a.shape
-    flat = np.ascontiguousarray(a).reshape(-1)
-    return ("nd", a.dtype.str, shape, hashlib.blake2b(flat.view(np.uint8).data, digest_size=20).digest())
+    return _Data(("nd", a.dtype.str, a.shape), lambda: _digest(a))
 
 
 class _Canon:
@@ -88,11 +125,9 @@ class _Canon:
             if not self.data:
                 return ("elements", a.type)
             if isinstance(a, DenseElementsAttr):
-                return a  # equal by type and bytes
-            try:
-                return ("resource", a.type, _digest(a.to_numpy()))
-            except ValueError:  # no data
-                return _Unique()
+                raw = a.raw  # 0-d for a splat
+                return _Data(("dense", a.type, raw.shape), lambda: _digest(raw))
+            return _Data(("resource", a.type), lambda: _resource_digest(a))
         return a  # uniqued: equal when their parameters are
 
     def __call__(self, x: Any) -> Any:
@@ -107,7 +142,7 @@ class _Canon:
         if isinstance(x, (Type, Isa)):
             return x
         if isinstance(x, np.ndarray):
-            return _digest(x) if self.data else ("nd", x.dtype.str, x.shape)
+            return _array(x) if self.data else ("nd", x.dtype.str, x.shape)
         if isinstance(x, np.generic):
             return ("np", x.dtype.str, x.tobytes())
         if isinstance(x, (list, tuple)):

@@ -32,6 +32,7 @@ from lamina.ir.constants import constant_array
 from lamina.ir.types import NoneType
 
 from .abi import Isa, KernelPlan, Template
+from .irconst import splat
 from .vmath_f32 import vexp
 
 F32 = ir.FloatType()
@@ -224,7 +225,7 @@ class Fn:
         return ir.Constant(ir.VectorType(F32, lanes), None)
 
     def vconst(self, x: float, lanes: int) -> ir.Value:
-        return ir.Constant(ir.VectorType(F32, lanes), [float(x)] * lanes)
+        return splat(F32, float(x), lanes)
 
     def fma(self, a: ir.Value, b: ir.Value, c: ir.Value) -> ir.Value:
         vt = a.type
@@ -539,6 +540,7 @@ class MatMulF32(Template):
 
     name = "matmul_f32"
     priority = 10
+    code_reads_constants = False  # the weight panels and bias are buffers (kernels/codekey.py)
 
     def fuses(self, op: Any, consumer: Any) -> bool:
         """An erf GELU of an f32 MatMul's result (BERT's FFN): computed on the tile's registers."""

@@ -60,6 +60,7 @@ from lamina.ir.types import IntegerType, NoneType, RankedTensorType
 
 from .abi import Isa, KernelPlan, Template
 from .generic_ir import fused_consumers
+from .irconst import vector
 
 __all__ = [
     "LutFusion",
@@ -329,7 +330,7 @@ class Gen:
 
     @staticmethod
     def cv(vals: Sequence[int], ty: ir.Type = I32) -> ir.Constant:
-        return ir.Constant(vt(ty, len(vals)), [ir.Constant(ty, int(v)) for v in vals])
+        return vector(ty, [int(v) for v in vals])
 
     def i64(self, v: Any) -> Any:
         return self.c(v) if isinstance(v, int) else v

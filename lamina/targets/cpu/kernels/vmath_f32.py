@@ -10,6 +10,8 @@ import math
 
 from llvmlite import ir
 
+from .irconst import splat
+
 __all__ = ["vexp", "verf", "vgelu"]
 
 F32 = ir.FloatType()
@@ -17,9 +19,10 @@ I32 = ir.IntType(32)
 
 
 def _k(x: float, t: ir.Type) -> ir.Constant:
-    """The constant ``x`` of type ``t`` (an f32, or every lane of an f32 vector)."""
+    """The constant ``x`` of type ``t`` (an f32, or every lane of an f32 vector: made once,
+    :mod:`.irconst`)."""
     if isinstance(t, ir.VectorType):
-        return ir.Constant(t, [float(x)] * t.count)
+        return splat(F32, float(x), t.count)
     return ir.Constant(t, float(x))
 
 
