@@ -44,6 +44,7 @@ row tiles than parts.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -1509,7 +1510,7 @@ class Int8ConvChannels(Int8Conv):
                                     for rr in range(mr):
                                         gen.when(
                                             b.icmp_signed("<", b.add(p0, gen.c(rr)), npos),
-                                            lambda rr=rr: epi_r(rr),
+                                            functools.partial(epi_r, rr),
                                         )
 
                                 def epi_r(rr: int) -> None:
