@@ -44,6 +44,7 @@ row tiles than parts.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -1197,9 +1198,14 @@ class Int8Conv(LutFusion, Template):
         """:meth:`ir_key`: the compiler's code key (``kernels/codekey.py``)."""
         return self.ir_key(op, isa)
 
-    def _tile(self, geo: ConvGeom, isa: Isa) -> tuple[int, int]:
+    def _tile(self, geo: ConvGeom, isa: Isa, op: Any = None) -> tuple[int, int]:
         nl = lanes(isa)
         regs = 30 if isa.vector_bytes == 64 else 14
+        short = -(-geo.cig // 4) * len(geo.taps) <= 32
+        if isa.vector_bytes == 64 and short and op is not None and residual_add(op) is not None:
+            # a short K loop and the fused add's constants: a smaller tile spills less in the
+            # epilogue (ResNet-50's 64 -> 256 1x1 + add at 56x56: 600 -> 533 us)
+            regs = 16
         if not vnni(isa):
             regs = regs // 2
         return _choose_tile(geo.cog, geo.oh * geo.wph, nl, regs, 8, 4)
@@ -1209,7 +1215,7 @@ class Int8Conv(LutFusion, Template):
         assert r is not None
         geo, q = r
         nl = lanes(isa)
-        mr, nv = self._tile(geo, isa)
+        mr, nv = self._tile(geo, isa, op)
         return _conv_plan(op, symbol, geo, q, mr, nv * nl)
 
     def emit(self, module: Any, plan: KernelPlan, op: Any, isa: Isa) -> None:
@@ -1219,7 +1225,7 @@ class Int8Conv(LutFusion, Template):
         gen = Gen(module, plan.symbol, len(plan.buffers), isa)
         b = gen.b
         nl = gen.nl
-        mr, nv = self._tile(geo, isa)
+        mr, nv = self._tile(geo, isa, op)
         x, wp, ct, mt, st_, out, scr = gen.std_bufs(plan, q.out_signed, op)
         gen.fast_shift = fast_shift(q)
         gen.res32 = residual32(gen.res[2], q) if gen.res is not None else None
@@ -1486,8 +1492,11 @@ class Int8ConvChannels(Int8Conv):
                                 am, rm, ash = rtabs[v] if rtabs else (None, None, None)
 
                                 def full() -> None:
-                                    # a whole tile: the channels' runs of mr positions, transposed in
-                                    # registers (one load / store of mr bytes per channel)
+                                    # the channels' runs of mr positions, transposed in registers: one
+                                    # load / store of mr bytes per channel, masked to the positions
+                                    # the part computes (the last tile's)
+                                    left = b.trunc(b.sub(npos, p0), I32)
+                                    run_mask = b.icmp_signed("<", gen.iota(mr), gen.splat(left, mr))
                                     c32 = gen.res32_consts(nl) if gen.res32 is not None else None
                                     ys = [
                                         gen.requant(
@@ -1496,7 +1505,12 @@ class Int8ConvChannels(Int8Conv):
                                         for rr in range(mr)
                                     ]
                                     if rbase is not None:
-                                        runs = [gen.load(rbase, c * plane_out, vt(I8, mr)) for c in range(nl)]
+                                        runs = [
+                                            gen.masked_load(
+                                                rbase, c * plane_out, run_mask, gen.cv([0] * mr, I8)
+                                            )
+                                            for c in range(nl)
+                                        ]
                                         rs = _transpose(gen, runs, nl, mr)
                                         ys = [
                                             gen.add_residual(y, r, am, rm, ash, q, consts=c32, lut=False)
@@ -1504,13 +1518,13 @@ class Int8ConvChannels(Int8Conv):
                                         ]
                                     ys = gen.apply_luts(ys)
                                     for c, run in enumerate(_transpose(gen, ys, mr, nl)):
-                                        gen.store(run, obase, c * plane_out)
+                                        gen.masked_store(run, obase, c * plane_out, run_mask)
 
                                 def tail() -> None:
                                     for rr in range(mr):
                                         gen.when(
                                             b.icmp_signed("<", b.add(p0, gen.c(rr)), npos),
-                                            lambda rr=rr: epi_r(rr),
+                                            functools.partial(epi_r, rr),
                                         )
 
                                 def epi_r(rr: int) -> None:
@@ -1525,14 +1539,10 @@ class Int8ConvChannels(Int8Conv):
                                         e = b.extract_element(y, gen.c(lane, I32))
                                         b.store(e, b.gep(obase, [gen.c(lane * plane_out + rr)]))
 
-                                with b.if_else(b.icmp_signed("<=", b.add(p0, gen.c(mr)), npos)) as (
-                                    then,
-                                    other,
-                                ):
-                                    with then:
-                                        full()
-                                    with other:
-                                        tail()
+                                if mr >= 2:
+                                    full()
+                                else:  # one position a tile: byte stores (a one-lane masked store
+                                    tail()  # is a 4-byte write with LLVM 22)
 
                             if geo.cog % cw:
                                 gen.when(
@@ -1565,10 +1575,16 @@ def _concat(gen: Gen, vs: list[Any]) -> Any:
 
 def _transpose(gen: Gen, vs: list[Any], rows: int, cols: int) -> list[Any]:
     """``cols`` vectors of ``rows`` bytes from ``rows`` vectors of ``cols`` bytes (``vs[i][j]`` is
-    ``out[j][i]``): a shuffle of their concatenation per result."""
+    ``out[j][i]``): one shuffle of their concatenation into the transposed order, then its
+    consecutive pieces (cheaper for LLVM to lower than one gathering shuffle per result)."""
     assert len(vs) == rows and all(v.type.count == cols for v in vs)
+    b = gen.b
     cat = _concat(gen, vs)
-    return [gen.b.shuffle_vector(cat, cat, gen.cv([i * cols + j for i in range(rows)])) for j in range(cols)]
+    t = b.shuffle_vector(cat, cat, gen.cv([i * cols + j for j in range(cols) for i in range(rows)]))
+    if rows in (2, 4, 8):  # pieces as integer lanes
+        w = b.bitcast(t, vt(ir.IntType(8 * rows), cols))
+        return [b.bitcast(b.extract_element(w, gen.c(j, I32)), vt(I8, rows)) for j in range(cols)]
+    return [b.shuffle_vector(t, t, gen.cv(range(j * rows, (j + 1) * rows))) for j in range(cols)]
 
 
 def _tap_runs(geo: ConvGeom, ra: int) -> list[tuple[int, list[tuple[int, int]]]]:
