@@ -74,7 +74,7 @@ class TargetCapabilities:
 
     def replace(self, **changes: Any) -> TargetCapabilities:
         """A copy with the given constructor arguments changed."""
-        args = {
+        args: dict[str, Any] = {
             "name": self.name,
             "entries": self.entries,
             "conv_channel_scales": self.conv_channel_scales,
