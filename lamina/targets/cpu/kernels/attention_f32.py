@@ -38,9 +38,10 @@ from llvmlite import ir
 from lamina.ir.types import RankedTensorType
 
 from .abi import Isa, KernelPlan, Template
-from .gemm_f32 import ELEMS, F32, I32, I64, Fn, Tile, elem_name, gemm_tile, static_shape, tile_for
+from .gemm_f32 import ELEMS, F32, I64, Fn, Tile, elem_name, gemm_tile, static_shape, tile_for
 from .generic_ir import broadcast_strides
 from .generic_norm import Attention as _GenericAttention
+from .vmath_f32 import htree
 from .vmath_f32 import vexp as _vexp
 
 __all__ = ["AttentionF32", "vexp", "hmax", "hsum"]
@@ -51,30 +52,17 @@ def vexp(fn: Fn, x: ir.Value) -> ir.Value:
     return _vexp(fn.b, fn.m, x, zero_below=True)
 
 
-def _htree(fn: Fn, v: ir.Value, op: Any) -> ir.Value:
-    """A horizontal reduction of an f32 vector by halving (``op(a, b)`` combines two vectors)."""
-    b = fn.b
-    n = v.type.count
-    while n > 1:
-        h = n // 2
-        lo = b.shuffle_vector(v, v, ir.Constant(ir.VectorType(I32, h), list(range(h))))
-        hi_ = b.shuffle_vector(v, v, ir.Constant(ir.VectorType(I32, h), list(range(h, n))))
-        v = op(lo, hi_)
-        n = h
-    return b.extract_element(v, ir.Constant(I32, 0))
-
-
 def _vmax(fn: Fn, a: ir.Value, c: ir.Value) -> ir.Value:
     """``c > a ? c : a`` per lane (a NaN score does not win the max; it makes its row NaN anyway)."""
     return fn.b.select(fn.b.fcmp_ordered(">", c, a), c, a)
 
 
 def hmax(fn: Fn, v: ir.Value) -> ir.Value:
-    return _htree(fn, v, lambda x, y: _vmax(fn, x, y))
+    return htree(fn.b, v, lambda x, y: _vmax(fn, x, y))
 
 
 def hsum(fn: Fn, v: ir.Value) -> ir.Value:
-    return _htree(fn, v, fn.b.fadd)
+    return htree(fn.b, v, fn.b.fadd)
 
 
 class AttentionF32(Template):

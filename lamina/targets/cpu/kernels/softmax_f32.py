@@ -25,8 +25,8 @@ from typing import Any
 from llvmlite import ir
 
 from .abi import Isa, KernelPlan, Template
-from .gemm_f32 import I32, Fn, elem_name, static_shape
-from .vmath_f32 import vexp
+from .gemm_f32 import Fn, elem_name, static_shape
+from .vmath_f32 import htree, vexp
 
 __all__ = ["CHUNK_VECTORS", "SoftmaxF32"]
 
@@ -152,19 +152,6 @@ def _across(fn: Fn, ln: int, outer: int, n: int, inner: int) -> None:
     fn.loop(lo, hi, unit)
 
 
-def _hreduce(fn: Fn, v: ir.Value, op: str) -> ir.Value:
-    """The lanes of ``v`` combined pairwise (``max``: ``llvm.maximum``; ``add``: ``fadd``)."""
-    b = fn.b
-    lanes = v.type.count
-    while lanes > 1:
-        half = lanes // 2
-        lo = b.shuffle_vector(v, v, ir.Constant(ir.VectorType(I32, half), list(range(half))))
-        hi = b.shuffle_vector(v, v, ir.Constant(ir.VectorType(I32, half), list(range(half, lanes))))
-        v = _vmax(fn, lo, hi) if op == "max" else b.fadd(lo, hi)
-        lanes = half
-    return b.extract_element(v, ir.Constant(I32, 0))
-
-
 def _along(fn: Fn, ln: int, outer: int, n: int) -> None:
     b = fn.b
     x, y = fn.buf(0), fn.buf(1)
@@ -187,7 +174,7 @@ def _along(fn: Fn, ln: int, outer: int, n: int) -> None:
         if rest:
             assert tmask is not None
             acc = _vmax(fn, acc, b.select(tmask, tail_load(x), ninf))
-        m = _finite_or_zero(fn, fn.splat(_hreduce(fn, acc, "max"), ln))
+        m = _finite_or_zero(fn, fn.splat(htree(fn.b, acc, lambda x, y: _vmax(fn, x, y)), ln))
 
         def pexp(v: ir.Value, a: list[ir.Value]) -> list[ir.Value]:
             e = _exp(fn, b.fsub(fn.vload(p(x, v), ln), m))
@@ -200,7 +187,7 @@ def _along(fn: Fn, ln: int, outer: int, n: int) -> None:
             e = _exp(fn, b.fsub(tail_load(x), m))
             fn.vstore(e, fn.at(y, fn.add(base, full * ln)), tmask)
             s = b.fadd(s, b.select(tmask, e, fn.vzero(ln)))
-        total = fn.splat(_hreduce(fn, s, "add"), ln)
+        total = fn.splat(htree(fn.b, s, fn.b.fadd), ln)
 
         def pdiv(v: ir.Value, _c: Any) -> None:
             q = p(y, v)

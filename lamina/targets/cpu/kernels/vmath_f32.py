@@ -7,12 +7,13 @@ Each takes the IR builder, the module (for the intrinsics' declarations) and the
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from llvmlite import ir
 
 from .irconst import splat
 
-__all__ = ["vexp", "verf", "vgelu"]
+__all__ = ["htree", "vexp", "verf", "vgelu"]
 
 F32 = ir.FloatType()
 I32 = ir.IntType(32)
@@ -81,3 +82,16 @@ def vgelu(b: ir.IRBuilder, m: ir.Module, x: ir.Value) -> ir.Value:
     half = b.fmul(_k(0.5, t), x)
     er = verf(b, m, b.fmul(x, _k(1.0 / math.sqrt(2.0), t)))
     return b.fmul(half, b.fadd(_k(1.0, t), er))
+
+
+def htree(b: ir.IRBuilder, v: ir.Value, op: Any) -> ir.Value:
+    """The lanes of vector ``v`` combined by halving (``op(lo, hi)`` combines two half vectors),
+    the result as a scalar."""
+    n = v.type.count
+    while n > 1:
+        h = n // 2
+        lo = b.shuffle_vector(v, v, ir.Constant(ir.VectorType(I32, h), list(range(h))))
+        hi = b.shuffle_vector(v, v, ir.Constant(ir.VectorType(I32, h), list(range(h, n))))
+        v = op(lo, hi)
+        n = h
+    return b.extract_element(v, ir.Constant(I32, 0))
