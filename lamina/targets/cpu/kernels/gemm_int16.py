@@ -37,12 +37,11 @@ import numpy as np
 from llvmlite import ir
 
 from lamina.dialects.quant import UniformQuantizedPerAxisType, UniformQuantizedType
-from lamina.dialects.tpu.quantize import MAX_SHIFT, qparams, round_half_away
-from lamina.ir.constants import constant_array
-from lamina.ir.types import IntegerType, NoneType, RankedTensorType
+from lamina.dialects.tpu.quantize import qparams
+from lamina.ir.types import RankedTensorType
 
 from .abi import Isa, KernelPlan, Template
-from .gemm_int8 import Gen, lanes, vnni, vt
+from .gemm_int8 import Gen, lanes, vnni, vt, weight_requant_bias
 
 __all__ = ["Int16MatMul", "Lut16", "TEMPLATES"]
 
@@ -142,42 +141,10 @@ def quant16(op: Any) -> tuple[int, int, int, Quant16] | None:
     zp_out = 0 if ao is not None else int(zo)
     if ea.storage_width == 16 and zp_in != 0:
         return None  # q - zp must fit in int16
-    w = constant_array(op.operands[1])
-    if w is None:
+    p = weight_requant_bias(op, ncols, eo, zp_out, lo, hi)
+    if p is None:
         return None
-    w = np.asarray(w)
-    if w.dtype.kind not in "iu" or w.min(initial=0) < -128 or w.max(initial=0) > 127:
-        return None
-    m, r = op.attr("multiplier"), op.attr("rshift")
-    if m is None or r is None:
-        return None
-    m = np.asarray(m, np.int64).reshape(-1)
-    s = 31 + np.asarray(r, np.int64).reshape(-1)
-    if m.size not in (1, ncols) or s.size != m.size:
-        return None
-    if np.any(m < 0) or np.any(m >= 2**31) or np.any(s < 1) or np.any(s > MAX_SHIFT):
-        return None
-    lo_c, hi_c = int(lo), int(hi)
-    if op.attr("do_relu"):
-        lo_c = max(lo_c, zp_out)
-        limit = op.attr("relu_limit")
-        if limit is not None and limit > 0:
-            sc = qparams(eo)[0]
-            if np.size(sc) != 1:
-                return None  # the contract reads one output scale here
-            hi_c = min(hi_c, zp_out + int(round_half_away(np.float64(limit / float(np.ravel(sc)[0])))))
-            if hi_c < lo_c:
-                return None
-    bias = None
-    bt = op.operands[2].type
-    if not isinstance(bt, NoneType):
-        b = constant_array(op.operands[2])
-        if b is None or not isinstance(getattr(bt, "element_type", None), IntegerType):
-            return None
-        b = np.asarray(b)
-        if b.size != ncols or b.dtype.kind not in "iu" or (b.ndim > 0 and b.shape[-1] != ncols):
-            return None
-        bias = b.reshape(-1).astype(np.int64).astype(np.int32)
+    w, m, s, lo_c, hi_c, bias = p
     q = Quant16(
         ea.storage_width,
         bool(ea.signed),
@@ -187,9 +154,9 @@ def quant16(op: Any) -> tuple[int, int, int, Quant16] | None:
         lo_c,
         hi_c,
         zp_out,
-        np.broadcast_to(m, (ncols,)).copy(),
-        np.broadcast_to(s, (ncols,)).copy(),
-        w.astype(np.int8),
+        m,
+        s,
+        w,
         bias,
     )
     return int(np.prod(a_t.shape[:-1])), kdim, ncols, q

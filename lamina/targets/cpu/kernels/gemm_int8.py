@@ -144,6 +144,21 @@ def _quant_info(op: Any, channels: int) -> QuantInfo | None:
         return None
     zp_in = 0 if ax is not None else int(zx)
     zp_out = 0 if ao is not None else int(zo)
+    p = weight_requant_bias(op, channels, eo, zp_out, lo, hi)
+    if p is None:
+        return None
+    w, m, s, lo_c, hi_c, bias = p
+    return QuantInfo(bool(ex.signed), zp_in, lo_c, hi_c, zp_out, m, s, w, bias, bool(eo.signed))
+
+
+def weight_requant_bias(
+    op: Any, channels: int, eo: Any, zp_out: int, lo: Any, hi: Any
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, int, np.ndarray | None] | None:
+    """The parts of an integer Conv / MatMul with a constant weight that every integer template
+    checks alike: ``(weight int8, multiplier and total shift 31 + rshift per output channel, the
+    result's clamp after a fused ReLU / ReLU6, int32 bias or None)``, or None when the op is not
+    one the templates run bit-exactly (a weight outside int8, factors outside the contract's range,
+    a ReLU6 limit over per-channel result scales, a bias not of ``channels`` integers)."""
     w = constant_array(op.operands[1])
     if w is None:
         return None
@@ -153,8 +168,8 @@ def _quant_info(op: Any, channels: int) -> QuantInfo | None:
     m, r = op.attr("multiplier"), op.attr("rshift")
     if m is None or r is None:
         return None
-    m = np.asarray(m, np.int64)
-    s = 31 + np.asarray(r, np.int64)
+    m = np.asarray(m, np.int64).reshape(-1)
+    s = 31 + np.asarray(r, np.int64).reshape(-1)
     if m.size not in (1, channels) or s.size != m.size:
         return None
     if np.any(m < 0) or np.any(m >= 2**31) or np.any(s < 1) or np.any(s > MAX_SHIFT):
@@ -167,7 +182,7 @@ def _quant_info(op: Any, channels: int) -> QuantInfo | None:
         limit = op.attr("relu_limit")
         if limit is not None and limit > 0:
             sc = qparams(eo)[0]
-            if np.ndim(sc) and np.size(sc) != 1:
+            if np.size(sc) != 1:
                 return None  # the contract reads one output scale here
             hi_c = min(hi_c, zp_out + int(round_half_away(np.float64(limit / float(np.ravel(sc)[0])))))
             if hi_c < lo_c:
@@ -186,9 +201,7 @@ def _quant_info(op: Any, channels: int) -> QuantInfo | None:
         ):
             return None
         bias = b.reshape(-1).astype(np.int64).astype(np.int32)
-    return QuantInfo(
-        bool(ex.signed), zp_in, lo_c, hi_c, zp_out, m, s, w.astype(np.int8), bias, bool(eo.signed)
-    )
+    return w.astype(np.int8), m, s, lo_c, hi_c, bias
 
 
 def fast_shift(q: QuantInfo) -> bool:
