@@ -401,7 +401,11 @@ def gemm_tile(
 
 
 def _all_off(m: ir.Value) -> bool:
-    return isinstance(m, ir.Constant) and isinstance(m.constant, list) and not any(m.constant)
+    """Whether ``m`` is a constant mask with no lane on (its lanes are ``ir.Constant`` objects,
+    always truthy themselves: their ``constant`` is the value)."""
+    if not (isinstance(m, ir.Constant) and isinstance(m.constant, list)):
+        return False
+    return not any(getattr(c, "constant", c) for c in m.constant)
 
 
 def vsigmoid(fn: Fn, x: ir.Value) -> ir.Value:
