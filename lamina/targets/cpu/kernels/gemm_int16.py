@@ -294,18 +294,10 @@ class Int16MatMul(Template):
         kg = -(-kdim // grp)
         k2 = kg * grp  # packed elements per row (kg * 4 bytes)
         nt = -(-ncols // (nv * nl))
-        mtiles = -(-mrows // mr)
         ib, ob = q.in_bits // 8, q.out_bits // 8
         ity, oty = ir.IntType(q.in_bits), ir.IntType(q.out_bits)
         scr = b.gep(scr, [b.mul(gen.part, gen.c(plan.scratch_bytes))])
-        by_rows = b.icmp_signed(">=", gen.c(mtiles), gen.nparts)
-        t_lo, t_hi = gen.part_range(mtiles)
-        n_lo, n_hi = gen.part_range(nt)
-        m_lo = b.select(by_rows, b.mul(t_lo, gen.c(mr)), gen.c(0))
-        m_hi = b.select(by_rows, b.mul(t_hi, gen.c(mr)), gen.c(mtiles * mr))
-        m_hi = b.select(b.icmp_signed(">", m_hi, gen.c(mrows)), gen.c(mrows), m_hi)
-        nt_lo = b.select(by_rows, gen.c(0), n_lo)
-        nt_hi = b.select(by_rows, gen.c(nt), n_hi)
+        m_lo, m_hi, nt_lo, nt_hi = gen.matmul_split(mrows, mr, nt)
 
         def widen(v: Any, n: int) -> Any:
             """Storage values → int16 ``q - zp``."""

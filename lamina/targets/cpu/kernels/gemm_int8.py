@@ -660,6 +660,21 @@ class Gen:
         hi = b.sdiv(b.mul(total, b.add(self.part, self.c(1))), self.nparts)
         return lo, hi
 
+    def matmul_split(self, mrows: int, mr: int, nt: int) -> tuple[Any, Any, Any, Any]:
+        """A MatMul's share of this part: rows ``[m_lo, m_hi)``, column tiles ``[nt_lo, nt_hi)`` — whole tiles of
+        ``mr`` rows split between the parts when there are at least as many as parts (every part
+        taking all ``nt`` column tiles), else the column tiles (every part taking all rows);
+        ``m_hi`` clipped to ``mrows``."""
+        b, c = self.b, self.c
+        mtiles = -(-mrows // mr)
+        by_rows = b.icmp_signed(">=", c(mtiles), self.nparts)
+        t_lo, t_hi = self.part_range(mtiles)
+        n_lo, n_hi = self.part_range(nt)
+        m_lo = b.select(by_rows, b.mul(t_lo, c(mr)), c(0))
+        m_hi = b.select(by_rows, b.mul(t_hi, c(mr)), c(mtiles * mr))
+        m_hi = b.select(b.icmp_signed(">", m_hi, c(mrows)), c(mrows), m_hi)
+        return m_lo, m_hi, b.select(by_rows, c(0), n_lo), b.select(by_rows, c(nt), n_hi)
+
 
 def _choose_tile(rows: int, cols: int, nl: int, regs: int, mr_max: int, nv_max: int) -> tuple[int, int]:
     """Register tile ``(MR, NV)``: ``MR`` rows x ``NV`` vectors of ``nl`` columns, ``MR*NV + NV`` of
@@ -1831,18 +1846,10 @@ class Int8MatMul(LutFusion, Template):
         kg = -(-kdim // 4)
         k4 = kg * 4
         nt = -(-ncols // (nv * nl))
-        mtiles = -(-mrows // mr)
         scr = b.gep(scr, [b.mul(gen.part, gen.c(plan.scratch_bytes))])
         off = 128 if q.in_signed else 0
         # split row tiles when there are enough, else column tiles
-        by_rows = b.icmp_signed(">=", gen.c(mtiles), gen.nparts)
-        t_lo, t_hi = gen.part_range(mtiles)
-        n_lo, n_hi = gen.part_range(nt)
-        m_lo = b.select(by_rows, b.mul(t_lo, gen.c(mr)), gen.c(0))
-        m_hi = b.select(by_rows, b.mul(t_hi, gen.c(mr)), gen.c(mtiles * mr))
-        m_hi = b.select(b.icmp_signed(">", m_hi, gen.c(mrows)), gen.c(mrows), m_hi)
-        nt_lo = b.select(by_rows, gen.c(0), n_lo)
-        nt_hi = b.select(by_rows, gen.c(nt), n_hi)
+        m_lo, m_hi, nt_lo, nt_hi = gen.matmul_split(mrows, mr, nt)
 
         # pack rows [m_lo, m_hi): bytes + off, kdim padded to k4 with zeros
         def pack_row(m: Any, _: list[Any]) -> None:
