@@ -54,9 +54,12 @@ DTYPES: Mapping[str, np.dtype] = MappingProxyType(
     }
 )
 
-#: Compute dtypes a chip may support; the TIU throughput table is keyed by them. Integer tensors of
-#: any width compute at the ``int8`` rate (element-wise kinds divided by the element size in bytes).
-COMPUTE_DTYPES = ("int8", "f16", "bf16", "f32")
+#: Compute dtypes a chip may support; the TIU throughput table is keyed by them. ``int16`` (16-bit
+#: integer operands: the int16 integer forms — ``docs/tpu.md`` "Optional integer forms" — and
+#: their 65536-entry tables) needs ``int8``; a chip without it computes no int16 form, and the
+#: integer tensors it has of other widths compute at the ``int8`` rate (element-wise kinds divided
+#: by the element size in bytes).
+COMPUTE_DTYPES = ("int8", "int16", "f16", "bf16", "f32")
 
 #: TIU command kinds, each with its own throughput (``docs/npu-isa.md``).
 TIU_KINDS = ("conv", "depthwise", "matmul", "elementwise", "pool", "lut", "cast", "permute", "reduce")
@@ -139,14 +142,19 @@ class Chip:
     def tiu_rate(self, kind: str, dtype: str) -> float:
         """Ops per cycle of TIU command ``kind`` computing in storage dtype ``dtype``.
 
-        Integer dtypes use the ``int8`` entry; for kinds other than conv/depthwise/matmul (whose
-        operands are 8-bit) a wider integer divides it by its size in bytes.
+        16-bit integers use the ``int16`` entry where the chip computes in ``int16``; other integer
+        dtypes (and 16-bit ones on a chip without ``int16``) the ``int8`` entry, which for kinds
+        other than conv/depthwise/matmul (whose operands are then 8-bit) a wider integer divides by
+        its size in bytes.
         """
         dt = DTYPES.get(dtype)
         if dt is None or kind not in self.tiu_ops_per_cycle:
             raise LaminaError(f"chip {self.name}: no TIU rate for {kind!r} in {dtype!r}")
+        row = self.tiu_ops_per_cycle[kind]
+        if dt.kind in "iu" and dt.itemsize == 2 and "int16" in row:
+            return row["int16"]
         key = "int8" if dt.kind in "iu" else dtype
-        rate = self.tiu_ops_per_cycle[kind].get(key)
+        rate = row.get(key)
         if rate is None:
             raise LaminaError(
                 f"chip {self.name} does not compute in {dtype} (it supports {', '.join(self.dtypes)})"
@@ -154,6 +162,14 @@ class Chip:
         if dt.kind in "iu" and kind not in MAC_KINDS:
             rate /= dt.itemsize
         return rate
+
+    def compute_dtype(self, dtype: str) -> str:
+        """The compute dtype (:data:`COMPUTE_DTYPES`) a tensor of storage dtype ``dtype`` needs the
+        chip to have: 16-bit integers ``int16``, other integers ``int8``, floats themselves."""
+        dt = DTYPES[dtype]
+        if dt.kind in "iu":
+            return "int16" if dt.itemsize == 2 else "int8"
+        return dtype
 
     def tiu_cycles(self, kind: str, dtype: str, ops: int) -> int:
         """Cycles of one TIU command doing ``ops`` operations: startup latency + ops / throughput."""
@@ -281,6 +297,8 @@ def _parse(text: str, where: str) -> Chip:
         or len(set(dtypes)) != len(dtypes)
     ):
         raise bad("dtypes", f"a non-empty list of distinct dtypes among {', '.join(COMPUTE_DTYPES)}")
+    if "int16" in dtypes and "int8" not in dtypes:
+        raise bad("dtypes", "int8 with int16 (the int16 forms are integer forms of INT8 models)")
     table = data["tiu_ops_per_cycle"]
     if not isinstance(table, dict):
         raise bad("tiu_ops_per_cycle", "an object {kind: {dtype: ops per cycle}}")

@@ -39,7 +39,7 @@ from lamina.ir.types import RankedTensorType, ShapedType, i64
 from lamina.passes import Option, Pass, Statistic, register_pass
 from lamina.support.errors import LaminaError
 
-from .arch import DTYPES, Chip, load_chip
+from .arch import Chip, load_chip
 from .dialect import COMMAND_OPS, CopyOp, ReshapeOp, WeightOp, dtype_name, reshaped_type
 from .moves import index_map, moves_of
 
@@ -106,9 +106,7 @@ class _Converter:
                 name = dtype_name(v.type)
             except LaminaError:
                 return False
-            dt = DTYPES[name]
-            key = "int8" if dt.kind in "iu" else name
-            if key not in self.chip.dtypes:
+            if self.chip.compute_dtype(name) not in self.chip.dtypes:
                 return False
         return True
 

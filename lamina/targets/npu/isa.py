@@ -47,6 +47,7 @@ __all__ = [
     "Attention",
     "FORMAT_VERSION",
     "MAGIC",
+    "PARAMETER_FIELDS",
     "Command",
     "Conv",
     "Depthwise",
@@ -56,6 +57,7 @@ __all__ = [
     "GdmaCommand",
     "LayerNorm",
     "Lut",
+    "Lut16",
     "MatMul",
     "Move",
     "Permute",
@@ -287,6 +289,12 @@ class Command:
         return {n: t for n in self.TENSORS if (t := getattr(self, n)) is not None}
 
 
+#: tensor fields that hold a command's per-channel parameters or tables, not data
+PARAMETER_FIELDS = frozenset({"bias", "quant", "table"})
+#: integer dtypes by width in bytes
+_INT_WIDTH = {"int8": 1, "uint8": 1, "int16": 2, "uint16": 2, "int32": 4, "uint32": 4}
+
+
 @dataclass(frozen=True, kw_only=True)
 class TiuCommand(Command):
     """A compute command: reads its input tensors from LMEM and writes ``output``.
@@ -304,8 +312,17 @@ class TiuCommand(Command):
 
     @property
     def compute_dtype(self) -> str:
-        """The dtype the command computes in: its first input's."""
-        return getattr(self, self.TENSORS[0]).dtype
+        """The dtype the command computes in: its first input's; of an integer command, the widest
+        integer among its data operands and its output (per-channel parameters and tables aside):
+        an 8-bit sum written as int16 (``wide_sum``) or an int16 requantization computes in 16 bits."""
+        first = getattr(self, self.TENSORS[0]).dtype
+        if first not in _INT_WIDTH:
+            return first
+        widest = first
+        for name, t in self.tensors().items():
+            if name not in PARAMETER_FIELDS and _INT_WIDTH.get(t.dtype, 0) > _INT_WIDTH[widest]:
+                widest = t.dtype
+        return widest
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -395,7 +412,7 @@ class Eltwise(TiuCommand):
     they are 1. ``quant``: ``(1, C, 1, 3)`` int32 ``[a_multiplier, b_multiplier, rshift]`` per
     channel, channel ``j`` applying to index ``j`` of dim ``quant_axis`` of the output (absent: the
     scalar fields). ``mul`` requantizes the product ``(a - a_zp) * (b - b_zp)`` with
-    ``a_multiplier`` and ``rshift``."""
+    ``a_multiplier`` and ``rshift`` (per channel: ``quant`` columns 0 and 2, column 1 unused, 0)."""
 
     OPCODE: ClassVar[int] = 0x04
     KIND: ClassVar[str] = "elementwise"
@@ -479,6 +496,20 @@ class Lut(TiuCommand):
     0 for uint8; ``table``: ``(1, 1, 1, 256)`` of the output dtype."""
 
     OPCODE: ClassVar[int] = 0x07
+    KIND: ClassVar[str] = "lut"
+    input: Tensor
+    table: Tensor
+    output: Tensor
+
+
+@_record
+@dataclass(frozen=True, kw_only=True)
+class Lut16(TiuCommand):
+    """Table look-up over a 16-bit input (tpu.Lut16, the ``lut16`` form): ``y = table[x + 32768]``
+    for int16 ``x``; ``table``: ``(1, 1, 1, 65536)`` of the output dtype (8-bit, or int16), read
+    whole (64 or 128 KiB of LMEM). The chip computes it in ``int16`` (its ``lut`` rate)."""
+
+    OPCODE: ClassVar[int] = 0x0F
     KIND: ClassVar[str] = "lut"
     input: Tensor
     table: Tensor
@@ -647,6 +678,7 @@ COMMANDS: dict[int, type[Command]] = {
         Softmax,
         LayerNorm,
         Attention,
+        Lut16,
         Move,
     )
 }

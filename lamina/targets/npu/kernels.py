@@ -257,15 +257,16 @@ def _eltwise(cmd: isa.Eltwise, ins: Inputs) -> np.ndarray:
         _no_float_relu(cmd)
         y = _FLOAT_ELTWISE[cmd.op](a, b, _out_dtype(cmd))
     elif cmd.op == isa.EltwiseOp.MUL:
-        if "quant" in ins:
-            raise _bad(cmd, "mul has one multiplier, no per-channel quant tensor")
+        ax = _axis(cmd, out)
+        q = _quant(cmd, ins, 3, out[ax])
         y = tiu.mul(
             a,
             b,
             a_zp=int(cmd.a_zp),
             b_zp=int(cmd.b_zp),
-            multiplier=int(cmd.a_multiplier),
-            rshift=int(cmd.rshift),
+            multiplier=_col(q, 0) if q is not None else [int(cmd.a_multiplier)],
+            rshift=_col(q, 2) if q is not None else [int(cmd.rshift)],
+            channel_axis=ax if q is not None else -1,
             out_zp=int(cmd.output_zp),
             out_min=int(cmd.out_min),
             out_max=int(cmd.out_max),
@@ -313,6 +314,17 @@ def _lut(cmd: isa.Lut, ins: Inputs) -> np.ndarray:
     if x.dtype not in (np.int8, np.uint8):
         raise _bad(cmd, f"the input is {cmd.input.dtype}; a table look-up reads 8-bit integers")
     return tiu.lut(x, table.reshape(256))
+
+
+@_checked
+def _lut16(cmd: isa.Lut16, ins: Inputs) -> np.ndarray:
+    table = ins["table"]
+    if table.shape != (1, 1, 1, 65536) or table.dtype != DTYPES[cmd.output.dtype]:
+        raise _bad(cmd, f"table {table.shape} {table.dtype}, expected (1, 1, 1, 65536) {cmd.output.dtype}")
+    x = ins["input"]
+    if x.dtype != np.int16:
+        raise _bad(cmd, f"the input is {cmd.input.dtype}; a 16-bit table look-up reads int16")
+    return tiu.lut16(x, table.reshape(65536))
 
 
 @_checked
@@ -548,6 +560,7 @@ KERNELS: dict[type[isa.TiuCommand], tuple[Execute, Work]] = {
     isa.Requant: (_requant, _elements),
     isa.Pool: (_pool, _pool_work),
     isa.Lut: (_lut, _elements),
+    isa.Lut16: (_lut16, _elements),
     isa.Cast: (_cast, _elements),
     isa.Permute: (_permute, _elements),
     isa.Reduce: (_reduce, _reduce_work),
@@ -566,6 +579,7 @@ WORK_RULES: dict[type[isa.TiuCommand], str] = {
     isa.Requant: "output elements",
     isa.Pool: "output elements * `kh * kw`",
     isa.Lut: "output elements",
+    isa.Lut16: "output elements",
     isa.Cast: "output elements",
     isa.Permute: "output elements",
     isa.Reduce: "input elements",

@@ -32,21 +32,30 @@ _FLOAT_ON_TIU = frozenset({"top.Softmax", "top.LayerNorm", "top.Attention"})
 def capabilities_of(chip: Chip) -> TargetCapabilities:
     """What ``chip`` runs natively: with ``int8``, the integer forms of the ``tpu`` families and the
     LUT activations (as the reference interpreter, but Softmax, LayerNorm and Attention, which the
-    TIU runs in float only); each float dtype it computes in, every op in
-    that mode. Costs are cycles per element relative to INT8 (the conv throughput ratio)."""
+    TIU runs in float only) — on ``i16`` operands too (the int16 forms ``lut16``, ``wide_input``,
+    ``wide_sum``: int16 MatMul inputs and results, ``Lut16`` tables, int16 sums) where the chip
+    computes in ``int16``; each float dtype it computes in, every op in that mode. 4-d activations
+    may carry per-channel scales along axis 1 on every chip (``conv_channel_scales``: the TIU's
+    Conv requantizes per output channel, and its Eltwise, Requant and Cast records take per-channel
+    parameters along any dim). Costs are cycles per element relative to INT8 (the conv
+    throughput ratio)."""
     entries: list[Capability] = []
     base = chip.tiu_ops_per_cycle["conv"].get("int8") or max(chip.tiu_ops_per_cycle["conv"].values())
     for dt in chip.dtypes:
+        if dt == "int16":
+            continue  # a dtype of the INT8 entries below
         mode, names = _MODES[dt]
         cost = base / chip.tiu_ops_per_cycle["conv"][dt]
         if mode == "INT8":
+            if "int16" in chip.dtypes:
+                names = (*names, "i16")
             for c in REFERENCE.entries:
                 if c.mode == "INT8":
                     ops = None if c.ops is None else c.ops - _FLOAT_ON_TIU
                     entries.append(Capability(ops, "INT8", names, c.form, cost))
         else:
             entries.append(Capability(ANY_OP, mode, names, "native", cost))
-    return TargetCapabilities(chip.name, entries)
+    return TargetCapabilities(chip.name, entries, conv_channel_scales=True)
 
 
 class NpuTarget(Target):

@@ -464,12 +464,13 @@ def _eltwise(op: Any) -> Lowered:
         _scalar_or_quant(b, ("a_multiplier", "b_multiplier", "rshift"), (ms[0], ms[1], p["rshift"]))
         _int_out(b, p)
     elif name == "mul":
-        b.set(
-            a_zp=int(p["a_zp"]),
-            b_zp=int(p["b_zp"]),
-            a_multiplier=int(p["multiplier"]),
-            rshift=int(p["rshift"]),
-        )
+        b.set(a_zp=int(p["a_zp"]), b_zp=int(p["b_zp"]))
+        if axis is not None:
+            b.set(quant_axis=_pos(groups, axis))
+        m = np.asarray(p["multiplier"], np.int64).reshape(-1)
+        _scalar_or_quant(b, ("a_multiplier", "b_multiplier", "rshift"), (m, np.zeros_like(m), p["rshift"]))
+        if "quant" not in b.params:
+            b.set(b_multiplier=1)
         _int_out(b, p)
     return b.done()
 
@@ -532,6 +533,17 @@ def _lut(op: Any) -> Lowered:
     b.tensor("output", -1, view)
     table = np.asarray(op.properties["table"].to_numpy()).astype(storage_dtype(elem_of(op.results[0].type)))  # type: ignore[arg-type]
     b.param("table", table.reshape(1, 1, 1, 256))
+    return b.done()
+
+
+def _lut16(op: Any) -> Lowered:
+    tiu.command_for(op)
+    b = _Builder(op, isa.Lut16)
+    view = _unary_view(op)
+    b.tensor("input", 0, view)
+    b.tensor("output", -1, view)
+    table = np.asarray(op.properties["table"].to_numpy()).astype(storage_dtype(elem_of(op.results[0].type)))  # type: ignore[arg-type]
+    b.param("table", table.reshape(1, 1, 1, 65536))
     return b.done()
 
 
@@ -713,6 +725,7 @@ _LOWER: dict[str, Callable[[Any], Lowered]] = {
     "tpu.Cast": _cast,
     "tpu.Requant": _requant,
     "tpu.Lut": _lut,
+    "tpu.Lut16": _lut16,
     "tpu.Permute": _permute,
     "tpu.Softmax": _softmax,
     "tpu.LayerNorm": _layer_norm,

@@ -30,7 +30,7 @@ import numpy as np
 from lamina.support.errors import LaminaError
 
 from .arch import DTYPES, MAC_KINDS, Chip
-from .isa import Command, Engine, GdmaCommand, Move, Space, Tensor, TiuCommand
+from .isa import PARAMETER_FIELDS, Command, Engine, GdmaCommand, Move, Space, Tensor, TiuCommand
 from .kernels import KERNELS
 
 __all__ = [
@@ -140,10 +140,6 @@ def lmem_extent(chip: Chip, t: Tensor) -> int:
     sn, sc, sh, sw = t.strides
     groups = chip.channels_per_lane(c, t.lane)
     return (sn * (n - 1) + sc * (groups - 1) + sh * (h - 1) + sw * (w - 1) + 1) * DTYPES[t.dtype].itemsize
-
-
-#: tensor fields a TIU command reads once per channel, not streamed: they never conflict for a bank
-PARAMETER_FIELDS = frozenset({"bias", "quant", "table"})
 
 
 def bank_conflict(chip: Chip, cmd: TiuCommand) -> bool:

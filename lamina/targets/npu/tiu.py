@@ -36,7 +36,8 @@ add                x_1..x_n i8/u8 (broadcast)             x_zps i32[n]; multipli
                                                           channel_axis i32 (-1: per-tensor);
                                                           out_zp, out_min, out_max; out_dtype
 sub                a, b                                   as add (n = 2), ``a - b``
-mul                a, b                                   a_zp, b_zp i32; multiplier i32; rshift i8;
+mul                a, b                                   a_zp, b_zp i32; multiplier, rshift scalar
+                                                          or [C]; channel_axis (-1: per-tensor);
                                                           out_zp, out_min, out_max; out_dtype
 max_pool           x (any dtype)                          kernel, stride, dilation i32[nd];
                                                           pad i32[2nd] (ceil mode's extra rows
@@ -45,6 +46,7 @@ avg_pool           x i8/u8                                x_zp; kernel, stride i
                                                           pad i32[2nd]; multiplier i32; rshift i8;
                                                           out_zp, out_min, out_max; out_dtype
 lut                x i8/u8, table[256] (out dtype)        (none: the index base follows x's dtype)
+lut16              x i16, table[65536] (out dtype)        (none: the index is x + 32768)
 requant            x                                      x_zp; multiplier, rshift scalar or [C];
                                                           channel_axis (-1: per-tensor); out_zp,
                                                           out_min, out_max; out_dtype
@@ -95,7 +97,7 @@ from lamina.dialects.top import extra as top_extra
 from lamina.dialects.top import nn as top_nn
 from lamina.dialects.top.base import const_value, elem_of
 from lamina.dialects.top.elementwise import UNARY_OPS
-from lamina.dialects.tpu.families.common import acc_int32, along, is_quant
+from lamina.dialects.tpu.families.common import acc_int32, along, is_quant, result_channel_axis
 from lamina.dialects.tpu.quantize import (
     dequantize,
     lut_index,
@@ -388,16 +390,24 @@ def mul(
     *,
     a_zp: int,
     b_zp: int,
-    multiplier: int,
-    rshift: int,
+    multiplier: Any,
+    rshift: Any,
+    channel_axis: int,
     out_zp: int,
     out_min: int,
     out_max: int,
     out_dtype: str,
 ) -> Array:
-    """``sat(out_zp + rdiv((a - a_zp) * (b - b_zp) * multiplier, 2**(31 + rshift)))`` — ``tpu.Mul``."""
+    """``sat(out_zp + rdiv((a - a_zp) * (b - b_zp) * multiplier, 2**(31 + rshift)))`` over broadcast
+    inputs; per channel (``channel_axis >= 0``): ``multiplier[c]``, ``rshift[c]`` along that axis
+    of the result — ``tpu.Mul``."""
     prod = (np.asarray(a, np.int64) - int(a_zp)) * (np.asarray(b, np.int64) - int(b_zp))
-    return _requant_out(prod, int(multiplier), int(rshift), None, out_zp, out_min, out_max, out_dtype)
+    if channel_axis < 0:
+        m, s = np.asarray(multiplier).reshape(-1), np.asarray(rshift).reshape(-1)
+        return _requant_out(prod, int(m[0]), int(s[0]), None, out_zp, out_min, out_max, out_dtype)
+    shape = np.broadcast_shapes(np.shape(a), np.shape(b))
+    prod = np.broadcast_to(prod, shape)
+    return _requant_out(prod, multiplier, rshift, channel_axis, out_zp, out_min, out_max, out_dtype)
 
 
 def max_pool(x: Array, *, kernel: Ints, stride: Ints, dilation: Ints, pad: Ints) -> Array:
@@ -439,6 +449,16 @@ def lut(x: Array, table: Array) -> Array:
     if xa.dtype not in (np.int8, np.uint8) or np.shape(table) != (256,):
         raise ValueError(f"lut needs 8-bit input and a 256-entry table, got {xa.dtype} and {np.shape(table)}")
     return np.asarray(table)[lut_index(xa, xa.dtype == np.int8)]
+
+
+def lut16(x: Array, table: Array) -> Array:
+    """``table[x + 32768]`` for int16 ``x`` — ``tpu.Lut16``."""
+    xa = np.asarray(x)
+    if xa.dtype != np.int16 or np.shape(table) != (65536,):
+        raise ValueError(
+            f"lut16 needs int16 input and a 65536-entry table, got {xa.dtype} and {np.shape(table)}"
+        )
+    return np.asarray(table)[lut_index(xa, True, 16)]
 
 
 def requant(
@@ -760,6 +780,7 @@ FUNCTIONS: dict[str, Callable[..., Array]] = {
         max_pool,
         avg_pool,
         lut,
+        lut16,
         requant,
         cast_quantize,
         cast_dequantize,
@@ -842,7 +863,15 @@ COMMANDS: dict[str, tuple[Field, ...]] = {
     ),
     "add": _LIN,
     "sub": _LIN,
-    "mul": (Field("a_zp", "i32", "scalar"), Field("b_zp", "i32", "scalar"), *_M1, *_REQ, _OUT),
+    "mul": (
+        Field("a_zp", "i32", "scalar"),
+        Field("b_zp", "i32", "scalar"),
+        Field("multiplier", "i32", "per_channel"),
+        Field("rshift", "i8", "per_channel"),
+        Field("channel_axis", "i32", "scalar"),
+        *_REQ,
+        _OUT,
+    ),
     "max_pool": (Field("kernel", "i32", "per_dim"), *_WIN),
     "avg_pool": (
         Field("x_zp", "i32", "scalar"),
@@ -854,6 +883,7 @@ COMMANDS: dict[str, tuple[Field, ...]] = {
         _OUT,
     ),
     "lut": (),
+    "lut16": (),
     "requant": (
         Field("x_zp", "i32", "scalar"),
         Field("multiplier", "i32", "per_channel"),
@@ -1097,11 +1127,14 @@ def _linear_cmd(op: Any) -> tuple[str, dict[str, Any]]:
     if kind == "mul":
         if len(op.operands) != 2:
             raise _unsupported(op, "an INT8 Mul of more than two inputs")
+        m, s = _ints(op.attr("multiplier")), _ints(op.attr("rshift"))
+        axis = result_channel_axis(op.results[0].type, [v.type for v in op.operands]) if len(m) > 1 else None
         return "mul", {
             "a_zp": _zp(op.operands[0].type),
             "b_zp": _zp(op.operands[1].type),
-            "multiplier": int(op.attr("multiplier")[0]),
-            "rshift": int(op.attr("rshift")[0]),
+            "multiplier": m,
+            "rshift": s,
+            "channel_axis": -1 if axis is None else int(axis),
             **_req(op),
         }
     s = _ints(op.attr("rshift"))
@@ -1249,6 +1282,7 @@ _FROM_OP: dict[str, Callable[[Any], tuple[str, dict[str, Any]]]] = {
     "tpu.Cast": _cast_cmd,
     "tpu.Requant": _requant_cmd,
     "tpu.Lut": lambda op: ("lut", {}),
+    "tpu.Lut16": lambda op: ("lut16", {}),
     "tpu.Permute": lambda op: ("permute", {"order": op._perm(len(op.input.type.shape))}),
     "tpu.Max": lambda op: _minmax_div_cmd(op),
     "tpu.Min": lambda op: _minmax_div_cmd(op),
@@ -1342,7 +1376,7 @@ def execute_op(op: Operation, inputs: Sequence[Any]) -> Array:
     interpreter passes them: ``None`` for an absent bias); the Lut's table comes from the op."""
     name, params = command_for(op)
     fn = FUNCTIONS[name]
-    if name == "lut":
+    if name in ("lut", "lut16"):
         raw = op.properties["table"].to_numpy()  # type: ignore[attr-defined]
         table = np.asarray(raw).astype(storage_dtype(elem_of(op.results[0].type)))  # type: ignore[arg-type]
         return fn(inputs[0], table)

@@ -87,7 +87,7 @@ def test_records_are_fixed_size_and_aligned() -> None:
         extra = {"fn": "Sigmoid"} if cls is isa.Active else {}
         one = encode([cls(**tensors_, **extra)])  # type: ignore[arg-type]
         assert len(one) == 24 + cls.record_size()
-    assert len(set(COMMANDS)) == len(COMMANDS) == 15
+    assert len(set(COMMANDS)) == len(COMMANDS) == 16
 
 
 def test_encode_errors() -> None:

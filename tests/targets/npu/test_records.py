@@ -14,7 +14,22 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tpu_cases import STRATEGIES, Case, arr, bits, build, dense, fl, op, per_axis, q8, storage, t
+from tpu_cases import (
+    STRATEGIES,
+    Case,
+    arr,
+    bits,
+    build,
+    dense,
+    eltwise_cases,
+    fl,
+    matmul_cases,
+    op,
+    per_axis,
+    q8,
+    storage,
+    t,
+)
 
 from lamina.support.errors import LaminaError
 from lamina.targets.npu import isa, oprun, records
@@ -76,6 +91,56 @@ def test_every_command_is_bit_exact_through_the_machine(kind: str) -> None:
 
     run()
     assert len(ran) >= 10, f"only {len(ran)} {kind} cases had a command"
+
+
+#: the commands of the int16 forms and of per-channel 4-d activations (issue 13), each drawn in
+#: that form only: an int16 MatMul input (``wide_input``) or result (``lut16``'s pre-activation),
+#: int16 sums (``wide_sum``, per tensor and per channel), per-channel Mul (one multiplier per
+#: channel along axis 1 or the last axis)
+FORMS = {
+    "matmul_int16_input": (matmul_cases(wide="in"), "MatMul"),
+    "matmul_int16_result": (matmul_cases(wide="out"), "MatMul"),
+    "add_sub_int16_result": (eltwise_cases(names=("tpu.Add", "tpu.Sub"), mode="wide"), "Eltwise"),
+    "add_sub_per_channel": (eltwise_cases(names=("tpu.Add", "tpu.Sub"), mode="per_channel"), "Eltwise"),
+    "mul_per_channel": (eltwise_cases(names=("tpu.Mul",), mode="per_channel"), "Eltwise"),
+}
+
+
+def _wide(v: Any) -> bool:
+    return getattr(getattr(v.type, "element_type", None), "storage_width", 8) == 16
+
+
+@pytest.mark.parametrize("form", sorted(FORMS))
+def test_int16_and_per_channel_commands_are_bit_exact(form: str) -> None:
+    strategy, cls = FORMS[form]
+    ran: list[int] = []
+
+    @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(strategy, st.booleans())
+    def run(c: Case, through_ddr: bool) -> None:
+        assert c.cls == cls
+        if "int16" in form:
+            assert any(_wide(v) for v in (*c.op.operands, *c.op.results)), c.op
+        got = check_case(c, through_ddr)
+        if got is not None:
+            ran.append(1)
+            (cmd,) = [x for x in got.commands if isinstance(x, isa.TiuCommand)]
+            if form.startswith("mul_"):
+                n_ch = len(c.op.attr("multiplier"))  # type: ignore[attr-defined]
+                assert (cmd.quant is not None) == (n_ch > 1)  # one multiplier per channel: the quant tensor
+            if "int16" in form:
+                assert cmd.compute_dtype == "int16"  # timed at the chip's int16 rate
+
+    run()
+    assert len(ran) >= 10, f"only {len(ran)} {form} cases had a command"
+
+
+def test_int16_commands_take_the_chips_int16_rate() -> None:
+    """``lnpu`` declares int16 MACs at half its int8 rate; an 8-bit MatMul and the same one on an
+    int16 input differ by that factor in the simulator."""
+    assert LNPU.tiu_rate("matmul", "int16") * 2 == LNPU.tiu_rate("matmul", "int8")
+    assert LNPU.tiu_rate("lut", "int16") * 2 == LNPU.tiu_rate("lut", "int8")
+    assert "int16" not in EDGE.dtypes
 
 
 # ---- views ---------------------------------------------------------------------------------------------

@@ -83,6 +83,20 @@ def per_axis(scales: list[float], axis: int, weight: bool = True) -> str:
     return f"!quant.uniform<{rng}:f32:{axis}, {{{', '.join(repr(float(s)) for s in scales)}}}>"
 
 
+def q16(scale: float, lim: int | None = None) -> str:
+    """A symmetric int16 type (``i16<-lim:lim>`` with ``lim``: the int16 forms' MatMul inputs)."""
+    st_ = "i16" if lim is None else f"i16<-{lim}:{lim}>"
+    return f"!quant.uniform<{st_}:f32, {float(scale)!r}>"
+
+
+def storage16(rng: np.random.Generator, shape: tuple[int, ...], lim: int = 32768) -> np.ndarray:
+    """int16 storage values in ``[-lim, lim)`` (``lim`` 32768: the whole range), extremes included."""
+    x = rng.integers(-lim, lim, shape).astype(np.int16)
+    if x.size:
+        x.reshape(-1)[0] = -lim if lim == 32768 else -lim + 1
+    return x
+
+
 def t(shape: tuple[int, ...], elem: str) -> str:
     return f"tensor<{shape_text(shape)}x{elem}>" if shape else f"tensor<{elem}>"
 
@@ -199,10 +213,11 @@ def conv_cases(draw: Any) -> Case:
 
 
 @st.composite
-def matmul_cases(draw: Any) -> Case:
+def matmul_cases(draw: Any, wide: str | None = None) -> Case:
+    """A MatMul; ``wide`` ``"in"`` / ``"out"``: always an int16 left operand / result."""
     m, k, n = draw(st.integers(1, 5)), draw(st.integers(1, 9)), draw(st.integers(1, 5))
-    kind = draw(st.sampled_from(["weight", "act", "vec"]))
-    mode = draw(st.sampled_from(["sym", "asym", "f32", "f16", "bf16"]))
+    kind = draw(st.sampled_from(["weight", "act", "vec"] if wide is None else ["weight", "vec"]))
+    mode = draw(st.sampled_from(["sym", "asym", "f32", "f16", "bf16"] if wide is None else ["sym"]))
     rng = np.random.default_rng(draw(st.integers(0, 2**31)))
     batch = draw(st.sampled_from([(), (2,), (2, 3)]))
     if kind == "weight":
@@ -236,15 +251,23 @@ def matmul_cases(draw: Any) -> Case:
         bv = rng.integers(-127, 128, b_s).astype(np.int8)
         right = ("const", dense(bv), t(b_s, per_axis(cols, 1)), t(b_s, "i8"))
         mu, r = mults(rng, n if draw(st.booleans()) else 1)
-    operands = [t(a_s, q8(True, 0.04, zp)), right, None]
-    ins = [storage(rng, a_s, True), bv, None]
+    if wide is None:
+        wide = draw(st.sampled_from(["", "", "in", "out"])) if kind != "act" else ""
+    if wide == "in":  # wide_input: an int16 left operand on i16<-L:L>
+        lim = min(32767, (2**31 - 1) // (127 * k))
+        operands = [t(a_s, q16(0.0004, lim)), right, None]
+        ins = [storage16(rng, a_s, lim), bv, None]
+    else:
+        operands = [t(a_s, q8(True, 0.04, zp)), right, None]
+        ins = [storage(rng, a_s, True), bv, None]
     if bias:
         bb = rng.integers(-3000, 3000, (n,)).astype(np.int32)
         operands[2] = ("const", dense(bb), t((n,), "i32"))
         ins[2] = bb
     attrs = ", ".join(a for a in (arr("multiplier", mu), arr("rshift", r), relu) if a)
     out_signed = not relu or draw(st.booleans())
-    return Case(op("tpu.MatMul", operands, t(out_s, q8(out_signed, 0.1)), attrs), ins, "MatMul")
+    out_e = q16(0.0003) if wide == "out" else q8(out_signed, 0.1)  # lut16: the int16 pre-activation
+    return Case(op("tpu.MatMul", operands, t(out_s, out_e), attrs), ins, "MatMul", notes={"wide": wide})
 
 
 # ---- element-wise ----------------------------------------------------------------------------------------
@@ -257,8 +280,11 @@ def _bcast(draw: Any, out: tuple[int, ...]) -> tuple[int, ...]:
 
 
 @st.composite
-def eltwise_cases(draw: Any) -> Case:
-    name = draw(st.sampled_from(["tpu.Add", "tpu.Sub", "tpu.Mul", "tpu.Max", "tpu.Min", "tpu.Div"]))
+def eltwise_cases(draw: Any, names: tuple[str, ...] | None = None, mode: str | None = None) -> Case:
+    """An element-wise op (of ``names``; in ``mode`` — ``sym``, ``asym``, ``per_channel``,
+    ``wide``, a float type — where given)."""
+    all_names = ["tpu.Add", "tpu.Sub", "tpu.Mul", "tpu.Max", "tpu.Min", "tpu.Div"]
+    name = draw(st.sampled_from(list(names) if names else all_names))
     rank = draw(st.integers(1, 5))
     out = tuple(draw(st.integers(1, 4)) for _ in range(rank))
     b_s = _bcast(draw, out)
@@ -269,8 +295,9 @@ def eltwise_cases(draw: Any) -> Case:
     modes = ["f32", "f16", "bf16"] + (
         ["sym", "asym", "per_channel"] if name in ("tpu.Add", "tpu.Sub") else []
     )
-    modes += ["sym", "asym"] if name == "tpu.Mul" else []
-    mode = draw(st.sampled_from(modes))
+    modes += ["sym", "asym", "per_channel"] if name == "tpu.Mul" else []
+    modes += ["wide"] if name in ("tpu.Add", "tpu.Sub") else []
+    mode = draw(st.sampled_from(modes)) if mode is None else mode
     if mode in FLOATS:
         ft = mode
         bv = fl(rng, b_s, ft)
@@ -288,6 +315,22 @@ def eltwise_cases(draw: Any) -> Case:
         s_a = rng.uniform(0.01, 0.5, c)
         s_b = float(rng.uniform(0.01, 0.3))
         b_s = tuple(1 if i != axis and draw(st.booleans()) else d for i, d in enumerate(out))
+        wide = draw(st.booleans()) and name != "tpu.Mul"  # wide_sum: an int16 per-axis result
+        if wide:
+            s_out = s_out * 127 / 32767
+        out_q = per_axis(list(s_out), axis, weight=False).replace("<i8:", "<i16:" if wide else "<i8:")
+        if name == "tpu.Mul":  # one multiplier per channel: s_a[c] * s_b[c] / s_out[c]
+            b_per = draw(st.booleans())
+            s_bc = rng.uniform(0.01, 0.3, c) if b_per else np.full(c, s_b)
+            b_s = tuple(d if i == axis or not draw(st.booleans()) else 1 for i, d in enumerate(out))
+            if b_per:
+                b_s = tuple(d if i == axis else b for i, (d, b) in enumerate(zip(out, b_s)))
+            pairs = [quantize_multiplier(float(x)) for x in s_a * s_bc / s_out]
+            attrs = f"{arr('multiplier', [p[0] for p in pairs])}, {arr('rshift', [p[1] for p in pairs])}"
+            b_t = t(b_s, per_axis(list(s_bc), axis, weight=False) if b_per else q8(True, s_b))
+            o = op(name, [t(a_s, per_axis(list(s_a), axis, weight=False)), b_t], t(out, out_q), attrs)
+            ins = [storage(rng, a_s, True), storage(rng, b_s, True)]
+            return Case(o, ins, "Eltwise", notes={"axis": axis})
         ratios = np.stack([s_a / s_out, np.full(c, s_b) / s_out])
         rs = np.array([quantize_multiplier(float(v))[1] for v in ratios.max(axis=0)])
         ms = np.floor(ratios * np.exp2(31.0 + rs) + 0.5).astype(np.int64)
@@ -295,13 +338,13 @@ def eltwise_cases(draw: Any) -> Case:
         o = op(
             name,
             [t(a_s, per_axis(list(s_a), axis, weight=False)), t(b_s, q8(True, s_b))],
-            t(out, per_axis(list(s_out), axis, weight=False)),
+            t(out, out_q),
             attrs,
         )
         return Case(o, [storage(rng, a_s, True), storage(rng, b_s, True)], "Eltwise", notes={"axis": axis})
     zps = [int(v) for v in rng.integers(-10, 10, 2)] if mode == "asym" else [0, 0]
     scales = list(rng.uniform(0.01, 0.2, 2))
-    s_out = float(rng.uniform(0.02, 0.3))
+    s_out = float(rng.uniform(0.02, 0.3)) * (127 / 32767 if mode == "wide" else 1.0)
     if name == "tpu.Mul":
         mu, r = quantize_multiplier(scales[0] * scales[1] / s_out)
         attrs = f"{arr('multiplier', [mu])}, {arr('rshift', [r])}"
@@ -313,7 +356,8 @@ def eltwise_cases(draw: Any) -> Case:
     bv = storage(rng, b_s, True)
     b_t = t(b_s, q8(True, scales[1], zps[1]))
     b_op = ("const", dense(bv), b_t, t(b_s, "i8")) if const_b else b_t
-    o = op(name, [t(a_s, q8(True, scales[0], zps[0])), b_op], t(out, q8(True, s_out, 2)), attrs)
+    out_e = q16(s_out) if mode == "wide" else q8(True, s_out, 2)  # wide_sum: an int16 result
+    o = op(name, [t(a_s, q8(True, scales[0], zps[0])), b_op], t(out, out_e), attrs)
     return Case(o, [storage(rng, a_s, True), bv], "Eltwise")
 
 
@@ -339,7 +383,8 @@ def requant_cases(draw: Any) -> Case:
         mu, r = mults(rng, 1, 0.05, 20.0)
         attrs = f"multiplier = {mu[0]} : i64, rshift = {r[0]} : i64"
     so = draw(st.booleans())
-    o = op("tpu.Requant", [in_t], t(shp, q8(so, 0.07, 6 if so else 0)), attrs)
+    out_e = q16(0.0004, 11008) if draw(st.integers(0, 3)) == 0 else q8(so, 0.07, 6 if so else 0)
+    o = op("tpu.Requant", [in_t], t(shp, out_e), attrs)
     return Case(o, [storage(rng, shp, si)], "Requant")
 
 
@@ -356,9 +401,16 @@ def cast_cases(draw: Any) -> Case:
     if draw(st.booleans()):
         axis = draw(st.integers(0, rank - 1))
         q = per_axis(list(rng.uniform(0.005, 0.2, shp[axis])), axis, weight=False)
+    elif draw(st.integers(0, 3)) == 0:  # the int16 forms' casts
+        q = q16(float(rng.uniform(0.0001, 0.002)), draw(st.sampled_from([None, 11008])))
     else:
         signed = draw(st.booleans())
         q = q8(signed, float(rng.uniform(0.005, 0.2)), int(rng.integers(-20, 20)) if signed else 0)
+    if "i16" in q:
+        if kind == "quantize":
+            x = (rng.standard_normal(shp) * 30).astype(np.float32).astype(FLOATS[ft])
+            return Case(op("tpu.Cast", [t(shp, ft)], t(shp, q)), [x], "Cast")
+        return Case(op("tpu.Cast", [t(shp, q)], t(shp, ft)), [storage16(rng, shp)], "Cast")
     if kind == "quantize":
         x = (rng.standard_normal(shp) * 3).astype(np.float32).astype(FLOATS[ft])
         x.reshape(-1)[:1] = np.float32(np.nan)
@@ -378,6 +430,33 @@ def lut_cases(draw: Any) -> Case:
     tt = f"tensor<256x{'i8' if so else 'ui8'}>"
     o = op("tpu.Lut", [t(shp, q8(si, 0.1))], t(shp, q8(so, 0.05)), f"table = {dense(table)} : {tt}")
     return Case(o, [storage(rng, shp, si)], "Lut")
+
+
+@st.composite
+def lut16_cases(draw: Any) -> Case:
+    """``tpu.Lut16``: an int16 input, an 8-bit result or an int16 one on ``i16<-L:L>`` (the
+    ``lut16`` form's GELU feeding a MatMul)."""
+    from lamina.dialects.quant import UniformQuantizedType
+    from lamina.ir.types import f32
+
+    rank = draw(st.integers(1, 5))
+    shp = tuple(draw(st.integers(1, 4)) for _ in range(rank))
+    out = draw(st.sampled_from(["i8", "u8", "i16"]))
+    rng = np.random.default_rng(draw(st.integers(0, 2**31)))
+    in_t = RankedTensorType(shp, UniformQuantizedType(16, True, f32, 0.0003, 0))
+    if out == "i16":
+        out_q, out_text, tt = (
+            UniformQuantizedType(16, True, f32, 0.0009, 0, -11008, 11008),
+            q16(0.0009, 11008),
+            "i16",
+        )
+    else:
+        out_q, out_text, tt = _qtype(out == "i8", 0.05), q8(out == "i8", 0.05), "i8" if out == "i8" else "ui8"
+    table = build_lut(np.tanh, in_t, RankedTensorType(shp, out_q))
+    o = op(
+        "tpu.Lut16", [t(shp, q16(0.0003))], t(shp, out_text), f"table = {dense(table)} : tensor<65536x{tt}>"
+    )
+    return Case(o, [storage16(rng, shp)], "Lut16")
 
 
 def _qtype(signed: bool, scale: float) -> Any:
@@ -590,6 +669,7 @@ STRATEGIES = {
     "Requant": requant_cases(),
     "Cast": cast_cases(),
     "Lut": lut_cases(),
+    "Lut16": lut16_cases(),
     "Active": active_cases(),
     "Pool": pool_cases(),
     "Permute": permute_cases(),
