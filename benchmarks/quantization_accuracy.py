@@ -2,7 +2,7 @@
 
     python benchmarks/quantization_accuracy.py [--models digits,resnet18,mobilenetv2,yolo,bert,minilm]
         [--calib 32] [--test 16] [--variant small|full] [--int_forms default|all|none|LIST]
-        [--processor tpu|cpu] [--workdir DIR [--reuse_calibration]] [--markdown]
+        [--processor tpu|cpu|lnpu|lnpu-edge] [--workdir DIR [--reuse_calibration]] [--markdown]
     python benchmarks/quantization_accuracy.py --models ppocr --calib 24 --test 8   # not in the default set: ~20 min
 
 Models:
@@ -39,7 +39,8 @@ in pixels, with sigmoid scores in 0..1, so the whole-output cosine hides lost sc
   ``lamina.quant.search.search_qtable`` with expected cosine 0.99 and at most 10% of the layers in
   float): the flow transform -> calibrate -> deploy, the deployed ``tpu`` module run on Lamina's
   bit-exact ``tpu`` interpreter (``--processor cpu``: lowered for the CPU target's capabilities,
-  compiled and run by ``lamina.runtime``). A column shows ``n/a (reason)`` while that piece is
+  compiled and run by ``lamina.runtime``; ``--processor lnpu``: for the NPU chip's, compiled and run
+  on its simulator, every output checked equal to the interpreter's). A column shows ``n/a (reason)`` while that piece is
   unavailable.
 """
 
@@ -479,10 +480,16 @@ def lamina_flow(
             table = calib_table()
         top = lm.load(top_mlir())
         caps = None
+        npu = None
         if processor == "cpu":
             from lamina.targets.cpu.processor import CpuTarget
 
             caps = CpuTarget().capabilities
+        elif processor != "tpu":
+            from lamina.targets.npu import target as npu_target
+
+            npu = npu_target(processor)
+            caps = npu.capabilities
         tpu = deploy_module(
             top.module,
             mode,
@@ -506,6 +513,30 @@ def lamina_flow(
             m = rt.load(path, threads=1)
             log(f"{b.name}: compiled for the CPU in {time.perf_counter() - t0:.1f} s")
             run = m.run
+        elif npu is not None:
+            import lamina.runtime as rt
+            from lamina.targets.base import CompileOptions
+            from lamina.targets.container import write_model
+
+            t0 = time.perf_counter()
+            path = os.path.join(d, f"{b.name}_{mode}{'_asym' if asym else ''}_{processor}.lamina")
+            res = npu.compile(tpu, CompileOptions(name=b.name, mode=mode))
+            write_model(path, res.model)
+            for line in res.report:
+                log(f"{b.name}: {processor}: {line}")
+            nm = rt.load(path)
+            log(f"{b.name}: compiled for {processor} in {time.perf_counter() - t0:.1f} s")
+
+            def npu_run(x: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+                out = nm.run(x)
+                want = run_tpu_module(tpu, x)
+                if any(not np.array_equal(out[k], want[k]) for k in want):
+                    raise RuntimeError(
+                        f"{b.name}: the {processor} simulator differs from the tpu interpreter"
+                    )
+                return out
+
+            run = npu_run
         outs = []
         for s in b.test:
             res = run(dict(zip(b.input_names, s)))
@@ -647,12 +678,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="Lamina INT8: convert-top-to-tpu's optional integer forms (default, all, none, or a list of "
         "lut,gather,softmax,layernorm,attention,lut16,wide_input,wide_sum)",
     )
+    from lamina.targets.npu import PROCESSORS as NPU_CHIPS
+
     p.add_argument(
         "--processor",
-        choices=("tpu", "cpu"),
+        choices=("tpu", "cpu", *NPU_CHIPS),
         default="tpu",
-        help="Lamina: lower for the reference target and run the tpu interpreter (tpu), or lower for "
-        "the CPU target and run the compiled model (cpu)",
+        help="Lamina: lower for the reference target and run the tpu interpreter (tpu), lower for "
+        "the CPU target and run the compiled model (cpu), or lower for an NPU chip (lnpu, "
+        "lnpu-edge) and run the compiled model on its simulator, checked bit for bit against the "
+        "tpu interpreter",
     )
     p.add_argument(
         "--reuse_calibration",
