@@ -31,6 +31,25 @@ def test_lnpu_figures() -> None:
     assert c.peak_macs_per_cycle == 16384
 
 
+def test_int16_rates() -> None:
+    """``lnpu`` computes in int16 at half its int8 rates (the chip file's ``int16`` entries);
+    ``lnpu-edge`` has no int16, and its 16-bit integers keep the int8 rule (the rate divided by
+    the element size outside the MAC kinds)."""
+    c, e = load_chip("lnpu"), load_chip("lnpu-edge")
+    assert "int16" in c.dtypes and "int16" not in e.dtypes
+    for kind in TIU_KINDS:
+        assert c.tiu_rate(kind, "int16") * 2 == c.tiu_rate(kind, "int8"), kind
+        assert c.tiu_rate(kind, "uint16") == c.tiu_rate(kind, "int16")
+    assert e.tiu_rate("matmul", "int16") == e.tiu_rate("matmul", "int8")
+    assert e.tiu_rate("lut", "int16") * 2 == e.tiu_rate("lut", "int8")
+    assert (c.compute_dtype("int16"), c.compute_dtype("uint8"), c.compute_dtype("int32")) == (
+        "int16",
+        "int8",
+        "int8",
+    )
+    assert c.compute_dtype("bf16") == "bf16"
+
+
 def test_lnpu_edge_figures() -> None:
     c = load_chip("lnpu-edge")
     assert (c.lanes, c.lmem_bytes_per_lane) == (8, 64 * 1024)
@@ -73,6 +92,7 @@ BAD = [
     ("dtypes", [], "dtypes"),
     ("dtypes", ["int4"], "dtypes"),
     ("dtypes", ["int8", "int8"], "dtypes"),
+    ("dtypes", ["int16", "f32"], "dtypes"),  # int16 forms are INT8 forms: int8 too
     ("tiu_ops_per_cycle", [], "tiu_ops_per_cycle"),
 ]
 
