@@ -1127,13 +1127,14 @@ def _linear_cmd(op: Any) -> tuple[str, dict[str, Any]]:
     if kind == "mul":
         if len(op.operands) != 2:
             raise _unsupported(op, "an INT8 Mul of more than two inputs")
-        m, s = _ints(op.attr("multiplier")), _ints(op.attr("rshift"))
-        axis = result_channel_axis(op.results[0].type, [v.type for v in op.operands]) if len(m) > 1 else None
+        mu, rs = _ints(op.attr("multiplier")), _ints(op.attr("rshift"))
+        in_ts = [v.type for v in op.operands]
+        axis = result_channel_axis(op.results[0].type, in_ts) if len(mu) > 1 else None
         return "mul", {
             "a_zp": _zp(op.operands[0].type),
             "b_zp": _zp(op.operands[1].type),
-            "multiplier": m,
-            "rshift": s,
+            "multiplier": mu,
+            "rshift": rs,
             "channel_axis": -1 if axis is None else int(axis),
             **_req(op),
         }
