@@ -103,6 +103,13 @@ def test_bad_records_are_one_error() -> None:
         {"a": _z(x.shape, i8), "b": _z(x.shape, i8)},
         "quant_axis 7",
     )
+    em = isa.Eltwise(a=x, b=x, quant=_t((1, 3, 1, 3), "int32"), output=x, op=isa.EltwiseOp.MUL)
+    _bad(em, {"a": _z(x.shape, i8), "b": _z(x.shape, i8), "quant": _z((1, 3, 1, 3), "int32")}, "quant tensor")
+    x16 = _t(x.shape, "int16")
+    lut16 = isa.Lut16(input=x16, table=_t((1, 1, 1, 65536), i8), output=x)
+    _bad(lut16, {"input": _z(x.shape, "int16"), "table": _z((1, 1, 1, 256), i8)}, "65536")
+    lut8 = isa.Lut16(input=x, table=_t((1, 1, 1, 65536), i8), output=x)
+    _bad(lut8, {"input": _z(x.shape, i8), "table": _z((1, 1, 1, 65536), i8)}, "reads int16")
     c = isa.Cast(input=x, output=_t(x.shape, "int32"))
     _bad(c, {"input": _z(x.shape, i8)}, "integer to integer")
     c2 = isa.Cast(input=_t(x.shape, f32), output=x, round_mode=isa.RoundMode.HALF_TO_EVEN)
