@@ -128,13 +128,11 @@ def ffn_onnx(tmp_path: Path) -> str:
     return _save(tmp_path, nodes, [x], [y], inits)
 
 
-def _deploy(onnx_path: str, tmp_path: Path, samples: list, chip: str, int_forms: str = "default") -> object:
+def _deploy(onnx_path: str, tmp_path: Path, samples: list, chip: str, **kw: object) -> object:
     api.transform(onnx_path, mlir=str(tmp_path / "m.mlir"))
     m = api.load(tmp_path / "m.mlir")
     table = api.calibrate(m, samples=samples, calibration_method="max", tune_num=0)
-    res = api.deploy(
-        m, "INT8", calibration_table=table, processor=chip, test_input=samples[0], int_forms=int_forms
-    )
+    res = api.deploy(m, "INT8", calibration_table=table, processor=chip, test_input=samples[0], **kw)  # type: ignore[arg-type]
     assert res.result.target_check == []  # the simulator equals the tpu interpreter bit for bit
     return res
 
@@ -186,6 +184,23 @@ def test_int16_forms_ffn_on_the_chip(chip: str, tmp_path: Path) -> None:
     else:
         assert "tpu.Lut16" not in types and "tpu.Lut" in types, types
         assert not any("i16" in t for ts in types.values() for t in ts), types
+
+
+def test_a_table_that_does_not_fit_runs_on_the_host(tmp_path: Path) -> None:
+    """A user's chip with ``int16`` but 64 KiB lanes: the GELU's 128 KiB ``Lut16`` table fits no
+    layer group, so that one op runs on the host (``model_deploy`` names it), the rest on the
+    NPU, still bit-exact."""
+    import json
+
+    d = json.loads((Path(__file__).parents[3] / "lamina/targets/npu/chips/lnpu.json").read_text())
+    d.update(name="small16", lmem_bytes_per_lane=65536)
+    chip = tmp_path / "small16.json"
+    chip.write_text(json.dumps(d))
+    rng = np.random.default_rng(0)
+    samples = [{"x": rng.standard_normal((1, S, D)).astype(np.float32) * 2} for _ in range(2)]
+    res = _deploy(ffn_onnx(tmp_path), tmp_path, samples, "lnpu", chip_config=str(chip))
+    assert _on_host(res, "lnpu") == ["gelu"], res.result.placement  # type: ignore[attr-defined]
+    assert "tpu.Lut16" in _types(res)
 
 
 def _per_axis1(t: str) -> bool:
