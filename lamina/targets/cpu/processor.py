@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lamina.dialects.tpu.capabilities import REFERENCE, TargetCapabilities
+from lamina.dialects.tpu.capabilities import REFERENCE, Capability, TargetCapabilities
 from lamina.dialects.tpu.lowering.state import DEFAULT_INT_FORMS
 
 from ..base import CompileOptions, CompileResult, Target
@@ -23,7 +23,7 @@ __all__ = ["CpuTarget"]
 #: default,wide_input`` takes it
 CAPABILITIES = TargetCapabilities(
     REFERENCE.name,
-    REFERENCE.entries,
+    (Capability(frozenset({"top.MatMul"}), "INT8", ("i16",), "native", 2.0), *REFERENCE.entries),
     conv_channel_scales=True,
     default_int_forms=[f for f in DEFAULT_INT_FORMS if f != "wide_input"],
 )
