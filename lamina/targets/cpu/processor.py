@@ -20,7 +20,10 @@ __all__ = ["CpuTarget"]
 #: CPU's default integer forms: its int16 inputs halve a MatMul's rate (``vpdpwssd`` does half the
 #: MACs of ``vpdpbusd``) — MiniLM INT8 0.74x of onnxruntime without it, 0.97x with it, for hidden
 #: states 0.99405 instead of 0.99515 at 128 padded tokens (benchmarks/RESULTS.md); ``--int_forms
-#: default,wide_input`` takes it
+#: default,wide_input`` takes it. For the same reason a MatMul with an int16 operand costs 2 (its
+#: own ``i16`` entry, first): the ``lut16`` form then gives an activation read by a MatMul its int16
+#: result only in the layers where the accuracy gain pays for it (``Lowering.wide_result``; BERT
+#: INT8 0.93x -> 0.75x of onnxruntime, MiniLM kept on int16 in five of six layers)
 CAPABILITIES = TargetCapabilities(
     REFERENCE.name,
     (Capability(frozenset({"top.MatMul"}), "INT8", ("i16",), "native", 2.0), *REFERENCE.entries),
