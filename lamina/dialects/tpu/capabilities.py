@@ -108,6 +108,14 @@ class TargetCapabilities:
         c = self._find(op_name, mode, dtype)
         return None if c is None else c.cost
 
+    def wide_input_cost(self, op_name: str) -> float:
+        """The cost of ``op_name`` in INT8 with an int16 operand relative to int8 operands (its
+        ``i16`` entry's cost over its ``i8`` entry's; 1 where either is missing): a target whose
+        int16 products run at a lower rate (the CPU's ``vpdpwssd``: half the MACs of ``vpdpbusd``)
+        lists ``i16`` in an entry of its own, before the others."""
+        c16, c8 = self.cost(op_name, "INT8", "i16"), self.cost(op_name, "INT8", "i8")
+        return 1.0 if c16 is None or c8 is None or c8 <= 0 else c16 / c8
+
     def ops(self, mode: str, form: str | None = None) -> frozenset[str]:
         """The op names listed for ``mode`` (and ``form``); entries for every op are not listed."""
         out: set[str] = set()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lamina.dialects.tpu.capabilities import REFERENCE, TargetCapabilities
+from lamina.dialects.tpu.capabilities import REFERENCE, Capability, TargetCapabilities
 from lamina.dialects.tpu.lowering.state import DEFAULT_INT_FORMS
 
 from ..base import CompileOptions, CompileResult, Target
@@ -20,10 +20,13 @@ __all__ = ["CpuTarget"]
 #: CPU's default integer forms: its int16 inputs halve a MatMul's rate (``vpdpwssd`` does half the
 #: MACs of ``vpdpbusd``) — MiniLM INT8 0.74x of onnxruntime without it, 0.97x with it, for hidden
 #: states 0.99405 instead of 0.99515 at 128 padded tokens (benchmarks/RESULTS.md); ``--int_forms
-#: default,wide_input`` takes it
+#: default,wide_input`` takes it. For the same reason a MatMul with an int16 operand costs 2 (its
+#: own ``i16`` entry, first): the ``lut16`` form then gives an activation read by a MatMul its int16
+#: result only in the layers where the accuracy gain pays for it (``Lowering.wide_result``; BERT
+#: INT8 0.93x -> 0.75x of onnxruntime, MiniLM kept on int16 in five of six layers)
 CAPABILITIES = TargetCapabilities(
     REFERENCE.name,
-    REFERENCE.entries,
+    (Capability(frozenset({"top.MatMul"}), "INT8", ("i16",), "native", 2.0), *REFERENCE.entries),
     conv_channel_scales=True,
     default_int_forms=[f for f in DEFAULT_INT_FORMS if f != "wide_input"],
 )

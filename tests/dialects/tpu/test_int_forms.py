@@ -356,9 +356,11 @@ def _gelu(x: np.ndarray) -> np.ndarray:
     return 0.5 * x * (1.0 + np.vectorize(math.erf)(x / math.sqrt(2.0)))
 
 
-def _ffn_model(k: int = 1536, fc2: bool = True) -> tuple[object, np.ndarray, np.ndarray, np.ndarray]:
-    """x (4x16) → MatMul (16xk, bias) → GELU → MatMul (kx4): a transformer FFN (without the second
-    MatMul when not ``fc2``: the GELU is the result)."""
+def _ffn_model(
+    k: int = 1536, fc2: bool = True, out_th: float = 9.0
+) -> tuple[object, np.ndarray, np.ndarray, np.ndarray]:
+    """x (4x16) → MatMul (16xk, bias) → GELU → MatMul (kx4, calibrated ``[-out_th, out_th]``): a
+    transformer FFN (without the second MatMul when not ``fc2``: the GELU is the result)."""
     rng = np.random.default_rng(4)
     w = rng.normal(0, 0.2, (16, k)).astype(np.float32)
     b = rng.normal(0, 0.3, k).astype(np.float32)
@@ -367,7 +369,7 @@ def _ffn_model(k: int = 1536, fc2: bool = True) -> tuple[object, np.ndarray, np.
         _t("4x16", -3.0, 3.0),
         _t(f"4x{k}", -8.0, 8.0),
         _t(f"4x{k}", -0.17, 8.0),
-        _t("4x4", -9.0, 9.0),
+        _t("4x4", -out_th, out_th),
     )
     body = f"""
   %in = "top.Input"(%x) : ({a}) -> {a} loc("x")
@@ -446,6 +448,58 @@ def test_lut16_is_closer_to_float_than_the_8_bit_lut() -> None:
         got = np.asarray(next(iter(Interpreter(m).run([x]).values())), np.float64)  # type: ignore[arg-type]
         err[forms] = float(np.sqrt(np.mean((got - ref) ** 2)))
     assert err["default"] < 0.7 * err["lut,gather,softmax,attention"], err  # lut16 on by default
+
+
+def _costly_i16() -> object:
+    """The reference target whose MatMul with an int16 operand costs twice an int8 one (as the
+    CPU's: ``vpdpwssd`` does half the MACs of ``vpdpbusd``)."""
+    from lamina.dialects.tpu.capabilities import REFERENCE, Capability
+
+    i16 = Capability(frozenset({"top.MatMul"}), "INT8", ("i16",), "native", 2.0)
+    return REFERENCE.replace(entries=(i16, *REFERENCE.entries))
+
+
+def _lut16_gain(m_w2: np.ndarray, out_th: float) -> float:
+    """docs/tpu.md's gain of the FFN's GELU int16 result: the GELU's 8-bit step (its range
+    ``[-0.17, 8]``, one-sided: a zero point, 255 steps) squared times each fc2 column's sum of
+    squared weights over fc2's own step (``out_th / 127``) squared, averaged over the columns."""
+    s8 = (8.0 + 0.17) / 255.0
+    return float(np.mean(s8**2 * np.sum(m_w2.astype(np.float64) ** 2, axis=0) / (out_th / 127.0) ** 2))
+
+
+@pytest.mark.parametrize("margin", [0.9, 1.1])
+def test_lut16_takes_the_int16_result_where_it_pays_for_its_cost(margin: float) -> None:
+    """On a target whose int16 MatMul input costs twice (``_costly_i16``), the GELU gets its
+    int16 result only where the gain is at least ``WIDE_GAIN`` times the extra cost (1): fc2's
+    range set so that the gain is 0.9 or 1.1 times that; the pre-GELU MatMul's int16 result and
+    the ``tpu.Lut16`` stay either way. The reference target (no extra cost) takes it always."""
+    from lamina.dialects.tpu.lowering.state import WIDE_GAIN
+
+    _, _, _, w2 = _ffn_model()
+    th = math.sqrt(_lut16_gain(w2, 1.0) / (WIDE_GAIN * margin))  # the out_th giving that gain
+    assert math.isclose(_lut16_gain(w2, th), WIDE_GAIN * margin)
+    for caps, wide in ((_costly_i16(), margin > 1), (None, True)):
+        m, *_ = _ffn_model(out_th=th)
+        ok, stats = convert_top_to_tpu(m, "INT8", **({} if caps is None else {"capabilities": caps}))  # type: ignore[arg-type]
+        assert ok
+        ops = _by_name(m)
+        assert ops["gelu"].name == "tpu.Lut16"  # type: ignore[attr-defined]
+        assert ops["fc1"].results[0].type.element_type.storage_width == 16  # type: ignore[attr-defined]
+        e = ops["gelu"].results[0].type.element_type  # type: ignore[attr-defined]
+        assert e.storage_width == (16 if wide else 8), (caps, margin, e)
+        assert ops["fc2"].operands[0].type is ops["gelu"].results[0].type  # type: ignore[attr-defined]
+        assert stats["narrow_lut16"] == (0 if wide else 1)
+
+
+def test_lut16_narrow_result_is_the_8_bit_table_of_the_int16_input() -> None:
+    """The GELU's 8-bit result on a costly-int16 target is ``tpu.Lut16``'s table into the GELU's
+    own 8-bit type: the same entries as the reference target's int16 table, requantized."""
+    m, *_ = _ffn_model()
+    assert convert_top_to_tpu(m, "INT8", capabilities=_costly_i16())[0]  # type: ignore[arg-type]
+    gelu = _by_name(m)["gelu"]
+    tab = np.asarray(gelu.properties["table"].to_numpy())  # type: ignore[attr-defined]
+    assert tab.shape == (65536,) and tab.dtype == np.int8
+    assert "i16" not in str(gelu.results[0].type)  # type: ignore[attr-defined]
 
 
 def test_a_target_without_i16_keeps_the_8_bit_forms() -> None:

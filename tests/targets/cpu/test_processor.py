@@ -15,9 +15,21 @@ def test_cpu_takes_the_int16_forms() -> None:
         assert caps.supports(name, "INT8", "i16"), name
     assert caps.form("top.GELU", "INT8") == "lut"
     assert caps.supports("top.Conv", "INT8", "i8")
-    assert [(c.ops, c.mode, c.dtypes, c.form) for c in caps.entries] == [
+    assert [(c.ops, c.mode, c.dtypes, c.form) for c in caps.entries[1:]] == [
         (c.ops, c.mode, c.dtypes, c.form) for c in REFERENCE.entries
     ]
+
+
+def test_cpu_int16_matmul_input_costs_twice_an_int8_one() -> None:
+    """The CPU's int16 x int8 products (``vpdpwssd``) do half the MACs of ``vpdpbusd``: its
+    ``i16`` MatMul entry costs 2 (the ``lut16`` form's int16 results are then taken per layer,
+    ``Lowering.wide_result``); other ops and the reference target: no extra cost."""
+    caps = CpuTarget().capabilities
+    assert caps.wide_input_cost("top.MatMul") == 2.0
+    assert caps.cost("top.MatMul", "INT8", "i8") == caps.cost("top.Conv", "INT8", "i8") == 1.0
+    assert caps.wide_input_cost("top.Add") == 1.0
+    assert REFERENCE.wide_input_cost("top.MatMul") == 1.0
+    assert without_dtype(caps, "i16").wide_input_cost("top.MatMul") == 1.0
 
 
 def test_cpu_takes_per_channel_4d_activations() -> None:

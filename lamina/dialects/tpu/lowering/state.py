@@ -27,7 +27,7 @@ from ..families.common import is_quant
 from ..families.plumbing import CastOp, WeightOp, make_requant
 from ..quantize import quantize
 from .per_channel import plan_per_axis
-from .policy import FLOAT_TYPES, elem, plain, quant_type_for, with_elem
+from .policy import FLOAT_TYPES, elem, plain, quant_type_for, scales, with_elem
 
 #: the optional integer forms (``convert-top-to-tpu{int_forms=...}``): ``lut`` — elementwise
 #: activations as 256-entry tables; ``gather`` — Gather of int8 activations and of constant tables
@@ -41,6 +41,14 @@ INT_FORMS = ("lut", "gather", "softmax", "layernorm", "attention", "lut16", "wid
 #: the forms on by default (those that keep the accuracy of float-between-casts; see
 #: ``benchmarks/RESULTS.md``)
 DEFAULT_INT_FORMS = ("lut", "gather", "softmax", "attention", "lut16", "wide_input", "wide_sum")
+#: the ``lut16`` form gives an activation an int16 result read by a MatMul (instead of its 8-bit
+#: one) where its gain (:meth:`Lowering.wide_input_gain`: the added output rounding variance the
+#: int16 grid removes, in units of the MatMul's own) is at least this times the extra relative cost
+#: of an int16 input on the target (:meth:`~..capabilities.TargetCapabilities.wide_input_cost`;
+#: always where it costs nothing extra). Measured on all-MiniLM-L6-v2 padded to 128 (gains 613 ...
+#: 5.6 in its six layers), an 8-bit result lost ~2-7e-6 cosine per unit of gain: 32 gives up at
+#: most ~2e-4 per layer for halving its FFN-out MatMul's time (``benchmarks/RESULTS.md``)
+WIDE_GAIN = 32.0
 
 
 def parse_int_forms(spec: str, default: Iterable[str] | None = None) -> frozenset[str]:
@@ -130,7 +138,10 @@ class Lowering:
         self.capabilities = capabilities
         self.factory = WeightFactory(root_op(root), resources)
         self.casts: dict[tuple[Value, Type], Value] = {}
-        self.stats = {"int8": 0, "float": 0, "casts": 0, "per_channel": 0}
+        self.stats = {"int8": 0, "float": 0, "casts": 0, "per_channel": 0, "narrow_lut16": 0}
+        #: the ``lut16`` form's int16-result decisions where it costs more than an 8-bit result
+        #: (:meth:`wide_result`): ``(activation, gain, extra cost, taken)``
+        self.wide_choices: list[tuple[str, float | None, float, bool]] = []
         self.per_axis: dict[Value, Type] = (
             plan_per_axis(
                 root,
@@ -264,9 +275,36 @@ class Lowering:
         if rng is None:
             return None
         th, et = rng
+        extra = self.capabilities.wide_input_cost(u.name) - 1.0
+        if extra > 0:
+            gain = self.wide_input_gain(r, u, w)
+            self.wide_choices.append(
+                (loc_name(value_loc(r)) or "?", gain, extra, gain is None or gain >= WIDE_GAIN * extra)
+            )
+            if gain is not None and gain < WIDE_GAIN * extra:
+                self.stats["narrow_lut16"] += 1
+                return None
         assert isinstance(r.type, RankedTensorType)  # (as _abs_range checked)
         lv = min(32767, (2**31 - 1) // (127 * max(1, int(w.shape[0]))))
         return RankedTensorType(r.type.shape, UniformQuantizedType(16, True, et, th / lv, 0, -lv, lv))
+
+    def wide_input_gain(self, r: Value, u: Operation, w: np.ndarray) -> float | None:
+        """What an int16 grid for ``r`` (read by the MatMul ``u`` with the constant weight ``w``
+        ``[K, N]`` as its input) gains over its 8-bit type, in units of ``u``'s own result
+        rounding: the variance that ``r``'s 8-bit rounding (step ``s``, errors uniform and
+        independent) adds to output column ``c``, ``s**2 / 12 * sum_k w[k, c]**2``, over the
+        variance of the column's own 8-bit rounding, ``s_c**2 / 12``, averaged over the columns
+        (the int16 grid's rounding is ~``L / 127`` times finer: taken as 0). None when a step is
+        unknown (then the form is taken)."""
+        t8, to = self.qtype(r, per_axis=False), self.qtype(u.results[0])
+        if t8 is None or to is None or not is_quant(t8) or not is_quant(to):
+            return None
+        s8 = float(np.max(scales(t8)))
+        so = np.broadcast_to(np.asarray(scales(to), np.float64), (int(w.shape[1]),))
+        if not (s8 > 0 and np.all(so > 0)):
+            return None
+        col = np.sum(np.square(w.astype(np.float64)), axis=0)
+        return float(np.mean(s8 * s8 * col / (so * so)))
 
     def wide_sum(self, r: Value, t: Type) -> Type | None:
         """The int16 type of an INT8 Add/Sub result ``r`` (an original value, its 8-bit type ``t``)

@@ -169,6 +169,9 @@ class ConvertTopToTpu(Pass):
     num_float = Statistic("num-float", "Ops lowered to a float mode")
     num_casts = Statistic("num-casts", "Casts inserted")
     num_per_channel = Statistic("num-per-channel", "Values quantized per channel (outlier channels, Concat)")
+    num_narrow_lut16 = Statistic(
+        "num-narrow-lut16", "lut16 activations given an 8-bit result (an int16 one costs more than it gains)"
+    )
 
     def run_on_operation(self, op: Operation) -> Any:
         table: dict[str, str] = {}
@@ -209,6 +212,7 @@ class ConvertTopToTpu(Pass):
         self.num_float += stats["float"]
         self.num_casts += stats["casts"]
         self.num_per_channel += stats["per_channel"]
+        self.num_narrow_lut16 += stats["narrow_lut16"]
 
 
 __all__ = ["MODES", "ConvertTopToTpu", "convert_top_to_tpu", "finalize", "quant_type_for"]
