@@ -40,12 +40,18 @@ Steps:
    end; floating its producer alone casts it back to int8 for its readers), that reach the target
    (the cosine grows with the prefix, nearly): about log2(limit) evaluations.
    Both stop at ``expected_cos`` or ``max_float_layers`` float layers (default: 10% of the layers,
-   at least 1).
+   at least 1). With a **task objective** (``task``, ``expected_task``: ``run_calibration --task ocr
+   --expected_task 0.98``) every evaluation also scores the outputs as ``model_deploy --task`` does
+   (:func:`lamina.tasks.task_check`, averaged over the samples), the target is both, and candidates
+   are compared by the smaller margin. A large model's bisection then measures two orders at the
+   float budget, by INT8 error and in network order (a block from the input: a task score lost
+   thinly along a backbone, as PP-OCRv4's mask IoU, is recovered by floating its first part, not by
+   its worst tensors), bisects the better one, and for a block bisects its start as well.
 5. **Pruning**: each floated layer, least useful first (at most :data:`RANK_TOP` of them with the
    error ranking), is put back to INT8 when the target still holds without it. Then the
    confirmation on all samples; when it falls short, greedy continues on all samples. The result is
    never worse than all-INT8.
-6. **Refinement** (``refine_top``, default 4): the thresholds of the most sensitive layers that stay
+6. **Refinement** (``refine_top``, default 4; skipped for a large model with a task objective): the thresholds of the most sensitive layers that stay
    INT8 are re-chosen among ``threshold * {0.6, 0.75, 0.9, 1.0}`` and ``max(|min|, |max|)`` by the
    final-output cosine; kept only when they also help on all samples; the refined table is written
    to ``refined_table`` when given.
@@ -538,8 +544,8 @@ def search_qtable(
     ``task_threshold``: the task's default when None), averaged over the samples: the search stops
     when both the cosine reaches ``expected_cos`` and the score ``expected_task``, and compares
     candidates by the smaller of the two margins. A large model's bisection then also tries the
-    layers in network order (contiguous blocks from the input), and keeps the order whose
-    ``max_float_layers`` first layers score better.
+    layers in network order (contiguous blocks from the input), keeps the order whose
+    ``max_float_layers`` first layers score better, and skips the threshold refinement.
 
     ``evaluate(qtable, table) -> cosine`` (or ``(cosine, task score)`` with ``task``) replaces the
     real lowering (tests; every layer is then measured). ``capabilities``: the target's
@@ -797,7 +803,11 @@ def search_qtable(
         )
         say(res_tmp.ranking_text(top=min(len(ranking), max(20, len(floated)))))
     refined: dict[str, float] = {}
-    if refine_top > 0 and ranking and count[0] + (2 if subset else 1) <= budget:
+    # a large model with a task objective: refinement compares each candidate threshold's task
+    # score on QERR_SAMPLES samples only (too few for a mask IoU), and on PP-OCRv4 it took 16
+    # evaluations (~300 s, more than the rest of the search) to refine nothing: skipped
+    refining = refine_top > 0 and not (task is not None and fast)
+    if refining and ranking and count[0] + (2 if subset else 1) <= budget:
         names = [r.name for r in ranking if r.name not in floated][:refine_top]
         # with the error ranking (a large model), the candidate thresholds are compared on fewer samples
         n_ref = min(n_rank, QERR_SAMPLES) if math.isnan(ranking[0].cos) else n_rank

@@ -321,6 +321,7 @@ def test_task_arguments(tmp_path: Path) -> None:
         search_qtable(m.module, t, [], expected_task=0.9, evaluate=lambda q, t: 1.0, log=None)
 
 
+@pytest.mark.slow  # ~25 s (tests/tools/test_calibrate.py runs a task search on a tiny model by default)
 @pytest.mark.skipif(not _lowering_available(), reason="convert-top-to-tpu is not registered yet")
 def test_real_search_with_the_ocr_mask_iou(tmp_path: Path) -> None:
     """The small detector's DB map, scored by model_deploy's ``ocr`` check (text-mask IoU at 0.3):
