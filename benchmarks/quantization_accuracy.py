@@ -428,11 +428,16 @@ def lamina_flow(
     int_forms: str = "default",
     processor: str = "tpu",
     reuse_calibration: bool = False,
+    expected_task: float | None = None,
+    max_float_layers: int | None = None,
 ) -> dict[str, Callable[[], Any]]:
     """The Lamina columns: each a thunk returning the per-sample outputs, or raising Unavailable.
     ``processor``: ``tpu`` (lowered for the reference target, run on the ``tpu`` interpreter) or
     ``cpu`` (lowered for the CPU target's capabilities, compiled, run on ``lamina.runtime``);
-    ``reuse_calibration``: take the workdir's calibration table when it is there."""
+    ``reuse_calibration``: take the workdir's calibration table when it is there; ``expected_task``:
+    the mixed search's task objective (a text detector's mask IoU, task ``ocr`` at its
+    ``mask_threshold``; models without a task keep the cosine objective); ``max_float_layers``: the
+    search's float budget (None: its default, 10%)."""
     import lamina.api as lm
 
     d = os.path.join(workdir, b.name)
@@ -553,9 +558,14 @@ def lamina_flow(
         samples = [dict(zip(b.input_names, s)) for s in b.calib[:4]]
         top = lm.load(top_mlir())
         t0 = time.perf_counter()
-        res = search_qtable(top.module, table, samples, expected_cos=0.99, max_float_layers=None,
+        task = (
+            dict(task="ocr", expected_task=expected_task, task_threshold=b.mask_threshold)
+            if expected_task is not None and b.mask_threshold is not None
+            else {}
+        )
+        res = search_qtable(top.module, table, samples, expected_cos=0.99, max_float_layers=max_float_layers,
                             quantize_table=qtable, refined_table=table + ".refined", ctx=top.ctx, log=log,
-                            mask_input=mask_input)  # fmt: skip
+                            mask_input=mask_input, **task)  # fmt: skip
         state["search"] = res
         state["search_seconds"] = time.perf_counter() - t0
         return deploy_run("INT8", False, qtable, table + ".refined")
@@ -583,6 +593,8 @@ def run_bench(
     int_forms: str = "default",
     processor: str = "tpu",
     reuse_calibration: bool = False,
+    expected_task: float | None = None,
+    max_float_layers: int | None = None,
 ) -> None:
     def log(msg: str) -> None:
         print(f"# {msg}", file=sys.stderr, flush=True)
@@ -596,7 +608,10 @@ def run_bench(
     except Exception as e:
         b.results["ORT INT8"] = f"failed: {type(e).__name__}: {oneline(str(e))}"
     log(f"{b.name}: onnxruntime FP32 + INT8 in {time.perf_counter() - t0:.1f} s")
-    flow = lamina_flow(b, workdir, log, tune_num, mask_input, int_forms, processor, reuse_calibration)
+    flow = lamina_flow(
+        b, workdir, log, tune_num, mask_input, int_forms, processor, reuse_calibration, expected_task,
+        max_float_layers,
+    )  # fmt: skip
     for m in modes:
         t1 = time.perf_counter()
         try:
@@ -694,6 +709,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="take the calibration table already in --workdir (another run's) instead of calibrating",
     )
+    p.add_argument(
+        "--expected_task",
+        type=float,
+        default=None,
+        help="INT8 mixed: the search's task objective beside cosine 0.99, for the models with a task "
+        "(ppocr: the text-mask IoU at 0.3); default: cosine only",
+    )
+    p.add_argument(
+        "--max_float_layers",
+        type=int,
+        default=None,
+        help="INT8 mixed: the search's float budget (default 10%%)",
+    )
     p.add_argument("--workdir", default=None)
     p.add_argument("--markdown", action="store_true", help="print the RESULTS.md section body")
     p.add_argument("--debug", action="store_true")
@@ -718,6 +746,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             a.int_forms,
             a.processor,
             a.reuse_calibration,
+            a.expected_task,
+            a.max_float_layers,
         )
         print(
             f"| {b.title} | "

@@ -160,6 +160,10 @@ def search_file(
     max_float_layers: int | None = None,
     log: Any = None,
     mask_input: str | None = "auto",
+    float_mode: str = "F32",
+    task: str | None = None,
+    expected_task: float | None = None,
+    task_threshold: float | None = None,
 ) -> Any:
     """``--search search_qtable``: the mixed-precision search on ``entries`` (sample paths) with the
     table at ``calibration_table``; writes the qtable and rewrites the table refined. Returns the
@@ -183,6 +187,10 @@ def search_file(
             ctx=ctx,
             log=log,
             mask_input=mask_input,
+            float_mode=float_mode,
+            task=task,
+            expected_task=expected_task,
+            task_threshold=task_threshold,
         )
     except (DatasetError, SearchError) as e:
         raise ToolError(str(e)) from None
@@ -198,6 +206,7 @@ def check_search_flags(
     expected_cos: float = 0.99,
     max_float_layers: int | None = None,
     search_num: int = 10,
+    expected_task: float | None = None,
 ) -> None:
     """The numbers and output paths of the search, checked before calibrating (which takes long)."""
     import math
@@ -214,6 +223,8 @@ def check_search_flags(
         raise ToolError(f"--max_float_layers must be >= 0, got {max_float_layers}")
     if search_num < 1:
         raise ToolError(f"--search_num must be at least 1, got {search_num}")
+    if expected_task is not None and not (math.isfinite(expected_task) and 0.0 < expected_task <= 1.0):
+        raise ToolError(f"--expected_task must be a score in (0, 1], got {expected_task}")
     check_outputs(
         [("the model", mlir_file), ("--data_list", data_list)],
         [("-o", calibration_table), ("--quantize_table", quantize_table)],

@@ -40,12 +40,18 @@ Steps:
    end; floating its producer alone casts it back to int8 for its readers), that reach the target
    (the cosine grows with the prefix, nearly): about log2(limit) evaluations.
    Both stop at ``expected_cos`` or ``max_float_layers`` float layers (default: 10% of the layers,
-   at least 1).
+   at least 1). With a **task objective** (``task``, ``expected_task``: ``run_calibration --task ocr
+   --expected_task 0.98``) every evaluation also scores the outputs as ``model_deploy --task`` does
+   (:func:`lamina.tasks.task_check`, averaged over the samples), the target is both, and candidates
+   are compared by the smaller margin. A large model's bisection then measures two orders at the
+   float budget, by INT8 error and in network order (a block from the input: a task score lost
+   thinly along a backbone, as PP-OCRv4's mask IoU, is recovered by floating its first part, not by
+   its worst tensors), bisects the better one, and for a block bisects its start as well.
 5. **Pruning**: each floated layer, least useful first (at most :data:`RANK_TOP` of them with the
    error ranking), is put back to INT8 when the target still holds without it. Then the
    confirmation on all samples; when it falls short, greedy continues on all samples. The result is
    never worse than all-INT8.
-6. **Refinement** (``refine_top``, default 4): the thresholds of the most sensitive layers that stay
+6. **Refinement** (``refine_top``, default 4; skipped for a large model with a task objective): the thresholds of the most sensitive layers that stay
    INT8 are re-chosen among ``threshold * {0.6, 0.75, 0.9, 1.0}`` and ``max(|min|, |max|)`` by the
    final-output cosine; kept only when they also help on all samples; the refined table is written
    to ``refined_table`` when given.
@@ -161,17 +167,34 @@ class SearchResult:
     evaluations: int = 0
     #: the attention-mask input the outputs were compared over (None: every position)
     mask_input: str | None = None
+    #: the float mode of the floated layers
+    float_mode: str = "F32"
+    #: the task objective (:mod:`lamina.tasks`: ``ocr``, ``seg``...) and its scores (None: cosine only)
+    task: str | None = None
+    expected_task: float | None = None
+    baseline_task: float | None = None
+    final_task: float | None = None
 
     @property
     def reached(self) -> bool:
-        return self.final_cos >= self.expected_cos
+        task_ok = self.task is None or (
+            self.final_task is not None
+            and self.expected_task is not None
+            and self.final_task >= self.expected_task
+        )
+        return self.final_cos >= self.expected_cos and task_ok
 
     def summary(self) -> str:
         pct = 100.0 * len(self.float_layers) / max(1, self.n_layers)
+        base, final, want = f"cos {self.baseline_cos:.6f}", f"{self.final_cos:.6f}", f"{self.expected_cos}"
+        if self.task is not None:
+            base += f", task {self.task} {self.baseline_task:.4f}"
+            final += f", task {self.task} {self.final_task:.4f}"
+            want += f" and task {self.task} {self.expected_task}"
         return (
-            f"INT8 baseline cos {self.baseline_cos:.6f} -> {self.final_cos:.6f} with {len(self.float_layers)} of "
-            f"{self.n_layers} layers in float ({pct:.1f}%, limit {self.max_float_layers})"
-            f"{'' if self.reached else f'; expected {self.expected_cos} NOT reached'}"
+            f"INT8 baseline {base} -> {final} with {len(self.float_layers)} of "
+            f"{self.n_layers} layers in float ({self.float_mode}, {pct:.1f}%, limit {self.max_float_layers})"
+            f"{'' if self.reached else f'; expected {want} NOT reached'}"
             f"{f', {len(self.refined)} threshold(s) refined' if self.refined else ''}; {self.evaluations} evaluations"
             f"{f'; cosines over the positions kept by mask input {self.mask_input!r}' if self.mask_input else ''}"
         )
@@ -332,9 +355,12 @@ class TpuEvaluator:
         asymmetric: bool,
         ctx: Any,
         mask: Any = None,
+        task: str | None = None,
+        task_threshold: float | None = None,
     ):
         from lamina.frontends.model_io import module_signature, run_top_module
         from lamina.quant.masking import keep_positions
+        from lamina.tasks import TaskError, task_outputs
 
         self.module, self.samples, self.asymmetric, self.ctx = module, list(samples), asymmetric, ctx
         self.outs = module_signature(module).output_names
@@ -342,6 +368,14 @@ class TpuEvaluator:
         #: the attention mask the outputs are compared over (None: every position)
         self.mask = mask
         self.keeps = [keep_positions(mask, s) for s in self.samples]
+        #: the task whose score is measured beside the cosine (None: cosine only), on these outputs
+        self.task, self.task_threshold = task, task_threshold
+        self.task_names: list[str] = []
+        if task is not None:
+            try:
+                self.task_names = task_outputs(task, self.ref[0])
+            except TaskError as e:
+                raise SearchError(f"the task objective: {e}") from None
 
     def deploy(self, qtable: dict[str, str], table: Any) -> Any:
         from lamina.quant.deploy import deploy_module
@@ -352,12 +386,26 @@ class TpuEvaluator:
         )  # fmt: skip
 
     def __call__(self, qtable: dict[str, str], table: Any, n: int | None = None) -> float:
+        return self.measure(qtable, table, n)[0]
+
+    def measure(self, qtable: dict[str, str], table: Any, n: int | None = None) -> tuple[float, float | None]:
+        """(the outputs' cosine, the task score or None) on the first ``n`` samples: the task score
+        is :func:`lamina.tasks.task_check`'s (the worst checked output's) averaged over the samples,
+        as ``model_deploy --task`` scores one sample."""
         from lamina.quant.deploy import run_tpu_module
+        from lamina.tasks import task_check
 
         tpu = self.deploy(qtable, table)
         k = len(self.samples) if n is None else min(n, len(self.samples))
         got = [run_tpu_module(tpu, dict(s)) for s in self.samples[:k]]
-        return output_cosine(self.ref[:k], got, self.outs, self.mask, self.keeps[:k])
+        cos = output_cosine(self.ref[:k], got, self.outs, self.mask, self.keeps[:k])
+        if self.task is None:
+            return cos, None
+        scores = [
+            min(r.score for r in task_check(self.task, g, ref, self.task_threshold, self.task_names))
+            for g, ref in zip(got, self.ref[:k])
+        ]
+        return cos, float(np.mean(scores))
 
     def quant_errors(self, table: Any, n: int) -> dict[str, float]:
         """Each tensor's own INT8 error, ``1 - cos(x, fake_quant(x))`` with its calibrated threshold
@@ -470,8 +518,12 @@ def search_qtable(
     progress_interval: float = 5.0,
     capabilities: Any = None,
     mask_input: str | None = "auto",
+    task: str | None = None,
+    expected_task: float | None = None,
+    task_threshold: float | None = None,
 ) -> SearchResult:
-    """Find the fewest layers to run in ``float_mode`` so that INT8 reaches ``expected_cos``.
+    """Find the fewest layers to run in ``float_mode`` so that INT8 reaches ``expected_cos`` (and,
+    with ``task``, the task score ``expected_task``).
 
     ``module``: the ``top`` module (not modified); ``calibration_table``: a path or a
     :class:`~lamina.dialects.tpu.tables.CalibrationTable`; ``samples``: inputs by name; ``max_float_layers``:
@@ -487,8 +539,16 @@ def search_qtable(
     result is confirmed on all of them (greedy continues on all when the confirmation falls short);
     smaller models are searched as before, on all samples. At most ``max_evaluations`` lowerings are measured (None: no bound).
 
-    ``evaluate(qtable, table) -> cosine`` replaces the real lowering (tests; every layer is then
-    measured). ``capabilities``: the target's
+    ``task`` (one of :data:`lamina.tasks.TASKS`: ``ocr``, ``seg``, ``det``, ``cls``, ``embed``) adds
+    the task's score, as ``model_deploy --task`` computes it (:func:`lamina.tasks.task_check`, at
+    ``task_threshold``: the task's default when None), averaged over the samples: the search stops
+    when both the cosine reaches ``expected_cos`` and the score ``expected_task``, and compares
+    candidates by the smaller of the two margins. A large model's bisection then also tries the
+    layers in network order (contiguous blocks from the input), keeps the order whose
+    ``max_float_layers`` first layers score better, and skips the threshold refinement.
+
+    ``evaluate(qtable, table) -> cosine`` (or ``(cosine, task score)`` with ``task``) replaces the
+    real lowering (tests; every layer is then measured). ``capabilities``: the target's
     :class:`~lamina.dialects.tpu.capabilities.TargetCapabilities` (default: the reference ``tpu``
     target), whose float modes ``float_mode`` must be one of. ``mask_input``: the attention-mask
     input whose kept positions the outputs are compared over ("auto": detected,
@@ -506,6 +566,15 @@ def search_qtable(
         raise SearchError(f"expected_cos must be in (0, 1], got {expected_cos}")
     if max_evaluations is not None and max_evaluations < 1:
         raise SearchError(f"max_evaluations must be >= 1, got {max_evaluations}")
+    from lamina.tasks import TASKS
+
+    if task is not None:
+        if task not in TASKS:
+            raise SearchError(f"task must be one of {', '.join(TASKS)}, got '{task}'")
+        if expected_task is None or not 0.0 < expected_task <= 1.0:
+            raise SearchError(f"task {task} needs expected_task, a score in (0, 1], got {expected_task}")
+    elif expected_task is not None or task_threshold is not None:
+        raise SearchError("expected_task and task_threshold need a task")
     table: CalibrationTable = (
         read_calibration_table(calibration_table) if isinstance(calibration_table, str) else calibration_table
     )
@@ -519,7 +588,7 @@ def search_qtable(
     if evaluate is None:
         if not samples:
             raise SearchError("the search needs at least one sample")
-        real = TpuEvaluator(module, samples, asymmetric, ctx, mask)
+        real = TpuEvaluator(module, samples, asymmetric, ctx, mask, task, task_threshold)
         evaluate = real
     all_layers = layers(module)
     shape_ops, fragile = auto_float_ops(module, table)
@@ -548,6 +617,22 @@ def search_qtable(
     base_q.update(dict.fromkeys(heads, float_mode))
     count = [0]
     prog = _Progress(say, progress_interval)
+    measured: dict[tuple[Any, ...], tuple[float, float | None]] = {}
+    last: list[tuple[float, float | None]] = [(0.0, None)]
+
+    def margin(m: tuple[float, float | None]) -> float:
+        """How far a measure is above the target (>= 0: reached): the smaller of the margins."""
+        c, t = m
+        v = c - expected_cos
+        if task is not None:
+            assert expected_task is not None
+            v = min(v, (t if t is not None else 0.0) - expected_task)
+        return v
+
+    def show(m: tuple[float, float | None]) -> str:
+        return f"cosine {m[0]:.6f}" + (
+            f", task {task} {m[1]:.4f}" if task is not None and m[1] is not None else ""
+        )
 
     def qtable_of(floated: Sequence[str]) -> dict[str, str]:
         q = dict(base_q)
@@ -555,14 +640,27 @@ def search_qtable(
         return q
 
     def cos_of(floated: Sequence[str], tbl: Any = None, n: int | None = None, reserve: int = 0) -> float:
-        """The cosine with ``floated`` in float on the first ``n`` samples (None: all), keeping
-        ``reserve`` evaluations of the budget for the confirmation on all samples."""
-        if count[0] + 1 + reserve > budget:
-            raise _OutOfBudget
-        count[0] += 1
+        """The margin over the target (:func:`margin`) with ``floated`` in float on the first ``n``
+        samples (None: all), keeping ``reserve`` evaluations of the budget for the confirmation on
+        all samples; the measure itself goes to ``last`` (a set measured before is not measured
+        again)."""
         t = tbl if tbl is not None else table
-        c = real(qtable_of(floated), t, n) if real is not None else evaluate(qtable_of(floated), t)
-        return c if math.isfinite(c) else 0.0
+        k = n_all if n is None else min(n, n_all)
+        key = (frozenset(qtable_of(floated)), id(t), k)
+        if key not in measured:
+            if count[0] + 1 + reserve > budget:
+                raise _OutOfBudget
+            count[0] += 1
+            if real is not None:
+                c, sc = real.measure(qtable_of(floated), t, n)
+            else:
+                got = evaluate(qtable_of(floated), t)
+                c, sc = got if isinstance(got, tuple) else (got, None)
+            c = c if math.isfinite(c) else 0.0
+            sc = sc if sc is None or math.isfinite(sc) else 0.0
+            measured[key] = (float(c), None if sc is None else float(sc))
+        last[0] = measured[key]
+        return margin(measured[key])
 
     def on_rank(floated: Sequence[str], tbl: Any = None) -> float:
         return cos_of(floated, tbl, n_rank, reserve=1 if subset else 0)
@@ -576,12 +674,14 @@ def search_qtable(
         say(f"  fragile: {n}: {why}")
     t_base = time.perf_counter()
     baseline = cos_of([])
+    base_m = last[0]
     t_base = time.perf_counter() - t_base
+    want = f"{expected_cos}" + (f", task {task} {expected_task}" if task is not None else "")
     say(
-        f"search_qtable: all-INT8 cosine {baseline:.6f} (expected {expected_cos})"
+        f"search_qtable: all-INT8 {show(base_m)} (expected {want})"
         + (f" with the detection-head decoding ({', '.join(heads)}) in {float_mode}" if heads else "")
     )
-    if real is not None and not fast and rank_samples > 0 and baseline < expected_cos:
+    if real is not None and not fast and rank_samples > 0 and baseline < 0:
         # the measured ranking costs one evaluation per layer: too slow for a large input
         # (PP-OCRv4 at 384x768: 189 layers of ~4 s each on 4 samples), rank by errors instead
         n_fast = max(1, min(rank_samples, n_all))
@@ -597,7 +697,7 @@ def search_qtable(
     floated: list[str] = list(heads)
     final = baseline
     order: list[str] = []  # the layers in the order they are worth floating
-    if baseline < expected_cos and limit > 0:
+    if baseline < 0 and limit > 0:
         current = baseline
         phase = "sensitivity"
         try:
@@ -618,27 +718,44 @@ def search_qtable(
                 # a tensor's error goes only when it stays float end to end: with its producer,
                 # every layer reading it runs in float too (else it is cast to int8 for them)
                 order = _with_readers(by_err, _readers(all_layers), set(candidates) - set(floated))
+                room = limit - len(floated)
+                blocks = False
+                if task is not None and room > 0:
+                    # a task score is lost along the whole network, not at a few tensors: the
+                    # layers in network order (contiguous blocks from the input) are the other order
+                    net = [n for n in candidates if n not in floated]
+                    phase = "choosing the order"
+                    by_err_m = on_rank([*floated, *order[:room]])
+                    err_m = last[0]
+                    by_net_m = on_rank([*floated, *net[:room]])
+                    blocks = by_net_m > by_err_m
+                    say(f"search_qtable: the first {room} layers floated by INT8 error: {show(err_m)}; "
+                        f"in network order: {show(last[0])}; bisecting "
+                        f"{'in network order' if blocks else 'by INT8 error'}")  # fmt: skip
+                    if blocks:
+                        order = net
                 phase = "bisection"
-                floated, current = _bisect(
-                    floated,
-                    order,
-                    limit - len(floated),
-                    expected_cos,
-                    on_rank,
-                    prog,
-                    f"on {n_rank} sample(s)",
-                )
-                phase = "pruning"
-                prunable = [m for m in reversed(floated) if m not in heads][:rank_top]
-                floated, current = _prune(
-                    floated, prunable, expected_cos, current, on_rank, prog, f"on {n_rank} sample(s)"
-                )
+                floated, current = _bisect(floated, order, room, 0.0, on_rank, prog, f"on {n_rank} sample(s)")
+                if blocks and current >= 0:
+                    # the block [0, k) reaches the target: the latest start j keeping [j, k) there
+                    block = floated[len(heads) :]
+                    phase = "the block's start"
+                    floated, current = _bisect(
+                        list(heads), block[::-1], len(block), 0.0, on_rank, prog, f"on {n_rank} sample(s)"
+                    )
+                    floated = [*heads, *(m for m in block if m in set(floated))]
+                else:
+                    phase = "pruning"
+                    prunable = [m for m in reversed(floated) if m not in heads][:rank_top]
+                    floated, current = _prune(
+                        floated, prunable, 0.0, current, on_rank, prog, f"on {n_rank} sample(s)"
+                    )
             else:
                 current = on_rank([]) if subset else baseline
                 prog.begin(f"sensitivity on {n_rank} sample(s)", len(candidates))
                 for i, n in enumerate(candidates):
                     c = on_rank([n])
-                    ranking.append(LayerSensitivity(n, types[n], c, c - current))
+                    ranking.append(LayerSensitivity(n, types[n], last[0][0], c - current))
                     prog.step(i + 1)
                 ranking.sort(key=lambda r: (-r.gain, r.name))
                 gain = {r.name: r.gain for r in ranking}
@@ -650,12 +767,12 @@ def search_qtable(
                 ]
                 phase = "greedy"
                 floated, current = _greedy(
-                    floated, order, limit, expected_cos, current, on_rank, prog, f"on {n_rank} sample(s)"
+                    floated, order, limit, 0.0, current, on_rank, prog, f"on {n_rank} sample(s)"
                 )
                 phase = "pruning"
                 prunable = sorted((m for m in floated if m not in heads), key=lambda n: gain.get(n, 0.0))
                 floated, current = _prune(
-                    floated, prunable, expected_cos, current, on_rank, prog, f"on {n_rank} sample(s)"
+                    floated, prunable, 0.0, current, on_rank, prog, f"on {n_rank} sample(s)"
                 )
         except _OutOfBudget:
             say(f"search_qtable: the evaluation budget ({max_evaluations}) is spent during {phase}; "
@@ -664,12 +781,12 @@ def search_qtable(
             final = current
         elif floated != heads:
             final = cos_of(floated)  # the confirmation on all samples (kept in reserve)
-        if subset and final < expected_cos <= current:
+        if subset and final < 0 <= current:
             # the rank samples were too optimistic: continue on all samples (the next layers in order)
             try:
                 todo = [n for n in order if n not in floated][:rank_top]
                 floated, final = _greedy(
-                    floated, todo, limit, expected_cos, final, cos_of, prog, f"on all {n_all} samples"
+                    floated, todo, limit, 0.0, final, cos_of, prog, f"on all {n_all} samples"
                 )
             except _OutOfBudget:
                 say(f"search_qtable: the evaluation budget ({max_evaluations}) is spent")
@@ -682,11 +799,15 @@ def search_qtable(
         else:
             say("search_qtable: sensitivity ranking (cosine with only that layer in float; * = floated):")
         res_tmp = SearchResult(
-            {}, floated, shape_ops, fragile, ranking, baseline, final, expected_cos, n_layers, limit
+            {}, floated, shape_ops, fragile, ranking, base_m[0], final, expected_cos, n_layers, limit
         )
         say(res_tmp.ranking_text(top=min(len(ranking), max(20, len(floated)))))
     refined: dict[str, float] = {}
-    if refine_top > 0 and ranking and count[0] + (2 if subset else 1) <= budget:
+    # a large model with a task objective: refinement compares each candidate threshold's task
+    # score on QERR_SAMPLES samples only (too few for a mask IoU), and on PP-OCRv4 it took 16
+    # evaluations (~300 s, more than the rest of the search) to refine nothing: skipped
+    refining = refine_top > 0 and not (task is not None and fast)
+    if refining and ranking and count[0] + (2 if subset else 1) <= budget:
         names = [r.name for r in ranking if r.name not in floated][:refine_top]
         # with the error ranking (a large model), the candidate thresholds are compared on fewer samples
         n_ref = min(n_rank, QERR_SAMPLES) if math.isnan(ranking[0].cos) else n_rank
@@ -708,20 +829,30 @@ def search_qtable(
         if refined:
             table, final = new_table, got
     qtable = qtable_of(floated)
+    final_m = measured.get((frozenset(qtable), id(table), n_all))
+    if final_m is None:  # not measured on all samples yet (the budget is spent): measure it
+        budget = math.inf
+        cos_of(floated)
+        final_m = last[0]
     result = SearchResult(
         qtable,
         floated,
         shape_ops,
         fragile,
         ranking,
-        baseline,
-        final,
+        base_m[0],
+        final_m[0],
         expected_cos,
         n_layers,
         limit,
         refined,
         count[0],
         mask.input if mask is not None and real is not None else None,
+        float_mode,
+        task,
+        expected_task,
+        base_m[1],
+        final_m[1],
     )
     say(f"search_qtable: {result.summary()}")
     if quantize_table:
@@ -868,7 +999,8 @@ def _refine(
             thresholds[n] = replace(s, threshold=best_t)
             refined[n] = best_t
             say(
-                f"  refined threshold of {n}: {s.threshold:.6g} -> {best_t:.6g} (cos {current:.6f} -> {best_c:.6f})"
+                f"  refined threshold of {n}: {s.threshold:.6g} -> {best_t:.6g} "
+                f"(margin over the target {current:+.6f} -> {best_c:+.6f})"
             )
             current = best_c
     step(len(names))

@@ -27,7 +27,9 @@ from collections.abc import Sequence
 
 from lamina.flows.calibrate import TOOL, calibrate_file, check_search_flags, search_file
 from lamina.quant.methods import METHODS
+from lamina.quant.search import FLOAT_MODES
 from lamina.support.errors import ToolError
+from lamina.tasks import TASKS
 from lamina.tools.common import internal_error_guard
 
 
@@ -103,6 +105,32 @@ def build_parser(prog: str = TOOL) -> argparse.ArgumentParser:
     p.add_argument(
         "--search_num", type=int, default=10, help="samples every search evaluation runs (default 10)"
     )
+    p.add_argument(
+        "--fp_type",
+        choices=FLOAT_MODES,
+        default="F32",
+        help="the float mode of the layers the search floats (default F32)",
+    )
+    p.add_argument(
+        "--task",
+        choices=TASKS,
+        default=None,
+        help="the search also scores the outputs as the task reads them (as model_deploy --task) "
+        "and must reach --expected_task",
+    )
+    p.add_argument(
+        "--expected_task",
+        type=float,
+        default=None,
+        help="task score in (0, 1] the search must reach beside --expected_cos (ocr/seg: mask IoU, "
+        "det: F1, cls: top-1 agreement, embed: worst cosine)",
+    )
+    p.add_argument(
+        "--task_threshold",
+        type=float,
+        default=None,
+        help="the task's threshold (ocr: 0.3, seg: 0.5, det: 0.25 by default)",
+    )
     return p
 
 
@@ -115,9 +143,18 @@ def _run(args: argparse.Namespace, tool: str) -> int:
             file=sys.stderr,
         )
         return 2
-    if not searching and (args.quantize_table or args.max_float_layers is not None):
+    task_flags = args.task is not None or args.expected_task is not None or args.task_threshold is not None
+    if not searching and (args.quantize_table or args.max_float_layers is not None or task_flags):
         print(
-            f"{tool}: error: --quantize_table and --max_float_layers need --search search_qtable",
+            f"{tool}: error: --quantize_table, --max_float_layers and --task need --search search_qtable",
+            file=sys.stderr,
+        )
+        return 2
+    if (args.task is None) != (args.expected_task is None) or (
+        args.task is None and args.task_threshold is not None
+    ):
+        print(
+            f"{tool}: error: --task and --expected_task go together (--task_threshold needs --task)",
             file=sys.stderr,
         )
         return 2
@@ -136,6 +173,7 @@ def _run(args: argparse.Namespace, tool: str) -> int:
             args.expected_cos,
             args.max_float_layers,
             args.search_num,
+            args.expected_task,
         )
         res = calibrate_file(
             args.mlir_file,
@@ -182,13 +220,25 @@ def _run(args: argparse.Namespace, tool: str) -> int:
                 max_float_layers=args.max_float_layers,
                 log=log,
                 mask_input=args.mask_input,
+                float_mode=args.fp_type,
+                task=args.task,
+                expected_task=args.expected_task,
+                task_threshold=args.task_threshold,
             )
         except ToolError as e:
             print(f"{tool}: error: {e}", file=sys.stderr)
             return 1
         print(f"{tool}: {found.summary()}; wrote {args.quantize_table}", file=sys.stderr)
         if not found.reached:
-            print(f"{tool}: error: expected cosine {args.expected_cos} not reached", file=sys.stderr)
+            want = f"cosine {args.expected_cos}" + (
+                f" and task {args.task} score {args.expected_task}" if args.task else ""
+            )
+            more = (
+                f" within {found.max_float_layers} float layers (--max_float_layers raises the limit)"
+                if len(found.float_layers) >= found.max_float_layers
+                else ""
+            )
+            print(f"{tool}: error: expected {want} not reached{more}", file=sys.stderr)
             return 1
     return 0
 

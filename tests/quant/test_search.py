@@ -274,3 +274,83 @@ def test_progress_and_evaluation_budget_on_a_small_detector(tmp_path: Path) -> N
     res = search_qtable(m.module, table, samples, expected_cos=target, max_float_layers=75, ctx=m.ctx, log=None, exhaustive_layers=0,
                         refine_top=0)  # fmt: skip
     assert res.reached and 0 < len(res.float_layers) <= 75, res.summary()
+
+
+def test_task_objective_keeps_floating_until_the_task_score_is_reached(tmp_path: Path) -> None:
+    """With a task, the cosine alone is not enough: the search floats until the task score (here
+    reached only with c2 and c4 in float) is reached too, and reports both."""
+    m = _load(cnn_model(tmp_path, n=5))
+    names = [n for n, _ in layers(m.module)]
+    loss = dict.fromkeys(names, 0.0) | {"c2": 0.002, "c4": 0.001}
+    task_loss = dict.fromkeys(names, 0.0) | {"c2": 0.02, "c4": 0.015, "c1": 0.001}
+
+    def evaluate(qtable: dict[str, str], table: object) -> tuple[float, float]:
+        cos = 1.0 - sum(v for k, v in loss.items() if k not in qtable)
+        return cos, 1.0 - sum(v for k, v in task_loss.items() if k not in qtable)
+
+    table = CalibrationTable({n: TensorStats(4.0, -4.0, 4.0) for n in names})
+    # the cosine target alone: nothing floated
+    res = search_qtable(
+        m.module, table, [], expected_cos=0.99, evaluate=lambda q, t: evaluate(q, t)[0], log=None
+    )
+    assert res.float_layers == [] and res.reached
+    lines: list[str] = []
+    res = search_qtable(m.module, table, [], expected_cos=0.99, task="ocr", expected_task=0.995, max_float_layers=3,
+                        evaluate=evaluate, log=lines.append, refine_top=0, float_mode="F16")  # fmt: skip
+    assert sorted(res.float_layers) == ["c2", "c4"] and res.reached
+    assert res.baseline_task == pytest.approx(1 - 0.036) and res.final_task == pytest.approx(0.999)
+    assert res.qtable == {"c2": "F16", "c4": "F16"}
+    s = res.summary()
+    assert "task ocr 0.9640 -> " in s and "task ocr 0.9990" in s and "2 of 10 layers in float (F16" in s
+    assert "all-INT8 cosine 0.997000, task ocr 0.9640 (expected 0.99, task ocr 0.995)" in "\n".join(lines)
+    # the limit too small for the task score: not reached, and the summary says which target
+    res = search_qtable(m.module, table, [], expected_cos=0.99, task="ocr", expected_task=0.995, max_float_layers=1,
+                        evaluate=evaluate, log=None, refine_top=0)  # fmt: skip
+    assert res.float_layers == ["c2"] and not res.reached
+    assert "expected 0.99 and task ocr 0.995 NOT reached" in res.summary()
+
+
+def test_task_arguments(tmp_path: Path) -> None:
+    m = _load(cnn_model(tmp_path, n=1))
+    t = CalibrationTable()
+    with pytest.raises(SearchError, match="task must be one of cls, det, seg, ocr, embed"):
+        search_qtable(m.module, t, [], task="mask", expected_task=0.9, evaluate=lambda q, t: 1.0, log=None)
+    with pytest.raises(SearchError, match="task ocr needs expected_task"):
+        search_qtable(m.module, t, [], task="ocr", evaluate=lambda q, t: 1.0, log=None)
+    with pytest.raises(SearchError, match="need a task"):
+        search_qtable(m.module, t, [], expected_task=0.9, evaluate=lambda q, t: 1.0, log=None)
+
+
+@pytest.mark.slow  # ~25 s (tests/tools/test_calibrate.py runs a task search on a tiny model by default)
+@pytest.mark.skipif(not _lowering_available(), reason="convert-top-to-tpu is not registered yet")
+def test_real_search_with_the_ocr_mask_iou(tmp_path: Path) -> None:
+    """The small detector's DB map, scored by model_deploy's ``ocr`` check (text-mask IoU at 0.3):
+    the large-model path compares the two orders at the float budget, bisects the better one, and
+    reaches both targets; the scores are those of :func:`lamina.tasks.task_check`."""
+    from lamina.quant.calibration import calibrate
+    from lamina.quant.deploy import deploy_module, run_tpu_module
+    from lamina.tasks import task_check
+
+    m, samples = _small_detector(tmp_path)
+    table = calibrate(m.module, samples, "kl").table
+    base = search_qtable(m.module, table, samples, expected_cos=0.5, task="ocr", expected_task=0.01,
+                         ctx=m.ctx, log=None)  # fmt: skip
+    assert base.float_layers == [] and base.evaluations == 1 and base.baseline_task is not None
+    # the baseline's task score is the mean over the samples of task_check's
+    tpu = deploy_module(m.module, "INT8", calibration_table=table, ctx=m.ctx, warn=lambda s: None)
+    from lamina.frontends.model_io import run_top_module
+
+    mean = np.mean(
+        [task_check("ocr", run_tpu_module(tpu, s), run_top_module(m.module, s))[0].score for s in samples]
+    )
+    assert base.baseline_task == pytest.approx(mean)
+    assert base.baseline_task < 0.999
+    target = base.baseline_task + 0.5 * (1 - base.baseline_task)
+    lines: list[str] = []
+    res = search_qtable(m.module, table, samples, expected_cos=0.5, task="ocr", expected_task=target,
+                        max_float_layers=75, exhaustive_layers=0, ctx=m.ctx, log=lines.append,
+                        refine_top=0)  # fmt: skip
+    text = "\n".join(lines)
+    assert "the first 75 layers floated by INT8 error:" in text and "in network order:" in text
+    assert res.reached and res.final_task is not None and res.final_task >= target, res.summary()
+    assert 0 < len(res.float_layers) <= 75

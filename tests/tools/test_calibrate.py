@@ -219,6 +219,38 @@ def test_search_qtable(tiny_mlir: str, tmp_path: Path, capsys: pytest.CaptureFix
     assert main([*args, "--search", "search_qtable"]) == 2
 
 
+def test_search_qtable_task_objective(
+    tiny_mlir: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--task seg --expected_task: the search scores the arg-max map beside the cosine and says
+    both; --fp_type is the floated layers' mode; the task flags are checked before calibrating."""
+    from lamina.dialects.tpu.tables import read_qtable
+
+    ds = _npz_dataset(tmp_path / "ds", 6)
+    table, qtable = tmp_path / "t", tmp_path / "q"
+    args = [tiny_mlir, "--dataset", str(ds), "--tune_num", "0", "-o", str(table), "-q", "--search", "search_qtable",
+            "--quantize_table", str(qtable)]  # fmt: skip
+    rc = main([*args, "--expected_cos", "0.9", "--task", "seg", "--expected_task", "0.5", "--fp_type", "F16"])
+    err = capsys.readouterr().err
+    assert rc == 0, err
+    assert "all-INT8 cosine" in err and ", task seg " in err and "(expected 0.9, task seg 0.5)" in err
+    assert "layers in float (F16, " in err
+    assert all(m in ("F16", "F32") for m in read_qtable(str(qtable)).values())
+    # unreachable: exit 1, naming the task target and the limit
+    rc = main([*args, "--task", "seg", "--expected_task", "1.0", "--max_float_layers", "0"])
+    err = capsys.readouterr().err
+    assert rc == 1 and "expected cosine 0.99 and task seg score 1.0 not reached" in err, err
+    assert "--max_float_layers raises the limit" in err
+    # usage: the flags go together, and need --search
+    assert main([*args, "--task", "seg"]) == 2
+    assert main([*args, "--expected_task", "0.9"]) == 2
+    assert main([*args[:7], "--task", "seg", "--expected_task", "0.9"]) == 2
+    assert main([*args, "--task", "seg", "--expected_task", "1.5"]) == 1
+    assert "--expected_task must be a score in (0, 1]" in capsys.readouterr().err
+    assert main([*args, "--task", "det", "--expected_task", "0.9"]) == 1
+    assert "needs an output of shape" in capsys.readouterr().err
+
+
 @pytest.fixture(scope="module")
 def masked_mlir(tmp_path_factory: pytest.TempPathFactory) -> str:
     pytest.importorskip("onnx")
