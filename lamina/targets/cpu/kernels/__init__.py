@@ -38,6 +38,7 @@ from . import (  # noqa: F401
     attention_f32,  # (the fused F32 attention)
     attention_int8,  # (the integer Attention and Softmax forms)
     conv_f32,  # (the register-tiled float conv, depthwise and matmul)
+    conv_int8_stem,  # (INT8 convs of few input channels as an im2col GEMM: the stems)
     copy_runs,  # (Split, Slice... as copies of contiguous runs)
     depthwise,  # (depthwise convs: INT8 per-plane schedule)
     gemm_int8,
