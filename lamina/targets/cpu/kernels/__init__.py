@@ -49,6 +49,7 @@ from . import (  # noqa: F401
     generic_ref,
     permute,  # (a Permute keeping inner runs: memcpy per run)
     pool,  # (vectorized max/avg pooling, F32 and INT8)
+    quant_cast,  # (the f32 -> 8-bit per-tensor quantizing Cast without a division)
     softmax_f32,  # (the vectorized F32 softmax along any axis)
     winograd_f32,  # (F32 3x3 stride-1 convs as Winograd F(2x2, 3x3))
 )

@@ -299,6 +299,10 @@ def _gather(gen: Gen, loads: list[Any], idx: list[int]) -> Any:
     one two-source shuffle per source after the second."""
     b = gen.b
     vb = loads[0].type.count
+    if vb == 64 and len(loads) <= 2 and gen.isa.has("avx512vbmi"):
+        # one vpermi2b (LLVM would otherwise make the windows of unpacks and aligns)
+        f = gen.intrinsic("llvm.x86.avx512.vpermi2var.qi.512", vt(I8, 64), [vt(I8, 64)] * 3)
+        return b.call(f, [loads[0], gen.cv(idx, I8), loads[-1]])
     if len(loads) == 1:
         return b.shuffle_vector(loads[0], loads[0], gen.cv(idx))
     first = [i if i < 2 * vb else 0 for i in idx]
