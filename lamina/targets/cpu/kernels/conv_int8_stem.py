@@ -25,13 +25,18 @@ output rows. Taken (priority 12) where its dot products are at most 0.8 of ``int
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from llvmlite import ir
+
+from lamina.ir.types import RankedTensorType
 
 from .abi import Isa, KernelPlan, Template
 from .gemm_int8 import (
     BUFFERS,
+    I1,
     I8,
     I32,
     ConvGeom,
@@ -41,6 +46,7 @@ from .gemm_int8 import (
     QuantInfo,
     _choose_tile,
     _emit_pack,
+    _fused,
     _fused_key,
     _scalars,
     _tables,
@@ -80,6 +86,48 @@ def _sources(group: list[tuple[int, int, int, int, int]], span: int) -> list[tup
     return srcs
 
 
+@dataclass(frozen=True)
+class PoolFuse:
+    """A ``tpu.MaxPool`` fused after the conv (2-d, no dilation): kernel, strides, the explicit
+    top / left pads, its output rows and columns."""
+
+    kh: int
+    kw: int
+    sh: int
+    sw: int
+    pt: int
+    pl: int
+    oh: int
+    ow: int
+
+
+def pool_fuse(op: Any, pool: Any) -> PoolFuse | None:
+    """The fusable form of the ``tpu.MaxPool`` ``pool`` reading the conv ``op``'s result, or None:
+    2-d, no dilation, no indices, the conv's 8-bit type kept, conv rows a whole number of 16-lane
+    registers wide (``OW % 16``: every register of the conv's positions lies in one row)."""
+    if pool.name != "tpu.MaxPool" or not pool.operands or pool.operands[0] is not op.results[0]:
+        return None
+    if len(pool.results) > 1 and isinstance(pool.results[1].type, RankedTensorType):
+        return None
+    x_t, r_t = pool.operands[0].type, pool.results[0].type
+    if str(x_t.element_type) != str(r_t.element_type) or len(x_t.shape) != 4 or len(r_t.shape) != 4:
+        return None
+    if x_t.shape[3] % 16 or list(r_t.shape[:2]) != list(x_t.shape[:2]):
+        return None
+    try:
+        k, st, d, p, _ = pool._geometry(list(x_t.shape))
+    except Exception:
+        return None
+    if len(k) != 2 or list(d) != [1, 1] or min(p) < 0 or min(st) < 1 or p[0] >= k[0] or p[1] >= k[1]:
+        return None
+    return PoolFuse(k[0], k[1], st[0], st[1], p[0], p[1], int(r_t.shape[2]), int(r_t.shape[3]))
+
+
+def _pool_of(op: Any) -> PoolFuse | None:
+    f = _fused(op)
+    return pool_fuse(op, f[0]) if f and f[0].name == "tpu.MaxPool" else None
+
+
 class Int8ConvIm2col(LutFusion, Template):
     """INT8 convolution with ``K = cin * kh * kw`` packed densely (im2col per block of output
     rows): see the module's docstring."""
@@ -106,11 +154,17 @@ class Int8ConvIm2col(LutFusion, Template):
         k4 = self.k4(geo)
         return k4 <= MAX_K4 and k4 <= 0.8 * (-(-geo.cig // 4) * len(geo.taps))
 
+    def fuses(self, op: Any, consumer: Any) -> bool:
+        """A following ``tpu.Lut`` (:class:`LutFusion`) or ``tpu.MaxPool`` (:func:`pool_fuse`)."""
+        if consumer.name == "tpu.MaxPool":
+            return op.get_attr("cpu.fused") is None and pool_fuse(op, consumer) is not None
+        return LutFusion.fuses(self, op, consumer)
+
     def ir_key(self, op: Any, isa: Isa) -> tuple[Any, ...]:
         """Ops of equal keys get the same function but for its name (as ``Int8Conv.ir_key``)."""
         r = self._geo(op)
         assert r is not None
-        return (self.name, repr(r[0]), _scalars(r[1]), _fused_key(op, r[1]), isa)
+        return (self.name, repr(r[0]), _scalars(r[1]), _fused_key(op, r[1]), _pool_of(op), isa)
 
     def code_key(self, op: Any, plan: KernelPlan, isa: Isa) -> Any:
         """:meth:`ir_key`: the compiler's code key (``kernels/codekey.py``)."""
@@ -139,14 +193,29 @@ class Int8ConvIm2col(LutFusion, Template):
         qcap = -(-(rb * geo.ow + nl) // tq) * tq
         return rb, qcap
 
-    def _scratch(self, geo: ConvGeom, isa: Isa) -> tuple[int, int, int]:
-        """``(phase rows packed, byte offset of the columns, scratch bytes per part)``."""
+    def _scratch(self, geo: ConvGeom, isa: Isa, pf: PoolFuse | None = None) -> tuple[int, int, int]:
+        """``(phase rows packed, byte offset of the columns, scratch bytes per part)`` (a fused
+        pool's ring of conv rows after the columns: :meth:`_ring`)."""
         nl = lanes(isa)
         ra = geo.rows_alloc(4 * nl)
         phases = geo.cig * len(geo.phases) * ra * geo.wph
         col_at = -(-(phases + 4 * nl) // 64) * 64
         _, qcap = self._block(geo, isa)
-        return ra, col_at, col_at + self.k4(geo) * qcap * 4 + 4 * nl + 64
+        end = -(-(col_at + self.k4(geo) * qcap * 4 + 4 * nl) // 64) * 64
+        if pf is not None:
+            nr, rw = self._ring(geo, isa, pf)
+            end += geo.cout * (nr + 1) * rw + 8 * nl
+        return ra, col_at, end + 64
+
+    def _ring(self, geo: ConvGeom, isa: Isa, pf: PoolFuse) -> tuple[int, int]:
+        """A fused pool's ring of conv rows per channel: ``(rows, bytes per row)`` — the rows of a
+        block and the ``kh - 1`` before it a pending pool row still reads (plus one row of the
+        padding value after them), each with the pool's left padding and room on the right for the
+        last pool register's reads."""
+        rb, _ = self._block(geo, isa)
+        v = 2 * lanes(isa)
+        reach = (-(-pf.ow // v) * v - 1) * pf.sw + pf.kw + 4 * v
+        return rb + pf.kh - 1, -(-(pf.pl + max(geo.ow, reach)) // 64) * 64
 
     def plan(self, op: Any, symbol: str, isa: Isa) -> KernelPlan:
         r = self._geo(op)
@@ -164,7 +233,7 @@ class Int8ConvIm2col(LutFusion, Template):
         wp = wk.reshape(cot, mr, k4, 4).transpose(0, 2, 1, 3).copy()
         wsum = w.astype(np.int64).sum(axis=(1, 2))
         weights = {"w": wp.reshape(-1), **_tables(q, wsum, geo.cout + mr)}
-        scratch = self._scratch(geo, isa)[2]
+        scratch = self._scratch(geo, isa, _pool_of(op))[2]
         macs = geo.batch * geo.cout * geo.oh * geo.ow * geo.cig * ntap
         nbytes = int(np.prod(op.operands[0].type.shape)) + int(np.prod(op.results[0].type.shape)) + wp.size
         return _with_lut(op, symbol, list(BUFFERS), weights, scratch, macs, nbytes, q=q)
@@ -181,6 +250,7 @@ class Int8ConvIm2col(LutFusion, Template):
         tq = nv * nl
         k4 = self.k4(geo)
         rb_rows, qcap = self._block(geo, isa)
+        pf = _pool_of(op)
         ra, col_at, _ = self._scratch(geo, isa)
         x, wp, ct, mt, st_, out, scr = gen.std_bufs(plan, q.out_signed, op)
         gen.fast_shift = fast_shift(q)
@@ -193,7 +263,24 @@ class Int8ConvIm2col(LutFusion, Template):
         cot = -(-geo.cout // mr)
         scr = b.gep(scr, [b.mul(gen.part, c(plan.scratch_bytes))])
         col = b.gep(scr, [c(col_at)])
-        r0, r1 = gen.part_range(geo.oh)
+        if pf is None:
+            r0, r1 = gen.part_range(geo.oh)
+            p0 = p1 = ring = None
+            nring = rw = 0
+        else:
+            # parts split the pool's rows; a part computes the conv rows its windows read
+            p0, p1 = gen.part_range(pf.oh)
+            lo_ = b.sub(b.mul(p0, c(pf.sh)), c(pf.pt))
+            hi_ = b.add(b.mul(b.sub(p1, c(1)), c(pf.sh)), c(pf.kh - pf.pt))
+            some = b.icmp_signed("<", p0, p1)
+            r0 = b.select(some, gen.smax(lo_, c(0)), c(0))
+            r1 = b.select(some, gen.smin(hi_, c(geo.oh)), c(0))
+            nring, rw = self._ring(geo, isa, pf)
+            ring = b.gep(col, [c(-(-(self.k4(geo) * qcap * 4 + 4 * nl) // 64) * 64)])
+            padv = gen.cv([-128 if q.out_signed else 0] * vb, I8)
+            gen.loop(
+                0, geo.cout * (nring + 1) * rw // vb, lambda i, _: gen.store(padv, ring, b.mul(i, c(vb)))
+            )
         nblk = b.sdiv(b.add(b.sub(r1, r0), c(rb_rows - 1)), c(rb_rows))
 
         order = col_order(geo)
@@ -239,7 +326,53 @@ class Int8ConvIm2col(LutFusion, Template):
 
             gen.loop(0, len(run_starts), run)
 
-        def block(bi: Any, _: list[Any], n: Any) -> None:
+        def pool_row(po: Any, _: list[Any], n: Any) -> None:
+            """Row ``po`` of the fused max pool, every channel, from the ring of conv rows."""
+            assert pf is not None
+            v = 2 * nl  # output bytes a register
+            nsrc = -(-(pf.sw * (v - 1) + pf.kw) // vb)
+            rows = []
+            for kh in range(pf.kh):
+                rr = b.add(b.sub(b.mul(po, c(pf.sh)), c(pf.pt)), c(kh))
+                valid = b.and_(b.icmp_signed(">=", rr, c(0)), b.icmp_signed("<", rr, c(geo.oh)))
+                slot = b.urem(b.select(valid, rr, c(0)), c(nring))
+                rows.append(b.mul(b.select(valid, slot, c(nring)), c(rw)))
+            wider = b.icmp_signed if q.out_signed else b.icmp_unsigned
+
+            def vmax(a: Any, y: Any) -> Any:
+                return b.select(wider(">", a, y), a, y)
+
+            def channel(co: Any, _: list[Any]) -> None:
+                base = b.gep(ring, [b.mul(co, c((nring + 1) * rw))])
+                obase = b.gep(
+                    out, [b.mul(b.add(b.mul(b.add(b.mul(n, c(geo.cout)), co), c(pf.oh)), po), c(pf.ow))]
+                )
+                for j0 in range(0, pf.ow, v):
+                    srcs_ = []
+                    for si in range(nsrc):
+                        m = None
+                        for ro in rows:
+                            ld = gen.load(b.gep(base, [ro]), j0 * pf.sw + si * vb, vt(I8, vb))
+                            m = ld if m is None else vmax(m, ld)
+                        srcs_.append(m)
+                    acc = None
+                    for kw in range(pf.kw):
+                        idx = [j * pf.sw + kw for j in range(v)] + [0] * (vb - v)
+                        g = _gather(gen, srcs_, idx)
+                        g = b.shuffle_vector(g, g, gen.iota(v))
+                        acc = g if acc is None else vmax(acc, g)
+                    cnt = min(v, pf.ow - j0)
+                    if cnt == v:
+                        gen.store(acc, obase, j0)
+                    elif cnt == 1:  # a byte store (a one-lane masked store writes 4 bytes)
+                        b.store(b.extract_element(acc, c(0, I32)), b.gep(obase, [c(j0)]))
+                    else:
+                        mask = ir.Constant(vt(I1, v), [ir.Constant(I1, int(j < cnt)) for j in range(v)])
+                        gen.masked_store(acc, obase, j0, mask)
+
+            gen.loop(0, geo.cout, channel)
+
+        def block(bi: Any, carry: list[Any], n: Any) -> list[Any]:
             rb = b.add(r0, b.mul(bi, c(rb_rows)))
             nb = b.sub(r1, rb)
             nb = b.select(b.icmp_signed(">", nb, c(rb_rows)), c(rb_rows), nb)
@@ -269,11 +402,21 @@ class Int8ConvIm2col(LutFusion, Template):
                             co = chans[mm]
                             mu = gen.splat(b.load(b.gep(mt, [co])), nl)
                             sh = gen.splat(b.load(b.gep(st_, [co])), nl)
-                            plane = b.mul(b.add(b.mul(n, c(geo.cout)), co), c(plane_out))
-                            obase = b.gep(out, [b.add(plane, b.add(obase0, q0))])
                             ys = [
                                 gen.requant(accs[mm * nv + v], None, mu, sh, q, lut=False) for v in range(nv)
                             ]
+                            if pf is not None:  # into the ring (a register lies in one conv row)
+                                for v, y in enumerate(ys):
+                                    qv = b.add(q0, c(v * nl))
+                                    slot = b.urem(b.add(rb, b.udiv(qv, c(ow))), c(nring))
+                                    at = b.add(
+                                        b.mul(b.add(b.mul(co, c(nring + 1)), slot), c(rw)),
+                                        b.add(b.urem(qv, c(ow)), c(pf.pl)),
+                                    )
+                                    gen.masked_store(y, ring, at, masks[v])
+                                return
+                            plane = b.mul(b.add(b.mul(n, c(geo.cout)), co), c(plane_out))
+                            obase = b.gep(out, [b.add(plane, b.add(obase0, q0))])
                             for v, y in enumerate(gen.apply_luts(ys)):
                                 gen.masked_store(y, obase, v * nl, masks[v])
 
@@ -285,10 +428,20 @@ class Int8ConvIm2col(LutFusion, Template):
                 gen.loop(0, cot, cotile)
 
             gen.loop(0, ntiles, ptile)
+            if pf is None:
+                return []
+            # the pool rows whose windows end in the rows computed so far
+            done = b.add(rb, nb)
+            num = b.sub(done, c(pf.kh - pf.pt))
+            ready = b.select(b.icmp_signed("<", num, c(0)), c(0), b.add(b.sdiv(num, c(pf.sh)), c(1)))
+            ready = b.select(b.icmp_signed(">=", done, r1), p1, gen.smin(ready, p1))
+            ready = gen.smax(ready, carry[0])
+            gen.loop(carry[0], ready, lambda po, v: pool_row(po, v, n))
+            return [ready]
 
         def image(n: Any, _: list[Any]) -> None:
             _emit_pack(gen, geo, x, n, r0, scr, ra, q, 1)
-            gen.loop(0, nblk, lambda bi, v: block(bi, v, n))
+            gen.loop(0, nblk, lambda bi, v: block(bi, v, n), [p0] if pf is not None else [])
 
         gen.when(b.icmp_signed("<", r0, r1), lambda: gen.loop(0, geo.batch, image))
         b.ret_void()

@@ -118,3 +118,88 @@ def test_fused_lut(isa: Isa) -> None:
         assert ("weight", "lut") in c.plan.buffers
         for n in (1, 2):
             np.testing.assert_array_equal(c([x], ref.shape, ref.dtype, n), ref)
+
+
+# ---- a fused tpu.MaxPool (ResNet's stem + 3x3/2 pool) ------------------------------------------------
+
+
+def with_maxpool(o: Any, k: int, s: int, p: int, ceil: bool = False) -> tuple[Any, Any]:
+    """``o``'s module with a ``tpu.MaxPool`` after ``o``, ``cpu.fused = 1`` set on the reparsed
+    ``o`` as the compiler sets it (after checking the template accepts it): (conv, pool)."""
+    from lamina.ir.attributes import IntegerAttr
+    from lamina.ir.context import Context
+    from lamina.ir.parser import parse_module
+    from lamina.ir.printer import print_operation
+    from lamina.ir.types import i64
+
+    m = o
+    while m.parent_op() is not None:
+        m = m.parent_op()
+    text = print_operation(m)
+    ret = next(line for line in text.splitlines() if line.strip().startswith("return "))
+    name, ty = ret.strip()[len("return ") :].split(" : ")
+    shape = [int(d) for d in ty[len("tensor<") :].split("x!quant", 1)[0].split("x")]
+    elem = ty[len("tensor<") :].split("x", len(shape))[-1][:-1]
+    h, w = shape[2:]
+    rnd = (lambda a: -(-a // s)) if ceil else (lambda a: a // s)
+    oh, ow = rnd(h + 2 * p - k) + 1, rnd(w + 2 * p - k) + 1
+    ty2 = f"tensor<{shape[0]}x{shape[1]}x{oh}x{ow}x{elem}>"
+    attrs = f"kernel_shape = array<i64: {k}, {k}>, pads = array<i64: {p}, {p}, {p}, {p}>, strides = array<i64: {s}, {s}>"
+    if ceil:
+        attrs += ", ceil_mode = true"
+    pool = f'    %pool:2 = "tpu.MaxPool"({name}) <{{{attrs}}}> : ({ty}) -> ({ty2}, none)\n'
+    text = text.replace(ret, pool + f"    return %pool#0 : {ty2}").replace(f"-> {ty} {{", f"-> {ty2} {{")
+    mod = parse_module(text, Context())
+    assert mod is not None
+    conv = next(x for x in mod.walk_ops() if x.name == "tpu.Conv")  # type: ignore[attr-defined]
+    pool_op = next(x for x in mod.walk_ops() if x.name == "tpu.MaxPool")  # type: ignore[attr-defined]
+    assert Int8ConvIm2col().fuses(conv, pool_op)
+    conv.set_attr("cpu.fused", IntegerAttr(1, i64))
+    return conv, pool_op
+
+
+@pytest.mark.parametrize("isa", ISAS[:3], ids=ISA_IDS[:3])
+@pytest.mark.parametrize(
+    "hw,k,s,p,pk,ps,pp,ceil,mode,relu",
+    [
+        ((64, 64), 7, 2, 3, 3, 2, 1, False, "asym", "relu"),  # ResNet's stem, several row blocks
+        ((50, 64), 7, 2, 3, 3, 2, 1, False, "u8", "none"),  # signed result: the signed max
+        ((32, 32), 3, 1, 1, 2, 2, 0, False, "sym", "relu"),
+        ((100, 64), 7, 2, 3, 3, 1, 1, False, "sym", "relu"),  # a pending window over a whole ring
+        ((40, 64), 5, 2, 2, 3, 1, 1, False, "asym+", "limit"),
+        ((35, 32), 3, 1, 1, 3, 2, 0, True, "u8", "relu"),  # ceil mode: windows past the end
+        ((18, 16), 5, 1, 2, 2, 3, 1, False, "sym", "none"),
+    ],
+)
+def test_fused_maxpool(
+    isa: Isa,
+    hw: tuple[int, int],
+    k: int,
+    s: int,
+    p: int,
+    pk: int,
+    ps: int,
+    pp: int,
+    ceil: bool,
+    mode: str,
+    relu: str,
+) -> None:
+    """The kernel writes ``MaxPool(conv(x))`` (the conv rows in a ring in the scratch, never in the
+    output), bit for bit, for 1-4 parts (parts split the pool rows)."""
+    rng = np.random.default_rng(hw[0] * k + pk)
+    o = conv_op(rng, 1, 3, hw, 16, (k, k), (s, s), (1, 1), [p] * 4, 1, mode, relu, True, "small")
+    conv, pool = with_maxpool(o, pk, ps, pp, ceil)
+    assert conv.results[0].type.shape[3] % 16 == 0
+    x = _act(rng, (1, 3, *hw), mode != "u8", "rand")
+    ref = pool.execute([conv.execute(_inputs(conv, x))[0]])[0]
+    c = Compiled(Int8ConvIm2col(), conv, isa)
+    for n in (1, 2, 3, 4):
+        np.testing.assert_array_equal(c([x], ref.shape, ref.dtype, n), ref)
+
+
+def test_maxpool_fusion_refused() -> None:
+    """Conv rows not a whole number of 16-lane registers, or a dilated pool: no fusion."""
+    rng = np.random.default_rng(5)
+    o = conv_op(rng, 1, 3, (30, 30), 16, (7, 7), (2, 2), (1, 1), [3] * 4, 1, "u8", "relu", True, "small")
+    with pytest.raises(AssertionError):
+        with_maxpool(o, 3, 2, 1)  # 15 columns
