@@ -443,7 +443,10 @@ class Int8ConvIm2col(LutFusion, Template):
             _emit_pack(gen, geo, x, n, r0, scr, ra, q, 1)
             gen.loop(0, nblk, lambda bi, v: block(bi, v, n), [p0] if pf is not None else [])
 
-        gen.when(b.icmp_signed("<", r0, r1), lambda: gen.loop(0, geo.batch, image))
+        def images() -> None:
+            gen.loop(0, geo.batch, image)
+
+        gen.when(b.icmp_signed("<", r0, r1), images)
         b.ret_void()
 
 
