@@ -227,15 +227,14 @@ def resnet18_layers(
     so that a layer is not judged by one unlucky moment of the shared machine."""
     from int8_harness import Compiled, host_isa
 
-    from lamina.targets.cpu.kernels.gemm_int8 import TEMPLATES
+    from lamina.targets.cpu.kernels import select
 
     isa = host_isa()
     rows = []
     for name, cin, h, cout, k, s, p in RESNET18_CONVS:
         h = h * size // 224
         o, x = conv_op(cin, h, cout, k, s, p, signed=False)
-        # as the compiler picks: the highest-priority template that matches
-        tpl = max((tp for tp in TEMPLATES if tp.matches(o, isa)), key=lambda tp: tp.priority)
+        tpl = select(o, isa)  # as the compiler picks (the stem: int8-conv-im2col)
         c = Compiled(tpl, o, isa)
         ref = o.execute([x, _const(o, 1), _const(o, 2)])[0]
         y = c([x], ref.shape, ref.dtype)

@@ -38,6 +38,7 @@ from . import (  # noqa: F401
     attention_f32,  # (the fused F32 attention)
     attention_int8,  # (the integer Attention and Softmax forms)
     conv_f32,  # (the register-tiled float conv, depthwise and matmul)
+    conv_int8_stem,  # (INT8 convs of few input channels as an im2col GEMM: the stems)
     copy_runs,  # (Split, Slice... as copies of contiguous runs)
     depthwise,  # (depthwise convs: INT8 per-plane schedule)
     gemm_int8,
@@ -48,6 +49,7 @@ from . import (  # noqa: F401
     generic_ref,
     permute,  # (a Permute keeping inner runs: memcpy per run)
     pool,  # (vectorized max/avg pooling, F32 and INT8)
+    quant_cast,  # (the f32 -> 8-bit per-tensor quantizing Cast without a division)
     softmax_f32,  # (the vectorized F32 softmax along any axis)
     winograd_f32,  # (F32 3x3 stride-1 convs as Winograd F(2x2, 3x3))
 )
