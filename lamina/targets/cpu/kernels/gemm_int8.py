@@ -775,11 +775,20 @@ def conv_geom(op: Any) -> ConvGeom | None:
 
 
 def _emit_pack(
-    gen: Gen, geo: ConvGeom, x: Any, n: Any, r0: Any, dst: Any, ra: int, q: QuantInfo, inter: int
+    gen: Gen,
+    geo: ConvGeom,
+    x: Any,
+    n: Any,
+    r0: Any,
+    dst: Any,
+    ra: int,
+    q: QuantInfo,
+    inter: int,
+    rows: Any = None,
 ) -> None:
-    """Pack the phase rows ``[r0, r0 + ra)`` of image ``n`` into ``dst``: layout
-    ``[g][c/inter][phase][row][col][inter]`` of bytes ``q + off`` (``zp + off`` for padding and
-    for missing channels of the last group)."""
+    """Pack the phase rows ``[r0, r0 + rows)`` (default ``ra``; the layout keeps ``ra`` rows) of
+    image ``n`` into ``dst``: layout ``[g][c/inter][phase][row][col][inter]`` of bytes ``q + off``
+    (``zp + off`` for padding and for missing channels of the last group)."""
     b = gen.b
     off = 128 if q.in_signed else 0
     padu = (q.zp_in + off) & 0xFF
@@ -885,7 +894,7 @@ def _emit_pack(
                         for kk in range(nfull * 64, row_bytes):
                             b.store(gen.c(padu, I8), b.gep(drow, [gen.c(kk)]))
 
-            gen.loop(0, ra, row_body)
+            gen.loop(0, ra if rows is None else rows, row_body)
 
     def group_body(gi: Any, _: list[Any]) -> None:
         full = cig // inter
@@ -895,6 +904,17 @@ def _emit_pack(
             pack_group(gi, gen.c(full), cig % inter)
 
     gen.loop(0, geo.groups, group_body)
+
+
+def _part_pack_rows(gen: Gen, geo: ConvGeom, nrows: Any, ra: int) -> Any:
+    """The phase rows a part computing ``nrows`` output rows packs: those its stored outputs read
+    (position ``r * Wph + c`` with ``c < OW`` reads up to ``max_off`` positions on), at most ``ra``.
+    The rows after them, which only the unstored lanes of a part's last tile read, keep whatever
+    the scratch held: packing all ``ra`` rows made every part pack the whole image (ResNet/MobileNetV2
+    convs on two threads: each part's pack as long as one thread's)."""
+    b = gen.b
+    need = b.add(nrows, gen.c(geo.max_off // geo.wph + 1))
+    return b.select(b.icmp_signed("<", need, gen.c(ra)), need, gen.c(ra))
 
 
 def _store_masks(gen: Gen, geo: ConvGeom, qv: Any, qend: Any, r0: Any) -> list[tuple[Any, Any]]:
@@ -1277,8 +1297,10 @@ class Int8Conv(LutFusion, Template):
         tap_offs = [((pi * ra + ro) * geo.wph + co) * 4 for pi, ro, co in geo.taps]
         rows_tab, col_offs = _row_table(gen, geo, tap_offs, mr * nv)
 
+        prows = _part_pack_rows(gen, geo, nrows, ra)
+
         def image(n: Any, _: list[Any]) -> None:
-            _emit_pack(gen, geo, x, n, r0, scr, ra, q, 4)
+            _emit_pack(gen, geo, x, n, r0, scr, ra, q, 4, prows)
 
             def group(gi: Any, _: list[Any]) -> None:
                 # channel tiles outer, position tiles inner: each output plane is written in order
@@ -1452,9 +1474,10 @@ class Int8ConvChannels(Int8Conv):
         cig_stride = nph * ra * geo.wph * 4
         tap_offs = [((pi * ra + ro) * geo.wph + co) * 4 for pi, ro, co in geo.taps]
         pbase = b.mul(r0, gen.c(geo.ow))
+        prows = _part_pack_rows(gen, geo, b.sub(r1, r0), ra)
 
         def image(n: Any, _: list[Any]) -> None:
-            _emit_pack(gen, geo, x, n, r0, scr, ra, q, 4)
+            _emit_pack(gen, geo, x, n, r0, scr, ra, q, 4, prows)
 
             def group(gi: Any, _: list[Any]) -> None:
                 xg = b.gep(scr, [b.mul(gi, gen.c(cig4 * cig_stride))])
