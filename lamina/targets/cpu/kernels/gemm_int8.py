@@ -675,22 +675,28 @@ class Gen:
         m_hi = b.select(b.icmp_signed(">", m_hi, c(mrows)), c(mrows), m_hi)
         return m_lo, m_hi, b.select(by_rows, c(0), n_lo), b.select(by_rows, c(nt), n_hi)
 
-    def conv_split(self, geo: ConvGeom, qtl: int, cot: int, tile_dots: int) -> tuple[Any, Any, Any, Any]:
-        """A pixel-lane convolution's share of this part: output rows ``[r0, r1)`` and channel tiles
+    def conv_split(
+        self, geo: ConvGeom, qtl: int, cot: int, tile_dots: int, row_pos: int = 0
+    ) -> tuple[Any, Any, Any, Any]:
+        """A convolution's share of this part: output rows ``[r0, r1)`` and channel tiles
         ``[ct_lo, ct_hi)`` of ``cot`` — the rows split between the parts (every part taking all
         channel tiles) unless splitting the channel tiles costs less: a part's position tiles of
-        ``qtl`` positions times its channel tiles times ``tile_dots`` (the dot products of one tile),
-        plus its input rows to pack (each part packs the whole image when the channels are split).
-        Rows split into fewer positions than one tile do not shrink a part's tiles: MobileNetV2's
-        7x7 160 -> 960 1x1 convs took as long on two threads as on one."""
+        ``qtl`` positions (``row_pos`` a row, default ``Wph``) times its channel tiles times
+        ``tile_dots`` (the dot products of one tile), plus its input rows to pack (each part packs
+        the whole image when the channels are split). Rows split into fewer positions than one tile
+        do not shrink a part's tiles (MobileNetV2's 7x7 160 -> 960 1x1 convs took as long on two
+        threads as on one), and 7 rows split 4 + 3."""
         b, c = self.b, self.c
         np_ = self.nparts
         r0, r1 = self.part_range(geo.oh)
-        qt_all = -(-(geo.oh * geo.wph) // qtl)
+        row_pos = row_pos or geo.wph
+        qt_all = -(-(geo.oh * row_pos) // qtl)
         rows_max = b.sdiv(b.add(c(geo.oh), b.sub(np_, c(1))), np_)
-        qt_rows = b.sdiv(b.add(b.mul(rows_max, c(geo.wph)), c(qtl - 1)), c(qtl))
-        # ~8 ops per 16 packed positions of a row and group of four channels
-        pack_row = -(-geo.cig // 4) * len(geo.phases) * -(-geo.wph // 16) * 8
+        qt_rows = b.sdiv(b.add(b.mul(rows_max, c(row_pos)), c(qtl - 1)), c(qtl))
+        # ~24 cycles per 16 packed positions of a row and group of four channels (four loads, the
+        # interleave, the store; half the input in the other core's cache): with 8, MobileNetV2's
+        # 14x14 384 -> 64 1x1 convs split their channels and took 30 us instead of 26
+        pack_row = -(-geo.cig // 4) * len(geo.phases) * -(-geo.wph // 16) * 24
         by_rows = b.add(b.mul(qt_rows, c(cot * tile_dots)), b.mul(rows_max, c(pack_row)))
         cot_max = b.sdiv(b.add(c(cot), b.sub(np_, c(1))), np_)
         by_ch = b.add(b.mul(c(qt_all * tile_dots), cot_max), c(geo.oh * pack_row))
@@ -1495,7 +1501,7 @@ class Int8ConvChannels(Int8Conv):
         nph = len(geo.phases)
         ra = geo.rows_alloc(4)
         scr = b.gep(scr, [b.mul(gen.part, gen.c(plan.scratch_bytes))])
-        r0, r1 = gen.part_range(geo.oh)
+        r0, r1, ct_lo, ct_hi = gen.conv_split(geo, mr, cot, cig4 * ntap * mr * nv, geo.ow)
         npos = b.mul(b.sub(r1, r0), gen.c(geo.ow))
         npt = b.sdiv(b.add(npos, gen.c(mr - 1)), gen.c(mr))
         plane_out = geo.oh * geo.ow
@@ -1632,7 +1638,7 @@ class Int8ConvChannels(Int8Conv):
 
                     gen.loop(0, npt, ptile)
 
-                gen.loop(0, cot, cotile)
+                gen.loop(ct_lo, ct_hi, cotile)
 
             gen.loop(0, geo.groups, group)
 
