@@ -425,19 +425,21 @@ def _entry_module(
 
 def _barrier_function(m: ir.Module, define: bool, triple: str = "x86_64-unknown-linux-gnu") -> ir.Function:
     """``void @lamina_barrier(i64 nthreads)``: count arrivals; the last one resets the count, bumps
-    the generation and wakes the sleepers; the others spin ``SPIN`` times, then ``futex``-wait on the
-    generation."""
+    the generation and wakes the sleepers (the ``futex`` call only when one sleeps, counted in
+    ``lamina_barrier_sleepers``: no syscall where the threads meet within the spin); the others
+    spin ``SPIN`` times, then ``futex``-wait on the generation."""
     fty = ir.FunctionType(VOID, [I64])
     fn = ir.Function(m, fty, "lamina_barrier")
     fn.attributes.add("noinline")
     count = ir.GlobalVariable(m, I32, "lamina_barrier_count")
     gen = ir.GlobalVariable(m, I32, "lamina_barrier_gen")
+    sleepers = ir.GlobalVariable(m, I32, "lamina_barrier_sleepers")
     if not define:
-        count.linkage = gen.linkage = "external"
+        count.linkage = gen.linkage = sleepers.linkage = "external"
         return fn
-    count.initializer = ir.Constant(I32, 0)
-    gen.initializer = ir.Constant(I32, 0)
-    count.align = gen.align = 64
+    for g in (count, gen, sleepers):
+        g.initializer = ir.Constant(I32, 0)
+        g.align = 64
     arch = triple.split("-", 1)[0]
     futex = FUTEX_SYSCALL.get(arch) if "linux" in triple else None
     syscall = ir.Function(m, ir.FunctionType(I64, [I64], var_arg=True), "syscall")
@@ -459,10 +461,12 @@ def _barrier_function(m: ir.Module, define: bool, triple: str = "x86_64-unknown-
     b.cbranch(last, wake, wait)
     b.position_at_end(wake)
     b.store_atomic(ir.Constant(I32, 0), count, "release", 4)
-    b.atomic_rmw("add", gen, ir.Constant(I32, 1), "acq_rel")
+    b.atomic_rmw("add", gen, ir.Constant(I32, 1), "seq_cst")
     genp = b.bitcast(gen, I8P)
-    if futex is not None:
-        b.call(syscall, [const(futex), genp, const(FUTEX_WAKE_PRIVATE), ir.Constant(I32, 0x7FFFFFFF)])
+    if futex is not None:  # the wake syscall only when a thread sleeps (or is about to)
+        asleep = b.icmp_unsigned("!=", b.load_atomic(sleepers, "seq_cst", 4), ir.Constant(I32, 0))
+        with b.if_then(asleep):
+            b.call(syscall, [const(futex), genp, const(FUTEX_WAKE_PRIVATE), ir.Constant(I32, 0x7FFFFFFF)])
     b.ret_void()
     # spin, then sleep
     b.position_at_end(wait)
@@ -490,11 +494,18 @@ def _barrier_function(m: ir.Module, define: bool, triple: str = "x86_64-unknown-
     do_wait = fn.append_basic_block("futex_wait")
     b.cbranch(changed2, done, do_wait)
     b.position_at_end(do_wait)
-    if futex is not None:  # sleep until the generation changes (or the kernel says it did)
-        b.call(
-            syscall,
-            [const(futex), b.bitcast(gen, I8P), const(FUTEX_WAIT_PRIVATE), g0, ir.Constant(I8P, None)],
-        )
+    if futex is not None:
+        # count this thread a sleeper, look again (seq_cst on both sides: the last arrival sees
+        # the count raised, or this load sees its new generation), sleep until the generation
+        # changes (futex returns at once if it did since)
+        b.atomic_rmw("add", sleepers, ir.Constant(I32, 1), "seq_cst")
+        cur3 = b.load_atomic(gen, "seq_cst", 4)
+        with b.if_then(b.icmp_unsigned("==", cur3, g0)):
+            b.call(
+                syscall,
+                [const(futex), b.bitcast(gen, I8P), const(FUTEX_WAIT_PRIVATE), g0, ir.Constant(I8P, None)],
+            )
+        b.atomic_rmw("sub", sleepers, ir.Constant(I32, 1), "seq_cst")
     else:
         b.call(sched_yield, [])
     b.branch(sleep)

@@ -27,12 +27,6 @@ from .jit import CpuSpec, LoadedCode, compile_ir, host_spec
 
 __all__ = ["CpuModel", "load_cpu_model"]
 
-ENTRY = ctypes.CFUNCTYPE(
-    None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64
-)
-ENTRY_PROF = ctypes.CFUNCTYPE(
-    None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p
-)
 HOST = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.POINTER(ctypes.c_void_p))
 ALIGN = 64
 
@@ -96,8 +90,8 @@ class CpuModel(CompiledModel):
             except LaminaError as e:
                 raise LaminaError(f"'{path}': section 'object': {e}") from None
         try:
-            self._entry = ENTRY(self.code.function("model_run"))
-            self._entry_prof = ENTRY_PROF(self.code.function("model_run_prof"))
+            self._entry = self.code.function("model_run")
+            self._entry_prof = self.code.function("model_run_prof")
             host_slot = self.code.global_address("lamina_host")
         except LaminaError as e:
             raise LaminaError(f"'{path}': {e}") from None
@@ -194,10 +188,9 @@ class CpuModel(CompiledModel):
         times = np.zeros(max(2 * n * nk, 1), np.int64) if profile else None
         if profile:
             assert times is not None
-            tp = times.ctypes.data
-            self._pool.run(lambda tid: self._entry_prof(arena, weights, io, tid, n, tp))
+            self._pool.run(self._entry_prof, arena, weights, io, times.ctypes.data)
         else:
-            self._pool.run(lambda tid: self._entry(arena, weights, io, tid, n))
+            self._pool.run(self._entry, arena, weights, io)
         if self._host_errors:
             e = self._host_errors[0]
             raise LaminaError(f"'{self.path}': a kernel run by the reference executor failed: {e}") from e

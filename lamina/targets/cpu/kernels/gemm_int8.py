@@ -675,6 +675,40 @@ class Gen:
         m_hi = b.select(b.icmp_signed(">", m_hi, c(mrows)), c(mrows), m_hi)
         return m_lo, m_hi, b.select(by_rows, c(0), n_lo), b.select(by_rows, c(nt), n_hi)
 
+    def conv_split(
+        self, geo: ConvGeom, qtl: int, cot: int, tile_dots: int, row_pos: int = 0
+    ) -> tuple[Any, Any, Any, Any]:
+        """A convolution's share of this part: output rows ``[r0, r1)`` and channel tiles
+        ``[ct_lo, ct_hi)`` of ``cot`` — the rows split between the parts (every part taking all
+        channel tiles) unless splitting the channel tiles costs less: a part's position tiles of
+        ``qtl`` positions (``row_pos`` a row, default ``Wph``) times its channel tiles times
+        ``tile_dots`` (the dot products of one tile), plus its input rows to pack (each part packs
+        the whole image when the channels are split). Rows split into fewer positions than one tile
+        do not shrink a part's tiles (MobileNetV2's 7x7 160 -> 960 1x1 convs took as long on two
+        threads as on one), and 7 rows split 4 + 3."""
+        b, c = self.b, self.c
+        np_ = self.nparts
+        r0, r1 = self.part_range(geo.oh)
+        row_pos = row_pos or geo.wph
+        qt_all = -(-(geo.oh * row_pos) // qtl)
+        rows_max = b.sdiv(b.add(c(geo.oh), b.sub(np_, c(1))), np_)
+        qt_rows = b.sdiv(b.add(b.mul(rows_max, c(row_pos)), c(qtl - 1)), c(qtl))
+        # ~24 cycles per 16 packed positions of a row and group of four channels (four loads, the
+        # interleave, the store; half the input in the other core's cache): with 8, MobileNetV2's
+        # 14x14 384 -> 64 1x1 convs split their channels and took 30 us instead of 26
+        pack_row = -(-geo.cig // 4) * len(geo.phases) * -(-geo.wph // 16) * 24
+        by_rows = b.add(b.mul(qt_rows, c(cot * tile_dots)), b.mul(rows_max, c(pack_row)))
+        cot_max = b.sdiv(b.add(c(cot), b.sub(np_, c(1))), np_)
+        by_ch = b.add(b.mul(c(qt_all * tile_dots), cot_max), c(geo.oh * pack_row))
+        chans = b.icmp_signed("<", by_ch, by_rows)
+        t_lo, t_hi = self.part_range(cot)
+        return (
+            b.select(chans, c(0), r0),
+            b.select(chans, c(geo.oh), r1),
+            b.select(chans, t_lo, c(0)),
+            b.select(chans, t_hi, c(cot)),
+        )
+
 
 def _choose_tile(rows: int, cols: int, nl: int, regs: int, mr_max: int, nv_max: int) -> tuple[int, int]:
     """Register tile ``(MR, NV)``: ``MR`` rows x ``NV`` vectors of ``nl`` columns, ``MR*NV + NV`` of
@@ -775,11 +809,20 @@ def conv_geom(op: Any) -> ConvGeom | None:
 
 
 def _emit_pack(
-    gen: Gen, geo: ConvGeom, x: Any, n: Any, r0: Any, dst: Any, ra: int, q: QuantInfo, inter: int
+    gen: Gen,
+    geo: ConvGeom,
+    x: Any,
+    n: Any,
+    r0: Any,
+    dst: Any,
+    ra: int,
+    q: QuantInfo,
+    inter: int,
+    rows: Any = None,
 ) -> None:
-    """Pack the phase rows ``[r0, r0 + ra)`` of image ``n`` into ``dst``: layout
-    ``[g][c/inter][phase][row][col][inter]`` of bytes ``q + off`` (``zp + off`` for padding and
-    for missing channels of the last group)."""
+    """Pack the phase rows ``[r0, r0 + rows)`` (default ``ra``; the layout keeps ``ra`` rows) of
+    image ``n`` into ``dst``: layout ``[g][c/inter][phase][row][col][inter]`` of bytes ``q + off``
+    (``zp + off`` for padding and for missing channels of the last group)."""
     b = gen.b
     off = 128 if q.in_signed else 0
     padu = (q.zp_in + off) & 0xFF
@@ -885,7 +928,7 @@ def _emit_pack(
                         for kk in range(nfull * 64, row_bytes):
                             b.store(gen.c(padu, I8), b.gep(drow, [gen.c(kk)]))
 
-            gen.loop(0, ra, row_body)
+            gen.loop(0, ra if rows is None else rows, row_body)
 
     def group_body(gi: Any, _: list[Any]) -> None:
         full = cig // inter
@@ -895,6 +938,17 @@ def _emit_pack(
             pack_group(gi, gen.c(full), cig % inter)
 
     gen.loop(0, geo.groups, group_body)
+
+
+def _part_pack_rows(gen: Gen, geo: ConvGeom, nrows: Any, ra: int) -> Any:
+    """The phase rows a part computing ``nrows`` output rows packs: those its stored outputs read
+    (position ``r * Wph + c`` with ``c < OW`` reads up to ``max_off`` positions on), at most ``ra``.
+    The rows after them, which only the unstored lanes of a part's last tile read, keep whatever
+    the scratch held: packing all ``ra`` rows made every part pack the whole image (ResNet/MobileNetV2
+    convs on two threads: each part's pack as long as one thread's)."""
+    b = gen.b
+    need = b.add(nrows, gen.c(geo.max_off // geo.wph + 1))
+    return b.select(b.icmp_signed("<", need, gen.c(ra)), need, gen.c(ra))
 
 
 def _store_masks(gen: Gen, geo: ConvGeom, qv: Any, qend: Any, r0: Any) -> list[tuple[Any, Any]]:
@@ -1268,7 +1322,7 @@ class Int8Conv(LutFusion, Template):
         qtl = nv * nl
         ra = geo.rows_alloc(qtl)
         scr = b.gep(scr, [b.mul(gen.part, gen.c(plan.scratch_bytes))])
-        r0, r1 = gen.part_range(geo.oh)
+        r0, r1, ct_lo, ct_hi = gen.conv_split(geo, qtl, cot, cig4 * ntap * mr * nv)
         nrows = b.sub(r1, r0)
         qend = b.mul(nrows, gen.c(geo.wph))
         nqt = b.sdiv(b.add(qend, gen.c(qtl - 1)), gen.c(qtl))
@@ -1277,8 +1331,10 @@ class Int8Conv(LutFusion, Template):
         tap_offs = [((pi * ra + ro) * geo.wph + co) * 4 for pi, ro, co in geo.taps]
         rows_tab, col_offs = _row_table(gen, geo, tap_offs, mr * nv)
 
+        prows = _part_pack_rows(gen, geo, nrows, ra)
+
         def image(n: Any, _: list[Any]) -> None:
-            _emit_pack(gen, geo, x, n, r0, scr, ra, q, 4)
+            _emit_pack(gen, geo, x, n, r0, scr, ra, q, 4, prows)
 
             def group(gi: Any, _: list[Any]) -> None:
                 # channel tiles outer, position tiles inner: each output plane is written in order
@@ -1368,7 +1424,7 @@ class Int8Conv(LutFusion, Template):
 
                     gen.loop(0, nqt, qtile)
 
-                gen.loop(0, cot, cotile)
+                gen.loop(ct_lo, ct_hi, cotile)
 
             gen.loop(0, geo.groups, group)
 
@@ -1445,16 +1501,17 @@ class Int8ConvChannels(Int8Conv):
         nph = len(geo.phases)
         ra = geo.rows_alloc(4)
         scr = b.gep(scr, [b.mul(gen.part, gen.c(plan.scratch_bytes))])
-        r0, r1 = gen.part_range(geo.oh)
+        r0, r1, ct_lo, ct_hi = gen.conv_split(geo, mr, cot, cig4 * ntap * mr * nv, geo.ow)
         npos = b.mul(b.sub(r1, r0), gen.c(geo.ow))
         npt = b.sdiv(b.add(npos, gen.c(mr - 1)), gen.c(mr))
         plane_out = geo.oh * geo.ow
         cig_stride = nph * ra * geo.wph * 4
         tap_offs = [((pi * ra + ro) * geo.wph + co) * 4 for pi, ro, co in geo.taps]
         pbase = b.mul(r0, gen.c(geo.ow))
+        prows = _part_pack_rows(gen, geo, b.sub(r1, r0), ra)
 
         def image(n: Any, _: list[Any]) -> None:
-            _emit_pack(gen, geo, x, n, r0, scr, ra, q, 4)
+            _emit_pack(gen, geo, x, n, r0, scr, ra, q, 4, prows)
 
             def group(gi: Any, _: list[Any]) -> None:
                 xg = b.gep(scr, [b.mul(gi, gen.c(cig4 * cig_stride))])
@@ -1581,7 +1638,7 @@ class Int8ConvChannels(Int8Conv):
 
                     gen.loop(0, npt, ptile)
 
-                gen.loop(0, cot, cotile)
+                gen.loop(ct_lo, ct_hi, cotile)
 
             gen.loop(0, geo.groups, group)
 

@@ -90,7 +90,9 @@ class Compiled:
             elif kind == "weight":
                 a = self.weights[key]
             else:
-                a = _aligned(np.zeros(max(1, self.plan.scratch_bytes * nparts), np.uint8))
+                # stale bytes, not zeros: a kernel reads only scratch it wrote (the runtime's
+                # scratch holds the previous kernel's data)
+                a = _aligned(np.full(max(1, self.plan.scratch_bytes * nparts), 0xA7, np.uint8))
             keep.append(a)
             ptrs.append(a.ctypes.data)
         arr = (ctypes.c_void_p * len(ptrs))(*ptrs)

@@ -275,6 +275,7 @@ def test_conv_accumulation_wraps() -> None:
         (16, 15, 24, 3, 2, 1),
         (32, 8, 32, 1, 1, 0),  # 1x1 as a GEMM
         (20, 9, 8, 1, 2, 0),  # 1x1 stride 2 (downsample)
+        (24, 7, 84, 3, 1, 1),  # few positions, many channels: the parts split the channel tiles
     ],
 )
 def test_conv_resnet_like(cin: int, hw: int, cout: int, k: int, s: int, p: int) -> None:
