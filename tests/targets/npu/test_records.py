@@ -136,10 +136,42 @@ def test_int16_and_per_channel_commands_are_bit_exact(form: str) -> None:
 
 
 def test_int16_commands_take_the_chips_int16_rate() -> None:
-    """``lnpu`` declares int16 MACs at half its int8 rate; an 8-bit MatMul and the same one on an
-    int16 input differ by that factor in the simulator."""
-    assert LNPU.tiu_rate("matmul", "int16") * 2 == LNPU.tiu_rate("matmul", "int8")
-    assert LNPU.tiu_rate("lut", "int16") * 2 == LNPU.tiu_rate("lut", "int8")
+    """``lnpu`` declares int16 MACs at half its int8 rate: the simulator times a MatMul of a
+    (64, 512) x (512, 256) product on an int16 input twice as long (past the start-up latency) as
+    the same one on an int8 input, and an int8 + int8 sum written as int16 (``wide_sum``) at the
+    int16 element rate."""
+    rng = np.random.default_rng(0)
+    w = rng.integers(-127, 128, (512, 256)).astype(np.int8)
+    wt = ("const", dense(w), t((512, 256), per_axis([0.01] * 256, 1)), t((512, 256), "i8"))
+    attrs = f"{arr('multiplier', [1 << 30])}, {arr('rshift', [10])}"
+    busy = {}
+    for name, (elem, x) in {
+        "int8": (q8(True, 0.1), storage(rng, (64, 512), True)),
+        "int16": ("!quant.uniform<i16<-16000:16000>:f32, 0.0004>", rng.integers(-16000, 16000, (64, 512))),
+    }.items():
+        o = op("tpu.MatMul", [t((64, 512), elem), wt, None], t((64, 256), q8(True, 0.2)), attrs)
+        ins = [np.asarray(x, np.int8 if name == "int8" else np.int16), w, None]
+        got = oprun.run_lowered(o, records.lower_op(o), ins, LNPU)
+        np.testing.assert_array_equal(got.output, o.execute(ins)[0])  # type: ignore[attr-defined]
+        (rec,) = [r for r in got.result.records if r.engine == "tiu"]
+        busy[name] = rec.end - rec.start - LNPU.tiu_latency_cycles
+    macs = 64 * 256 * 512
+    assert busy == {"int8": macs // 16384, "int16": macs // 8192}, busy
+    sums = {}
+    for out in ("!quant.uniform<i16:f32, 0.0001>", q8(True, 0.2)):
+        x8 = t((64, 512), q8(True, 0.1))
+        a = op(
+            "tpu.Add",
+            [x8, x8],
+            t((64, 512), out),
+            f"{arr('multiplier', [1 << 30, 1 << 30])}, {arr('rshift', [0])}",
+        )
+        ins = [storage(rng, (64, 512), True), storage(rng, (64, 512), True)]
+        got = oprun.run_lowered(a, records.lower_op(a), ins, LNPU)
+        np.testing.assert_array_equal(got.output, a.execute(ins)[0])  # type: ignore[attr-defined]
+        (rec,) = [r for r in got.result.records if r.engine == "tiu"]
+        sums["i16" in out] = rec.end - rec.start - LNPU.tiu_latency_cycles
+    assert sums == {True: 64 * 512 // 2048, False: 64 * 512 // 4096}, sums
     assert "int16" not in EDGE.dtypes
 
 
