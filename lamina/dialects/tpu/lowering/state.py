@@ -259,7 +259,10 @@ class Lowering:
         INT8 MatMul reading it as its input with a constant 2-d weight of ``K`` rows (the
         ``lut16`` form), else None: symmetric, ``scale = max(-lo, hi) / L``, storage ``[-L, L]``,
         ``L = min(32767, (2**31 - 1) // (127 * K))`` so that the MatMul's int32 accumulation
-        cannot overflow."""
+        cannot overflow. Where the target's MatMul with an int16 operand costs more than with
+        int8 ones (:meth:`~..capabilities.TargetCapabilities.wide_input_cost`), only when
+        :meth:`wide_input_gain` is at least :data:`WIDE_GAIN` times the extra cost (each decision
+        in :attr:`wide_choices`)."""
         from lamina.dialects.top import nn as top_nn
 
         uses = list(r.uses)
