@@ -8,7 +8,10 @@ patch ``d``: 16 products per tile and channel pair instead of 36 multiply-adds, 
   :mod:`.conv_f32` packs a GEMM's panels, ``[16][Cout/mr][Cin][mr]`` (zero rows pad the last).
 * **Blocks**: ``R`` rows of tiles (``TW = ceil(OW / 2)`` tiles each; ``R`` chosen so that the
   block's ``R * TW`` columns fill whole GEMM tiles and the transformed input stays near
-  :data:`V_BYTES`); the parts split the (image, block) pairs. Per block, in the part's scratch:
+  :data:`V_BYTES`); the parts split the (image, block) pairs — or, where that costs more (fewer
+  pairs than parts: one block of a 14x14 layer), every block's panels of output channels, each
+  part transforming the block's input (``Fn.share_units_or_panels``). Per block, in the part's
+  scratch:
   1. ``P``: the ``2R + 2`` input rows of each channel, zero-padded (``pad`` columns left, zeros
      right; rows outside the image all zeros);
   2. ``V[xi][ci][t] = (B^T d B)[xi]`` for the block's tiles ``t = r * TW + tw``, vectors of
@@ -410,11 +413,14 @@ class WinogradF32(Template):
                 fn.loop(0, rows, chan)
 
             full_panels = cout // mr
-            fn.loop(0, full_panels, lambda p, _c: panel(p, mr))
+            fn.loop(p_lo, fn.min(p_hi, full_panels), lambda p, _c: panel(p, mr))
             if cout % mr:
-                panel(full_panels, cout % mr)
+                mine = fn.b.and_(fn.lt(full_panels, p_hi), fn.b.not_(fn.lt(full_panels, p_lo)))
+                fn.when(mine, lambda: panel(full_panels, cout % mr))
 
-        lo, hi = fn.share(lay["n"] * nblk)
+        # the (image, block) pairs split between the parts, or each block's panels (one V transform
+        # per part: about one panel's work)
+        lo, hi, p_lo, p_hi = fn.share_units_or_panels(lay["n"] * nblk, lay["panels"], 1.0)
         fn.loop(lo, hi, block)
         fn.ret()
 

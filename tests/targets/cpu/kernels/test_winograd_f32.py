@@ -94,7 +94,7 @@ def test_winograd_f32_is_execute(data: Any) -> None:
         data.draw(st.sampled_from(["", "relu", "limit"])),
     )
     x = fl(rng, (n, cin, h, w), "f32")
-    _check(o, wb, x, data.draw(st.sampled_from(ISAS)), data.draw(st.sampled_from([1, 3])))
+    _check(o, wb, x, data.draw(st.sampled_from(ISAS)), data.draw(st.sampled_from([1, 2, 3])))
 
 
 @pytest.mark.parametrize("isa", [None, Isa(32, frozenset({"avx2", "fma"}))])
@@ -140,3 +140,12 @@ def test_winograd_f32_fused_silu_and_residual(isa: str, tmp_path: Any) -> None:
     assert np.abs(got - want).max() <= 1e-4 * float(np.abs(want).max())
     assert _fused_ops(kernels) == [["tpu.Conv", "tpu.Add", "tpu.Relu"]]
     assert {k["template"] for k in kernels if k["ops"][0] == "tpu.Conv"} == {"winograd_f32"}
+
+
+@pytest.mark.parametrize("nparts", [2, 3])
+def test_winograd_f32_one_block_parts_split_panels(nparts: int) -> None:
+    """ResNet-like 14x14: one block of tile rows, fewer (image, block) pairs than parts: the parts
+    split its panels of output channels (and the last, partial panel)."""
+    rng = np.random.default_rng(5)
+    o, wb = conv(rng, (1, 24, 14, 14), 45, [1, 1, 1, 1], True, "relu")
+    _check(o, wb, fl(rng, (1, 24, 14, 14), "f32"), None, nparts)
