@@ -2,7 +2,8 @@
 
 // The kernel level: every tpu op a cpu.kernel holding it (and the constants it reads), its template
 // and symbol as properties, its packed weights' keys (cpu.weights) and its result's arena offset
-// (cpu.offsets). The convs go to the fast INT8 template (it has an AVX2 path without VNNI): its
+// (cpu.offsets). The input's quantizing cast goes to cast-quantize-f32 (f32 lanes, no division),
+// the convs to the fast INT8 template (it has an AVX2 path without VNNI): its
 // packed weights, the folded per-channel constant and the requant factors. The residual Add of
 // both convs' results fuses into the second conv's kernel (its other operand, the first conv's
 // result, is computed before it: the kernel reads it, here as the conv's own input too; the add's
@@ -11,7 +12,7 @@
 // (still read by the fused kernel). The Flatten is a view (cpu.alias, its operand's offset); the
 // output cast writes the caller's buffer (cpu.io slot 1: after the one input).
 // CHECK:      func.func @main(%arg0: tensor<1x4x8x8xf32>) -> tensor<1x256xf32> attributes {cpu.arena_bytes = 512 : i64}
-// CHECK:      %[[Q:.*]] = "cpu.kernel"(%arg0) <{symbol = "k0_cast", template = "generic.cast"}>
+// CHECK:      %[[Q:.*]] = "cpu.kernel"(%arg0) <{symbol = "k0_cast", template = "cast-quantize-f32"}>
 // CHECK:        "tpu.Cast"
 // CHECK:      }) {cpu.offsets = array<i64: 0>}
 // CHECK-NEXT: %[[C1:.*]] = "cpu.kernel"(%[[Q]]) <{symbol = "k1_conv", template = "int8-conv"}>
