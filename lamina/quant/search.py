@@ -618,6 +618,7 @@ def search_qtable(
     count = [0]
     prog = _Progress(say, progress_interval)
     measured: dict[tuple[Any, ...], tuple[float, float | None]] = {}
+    alive: list[Any] = []  # the tables measured with (keys hold their ids)
     last: list[tuple[float, float | None]] = [(0.0, None)]
 
     def margin(m: tuple[float, float | None]) -> float:
@@ -648,6 +649,7 @@ def search_qtable(
         k = n_all if n is None else min(n, n_all)
         key = (frozenset(qtable_of(floated)), id(t), k)
         if key not in measured:
+            alive.append(t)  # its id stays its own while the measure is kept
             if count[0] + 1 + reserve > budget:
                 raise _OutOfBudget
             count[0] += 1

@@ -2,7 +2,9 @@
 
     run_calibration M.mlir --dataset DIR --input_num 100 [--data_list FILE] \\
         [--calibration_method kl|max|percentile9999|mse|aciq_gauss|aciq_laplace] \\
-        [--tune_num 5] [--histogram_bin_num 2048] -o M_cali_table
+        [--tune_num 5] [--histogram_bin_num 2048] -o M_cali_table \\
+        [--search search_qtable --quantize_table M_qtable [--expected_cos 0.99] [--max_float_layers N] \\
+         [--fp_type F32|F16|BF16] [--task ocr --expected_task 0.98 [--task_threshold 0.3]]]
 
 The samples (images preprocessed with the model's ``top.Input`` attributes, or ``.npz``/``.npy``
 files) run through Lamina's ``top`` interpreter; every float tensor's statistics give a threshold by
