@@ -1244,6 +1244,8 @@ def fast_requant(q: QuantInfo) -> FastForm | None:
     2**23``, from where the float's fraction is 0: uncertain. Uncertain lanes take the exact int32
     form. Needs ``(Z + |zp| + 1) * 2**F < 2**24``."""
     zs = max(q.hi - q.zp_out, q.zp_out - q.lo) + 2
+    if not _ties_rare(q.mult, q.shift):
+        return None
 
     def err(f: int, p: int) -> float:
         k = abs(q.zp_out) * 2**f + 2 ** (f - 1) + p // 2
@@ -1254,7 +1256,7 @@ def fast_requant(q: QuantInfo) -> FastForm | None:
     return _fast_form(err, 16)
 
 
-def fast_residual(ra: ResidualAdd, q: QuantInfo) -> tuple[FastForm, float, float, float] | None:
+def fast_residual_form(ra: ResidualAdd, q: QuantInfo) -> tuple[FastForm, float, float, float] | None:
     """The float fast form of the fused add (:meth:`Gen.fast_residual`): ``(form, g1, g2, C)``
     (float32 values), or None. With the stored bytes ``y`` (in ``[q.lo, q.hi]``) and ``r``, the
     contract's ``clamp(zp_o + rdiv((y - zp_y) M1 + (r - zp_r) M2, 2**S))``; the kernel computes
@@ -1294,6 +1296,28 @@ def fast_residual(ra: ResidualAdd, q: QuantInfo) -> tuple[FastForm, float, float
     return form, g1, g2, float(np.float32(c))
 
 
+def fast_residual(ra: ResidualAdd, q: QuantInfo) -> tuple[FastForm, float, float, float] | None:
+    """:func:`fast_residual_form` where exact ties are rare (:func:`_ties_rare`), else None."""
+    if not _ties_rare(np.asarray(ra.tables[:2])[:, 0], np.asarray(ra.tables[2][:1] * 2)):
+        return None
+    return fast_residual_form(ra, q)
+
+
+def _ties_rare(mult: np.ndarray, shift: np.ndarray) -> bool:
+    """Whether exact ties are rare enough for the fast forms (their lanes all take the exact path):
+    a product with ``m = o * 2**j`` (``o`` odd) is a tie of ``2**S`` only at multiples of
+    ``2**(S-1-j)`` — frequent where ``S - j`` is small (power-of-two scale ratios: 0.5, 0.375...)."""
+    m = np.asarray(mult, np.int64).reshape(-1)
+    s = np.asarray(shift, np.int64).reshape(-1)
+    j = np.zeros(m.shape, np.int64)
+    v = m.copy()
+    while np.any((v != 0) & (v % 2 == 0)):
+        even = (v != 0) & (v % 2 == 0)
+        j += even
+        v = np.where(even, v // 2, v)
+    return bool(np.all((m == 0) | (s - j >= 14)))
+
+
 def fast_isa(isa: Isa) -> bool:
     """Whether the ISA has what the fast forms emit: the rounding float -> int32 conversion and fma
     of AVX-512 (16 lanes) or AVX2 + FMA (8 lanes)."""
@@ -1312,7 +1336,12 @@ def _fused_key(op: Any, q: QuantInfo) -> tuple[Any, ...]:
     ra = residual_add(op)
     res = None
     if ra is not None:
-        res = (ra.key(), residual32(ra, q) is not None, fast_residual(ra, q) is not None)
+        res = (
+            ra.key(),
+            residual32(ra, q) is not None,
+            fast_residual(ra, q) is not None,
+            fast_requant(q) is not None,
+        )
     return (fused_lut(op) is not None, res)
 
 

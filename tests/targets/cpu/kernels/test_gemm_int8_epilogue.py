@@ -406,7 +406,7 @@ def lanes_of(isa: Isa) -> int:
 def test_fast_residual_certain_lanes_exact_over_every_byte_pair(isa: Isa, seed: int) -> None:
     """Every lane :meth:`Gen.fast_residual` calls certain is the contract's add, over every pair of
     bytes, for calibration-like, random and tie-heavy (multiples of ``2**(S-3)``) factors."""
-    from lamina.targets.cpu.kernels.gemm_int8 import I8, I32, QuantInfo, ResidualAdd, fast_residual, vt
+    from lamina.targets.cpu.kernels.gemm_int8 import I8, I32, QuantInfo, ResidualAdd, fast_residual_form, vt
 
     rng = np.random.default_rng(100 + seed)
     taken = 0
@@ -439,7 +439,7 @@ def test_fast_residual_certain_lanes_exact_over_every_byte_pair(isa: Isa, seed: 
             None,
             y_signed,
         )
-        f2 = fast_residual(ra, q)
+        f2 = fast_residual_form(ra, q)  # (tie-heavy factors included: the kernels keep them exact)
         if f2 is None:
             continue
         taken += 1
@@ -476,3 +476,20 @@ def test_fast_residual_certain_lanes_exact_over_every_byte_pair(isa: Isa, seed: 
         if kind == 0:
             assert np.mean(~ok) < 0.01
     assert taken >= 6
+
+
+def test_fast_forms_taken_where_ties_are_rare() -> None:
+    """Calibration-like factors take the fast forms; power-of-two scale ratios (exact ties on every
+    other value: each would take the exact path) keep the int32 forms."""
+    from lamina.targets.cpu.kernels.gemm_int8 import fast_requant, fast_residual
+
+    rng = np.random.default_rng(5)
+    o = conv_op(rng, 1, 8, (5, 9), 16, (1, 1), (1, 1), (1, 1), [0] * 4, 1, "sym", "none", True, "small")
+    for mults, taken in (((1234567891, 987654321), True), ((1 << 30, 3 << 28), False)):
+        conv, _, _ = with_residual(o, rng, True, 0, (True, 0), mults, 0, False, None)
+        q = Int8Conv()._geo(conv)[1]  # type: ignore[index]
+        assert (fast_residual(residual_add(conv), q) is not None) == taken  # type: ignore[arg-type]
+        assert fast_requant(q) is not None
+        q.mult[:] = 1 << 30
+        q.shift[:] = 31
+        assert fast_requant(q) is None
