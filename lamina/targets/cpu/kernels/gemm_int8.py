@@ -1650,10 +1650,9 @@ class Int8Conv(LutFusion, Template):
                                     for v in range(nv):
                                         y, u = gen.fast_requant(accs[mm * nv + v], mu, sh, q, gen.fast1)
                                         z, u2 = gen.fast_residual(y, rs[v], q, fc)
-                                        valid = masks[v][0][1]
-                                        for _, mask in masks[v][1:]:
-                                            valid = b.or_(valid, mask)
-                                        u = b.and_(b.or_(u, u2), valid)
+                                        # (the lanes not stored are dot products of packed bytes
+                                        # too: as rarely uncertain, so not masked off)
+                                        u = b.or_(u, u2)
                                         unc = u if unc is None else b.or_(unc, u)
                                         fz.append(z)
                                     ys = gen.unless_uncertain(unc, fz, exact)
