@@ -79,6 +79,8 @@ I1 = ir.IntType(1)
 I8 = ir.IntType(8)
 I32 = ir.IntType(32)
 I64 = ir.IntType(64)
+I16 = ir.IntType(16)
+F32 = ir.FloatType()
 I8P = I8.as_pointer()
 
 
@@ -277,6 +279,10 @@ class Gen:
         self.fast_shift = False
         #: the fused residual add's int32 form (:func:`residual32`), set by the conv templates
         self.res32: tuple[int, ...] | None = None
+        #: the float fast forms of the requant and the fused add (:func:`fast_requant`,
+        #: :func:`fast_residual`), set by the conv templates where the ISA has them
+        self.fast1: FastForm | None = None
+        self.fast2: Any = None
 
     def std_bufs(self, plan: KernelPlan, out_signed: bool, op: Any = None) -> list[Any]:
         """The pointers of ``in 0, w, c, m, s, out 0, scratch`` (the templates' buffers) in that
@@ -636,6 +642,100 @@ class Gen:
         z = self.smin(self.smax(z, self.cv([ra.lo] * n)), self.cv([ra.hi] * n))
         z = b.trunc(z, vt(I8, n))
         return self.apply_lut(z) if lut and self.lut is not None else z
+
+    # the float fast forms (fast_requant / fast_residual): exact lanes, uncertain ones flagged
+    def cvt_rne(self, v: Any) -> Any:
+        """``<n x float>`` to ``<n x i32>`` rounded to nearest even (AVX-512: ``{rn-sae}``; AVX2:
+        the default rounding mode); out of range: ``-2**31``."""
+        n = v.type.count
+        if n == 16:
+            f = self.intrinsic(
+                "llvm.x86.avx512.mask.cvtps2dq.512", vt(I32, 16), [vt(F32, 16), vt(I32, 16), I16, I32]
+            )
+            return self.b.call(f, [v, self.cv([0] * 16), ir.Constant(I16, -1), self.c(8, I32)])
+        f = self.intrinsic("llvm.x86.avx.cvt.ps2dq.256", vt(I32, 8), [vt(F32, 8)])
+        return self.b.call(f, [v])
+
+    def fma(self, a: Any, x: Any, c: Any) -> Any:
+        n = a.type.count
+        f = self.intrinsic(f"llvm.fma.v{n}f32", vt(F32, n), [vt(F32, n)] * 3)
+        return self.b.call(f, [a, x, c])
+
+    def fast_round(self, v: Any, shift: Any, mask: Any) -> tuple[Any, Any]:
+        """``(U >> F, uncertain)`` of ``U = rne(v)`` (``v`` carries ``H``; ``shift`` / ``mask``:
+        ``<n x i32>`` of ``F`` and :attr:`FastForm.mask`): the lemma of :func:`fast_requant` — where
+        ``U mod 2**F >= P`` (the fraction bits ``P .. 2**F - 1`` not all 0: one ``vptestnmd``)
+        ``U >> F`` is the value rounded as the contract rounds it; the other lanes (within ``P/2``
+        of a tie, or out of range) are flagged."""
+        b = self.b
+        n = v.type.count
+        u = self.cvt_rne(v)
+        unc = b.icmp_unsigned("==", b.and_(u, mask), self.cv([0] * n))
+        return b.ashr(u, shift), unc
+
+    def fast_requant(self, acc: Any, mult: Any, shift: Any, q: QuantInfo, form: FastForm) -> tuple[Any, Any]:
+        """:func:`fast_requant`'s form of :meth:`requant` (after the folded constant): ``(y,
+        uncertain)``, ``y`` the stored value clamped, as float lanes (:meth:`fast_residual` reads
+        them so). The lemma's ``U`` is kept in float, scaled by ``2**-F`` (exact): ``v = fl(fl(acc)
+        * f'' + K'')``, ``f'' = fl(m) * 2**-S``, ``K'' = zp + H / 2**F``; ``floor(v)`` is certain
+        where ``v - floor(v) >= P / 2**F`` (``U mod 2**F >= P``; the fraction of a float is
+        exact, and 0 from ``|v| >= 2**23`` on: uncertain)."""
+        b = self.b
+        n = acc.type.count
+        f32 = vt(F32, n)
+        p2 = b.bitcast(b.shl(b.sub(self.cv([127] * n), shift), self.cv([23] * n)), f32)
+        fm = b.fmul(b.sitofp(mult, f32), p2)
+        k = ir.Constant(f32, [float(q.zp_out + form.h / 2**form.f)] * n)
+        v = self.fma(b.sitofp(acc, f32), fm, k)
+        fl = b.call(self.intrinsic(f"llvm.floor.v{n}f32", f32, [f32]), [v])
+        unc = b.fcmp_ordered("<", b.fsub(v, fl), ir.Constant(f32, [form.p / 2**form.f] * n))
+        lo, hi = ir.Constant(f32, [float(q.lo)] * n), ir.Constant(f32, [float(q.hi)] * n)
+        y = b.select(b.fcmp_ordered("<", fl, lo), lo, fl)
+        y = b.select(b.fcmp_ordered(">", y, hi), hi, y)
+        return y, unc
+
+    def res_fast_consts(self, n: int) -> tuple[Any, ...]:
+        """:func:`fast_residual`'s ``g1, g2, C`` (float) and ``F``, mask (int32) splat over ``n``
+        lanes, from entries 8..12 of the add's table (load them before the stores)."""
+        assert self.res is not None
+        b = self.b
+        tab = b.bitcast(self.res[1], I32.as_pointer())
+        vals = [self.splat(b.load(b.gep(tab, [self.c(8 + i)])), n) for i in range(5)]
+        return (*(b.bitcast(v, vt(F32, n)) for v in vals[:3]), vals[3], vals[4])
+
+    def fast_residual(self, y: Any, r: Any, q: QuantInfo, consts: tuple[Any, ...]) -> tuple[Any, Any]:
+        """:func:`fast_residual`'s form of :meth:`add_residual`: ``y`` the conv's stored value (int32
+        lanes, in ``[q.lo, q.hi]``), ``r`` the residual's bytes; ``(bytes, uncertain)``."""
+        assert self.res is not None
+        ra = self.res[2]
+        b = self.b
+        n = y.type.count
+        f32 = vt(F32, n)
+        g1, g2, c, sh, mask = consts
+        rv = b.sext(r, vt(I32, n)) if ra.res_signed else b.zext(r, vt(I32, n))
+        yf = y if isinstance(y.type.element, ir.FloatType) else b.sitofp(y, f32)
+        v = self.fma(yf, g1, self.fma(b.sitofp(rv, f32), g2, c))
+        z, unc = self.fast_round(v, sh, mask)
+        z = self.smin(self.smax(z, self.cv([ra.lo] * n)), self.cv([ra.hi] * n))
+        return b.trunc(z, vt(I8, n)), unc
+
+    def unless_uncertain(self, unc: Any, fast: list[Any], exact: Callable[[], list[Any]]) -> list[Any]:
+        """``fast``, or where any lane of ``unc`` is set ``exact()`` (emitted in a branch that is
+        rarely taken)."""
+        b = self.b
+        n = unc.type.count
+        any_ = b.icmp_unsigned("!=", b.bitcast(unc, ir.IntType(n)), ir.Constant(ir.IntType(n), 0))
+        pre = b.block
+        with b.if_then(any_, likely=False):
+            ex = exact()
+            ex_blk = b.block
+        out = []
+        for f, e in zip(fast, ex):
+            ph = b.phi(f.type)
+            ph.add_incoming(f, pre)
+            ph.add_incoming(e, ex_blk)
+            out.append(ph)
+        return out
 
     def masked_load(self, base: Any, off: Any, mask: Any, passthru: Any) -> Any:
         """The lanes of ``<n x i8>`` at ``base + off`` where ``mask`` is set, ``passthru``'s elsewhere
@@ -1135,6 +1235,151 @@ def residual32(ra: ResidualAdd, q: QuantInfo) -> tuple[int, ...] | None:
     )
 
 
+#: unit roundoff of float32 (round to nearest even): a rounded result is ``x * (1 + d)``, ``|d| <= U32``
+U32 = 2.0**-24
+
+
+def _pow2_above(x: float) -> int:
+    """The smallest power of two strictly above ``x`` (``x >= 0``)."""
+    p = 1
+    while p <= x:
+        p *= 2
+    return p
+
+
+@dataclass(frozen=True)
+class FastForm:
+    """The float fast form of one rounding (:meth:`Gen.fast_round`): ``F`` fraction bits of the
+    fixed-point value ``U``, ``P`` (a power of two) the width of the uncertain window, and ``H =
+    2**(F-1) + P/2`` (the rounding half plus the window's half) that the constant term carries."""
+
+    f: int
+    p: int
+
+    @property
+    def h(self) -> int:
+        return 2 ** (self.f - 1) + self.p // 2
+
+    @property
+    def mask(self) -> int:
+        """The fraction bits ``p .. F-1``: a lane is certain iff ``U & mask != 0``."""
+        return 2**self.f - self.p
+
+
+def _fast_form(err: Callable[[int, int], float], fmax: int, fmin: int = 12) -> FastForm | None:
+    """The largest ``F`` in ``[fmin, fmax]`` whose error bound ``err(F, P)`` (in units of
+    ``2**-F``; it may depend on ``P`` through ``H``) fits a window ``P <= 2**(F-6)`` with ``P/2 >
+    err``, or None."""
+    for f in range(fmax, fmin - 1, -1):
+        e = err(f, 2 ** (f - 6))  # H's term at the largest window admitted: an upper bound
+        if not e < 2 ** (f - 7):
+            continue
+        p = _pow2_above(2 * e)
+        if p <= 2 ** (f - 6):
+            return FastForm(f, p)
+    return None
+
+
+def fast_requant(q: QuantInfo) -> FastForm | None:
+    """The float fast form of the conv's requant (:meth:`Gen.fast_requant`), or None.
+
+    The contract's ``y = clamp(zp + rdiv(acc * m, 2**S), lo, hi)``. With ``z = acc * m / 2**S``
+    (real) and ``K = zp * 2**F + H`` (an integer below ``2**24``), the kernel computes ``U = 2**F *
+    fl(fl(acc) * f'' + K / 2**F)``, ``f'' = fl(m) * 2**-S`` (the powers of two are exact).
+    **Lemma**: if ``|U - (z * 2**F + K)| <= E < P/2`` and ``U mod 2**F >= P``, then ``z + 1/2`` is
+    no integer (``z`` is no tie) and ``floor(U / 2**F) = zp + floor(z + 1/2)``, which is the
+    contract's value (off ties every rounding to nearest agrees). *Proof*: with ``X = (zp + z) *
+    2**F + 2**(F-1)``, ``U`` lies in ``(X, X + P)``; ``U = q 2**F + rho``, ``P <= rho < 2**F``, so
+    ``q 2**F <= U - P < X < U < (q + 1) 2**F``. *Error*: the three float roundings (``fl(acc)``,
+    ``fl(m)``, the fma) are relative ``(1 + d)``, ``|d| <= u = 2**-24``: ``E <= |z| 2**F * 3.0001 u
+    + |K| u`` (plus 1/2 allowed for a rounding conversion). Only lanes with ``|z| <= Z = max(hi -
+    zp, zp - lo) + 2`` need exactness; for the others the same relative bound puts ``floor(U /
+    2**F)`` within 1 of ``zp + round(z)`` — beyond the same clamp bound — up to ``|U / 2**F| <
+    2**23``, from where the float's fraction is 0: uncertain. Uncertain lanes take the exact int32
+    form. Needs ``(Z + |zp| + 1) * 2**F < 2**24``."""
+    zs = max(q.hi - q.zp_out, q.zp_out - q.lo) + 2
+    if not _ties_rare(q.mult, q.shift):
+        return None
+
+    def err(f: int, p: int) -> float:
+        k = abs(q.zp_out) * 2**f + 2 ** (f - 1) + p // 2
+        if (zs * 2**f + k) >= 2**24:
+            return math.inf
+        return 0.5 + zs * 2**f * 3.0001 * U32 + k * U32
+
+    return _fast_form(err, 16)
+
+
+def fast_residual_form(ra: ResidualAdd, q: QuantInfo) -> tuple[FastForm, float, float, float] | None:
+    """The float fast form of the fused add (:meth:`Gen.fast_residual`): ``(form, g1, g2, C)``
+    (float32 values), or None. With the stored bytes ``y`` (in ``[q.lo, q.hi]``) and ``r``, the
+    contract's ``clamp(zp_o + rdiv((y - zp_y) M1 + (r - zp_r) M2, 2**S))``; the kernel computes
+    ``U = rne(fl(y g1' + fl(r g2' + C')))`` with ``g_i' = fl(M_i 2**(F-S))``, ``C' = fl(C)``, ``C =
+    zp_o 2**F + H - zp_y g1 - zp_r g2`` — of the real value ``T = y g1 + r g2 + C`` (the add's
+    result times ``2**F`` plus ``zp_o 2**F + H``) within ``E = 1/2 + 1.01 u (2 A + 3 B + 3 |C|)``
+    (``A = max|y| g1``, ``B = max|r| g2``: five relative roundings, each at most ``u`` of a sum of
+    those magnitudes), then :meth:`Gen.fast_round`'s lemma. Every lane is bounded (bytes), so
+    ``A + B + |C| < 2**30`` keeps the conversion in range."""
+    m1, m2, sh = ra.tables[0][0], ra.tables[1][0], ra.tables[2][0]
+    ymax = max(abs(q.lo), abs(q.hi))
+    rmax = 128 if ra.res_signed else 255
+
+    def consts(f: int, p: int) -> tuple[float, float, float]:
+        g1 = float(np.float32(m1 * 2.0 ** (f - sh)))
+        g2 = float(np.float32(m2 * 2.0 ** (f - sh)))
+        c = (
+            ra.zp_out * 2.0**f
+            + 2 ** (f - 1)
+            + p // 2
+            - ra.zp_conv * m1 * 2.0 ** (f - sh)
+            - ra.zp_res * m2 * 2.0 ** (f - sh)
+        )
+        return g1, g2, c
+
+    def err(f: int, p: int) -> float:
+        g1, g2, c = consts(f, p)
+        a, b_ = ymax * g1, rmax * g2
+        if a + b_ + abs(c) >= 2**29 or not all(math.isfinite(v) for v in (g1, g2, c)):
+            return math.inf
+        return 0.5 + 1.01 * U32 * (2 * a + 3 * b_ + 3 * abs(c))
+
+    form = _fast_form(err, 20)
+    if form is None:
+        return None
+    g1, g2, c = consts(form.f, form.p)
+    return form, g1, g2, float(np.float32(c))
+
+
+def fast_residual(ra: ResidualAdd, q: QuantInfo) -> tuple[FastForm, float, float, float] | None:
+    """:func:`fast_residual_form` where exact ties are rare (:func:`_ties_rare`), else None."""
+    if not _ties_rare(np.asarray(ra.tables[:2])[:, 0], np.asarray(ra.tables[2][:1] * 2)):
+        return None
+    return fast_residual_form(ra, q)
+
+
+def _ties_rare(mult: np.ndarray, shift: np.ndarray) -> bool:
+    """Whether exact ties are rare enough for the fast forms (their lanes all take the exact path):
+    a product with ``m = o * 2**j`` (``o`` odd) is a tie of ``2**S`` only at multiples of
+    ``2**(S-1-j)`` — frequent where ``S - j`` is small (power-of-two scale ratios: 0.5, 0.375...)."""
+    m = np.asarray(mult, np.int64).reshape(-1)
+    s = np.asarray(shift, np.int64).reshape(-1)
+    j = np.zeros(m.shape, np.int64)
+    v = m.copy()
+    while np.any((v != 0) & (v % 2 == 0)):
+        even = (v != 0) & (v % 2 == 0)
+        j += even
+        v = np.where(even, v // 2, v)
+    return bool(np.all((m == 0) | (s - j >= 14)))
+
+
+def fast_isa(isa: Isa) -> bool:
+    """Whether the ISA has what the fast forms emit: the rounding float -> int32 conversion and fma
+    of AVX-512 (16 lanes) or AVX2 + FMA (8 lanes)."""
+    if isa.vector_bytes == 64:
+        return isa.has("avx512f")
+    return isa.vector_bytes == 32 and isa.has("avx2") and isa.has("fma")
+
+
 def residual_add(op: Any) -> ResidualAdd | None:
     """The residual ``tpu.Add`` fused into ``op``'s kernel (the first fused consumer), or None."""
     f = _fused(op)
@@ -1143,7 +1388,15 @@ def residual_add(op: Any) -> ResidualAdd | None:
 
 def _fused_key(op: Any, q: QuantInfo) -> tuple[Any, ...]:
     ra = residual_add(op)
-    return (fused_lut(op) is not None, (ra.key(), residual32(ra, q) is not None) if ra is not None else None)
+    res = None
+    if ra is not None:
+        res = (
+            ra.key(),
+            residual32(ra, q) is not None,
+            fast_residual(ra, q) is not None,
+            fast_requant(q) is not None,
+        )
+    return (fused_lut(op) is not None, res)
 
 
 def _with_lut(
@@ -1170,8 +1423,14 @@ def _with_lut(
         add = _fused(op)[0]
         c = len(ra.tables[0])
         r32 = residual32(ra, q) if q is not None else None
-        if r32 is not None:  # the int32 form's constants (Gen.add_residual)
-            weights["ra"] = np.asarray([*r32, 0, 0], np.int64).astype(np.int32)
+        if r32 is not None:  # the int32 form's constants (Gen.add_residual), then the fast form's
+            f2 = fast_residual(ra, q) if q is not None else None
+            fast = [0] * 8
+            if f2 is not None:
+                form, g1, g2, cc = f2
+                fl = np.asarray([g1, g2, cc], np.float32).view(np.int32)
+                fast = [int(fl[0]), int(fl[1]), int(fl[2]), form.f, form.mask, 0, 0, 0]
+            weights["ra"] = np.asarray([*r32, 0, 0, *fast], np.int64).astype(np.int32)
         else:
             weights["ra"] = np.asarray(ra.tables, np.int64).astype(np.int32).reshape(3, c)
         at = buffers.index(("out", 0))
@@ -1240,6 +1499,15 @@ def _conv_plan(op: Any, symbol: str, geo: Any, q: Any, t: int, rows: int) -> Ker
     macs = geo.batch * geo.cout * geo.oh * geo.ow * geo.cig * geo.kh * geo.kw
     nbytes = int(np.prod(op.operands[0].type.shape)) + int(np.prod(op.results[0].type.shape)) + wp.size
     return _with_lut(op, symbol, list(BUFFERS), weights, scratch, macs, nbytes, q=q)
+
+
+def _set_fast(gen: Gen, q: QuantInfo, isa: Isa) -> None:
+    """The float fast forms of a conv with a fused residual add in the int32 form, where the ISA has
+    them (:func:`fast_isa`)."""
+    if gen.res is None or gen.res32 is None or not fast_isa(isa):
+        return
+    gen.fast2 = fast_residual(gen.res[2], q)
+    gen.fast1 = fast_requant(q) if gen.fast2 is not None else None
 
 
 class Int8Conv(LutFusion, Template):
@@ -1311,6 +1579,7 @@ class Int8Conv(LutFusion, Template):
         x, wp, ct, mt, st_, out, scr = gen.std_bufs(plan, q.out_signed, op)
         gen.fast_shift = fast_shift(q)
         gen.res32 = residual32(gen.res[2], q) if gen.res is not None else None
+        _set_fast(gen, q, isa)
         ct = b.bitcast(ct, I32.as_pointer())
         mt = b.bitcast(mt, I32.as_pointer())
         st_ = b.bitcast(st_, I32.as_pointer())
@@ -1390,11 +1659,13 @@ class Int8Conv(LutFusion, Template):
                                 sh = gen.splat(b.load(b.gep(st_, [co])), nl)
                                 plane = b.mul(b.add(b.mul(n, gen.c(geo.cout)), co), gen.c(plane_out))
                                 obase = b.gep(out, [plane])
-                                am = rm = ash = c32 = None
+                                am = rm = ash = c32 = fc = None
                                 if gen.res is not None and rtab is not None:
                                     rbase = b.gep(gen.res[0], [plane])
                                     if gen.res32 is not None:
                                         c32 = gen.res32_consts(nl)
+                                        if gen.fast2 is not None:
+                                            fc = gen.res_fast_consts(nl)
                                     else:  # the i64 form's per-channel tables
                                         am, rm, ash = (
                                             gen.splat(
@@ -1402,17 +1673,47 @@ class Int8Conv(LutFusion, Template):
                                             )
                                             for j in range(3)
                                         )
-                                ys = []
-                                for v in range(nv):
-                                    y = gen.requant(
-                                        accs[mm * nv + v], cf, mu, sh, q, lut=False, raw=gen.res is not None
-                                    )
-                                    if gen.res is not None:
+                                rs = []
+                                if gen.res is not None:
+                                    for v in range(nv):
                                         r = gen.cv([0] * nl, I8)
                                         for offs, mask in masks[v]:
                                             r = gen.masked_load(rbase, offs, mask, r)
-                                        y = gen.add_residual(y, r, am, rm, ash, q, consts=c32, lut=False)
-                                    ys.append(y)
+                                        rs.append(r)
+
+                                def exact() -> list[Any]:
+                                    ys = []
+                                    for v in range(nv):
+                                        y = gen.requant(
+                                            accs[mm * nv + v],
+                                            cf,
+                                            mu,
+                                            sh,
+                                            q,
+                                            lut=False,
+                                            raw=gen.res is not None,
+                                        )
+                                        if gen.res is not None:
+                                            y = gen.add_residual(
+                                                y, rs[v], am, rm, ash, q, consts=c32, lut=False
+                                            )
+                                        ys.append(y)
+                                    return ys
+
+                                if fc is not None and gen.fast1 is not None:
+                                    # the float fast form, the exact one for a row with an uncertain lane
+                                    fz, unc = [], None
+                                    for v in range(nv):
+                                        y, u = gen.fast_requant(accs[mm * nv + v], mu, sh, q, gen.fast1)
+                                        z, u2 = gen.fast_residual(y, rs[v], q, fc)
+                                        # (the lanes not stored are dot products of packed bytes
+                                        # too: as rarely uncertain, so not masked off)
+                                        u = b.or_(u, u2)
+                                        unc = u if unc is None else b.or_(unc, u)
+                                        fz.append(z)
+                                    ys = gen.unless_uncertain(unc, fz, exact)
+                                else:
+                                    ys = exact()
                                 for v, y in enumerate(gen.apply_luts(ys)):
                                     for offs, mask in masks[v]:
                                         gen.masked_store(y, obase, offs, mask)
@@ -1495,6 +1796,7 @@ class Int8ConvChannels(Int8Conv):
         x, wp, ct, mt, st_, out, scr = gen.std_bufs(plan, q.out_signed, op)
         gen.fast_shift = fast_shift(q)
         gen.res32 = residual32(gen.res[2], q) if gen.res is not None else None
+        _set_fast(gen, q, isa)
         cig4 = -(-geo.cig // 4)
         cot = -(-geo.cog // cw)
         ntap = len(geo.taps)
@@ -1583,12 +1885,8 @@ class Int8ConvChannels(Int8Conv):
                                     left = b.trunc(b.sub(npos, p0), I32)
                                     run_mask = b.icmp_signed("<", gen.iota(mr), gen.splat(left, mr))
                                     c32 = gen.res32_consts(nl) if gen.res32 is not None else None
-                                    ys = [
-                                        gen.requant(
-                                            accs[rr * nv + v], cf, mu, sh, q, lut=False, raw=rbase is not None
-                                        )
-                                        for rr in range(mr)
-                                    ]
+                                    fc = gen.res_fast_consts(nl) if gen.fast2 is not None else None
+                                    rs: list[Any] = []
                                     if rbase is not None:
                                         runs = [
                                             gen.masked_load(
@@ -1597,10 +1895,39 @@ class Int8ConvChannels(Int8Conv):
                                             for c in range(nl)
                                         ]
                                         rs = _transpose(gen, runs, nl, mr)
+
+                                    def exact() -> list[Any]:
                                         ys = [
-                                            gen.add_residual(y, r, am, rm, ash, q, consts=c32, lut=False)
-                                            for y, r in zip(ys, rs)
+                                            gen.requant(
+                                                accs[rr * nv + v],
+                                                cf,
+                                                mu,
+                                                sh,
+                                                q,
+                                                lut=False,
+                                                raw=rbase is not None,
+                                            )
+                                            for rr in range(mr)
                                         ]
+                                        if rbase is not None:
+                                            ys = [
+                                                gen.add_residual(y, r, am, rm, ash, q, consts=c32, lut=False)
+                                                for y, r in zip(ys, rs)
+                                            ]
+                                        return ys
+
+                                    if fc is not None and gen.fast1 is not None and rs:
+                                        # the float fast form; a tile with an uncertain lane: exact
+                                        fz, unc = [], None
+                                        for rr in range(mr):
+                                            y, u = gen.fast_requant(accs[rr * nv + v], mu, sh, q, gen.fast1)
+                                            z, u2 = gen.fast_residual(y, rs[rr], q, fc)
+                                            u = b.or_(u, u2)
+                                            unc = u if unc is None else b.or_(unc, u)
+                                            fz.append(z)
+                                        ys = gen.unless_uncertain(unc, fz, exact)
+                                    else:
+                                        ys = exact()
                                     ys = gen.apply_luts(ys)
                                     for c, run in enumerate(_transpose(gen, ys, mr, nl)):
                                         gen.masked_store(run, obase, c * plane_out, run_mask)

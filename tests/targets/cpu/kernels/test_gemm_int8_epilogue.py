@@ -31,7 +31,7 @@ from lamina.ir.parser import parse_module
 from lamina.ir.printer import print_operation
 from lamina.ir.types import i64
 from lamina.targets.cpu.kernels.abi import Isa, Template
-from lamina.targets.cpu.kernels.gemm_int8 import Int8Conv, Int8ConvChannels, residual_add
+from lamina.targets.cpu.kernels.gemm_int8 import Int8Conv, Int8ConvChannels, fast_isa, residual_add
 
 HOST = host_isa()
 
@@ -188,10 +188,10 @@ def test_residual_bit_exact(case: tuple[Any, ...]) -> None:
 
 
 def test_residual_forms_taken() -> None:
-    """Calibration-like factors take the int32 form (8 constants in ``ra``), a shift of 6 the i64
-    one (per-channel tables); both exact."""
+    """Calibration-like factors take the int32 form (8 constants in ``ra``, then the fast form's 8),
+    a shift of 6 the i64 one (per-channel tables); both exact."""
     rng = np.random.default_rng(3)
-    for rshift, size in ((0, 8), (-25, 3 * 16)):
+    for rshift, size in ((0, 16), (-25, 3 * 16)):
         o = conv_op(rng, 1, 8, (5, 9), 16, (1, 1), (1, 1), (1, 1), [0] * 4, 1, "sym", "none", True, "small")
         conv, add, lut = with_residual(
             o, rng, True, 0, (True, 0), (1 << 30, 3 << 28), rshift, False, "unsigned"
@@ -289,3 +289,207 @@ def test_residual32_formula_over_every_byte_pair(seed: int) -> None:
         want = _contract_add(y, r, ra, m1, m2, s)
         np.testing.assert_array_equal(got, want)
     assert taken >= 5
+
+
+# ---- the float fast forms (Gen.fast_requant / Gen.fast_residual) on adversarial values ----------
+
+FAST_ISAS = [i for i in (HOST, Isa(32, HOST.features)) if fast_isa(i)]
+
+
+def _fast_kernel(isa: Isa, body: Any) -> Any:
+    """A kernel ``k(bufs)`` over ``bufs[0]``'s ``bufs[5][0]`` vectors: ``body(gen, i)`` emits one
+    vector's work (byte offsets ``i * 4 * nl`` of int32 arrays)."""
+    import ctypes
+
+    import llvmlite.binding as llvm
+    from llvmlite import ir
+
+    from lamina.targets.cpu.kernels.gemm_int8 import I64, Gen
+
+    mod = ir.Module(name="fast")
+    gen = Gen(mod, "k", 6, isa)
+    b = gen.b
+    nvec = b.load(b.bitcast(gen.bufs[5], I64.as_pointer()))
+    gen.loop(0, nvec, lambda i, _: body(gen, i) and None)
+    b.ret_void()
+    tm = llvm.Target.from_default_triple().create_target_machine(
+        cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(), opt=3
+    )
+    m = llvm.parse_assembly(str(mod))
+    m.verify()
+    ee = llvm.create_mcjit_compiler(m, tm)
+    ee.finalize_object()
+    fn = ctypes.CFUNCTYPE(None, ctypes.POINTER(ctypes.c_void_p), ctypes.c_int64, ctypes.c_int64)(
+        ee.get_function_address("k")
+    )
+
+    def run(*arrays: np.ndarray, nvec: int) -> None:
+        keep = [np.ascontiguousarray(a) for a in arrays] + [np.asarray([nvec], np.int64)]
+        ptrs = (ctypes.c_void_p * 6)(*[a.ctypes.data for a in keep])
+        fn(ptrs, 0, 1)
+        keep.append(ee)
+
+    return run
+
+
+def _tie_accs(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(acc, m, S)`` per lane: a third random, a third within a few units of a tie ``acc * m /
+    2**S = k + 1/2``, a third exact ties (power-of-two multipliers) — and some at the int32 ends."""
+    s = rng.integers(20, 63, n)
+    m = rng.integers(0, 2**31, n) >> rng.integers(0, 12, n)
+    k = rng.integers(-300, 300, n)
+    acc = rng.integers(-(2**31), 2**31, n) >> rng.integers(0, 31, n)
+    near = np.arange(n) % 3 == 1
+    with np.errstate(all="ignore"):
+        t = np.round((k + 0.5) * np.exp2(s.astype(np.float64)) / np.maximum(m, 1)) + rng.integers(-3, 4, n)
+    acc = np.where(near & (np.abs(t) < 2**31 - 1), t, acc)
+    tie = np.arange(n) % 3 == 2
+    a = rng.integers(0, 20, n)
+    m = np.where(tie, np.left_shift(1, np.minimum(s - 1 - a, 30)), m)
+    acc = np.where(tie, (2 * k + 1) * np.left_shift(1, np.maximum(s - 1 - np.minimum(s - 1 - a, 30), 0)), acc)
+    acc = np.where(np.abs(acc) < 2**31, acc, 0)
+    acc[::97] = -(2**31)
+    acc[1::97] = 2**31 - 1
+    return acc.astype(np.int32), m.astype(np.int32), s.astype(np.int32)
+
+
+@pytest.mark.parametrize("isa", FAST_ISAS, ids=[f"v{i.vector_bytes}" for i in FAST_ISAS])
+@pytest.mark.parametrize("seed", range(4))
+def test_fast_requant_certain_lanes_exact(isa: Isa, seed: int) -> None:
+    """Every lane :meth:`Gen.fast_requant` calls certain is the contract's requant (any multiplier,
+    shift, zero point and clamp), on random, near-tie, exact-tie and extreme accumulators; exact
+    ties are never certain; random ones rarely uncertain."""
+    from lamina.dialects.tpu.quantize import rounding_rshift
+    from lamina.targets.cpu.kernels.gemm_int8 import I32, QuantInfo, fast_requant, vt
+
+    rng = np.random.default_rng(seed)
+    for zp, lo, hi in ((0, -128, 127), (5, 5, 127), (-20, -128, 100), (40, 0, 255), (255, 0, 255)):
+        q = QuantInfo(
+            True, 0, lo, hi, zp, np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros(1, np.int8), None
+        )
+        form = fast_requant(q)
+        assert form is not None
+
+        def body(gen: Any, i: Any, form: Any = form, q: Any = q) -> None:
+            nl = gen.nl
+            off = gen.b.mul(i, gen.c(4 * nl))
+            acc, m, s = (gen.load(gen.bufs[j], off, vt(I32, nl)) for j in range(3))
+            y, unc = gen.fast_requant(acc, m, s, q, form)
+            gen.store(gen.b.fptosi(y, vt(I32, nl)), gen.bufs[3], off)  # y: integral floats
+            gen.store(gen.b.zext(unc, vt(I32, nl)), gen.bufs[4], off)
+
+        run = _fast_kernel(isa, body)
+        n = 3 * 4096
+        acc, m, s = _tie_accs(rng, n)
+        y = np.zeros(n, np.int32)
+        unc = np.zeros(n, np.int32)
+        run(acc, m, s, y, unc, nvec=n // lanes_of(isa))
+        want = np.clip(zp + rounding_rshift(acc.astype(np.int64) * m, s.astype(np.int64)), lo, hi)
+        ok = unc == 0
+        np.testing.assert_array_equal(y[ok], want[ok])
+        s64 = s.astype(np.int64)
+        exact_tie = np.mod(acc.astype(np.int64) * m, np.left_shift(1, s64)) == np.left_shift(1, s64 - 1)
+        assert exact_tie.sum() > n // 10
+        # (a tie far beyond the clamp saturates whichever way it rounds)
+        inside = (want > lo) & (want < hi)
+        assert not np.any(ok & exact_tie & inside), "an exact tie called certain"
+        rand = np.arange(n) % 3 == 0
+        assert (rand & inside).sum() > 200 and np.mean(unc[rand & inside]) < 0.01
+
+
+def lanes_of(isa: Isa) -> int:
+    return max(4, isa.vector_bytes // 4)
+
+
+@pytest.mark.parametrize("isa", FAST_ISAS, ids=[f"v{i.vector_bytes}" for i in FAST_ISAS])
+@pytest.mark.parametrize("seed", range(6))
+def test_fast_residual_certain_lanes_exact_over_every_byte_pair(isa: Isa, seed: int) -> None:
+    """Every lane :meth:`Gen.fast_residual` calls certain is the contract's add, over every pair of
+    bytes, for calibration-like, random and tie-heavy (multiples of ``2**(S-3)``) factors."""
+    from lamina.targets.cpu.kernels.gemm_int8 import I8, I32, QuantInfo, ResidualAdd, fast_residual_form, vt
+
+    rng = np.random.default_rng(100 + seed)
+    taken = 0
+    for trial in range(12):
+        y_signed, r_signed = bool(rng.integers(2)), bool(rng.integers(2))
+        zp_y = int(rng.integers(-20, 20)) if y_signed else int(rng.integers(0, 40))
+        zp_r = int(rng.integers(-20, 20)) if r_signed else int(rng.integers(0, 40))
+        zp_o = int(rng.integers(-20, 20))
+        kind = trial % 3
+        if kind == 0:  # as calibration gives them
+            s = 31 + int(rng.integers(-2, 3))
+            m1, m2 = (int(v) for v in rng.integers(2**28, 2**31, 2))
+        elif kind == 1:
+            s = int(rng.integers(17, 48))
+            m1, m2 = (int(v) for v in rng.integers(0, 2**31, 2) >> rng.integers(0, 24, 2))
+        else:  # exact halves common
+            s = int(rng.integers(17, 32))
+            m1, m2 = (int(v) << (s - 3) for v in rng.integers(0, 16, 2))
+        ra = ResidualAdd(0, zp_y, zp_r, r_signed, -128, 127, zp_o, True, ((m1,), (m2,), (s,)))
+        lo, hi = (-128, 127) if y_signed else (0, 255)
+        q = QuantInfo(
+            True,
+            0,
+            lo,
+            hi,
+            zp_y,
+            np.zeros(1, np.int64),
+            np.zeros(1, np.int64),
+            np.zeros(1, np.int8),
+            None,
+            y_signed,
+        )
+        f2 = fast_residual_form(ra, q)  # (tie-heavy factors included: the kernels keep them exact)
+        if f2 is None:
+            continue
+        taken += 1
+        form, g1, g2, cc = f2
+        fl = np.asarray([g1, g2, cc], np.float32).view(np.int32)
+        table = np.asarray([0] * 8 + [*fl, form.f, form.mask, 0, 0, 0], np.int64).astype(np.int32)
+
+        def body(gen: Any, i: Any, ra: Any = ra, q: Any = q) -> None:
+            nl = gen.nl
+            b = gen.b
+            gen.res = (gen.bufs[1], gen.bufs[4], ra)
+            off = b.mul(i, gen.c(4 * nl))
+            y = gen.load(gen.bufs[0], off, vt(I32, nl))
+            r = gen.load(gen.bufs[1], b.mul(i, gen.c(nl)), vt(I8, nl))
+            z, unc = gen.fast_residual(y, r, q, gen.res_fast_consts(nl))
+            gen.store(
+                b.or_(b.zext(z, vt(I32, nl)), b.shl(b.zext(unc, vt(I32, nl)), gen.cv([8] * nl))),
+                gen.bufs[2],
+                off,
+            )
+
+        run = _fast_kernel(isa, body)
+        yy, rr = np.meshgrid(
+            np.arange(lo, hi + 1), np.arange(-128, 128) if r_signed else np.arange(256), indexing="ij"
+        )
+        yy, rr = yy.reshape(-1), rr.reshape(-1)
+        out = np.zeros(yy.size, np.int32)
+        run(yy.astype(np.int32), rr.astype(np.int8 if r_signed else np.uint8), out, np.zeros(1, np.int32),
+            table, nvec=yy.size // lanes_of(isa))  # fmt: skip
+        z = (out & 0xFF).astype(np.uint8).view(np.int8)
+        ok = (out >> 8) == 0
+        want = _contract_add(yy, rr, ra, m1, m2, s)
+        np.testing.assert_array_equal(z[ok], want[ok])
+        if kind == 0:
+            assert np.mean(~ok) < 0.01
+    assert taken >= 6
+
+
+def test_fast_forms_taken_where_ties_are_rare() -> None:
+    """Calibration-like factors take the fast forms; power-of-two scale ratios (exact ties on every
+    other value: each would take the exact path) keep the int32 forms."""
+    from lamina.targets.cpu.kernels.gemm_int8 import fast_requant, fast_residual
+
+    rng = np.random.default_rng(5)
+    o = conv_op(rng, 1, 8, (5, 9), 16, (1, 1), (1, 1), (1, 1), [0] * 4, 1, "sym", "none", True, "small")
+    for mults, taken in (((1234567891, 987654321), True), ((1 << 30, 3 << 28), False)):
+        conv, _, _ = with_residual(o, rng, True, 0, (True, 0), mults, 0, False, None)
+        q = Int8Conv()._geo(conv)[1]  # type: ignore[index]
+        assert (fast_residual(residual_add(conv), q) is not None) == taken  # type: ignore[arg-type]
+        assert fast_requant(q) is not None
+        q.mult[:] = 1 << 30
+        q.shift[:] = 31
+        assert fast_requant(q) is None
