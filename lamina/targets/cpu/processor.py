@@ -23,7 +23,7 @@ __all__ = ["CpuTarget"]
 #: default,wide_input`` takes it. For the same reason a MatMul with an int16 operand costs 2 (its
 #: own ``i16`` entry, first): the ``lut16`` form then gives an activation read by a MatMul its int16
 #: result only in the layers where the accuracy gain pays for it (``Lowering.wide_result``; BERT
-#: INT8 0.93x -> 0.75x of onnxruntime, MiniLM kept on int16 in five of six layers)
+#: INT8 0.88x -> 0.72x of onnxruntime, MiniLM kept on int16 in five of six layers)
 CAPABILITIES = TargetCapabilities(
     REFERENCE.name,
     (Capability(frozenset({"top.MatMul"}), "INT8", ("i16",), "native", 2.0), *REFERENCE.entries),
