@@ -719,6 +719,31 @@ class Gen:
         z = self.smin(self.smax(z, self.cv([ra.lo] * n)), self.cv([ra.hi] * n))
         return b.trunc(z, vt(I8, n)), unc
 
+    def fast_requant_residual(
+        self,
+        accs: list[Any],
+        rs: list[Any],
+        mult: Any,
+        shift: Any,
+        q: QuantInfo,
+        consts: tuple[Any, ...],
+        exact: Callable[[], list[Any]],
+    ) -> list[Any]:
+        """The fused residual's float fast form (:meth:`fast_requant` then :meth:`fast_residual`) of
+        the accumulators ``accs`` with the residual bytes ``rs`` (one each), or ``exact()`` where
+        any lane of any of them is uncertain (:meth:`unless_uncertain`). The lanes a tile does not
+        store are dot products of packed bytes too, as rarely uncertain: not masked off."""
+        assert len(accs) == len(rs) and self.fast1 is not None
+        b = self.b
+        fz, unc = [], None
+        for acc, r in zip(accs, rs):
+            y, u = self.fast_requant(acc, mult, shift, q, self.fast1)
+            z, u2 = self.fast_residual(y, r, q, consts)
+            u = b.or_(u, u2)
+            unc = u if unc is None else b.or_(unc, u)
+            fz.append(z)
+        return self.unless_uncertain(unc, fz, exact)
+
     def unless_uncertain(self, unc: Any, fast: list[Any], exact: Callable[[], list[Any]]) -> list[Any]:
         """``fast``, or where any lane of ``unc`` is set ``exact()`` (emitted in a branch that is
         rarely taken)."""
@@ -1702,16 +1727,9 @@ class Int8Conv(LutFusion, Template):
 
                                 if fc is not None and gen.fast1 is not None:
                                     # the float fast form, the exact one for a row with an uncertain lane
-                                    fz, unc = [], None
-                                    for v in range(nv):
-                                        y, u = gen.fast_requant(accs[mm * nv + v], mu, sh, q, gen.fast1)
-                                        z, u2 = gen.fast_residual(y, rs[v], q, fc)
-                                        # (the lanes not stored are dot products of packed bytes
-                                        # too: as rarely uncertain, so not masked off)
-                                        u = b.or_(u, u2)
-                                        unc = u if unc is None else b.or_(unc, u)
-                                        fz.append(z)
-                                    ys = gen.unless_uncertain(unc, fz, exact)
+                                    ys = gen.fast_requant_residual(
+                                        [accs[mm * nv + v] for v in range(nv)], rs[:nv], mu, sh, q, fc, exact
+                                    )
                                 else:
                                     ys = exact()
                                 for v, y in enumerate(gen.apply_luts(ys)):
@@ -1918,14 +1936,15 @@ class Int8ConvChannels(Int8Conv):
 
                                     if fc is not None and gen.fast1 is not None and rs:
                                         # the float fast form; a tile with an uncertain lane: exact
-                                        fz, unc = [], None
-                                        for rr in range(mr):
-                                            y, u = gen.fast_requant(accs[rr * nv + v], mu, sh, q, gen.fast1)
-                                            z, u2 = gen.fast_residual(y, rs[rr], q, fc)
-                                            u = b.or_(u, u2)
-                                            unc = u if unc is None else b.or_(unc, u)
-                                            fz.append(z)
-                                        ys = gen.unless_uncertain(unc, fz, exact)
+                                        ys = gen.fast_requant_residual(
+                                            [accs[rr * nv + v] for rr in range(mr)],
+                                            rs[:mr],
+                                            mu,
+                                            sh,
+                                            q,
+                                            fc,
+                                            exact,
+                                        )
                                     else:
                                         ys = exact()
                                     ys = gen.apply_luts(ys)
