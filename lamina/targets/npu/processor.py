@@ -38,7 +38,8 @@ def capabilities_of(chip: Chip) -> TargetCapabilities:
     may carry per-channel scales along axis 1 on every chip (``conv_channel_scales``: the TIU's
     Conv requantizes per output channel, and its Eltwise, Requant and Cast records take per-channel
     parameters along any dim). Costs are cycles per element relative to INT8 (the conv
-    throughput ratio)."""
+    throughput ratio; a MatMul with an int16 operand: also its int8 / int16 MatMul rate ratio, so
+    that ``lut16`` gives an activation its int16 result only where it pays — ``docs/tpu.md``)."""
     entries: list[Capability] = []
     base = chip.tiu_ops_per_cycle["conv"].get("int8") or max(chip.tiu_ops_per_cycle["conv"].values())
     for dt in chip.dtypes:
@@ -49,6 +50,14 @@ def capabilities_of(chip: Chip) -> TargetCapabilities:
         if mode == "INT8":
             if "int16" in chip.dtypes:
                 names = (*names, "i16")
+                # a MatMul with an int16 operand at the chip's int16 MatMul rate (its own entry,
+                # first): the ``lut16`` form weighs it per layer against its accuracy gain
+                mm = chip.tiu_ops_per_cycle["matmul"]
+                entries.append(
+                    Capability(
+                        frozenset({"top.MatMul"}), "INT8", ("i16",), "native", cost * mm["int8"] / mm["int16"]
+                    )
+                )
             for c in REFERENCE.entries:
                 if c.mode == "INT8":
                     ops = None if c.ops is None else c.ops - _FLOAT_ON_TIU

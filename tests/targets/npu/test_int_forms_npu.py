@@ -97,9 +97,12 @@ def _save(tmp_path: Path, nodes: list, inputs: list, outputs: list, inits: dict[
 S, D, F = 16, 24, 40  # sequence, hidden, FFN width
 
 
-def ffn_onnx(tmp_path: Path) -> str:
+def ffn_onnx(tmp_path: Path, gelu_outlier: float = 0.0) -> str:
     """A padded-MiniLM-like block: ``ln2(x + fc2(gelu(fc1(ln1(x)))))``, ``ln1``'s gamma with one
-    outlier channel (its output gets a ``#channel_th``, as MiniLM's)."""
+    outlier channel (its output gets a ``#channel_th``, as MiniLM's); ``gelu_outlier`` added to
+    fc1's bias of one channel gives the GELU's output an outlier (a wide range, as MiniLM's), so
+    that its 8-bit step adds far more than fc2's own rounding to fc2's result and ``lut16`` gives
+    it an int16 result on a chip whose int16 MatMul costs more (the choice per layer)."""
     from onnx import TensorProto, helper
 
     rng = np.random.default_rng(3)
@@ -111,8 +114,12 @@ def ffn_onnx(tmp_path: Path) -> str:
         "g2": np.ones(D, np.float32),
         "b2": np.zeros(D, np.float32),
         "w1": rng.normal(0, 0.3, (D, F)).astype(np.float32),
-        "c1": rng.normal(0, 0.1, (F,)).astype(np.float32),
-        "w2": rng.normal(0, 0.2, (F, D)).astype(np.float32),
+        "c1": (rng.normal(0, 0.1, (F,)) + gelu_outlier * (np.arange(F) == 7)).astype(np.float32),
+        # the outlier channel's fc2 row small: the outlier widens the GELU's range, not fc2's
+        "w2": (
+            rng.normal(0, 0.2, (F, D))
+            * np.where(np.arange(F) == 7, 0.01 if gelu_outlier else 1.0, 1.0)[:, None]
+        ).astype(np.float32),
     }
     nodes = [
         helper.make_node("LayerNormalization", ["x", "g1", "b1"], ["ln1"], name="ln1", axis=-1),
@@ -166,7 +173,7 @@ def test_int16_forms_ffn_on_the_chip(chip: str, tmp_path: Path) -> None:
     (no ``int16``) keeps the 8-bit forms, on the chip too."""
     rng = np.random.default_rng(0)
     samples = [{"x": rng.standard_normal((1, S, D)).astype(np.float32) * 2} for _ in range(4)]
-    res = _deploy(ffn_onnx(tmp_path), tmp_path, samples, chip)
+    res = _deploy(ffn_onnx(tmp_path, gelu_outlier=1000.0), tmp_path, samples, chip)
     types = _types(res)
     assert not _on_host(res, chip), res.result.placement  # type: ignore[attr-defined]
     mm_in = [str(o.operands[0].type) for o in res.module.walk_ops() if o.name == "tpu.MatMul"]  # type: ignore[attr-defined]
@@ -184,6 +191,19 @@ def test_int16_forms_ffn_on_the_chip(chip: str, tmp_path: Path) -> None:
     else:
         assert "tpu.Lut16" not in types and "tpu.Lut" in types, types
         assert not any("i16" in t for ts in types.values() for t in ts), types
+
+
+def test_lut16_keeps_an_8_bit_gelu_output_where_int16_does_not_pay(tmp_path: Path) -> None:
+    """``lnpu``'s int16 MatMul runs at half its int8 rate (its capability cost 2): a GELU whose
+    8-bit step adds little to fc2's own rounding (gain ~0.8, below ``WIDE_GAIN``) still reads
+    fc1's int16 result through a ``Lut16`` but gives fc2 an int8 input — bit-exact on the chip."""
+    rng = np.random.default_rng(0)
+    samples = [{"x": rng.standard_normal((1, S, D)).astype(np.float32) * 2} for _ in range(4)]
+    res = _deploy(ffn_onnx(tmp_path), tmp_path, samples, "lnpu")
+    assert not _on_host(res, "lnpu"), res.result.placement  # type: ignore[attr-defined]
+    assert "tpu.Lut16" in _types(res)
+    mm_in = [str(o.operands[0].type) for o in res.module.walk_ops() if o.name == "tpu.MatMul"]  # type: ignore[attr-defined]
+    assert "i16" in mm_in[0] and "i16" not in mm_in[1], mm_in  # wide_input (fc1); fc2 reads int8
 
 
 def test_a_table_that_does_not_fit_runs_on_the_host(tmp_path: Path) -> None:
