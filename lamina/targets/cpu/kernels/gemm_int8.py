@@ -646,15 +646,18 @@ class Gen:
     # the float fast forms (fast_requant / fast_residual): exact lanes, uncertain ones flagged
     def cvt_rne(self, v: Any) -> Any:
         """``<n x float>`` to ``<n x i32>`` rounded to nearest even (AVX-512: ``{rn-sae}``; AVX2:
-        the default rounding mode); out of range: ``-2**31``."""
+        ``vroundps`` with the mode in its immediate, then the truncating conversion of that integral
+        value — neither reads MXCSR, which a host program may have changed); out of range:
+        ``-2**31``."""
         n = v.type.count
         if n == 16:
             f = self.intrinsic(
                 "llvm.x86.avx512.mask.cvtps2dq.512", vt(I32, 16), [vt(F32, 16), vt(I32, 16), I16, I32]
             )
             return self.b.call(f, [v, self.cv([0] * 16), ir.Constant(I16, -1), self.c(8, I32)])
-        f = self.intrinsic("llvm.x86.avx.cvt.ps2dq.256", vt(I32, 8), [vt(F32, 8)])
-        return self.b.call(f, [v])
+        rnd = self.intrinsic("llvm.x86.avx.round.ps.256", vt(F32, 8), [vt(F32, 8), I32])
+        f = self.intrinsic("llvm.x86.avx.cvtt.ps2dq.256", vt(I32, 8), [vt(F32, 8)])
+        return self.b.call(f, [self.b.call(rnd, [v, self.c(8, I32)])])  # 8: nearest, no exception
 
     def fma(self, a: Any, x: Any, c: Any) -> Any:
         n = a.type.count
