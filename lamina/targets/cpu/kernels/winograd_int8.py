@@ -1,0 +1,534 @@
+"""Exact INT8 Winograd F(4x4, 3x3) for the INT8 3x3 stride-1 convolutions of the CPU target
+(``winograd_int8``, priority 11: over ``int8-conv`` where :meth:`WinogradInt8.matches` says it
+wins), bit-exact with ``tpu.Conv``'s ``execute``.
+
+Each 4x4 block of output pixels (a *tile*) of output channel ``n`` is ``Y = Σ_c Σ_taps d[c] w[n,c]``
+with ``d = q - zp_in`` (padding 0), computed in integer arithmetic modulo ``2**32``:
+
+* ``X' = B^T d B`` of the tile's 6x6 patch, int16 (``|X'| <= 100 max|d| <= 25500``);
+* ``W' = G' g G'^T`` with the integer ``G' = diag(4, 6, 6, 24, 24, 1) G`` (``|W'| <= 49 * 128``),
+  int16, packed at compile time;
+* ``M = Σ_c W' X'`` per position ``xi`` of the 6x6, int32 wrapping, over pairs of channels:
+  ``vpdpwssd`` (VNNI) or ``vpmaddwd`` + ``vpaddd`` (a pair's sum is below ``2**29``: no overflow);
+* ``Z = A'^T M A'`` with the integer ``A'^T = A^T diag(6, 4, 4, 1, 1, 24)``: ``Z = 576 Y mod 2**32``,
+  so ``Z * 9**-1 = 64 Y mod 2**32`` and ``Y = (Z * 9**-1) >> 6`` (arithmetic) — exact whenever
+  ``|Y| < 2**25``, which :meth:`WinogradInt8.matches` checks per output channel from the constant
+  weights (``max|d| * Σ|w[n]| < 2**25``; else the direct ``int8-conv`` runs the op).
+
+The contract's accumulator is then ``Y + bias`` (int32 wrap) and the epilogue is the direct
+kernel's (``gemm_int8.Gen``: requant, zero point, clamps / ReLU, a fused residual ``tpu.Add`` and
+``tpu.Lut``).
+
+**Schedule.** Blocks of ``R`` rows of tiles (``TW = ceil(OW / 4)`` tiles a row); the parts split the
+(image, block) pairs or, where that costs more, every block's panels of ``MR`` output channels
+(each part transforming the block's input). Per block, in the part's scratch:
+
+1. per pair of input channels: ``P``, the block's ``4R + 2`` input rows as int16 ``d`` pairs (one
+   int32 lane: the two channels), each row split by column phase mod 4 — a patch column ``j`` of
+   ``nl`` consecutive tiles is then one vector load — then ``V[xi][c/2][t] = X'`` for the block's
+   tiles ``t = r * TW + tw`` (lanes along tiles; the lanes past a tile row's end are overwritten by
+   the next row or land in slack);
+2. per panel: ``M[xi] = W'[xi] x V[xi]`` (36 GEMMs of ``MR`` x ``NV`` vector register tiles over
+   ``C/2`` channel pairs, the weights broadcast pairs) into a per-part buffer, then per channel and
+   vector of tiles the output transform, the epilogue on the 4x4 values of the ``nl`` tiles, each
+   output row's four columns interleaved into ``4 nl`` consecutive bytes, a store masked at the
+   row's end (and rows past the output).
+
+3x3, stride 1, dilation 1, one group, pads at most 1 each side; 8-bit storage, as ``int8-conv``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from llvmlite import ir
+
+from .abi import Isa, KernelPlan, Template
+from .gemm_int8 import (
+    BUFFERS,
+    I8,
+    I16,
+    I32,
+    I64,
+    ConvGeom,
+    Gen,
+    Int8Conv,
+    LutFusion,
+    QuantInfo,
+    _fused_key,
+    _scalars,
+    _set_fast,
+    _tables,
+    _with_lut,
+    fast_shift,
+    lanes,
+    residual32,
+    vnni,
+    vt,
+)
+
+__all__ = ["WinogradInt8", "winograd_weights", "exact_bound", "BOUND"]
+
+#: ``B^T`` of F(4x4, 3x3)
+BT = np.array(
+    [
+        [4, 0, -5, 0, 1, 0],
+        [0, -4, -4, 1, 1, 0],
+        [0, 4, -4, -1, 1, 0],
+        [0, -2, -1, 2, 1, 0],
+        [0, 2, -1, -2, 1, 0],
+        [0, 4, 0, -5, 0, 1],
+    ],
+    np.int64,
+)
+#: the integer ``G' = diag(4, 6, 6, 24, 24, 1) G``
+GI = np.array([[1, 0, 0], [-1, -1, -1], [-1, 1, -1], [1, 2, 4], [1, -2, 4], [0, 0, 1]], np.int64)
+#: the integer ``A'^T = A^T diag(6, 4, 4, 1, 1, 24)``: ``A'^T (G' g G'^T . X') A' = 576 Y``
+ATI = np.array([[6, 4, 4, 1, 1, 0], [0, 4, -4, 2, -2, 0], [0, 4, 4, 4, 4, 0], [0, 4, -4, 8, -8, 24]], np.int64)
+INV9 = pow(9, -1, 1 << 32)
+#: ``|Y| < BOUND`` makes ``(Z * 9**-1) >> 6`` exact
+BOUND = 1 << 25
+
+#: the most bytes of a block's transformed input ``V`` (read again by every panel)
+V_BYTES = 512 * 1024
+#: the block's tiles aimed at
+COLS = 128
+
+
+def winograd_weights(w: np.ndarray) -> np.ndarray:
+    """``W'[xi][n][c]`` (``xi = 6a + b``, int16) of int8 weights ``w[n][c][3][3]``."""
+    u = np.einsum("ak,nckl,bl->abnc", GI, w.astype(np.int64), GI)
+    assert np.abs(u).max(initial=0) <= 32767
+    return np.ascontiguousarray(u.reshape(36, w.shape[0], w.shape[1]).astype(np.int16))
+
+
+def dmax(q: QuantInfo) -> int:
+    """The largest ``|q - zp_in|`` of the input's storage."""
+    if q.in_signed:
+        return max(128 + q.zp_in, 127 - q.zp_in)
+    return max(q.zp_in, 255 - q.zp_in)
+
+
+def exact_bound(q: QuantInfo, cout: int) -> np.ndarray:
+    """Per output channel, the bound ``max|d| * Σ|w[n]|`` of ``|Y|``."""
+    w = np.abs(q.weight.reshape(cout, -1).astype(np.int64)).sum(axis=1)
+    return dmax(q) * w
+
+
+def _tile(isa: Isa) -> tuple[int, int]:
+    """The GEMM's register tile ``(MR, NV)``: output channels x vectors of tiles."""
+    if isa.vector_bytes == 64:
+        return (8, 3) if vnni(isa) else (4, 3)
+    return (4, 2)
+
+
+def _geometry(op: Any) -> tuple[ConvGeom, QuantInfo] | None:
+    r = Int8Conv()._geo(op)
+    if r is None:
+        return None
+    g, q = r
+    if (g.kh, g.kw, g.sh, g.sw, g.dh, g.dw, g.groups) != (3, 3, 1, 1, 1, 1, 1):
+        return None
+    pb, pr = g.oh + 2 - g.ih - g.pt, g.ow + 2 - g.iw - g.pl
+    if any(not 0 <= p <= 1 for p in (g.pt, g.pl, pb, pr)):
+        return None
+    if dmax(q) * 100 > 32767:
+        return None
+    return g, q
+
+
+def _layout(geo: ConvGeom, isa: Isa) -> dict[str, Any]:
+    nl = lanes(isa)
+    mr, nv = _tile(isa)
+    th, tw = -(-geo.oh // 4), -(-geo.ow // 4)
+    twv = -(-tw // nl)  # vectors of tiles per tile row
+    groups = -(-(tw + 1) // nl)  # packed groups of 4 * nl columns per P row
+    tws = max(groups * nl, twv * nl + 1)  # int32 entries per phase of a P row
+    cp = -(-geo.cin // 2)
+
+    def vcols_of(r: int) -> int:
+        cols = r * tw
+        return max(-(-cols // nl) * nl, (r - 1) * tw + twv * nl)
+
+    best = None
+    for r in range(1, th + 1):
+        cols = r * tw
+        if r > 1 and 144 * cp * vcols_of(r) > V_BYTES:
+            break
+        waste = 1 - cols / (-(-cols // nl) * nl) + (-(-th // r) * r - th) / th
+        key = (round(waste, 2), abs(cols - COLS))
+        if best is None or key < best[0]:
+            best = (key, r)
+    assert best is not None
+    r = best[1]
+    cols = r * tw
+    vcols = vcols_of(r)
+    p_bytes = (4 * r + 2) * 4 * tws * 4
+    t_bytes = 2 * groups * 4 * nl
+    v_bytes = 36 * cp * vcols * 4
+    m_bytes = 36 * mr * vcols * 4
+
+    def up(v: int) -> int:
+        return -(-v // 64) * 64
+
+    return dict(
+        nl=nl,
+        mr=mr,
+        nv=nv,
+        th=th,
+        tw=tw,
+        twv=twv,
+        groups=groups,
+        tws=tws,
+        cp=cp,
+        r=r,
+        cols=cols,
+        nvec=-(-cols // nl),
+        nblk=-(-th // r),
+        vcols=vcols,
+        panels=-(-geo.cout // mr),
+        p_off=0,
+        t_off=up(p_bytes),
+        v_off=up(p_bytes) + up(t_bytes),
+        m_off=up(p_bytes) + up(t_bytes) + up(v_bytes),
+        scratch=up(p_bytes) + up(t_bytes) + up(v_bytes) + up(m_bytes),
+    )
+
+
+def _pack_weights(w: np.ndarray, cout: int, cin: int, mr: int, panels: int) -> np.ndarray:
+    """``W'`` as the GEMM reads it: ``[36][panel][C/2][MR][2]`` int16 (zero rows and channels pad)."""
+    u = winograd_weights(w.reshape(cout, cin, 3, 3))
+    cp = -(-cin // 2)
+    up = np.zeros((36, panels * mr, 2 * cp), np.int16)
+    up[:, :cout, :cin] = u
+    up = up.reshape(36, panels, mr, cp, 2).transpose(0, 1, 3, 2, 4)
+    return np.ascontiguousarray(up).reshape(-1)
+
+
+class WinogradInt8(LutFusion, Template):
+    name = "winograd_int8"
+    priority = 11
+    residual = True
+
+    #: the smallest layers it runs (measured against ``int8-conv``, ``benchmarks/cpu_int8_kernels.py``)
+    MIN_CIN = 16
+    MIN_COUT = 16
+    MIN_OW = 8
+
+    def matches(self, op: Any, isa: Isa) -> bool:
+        r = _geometry(op)
+        if r is None:
+            return False
+        geo, q = r
+        if geo.cin < self.MIN_CIN or geo.cout < self.MIN_COUT or geo.ow < self.MIN_OW:
+            return False
+        return bool(np.all(exact_bound(q, geo.cout) < BOUND))
+
+    def ir_key(self, op: Any, isa: Isa) -> tuple[Any, ...]:
+        """Ops of equal keys get the same function but for its name (as ``Int8Conv.ir_key``)."""
+        r = _geometry(op)
+        assert r is not None
+        return (self.name, repr(r[0]), _scalars(r[1]), _fused_key(op, r[1]), isa)
+
+    def code_key(self, op: Any, plan: KernelPlan, isa: Isa) -> Any:
+        """:meth:`ir_key`: the compiler's code key (``kernels/codekey.py``)."""
+        return self.ir_key(op, isa)
+
+    def plan(self, op: Any, symbol: str, isa: Isa) -> KernelPlan:
+        r = _geometry(op)
+        assert r is not None
+        geo, q = r
+        assert np.all(exact_bound(q, geo.cout) < BOUND), "a channel's |Y| may reach 2**25"
+        lay = _layout(geo, isa)
+        mr, panels = lay["mr"], lay["panels"]
+        weights = {
+            "w": _pack_weights(q.weight, geo.cout, geo.cin, mr, panels),
+            **_tables(q, np.zeros(geo.cout, np.int64), panels * mr),
+        }
+        macs = geo.batch * geo.cout * geo.oh * geo.ow * geo.cin * 9
+        nbytes = int(np.prod(op.operands[0].type.shape)) + int(np.prod(op.results[0].type.shape))
+        nbytes += weights["w"].nbytes
+        return _with_lut(op, symbol, list(BUFFERS), weights, lay["scratch"], macs, nbytes, q=q)
+
+    def emit(self, module: Any, plan: KernelPlan, op: Any, isa: Isa) -> None:
+        r = _geometry(op)
+        assert r is not None
+        geo, q = r
+        lay = _layout(geo, isa)
+        gen = Gen(module, plan.symbol, len(plan.buffers), isa)
+        _emit(gen, plan, op, geo, q, lay)
+
+
+def _emit(gen: Gen, plan: KernelPlan, op: Any, geo: ConvGeom, q: QuantInfo, lay: dict[str, Any]) -> None:
+    b = gen.b
+    c = gen.c
+    nl, mr, nv = lay["nl"], lay["mr"], lay["nv"]
+    tw, twv, tws, cp_n, rr_, nblk = lay["tw"], lay["twv"], lay["tws"], lay["cp"], lay["r"], lay["nblk"]
+    vcols, panels, th, groups = lay["vcols"], lay["panels"], lay["th"], lay["groups"]
+    cin, cout, h, w, oh, ow = geo.cin, geo.cout, geo.ih, geo.iw, geo.oh, geo.ow
+    x, wp, ct, mt, st_, out, scr = gen.std_bufs(plan, q.out_signed, op)
+    gen.fast_shift = fast_shift(q)
+    gen.res32 = residual32(gen.res[2], q) if gen.res is not None else None
+    _set_fast(gen, q, gen.isa)
+    i32p = I32.as_pointer()
+    ct, mt, st_ = (b.bitcast(v, i32p) for v in (ct, mt, st_))
+    rtab = b.bitcast(gen.res[1], i32p) if gen.res is not None else None
+    base = b.gep(scr, [b.mul(gen.part, c(plan.scratch_bytes))])
+    pbuf = base
+    tbuf = b.gep(base, [c(lay["t_off"])])
+    vbuf = b.gep(base, [c(lay["v_off"])])
+    mbuf = b.gep(base, [c(lay["m_off"])])
+    memcpy = gen.intrinsic("llvm.memcpy.p0.p0.i64", ir.VoidType(), [gen.bufs[0].type] * 2 + [I64, ir.IntType(1)])
+    v16 = vt(I16, 2 * nl)
+    v32 = vt(I32, nl)
+    tlen = groups * 4 * nl  # bytes of a channel's padded row
+
+    def add(*vals: Any) -> Any:
+        """The sum of i64 values and ints (ints folded)."""
+        k = sum(v for v in vals if isinstance(v, int))
+        vs = [v for v in vals if not isinstance(v, int)]
+        if not vs:
+            return k
+        a = vs[0]
+        for v in vs[1:]:
+            a = b.add(a, v)
+        return b.add(a, c(k)) if k else a
+
+    def mul(a: Any, k: int) -> Any:
+        return a * k if isinstance(a, int) else b.mul(a, c(k))
+
+    def lincomb(coefs: Any, vals: list[Any]) -> Any:
+        """``Σ coef * val`` of integer vectors (constant coefficients; wrapping)."""
+        acc = None
+        for k, v in zip(coefs, vals):
+            k = int(k)
+            if k == 0:
+                continue
+            n = v.type.count
+            ety = v.type.element
+            t = v if abs(k) == 1 else b.mul(v, ir.Constant(vt(ety, n), [abs(k)] * n))
+            if acc is None:
+                acc = t if k > 0 else b.sub(ir.Constant(vt(ety, n), [0] * n), t)
+            else:
+                acc = b.add(acc, t) if k > 0 else b.sub(acc, t)
+        assert acc is not None
+        return acc
+
+    def transform(mat: np.ndarray, vals: list[list[Any]]) -> list[list[Any]]:
+        """``mat @ vals @ mat^T`` of a square grid of vectors."""
+        rows = [[lincomb(mat[a], [vals[i][j] for i in range(len(vals))]) for j in range(len(vals[0]))]
+                for a in range(mat.shape[0])]  # fmt: skip
+        return [[lincomb(mat[bb], rows[a]) for bb in range(mat.shape[0])] for a in range(mat.shape[0])]
+
+    zp_byte = ((q.zp_in + 128) & 0xFF) - 128
+    zfill = gen.cv([zp_byte] * (4 * nl), I8)
+    zp16 = gen.cv([q.zp_in] * (4 * nl), I16)
+
+    def block(unit: Any, _: list[Any]) -> None:
+        img = b.udiv(unit, c(nblk))
+        blk = b.urem(unit, c(nblk))
+        t0 = b.mul(blk, c(rr_))
+        nrows = gen.smin(c(rr_), b.sub(c(th), t0))
+        x_img = b.gep(x, [b.mul(img, c(cin * h * w))])
+
+        # 1. per channel pair: P (the padded rows, d = q - zp as int16 pairs, by column phase),
+        #    then V = B^T d B of the block's tiles
+        def chpair(cpi: Any, _: list[Any]) -> None:
+            c0 = b.mul(cpi, c(2))
+
+            def prow(rr: Any, _: list[Any]) -> None:
+                ih = b.sub(add(b.mul(t0, c(4)), rr), c(geo.pt))
+                inside = b.and_(b.icmp_signed(">=", ih, c(0)), b.icmp_signed("<", ih, c(h)))
+                for k in range(2):
+                    for g in range(groups):
+                        gen.store(zfill, tbuf, k * tlen + g * 4 * nl)
+                    ch = add(c0, k)
+                    ok = inside if k == 0 else b.and_(inside, b.icmp_signed("<", ch, c(cin)))
+
+                    def copy(ch: Any = ch, k: int = k) -> None:
+                        src = b.gep(x_img, [add(b.mul(ch, c(h * w)), b.mul(ih, c(w)))])
+                        dst = b.gep(tbuf, [c(k * tlen + geo.pl)])
+                        b.call(memcpy, [dst, src, c(w), ir.Constant(ir.IntType(1), 0)])
+
+                    gen.when(ok, copy)
+                prow_base = b.gep(pbuf, [b.mul(rr, c(4 * tws * 4))])
+                for g in range(groups):
+                    ab = [gen.load(tbuf, k * tlen + g * 4 * nl, vt(I8, 4 * nl)) for k in range(2)]
+                    ext = (lambda v: b.sext(v, vt(I16, 4 * nl))) if q.in_signed else (
+                        lambda v: b.zext(v, vt(I16, 4 * nl)))  # fmt: skip
+                    d0, d1 = (b.sub(ext(v), zp16) if q.zp_in else ext(v) for v in ab)
+                    for ph in range(4):
+                        idx = [4 * (e // 2) + ph + (4 * nl if e % 2 else 0) for e in range(2 * nl)]
+                        gen.store(b.shuffle_vector(d0, d1, gen.cv(idx)), prow_base, (ph * tws + g * nl) * 4)
+
+            gen.loop(0, add(b.mul(nrows, c(4)), 2), prow)
+
+            def trow(rl: Any, _: list[Any]) -> None:
+                def vec(v: Any, _: list[Any]) -> None:
+                    d = [
+                        [
+                            gen.load(
+                                pbuf,
+                                add(b.mul(add(b.mul(rl, c(4)), i), c(4 * tws * 4)),
+                                    ((j % 4) * tws + j // 4) * 4, b.mul(v, c(nl * 4))),
+                                v16,
+                            )
+                            for j in range(6)
+                        ]
+                        for i in range(6)
+                    ]  # fmt: skip
+                    xs = transform(BT, d)
+                    col = add(b.mul(rl, c(tw)), b.mul(v, c(nl)))
+                    for a in range(6):
+                        for bb in range(6):
+                            xi = 6 * a + bb
+                            off = b.mul(add(b.mul(cpi, c(vcols)), col, xi * cp_n * vcols), c(4))
+                            gen.store(xs[a][bb], vbuf, off)
+
+                gen.loop(0, twv, vec)
+
+            gen.loop(0, nrows, trow)
+
+        gen.loop(0, cp_n, chpair)
+
+        # 2. per panel: M = W' x V (36 GEMMs), then the output transform and the epilogue
+        def panel(p: Any, _: list[Any]) -> None:
+            def gemm(xi: Any, _: list[Any]) -> None:
+                wbase = b.gep(wp, [b.mul(add(b.mul(xi, c(panels)), p), c(cp_n * mr * 4))])
+                vrow = b.gep(vbuf, [b.mul(xi, c(cp_n * vcols * 4))])
+                mrow = b.gep(mbuf, [b.mul(xi, c(mr * vcols * 4))])
+
+                def ctile(g: Any, nvt: int) -> None:
+                    col0 = mul(g, nv * nl)
+
+                    def kstep(k: Any, accs: list[Any]) -> list[Any]:
+                        vb = b.gep(vrow, [b.mul(add(b.mul(k, c(vcols)), col0), c(4))])
+                        vv = [gen.load(vb, j * nl * 4, v32) for j in range(nvt)]
+                        wb = b.gep(wbase, [b.mul(k, c(mr * 4))])
+                        accs = list(accs)
+                        for m in range(mr):
+                            wv = gen.splat(gen.load(wb, m * 4, I32, align=4), nl)
+                            for j in range(nvt):
+                                accs[m * nvt + j] = gen.pmadd(vv[j], wv, accs[m * nvt + j])
+                        return accs
+
+                    zero = gen.cv([0] * nl)
+                    accs = gen.loop(0, cp_n, kstep, [zero] * (mr * nvt))
+                    for m in range(mr):
+                        for j in range(nvt):
+                            gen.store(accs[m * nvt + j], mrow, mul(add(m * vcols, col0, j * nl), 4))
+
+                full = lay["nvec"] // nv
+                if full:
+                    gen.loop(0, full, lambda g, _: ctile(g, nv))
+                if lay["nvec"] % nv:
+                    ctile(full, lay["nvec"] % nv)
+
+            gen.loop(0, 36, gemm)
+            rows = gen.smin(c(mr), b.sub(c(cout), b.mul(p, c(mr))))
+
+            def chan(m: Any, _: list[Any]) -> None:
+                co = add(b.mul(p, c(mr)), m)
+                bias = gen.splat(b.load(b.gep(ct, [co])), nl)
+                mu = gen.splat(b.load(b.gep(mt, [co])), nl)
+                sh = gen.splat(b.load(b.gep(st_, [co])), nl)
+                plane = b.mul(add(b.mul(img, c(cout)), co), c(oh * ow))
+                obase = b.gep(out, [plane])
+                am = rm = ash = c32 = fc = None
+                rbase = None
+                if gen.res is not None and rtab is not None:
+                    rbase = b.gep(gen.res[0], [plane])
+                    if gen.res32 is not None:
+                        c32 = gen.res32_consts(nl)
+                        if gen.fast2 is not None:
+                            fc = gen.res_fast_consts(nl)
+                    else:
+                        am, rm, ash = (
+                            gen.splat(b.load(b.gep(rtab, [add(co, j * cout)])), nl) for j in range(3)
+                        )
+                mrow = b.gep(mbuf, [b.mul(m, c(vcols * 4))])
+
+                def orow(rl: Any, _: list[Any]) -> None:
+                    tr = add(t0, rl)
+
+                    def vec(v: Any, _: list[Any]) -> None:
+                        col = add(b.mul(rl, c(tw)), b.mul(v, c(nl)))
+                        mb = b.gep(mrow, [b.mul(col, c(4))])
+                        mm = [[gen.load(mb, (6 * a + bb) * mr * vcols * 4, v32) for bb in range(6)]
+                              for a in range(6)]  # fmt: skip
+                        zs = transform(ATI, mm)
+                        inv9 = gen.cv([INV9 - (1 << 32) if INV9 >= 1 << 31 else INV9] * nl)
+                        six = gen.cv([6] * nl)
+                        lim = b.trunc(b.sub(c(ow), b.mul(v, c(4 * nl))), I32)
+                        for i in range(4):
+                            accs = [b.add(b.ashr(b.mul(zs[i][j], inv9), six), bias) for j in range(4)]
+                            ohv = add(b.mul(tr, c(4)), i)
+                            li = b.select(b.icmp_signed("<", ohv, c(oh)), lim, ir.Constant(I32, 0))
+                            mask = b.icmp_signed("<", gen.iota(4 * nl), gen.splat(li, 4 * nl))
+                            off = add(b.mul(ohv, c(ow)), b.mul(v, c(4 * nl)))
+                            rs: list[Any] = []
+                            if rbase is not None:
+                                rv = gen.masked_load(rbase, off, mask, gen.cv([0] * (4 * nl), I8))
+                                rs = [b.shuffle_vector(rv, rv, gen.cv([4 * t + j for t in range(nl)]))
+                                      for j in range(4)]  # fmt: skip
+
+                            def exact(accs: list[Any] = accs, rs: list[Any] = rs) -> list[Any]:
+                                ys = []
+                                for j in range(4):
+                                    y = gen.requant(accs[j], None, mu, sh, q, lut=False, raw=gen.res is not None)
+                                    if gen.res is not None:
+                                        y = gen.add_residual(y, rs[j], am, rm, ash, q, consts=c32, lut=False)
+                                    ys.append(y)
+                                return ys
+
+                            if fc is not None and gen.fast1 is not None:
+                                ys = gen.fast_requant_residual(accs, rs, mu, sh, q, fc, exact)
+                            else:
+                                ys = exact()
+                            y01 = b.shuffle_vector(ys[0], ys[1], gen.iota(2 * nl))
+                            y23 = b.shuffle_vector(ys[2], ys[3], gen.iota(2 * nl))
+                            yrow = b.shuffle_vector(
+                                y01, y23, gen.cv([(e % 4) * nl + e // 4 for e in range(4 * nl)])
+                            )
+                            yrow = gen.apply_luts([yrow])[0]
+                            gen.masked_store(yrow, obase, off, mask)
+
+                    gen.loop(0, twv, vec)
+
+                gen.loop(0, nrows, orow)
+
+            gen.loop(0, rows, chan)
+
+        gen.loop(p_lo, p_hi, panel)
+
+    units = geo.batch * nblk
+    lo, hi, p_lo, p_hi = _share(gen, units, panels, 1.0)
+    gen.loop(lo, hi, block)
+    b.ret_void()
+
+
+def _share(gen: Gen, units: int, panels: int, overhead: float) -> tuple[Any, Any, Any, Any]:
+    """This part's units ``[u_lo, u_hi)`` and panels ``[p_lo, p_hi)`` (as
+    ``gemm_f32.Fn.share_units_or_panels``): the units split between the parts unless splitting every
+    unit's panels costs less (each part then repeating the unit's ``overhead`` panels of work)."""
+    b, c = gen.b, gen.c
+    np_ = gen.nparts
+    scale = 16
+    ov = round(overhead * scale)
+    per_u = b.udiv(b.add(c(units), b.sub(np_, c(1))), np_)
+    per_p = b.udiv(b.add(c(panels), b.sub(np_, c(1))), np_)
+    cost_u = b.mul(per_u, c(panels * scale + ov))
+    cost_p = b.mul(c(units), b.add(b.mul(per_p, c(scale)), c(ov)))
+    by_p = b.icmp_signed("<", cost_p, cost_u)
+    u_lo, u_hi = gen.part_range(units)
+    p_lo, p_hi = gen.part_range(panels)
+    return (
+        b.select(by_p, c(0), u_lo),
+        b.select(by_p, c(units), u_hi),
+        b.select(by_p, p_lo, c(0)),
+        b.select(by_p, p_hi, c(panels)),
+    )
+
+
+#: this module's templates (registered by :mod:`lamina.targets.cpu.kernels`)
+TEMPLATES: list[Template] = [WinogradInt8()]
