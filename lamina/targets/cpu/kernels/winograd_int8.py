@@ -93,6 +93,9 @@ BOUND = 1 << 25
 V_BYTES = 512 * 1024
 #: the block's tiles aimed at
 COLS = 128
+#: the most bytes of padded input rows packed before their transform
+P_BYTES = 16 * 1024
+SKIP: set[str] = set()
 
 
 def winograd_weights(w: np.ndarray) -> np.ndarray:
@@ -141,30 +144,32 @@ def _layout(geo: ConvGeom, isa: Isa) -> dict[str, Any]:
     nl = lanes(isa)
     mr, nv = _tile(isa)
     th, tw = -(-geo.oh // 4), -(-geo.ow // 4)
-    twv = -(-tw // nl)  # vectors of tiles per tile row
-    groups = -(-(tw + 1) // nl)  # packed groups of 4 * nl columns per P row
-    tws = max(groups * nl, twv * nl + 1)  # int32 entries per phase of a P row
+    groups = -(-(tw + 1) // nl)  # packed groups of 4 * nl columns per input row
     cp = -(-geo.cin // 2)
-
-    def vcols_of(r: int) -> int:
-        cols = r * tw
-        return max(-(-cols // nl) * nl, (r - 1) * tw + twv * nl)
 
     best = None
     for r in range(1, th + 1):
         cols = r * tw
-        if r > 1 and 144 * cp * vcols_of(r) > V_BYTES:
+        nvec = -(-cols // nl)
+        if r > 1 and 144 * cp * nvec * nl > V_BYTES:
             break
-        waste = 1 - cols / (-(-cols // nl) * nl) + (-(-th // r) * r - th) / th
+        # lanes computed for nothing (the block's last vector, the last block's missing rows),
+        # then blocks of about COLS tiles
+        waste = (-(-th // r) * nvec * nl - th * tw) / (th * tw)
         key = (round(waste, 2), abs(cols - COLS))
         if best is None or key < best[0]:
             best = (key, r)
     assert best is not None
     r = best[1]
     cols = r * tw
-    vcols = vcols_of(r)
-    p_bytes = (4 * r + 2) * 4 * tws * 4
-    t_bytes = 2 * groups * 4 * nl
+    nvec = -(-cols // nl)
+    vcols = nvec * nl
+    # P: per channel pair, 36 planes (patch row i, column j) of the block's tiles, 16 entries
+    # before each (a shifted store's first lane) and slack after (a row's last group)
+    plane = 16 + -(-max((r - 1) * tw + groups * nl, vcols) // 16) * 16
+    p_cp = 36 * plane * 4
+    cpc = max(1, min(cp, P_BYTES // p_cp))  # channel pairs packed at a time
+    p_bytes = cpc * p_cp
     v_bytes = 36 * cp * vcols * 4
     m_bytes = 36 * mr * vcols * 4
 
@@ -177,21 +182,20 @@ def _layout(geo: ConvGeom, isa: Isa) -> dict[str, Any]:
         nv=nv,
         th=th,
         tw=tw,
-        twv=twv,
         groups=groups,
-        tws=tws,
         cp=cp,
         r=r,
         cols=cols,
-        nvec=-(-cols // nl),
+        nvec=nvec,
         nblk=-(-th // r),
         vcols=vcols,
+        plane=plane,
         panels=-(-geo.cout // mr),
-        p_off=0,
-        t_off=up(p_bytes),
-        v_off=up(p_bytes) + up(t_bytes),
-        m_off=up(p_bytes) + up(t_bytes) + up(v_bytes),
-        scratch=up(p_bytes) + up(t_bytes) + up(v_bytes) + up(m_bytes),
+        p_cp=p_cp,
+        cpc=cpc,
+        v_off=up(p_bytes),
+        m_off=up(p_bytes) + up(v_bytes),
+        scratch=up(p_bytes) + up(v_bytes) + up(m_bytes),
     )
 
 
@@ -263,8 +267,10 @@ def _emit(gen: Gen, plan: KernelPlan, op: Any, geo: ConvGeom, q: QuantInfo, lay:
     b = gen.b
     c = gen.c
     nl, mr, nv = lay["nl"], lay["mr"], lay["nv"]
-    tw, twv, tws, cp_n, rr_, nblk = lay["tw"], lay["twv"], lay["tws"], lay["cp"], lay["r"], lay["nblk"]
+    tw, cp_n, rr_, nblk = lay["tw"], lay["cp"], lay["r"], lay["nblk"]
+    nseg = (nl - 1) // tw + 2  # tile rows a vector of tiles spans, at most
     vcols, panels, th, groups = lay["vcols"], lay["panels"], lay["th"], lay["groups"]
+    cpc = lay["cpc"]
     cin, cout, h, w, oh, ow = geo.cin, geo.cout, geo.ih, geo.iw, geo.oh, geo.ow
     x, wp, ct, mt, st_, out, scr = gen.std_bufs(plan, q.out_signed, op)
     gen.fast_shift = fast_shift(q)
@@ -275,13 +281,10 @@ def _emit(gen: Gen, plan: KernelPlan, op: Any, geo: ConvGeom, q: QuantInfo, lay:
     rtab = b.bitcast(gen.res[1], i32p) if gen.res is not None else None
     base = b.gep(scr, [b.mul(gen.part, c(plan.scratch_bytes))])
     pbuf = base
-    tbuf = b.gep(base, [c(lay["t_off"])])
     vbuf = b.gep(base, [c(lay["v_off"])])
     mbuf = b.gep(base, [c(lay["m_off"])])
-    memcpy = gen.intrinsic("llvm.memcpy.p0.p0.i64", ir.VoidType(), [gen.bufs[0].type] * 2 + [I64, ir.IntType(1)])
     v16 = vt(I16, 2 * nl)
     v32 = vt(I32, nl)
-    tlen = groups * 4 * nl  # bytes of a channel's padded row
 
     def add(*vals: Any) -> Any:
         """The sum of i64 values and ints (ints folded)."""
@@ -320,6 +323,11 @@ def _emit(gen: Gen, plan: KernelPlan, op: Any, geo: ConvGeom, q: QuantInfo, lay:
                 for a in range(mat.shape[0])]  # fmt: skip
         return [[lincomb(mat[bb], rows[a]) for bb in range(mat.shape[0])] for a in range(mat.shape[0])]
 
+    ext = (lambda v: b.sext(v, vt(I16, 4 * nl))) if q.in_signed else (lambda v: b.zext(v, vt(I16, 4 * nl)))
+    first_off = ir.Constant(vt(ir.IntType(1), nl), [0] + [1] * (nl - 1))
+    plane = lay["plane"]
+    inv9 = gen.cv([INV9 - (1 << 32) if INV9 >= 1 << 31 else INV9] * nl)
+    six = gen.cv([6] * nl)
     zp_byte = ((q.zp_in + 128) & 0xFF) - 128
     zfill = gen.cv([zp_byte] * (4 * nl), I8)
     zp16 = gen.cv([q.zp_in] * (4 * nl), I16)
@@ -329,67 +337,81 @@ def _emit(gen: Gen, plan: KernelPlan, op: Any, geo: ConvGeom, q: QuantInfo, lay:
         blk = b.urem(unit, c(nblk))
         t0 = b.mul(blk, c(rr_))
         nrows = gen.smin(c(rr_), b.sub(c(th), t0))
+        nvb = b.udiv(add(b.mul(nrows, c(tw)), nl - 1), c(nl))  # vectors of the block's tiles
         x_img = b.gep(x, [b.mul(img, c(cin * h * w))])
 
         # 1. per channel pair: P (the padded rows, d = q - zp as int16 pairs, by column phase),
         #    then V = B^T d B of the block's tiles
-        def chpair(cpi: Any, _: list[Any]) -> None:
+        def pack(cpi: Any, _: list[Any]) -> None:
             c0 = b.mul(cpi, c(2))
+            pb_ = b.gep(pbuf, [b.mul(b.urem(cpi, c(cpc)), c(lay["p_cp"]))])
 
-            def prow(rr: Any, _: list[Any]) -> None:
-                ih = b.sub(add(b.mul(t0, c(4)), rr), c(geo.pt))
-                inside = b.and_(b.icmp_signed(">=", ih, c(0)), b.icmp_signed("<", ih, c(h)))
-                for k in range(2):
+            def tile_row(rl: Any, _: list[Any]) -> None:
+                for i in range(6):
+                    ih = b.sub(add(b.mul(add(t0, rl), c(4)), i), c(geo.pt))
+                    inside = b.and_(b.icmp_signed(">=", ih, c(0)), b.icmp_signed("<", ih, c(h)))
+                    ihc = gen.smin(gen.smax(ih, c(0)), c(h - 1))
+                    ab = []
+                    for k in range(2):
+                        ch = gen.smin(add(c0, k), c(cin - 1))
+                        ok = inside if k == 0 else b.and_(inside, b.icmp_signed("<", add(c0, k), c(cin)))
+                        # the row's bytes from column -pl on, zp outside the image (masked lanes
+                        # not read)
+                        src = b.gep(x_img, [add(b.mul(ch, c(h * w)), b.mul(ihc, c(w)), -geo.pl)])
+                        vs = []
+                        for g in range(groups):
+                            on = [1 if 0 <= g * 4 * nl + e - geo.pl < w else 0 for e in range(4 * nl)]
+                            if not any(on):
+                                vs.append(zfill)
+                                continue
+                            mask = ir.Constant(vt(ir.IntType(1), 4 * nl), on)
+                            v = gen.load(src, g * 4 * nl, vt(I8, 4 * nl)) if all(on) else gen.masked_load(
+                                src, g * 4 * nl, mask, zfill)  # fmt: skip
+                            vs.append(b.select(ok, v, zfill))
+                        ab.append(vs)
+                    # column 4 tw + j of tile (rl, tw) to plane (i, j) at rl * TW + tw: phase j of
+                    # the 4 nl columns of group g for j < 4, phase j - 4 one tile left for j >= 4
+                    # (its first lane in the previous row's slot when g = 0: not stored). Rows in
+                    # order: a row's lanes past its end land in the next rows' slots, rewritten.
+                    tb = add(b.mul(rl, c(tw)), 16)
                     for g in range(groups):
-                        gen.store(zfill, tbuf, k * tlen + g * 4 * nl)
-                    ch = add(c0, k)
-                    ok = inside if k == 0 else b.and_(inside, b.icmp_signed("<", ch, c(cin)))
+                        d0, d1 = (b.sub(ext(ab[k][g]), zp16) if q.zp_in else ext(ab[k][g]) for k in range(2))
+                        for ph in range(4):
+                            idx = [4 * (e // 2) + ph + (4 * nl if e % 2 else 0) for e in range(2 * nl)]
+                            val = b.bitcast(b.shuffle_vector(d0, d1, gen.cv(idx)), v32)
+                            gen.store(val, pb_, mul(add(tb, (6 * i + ph) * plane + g * nl), 4))
+                            if ph < 2:
+                                off = mul(add(tb, (6 * i + 4 + ph) * plane + g * nl - 1), 4)
+                                if g == 0:
+                                    gen.masked_store(val, pb_, off, first_off)
+                                else:
+                                    gen.store(val, pb_, off)
 
-                    def copy(ch: Any = ch, k: int = k) -> None:
-                        src = b.gep(x_img, [add(b.mul(ch, c(h * w)), b.mul(ih, c(w)))])
-                        dst = b.gep(tbuf, [c(k * tlen + geo.pl)])
-                        b.call(memcpy, [dst, src, c(w), ir.Constant(ir.IntType(1), 0)])
+            gen.loop(0, nrows, tile_row)
 
-                    gen.when(ok, copy)
-                prow_base = b.gep(pbuf, [b.mul(rr, c(4 * tws * 4))])
-                for g in range(groups):
-                    ab = [gen.load(tbuf, k * tlen + g * 4 * nl, vt(I8, 4 * nl)) for k in range(2)]
-                    ext = (lambda v: b.sext(v, vt(I16, 4 * nl))) if q.in_signed else (
-                        lambda v: b.zext(v, vt(I16, 4 * nl)))  # fmt: skip
-                    d0, d1 = (b.sub(ext(v), zp16) if q.zp_in else ext(v) for v in ab)
-                    for ph in range(4):
-                        idx = [4 * (e // 2) + ph + (4 * nl if e % 2 else 0) for e in range(2 * nl)]
-                        gen.store(b.shuffle_vector(d0, d1, gen.cv(idx)), prow_base, (ph * tws + g * nl) * 4)
+        def trans(cpi: Any, _: list[Any]) -> None:
+            pb_ = b.gep(pbuf, [b.mul(b.urem(cpi, c(cpc)), c(lay["p_cp"]))])
 
-            gen.loop(0, add(b.mul(nrows, c(4)), 2), prow)
+            def vec(v: Any, _: list[Any]) -> None:
+                d = [[gen.load(pb_, mul(add(b.mul(v, c(nl)), (6 * i + j) * plane + 16), 4), v16, align=4 * nl)
+                      for j in range(6)] for i in range(6)]  # fmt: skip
+                xs = transform(BT, d)
+                for a in range(6):
+                    for bb in range(6):
+                        off = mul(add(b.mul(cpi, c(vcols)), b.mul(v, c(nl)), (6 * a + bb) * cp_n * vcols), 4)
+                        gen.store(xs[a][bb], vbuf, off, align=4 * nl)
 
-            def trow(rl: Any, _: list[Any]) -> None:
-                def vec(v: Any, _: list[Any]) -> None:
-                    d = [
-                        [
-                            gen.load(
-                                pbuf,
-                                add(b.mul(add(b.mul(rl, c(4)), i), c(4 * tws * 4)),
-                                    ((j % 4) * tws + j // 4) * 4, b.mul(v, c(nl * 4))),
-                                v16,
-                            )
-                            for j in range(6)
-                        ]
-                        for i in range(6)
-                    ]  # fmt: skip
-                    xs = transform(BT, d)
-                    col = add(b.mul(rl, c(tw)), b.mul(v, c(nl)))
-                    for a in range(6):
-                        for bb in range(6):
-                            xi = 6 * a + bb
-                            off = b.mul(add(b.mul(cpi, c(vcols)), col, xi * cp_n * vcols), c(4))
-                            gen.store(xs[a][bb], vbuf, off)
+            gen.loop(0, nvb, vec)
 
-                gen.loop(0, twv, vec)
+        # (in chunks of cpc pairs: the transform reads P long after its stores)
+        def chunk(k: Any, _: list[Any]) -> None:
+            lo = b.mul(k, c(cpc))
+            hi = gen.smin(add(lo, cpc), c(cp_n))
+            gen.loop(lo, hi, pack)
+            gen.loop(lo, hi, trans)
 
-            gen.loop(0, nrows, trow)
-
-        gen.loop(0, cp_n, chpair)
+        if 'itrans' not in SKIP:
+            gen.loop(0, -(-cp_n // cpc), chunk)
 
         # 2. per panel: M = W' x V (36 GEMMs), then the output transform and the epilogue
         def panel(p: Any, _: list[Any]) -> None:
@@ -424,7 +446,8 @@ def _emit(gen: Gen, plan: KernelPlan, op: Any, geo: ConvGeom, q: QuantInfo, lay:
                 if lay["nvec"] % nv:
                     ctile(full, lay["nvec"] % nv)
 
-            gen.loop(0, 36, gemm)
+            if 'gemm' not in SKIP:
+                gen.loop(0, 36, gemm)
             rows = gen.smin(c(mr), b.sub(c(cout), b.mul(p, c(mr))))
 
             def chan(m: Any, _: list[Any]) -> None:
@@ -448,56 +471,65 @@ def _emit(gen: Gen, plan: KernelPlan, op: Any, geo: ConvGeom, q: QuantInfo, lay:
                         )
                 mrow = b.gep(mbuf, [b.mul(m, c(vcols * 4))])
 
-                def orow(rl: Any, _: list[Any]) -> None:
-                    tr = add(t0, rl)
+                def vec(v: Any, _: list[Any]) -> None:
+                    t_first = b.mul(v, c(nl))
+                    mb = b.gep(mrow, [b.mul(t_first, c(4))])
+                    mm = [[gen.load(mb, (6 * a + bb) * mr * vcols * 4, v32, align=4 * nl) for bb in range(6)]
+                          for a in range(6)]  # fmt: skip
+                    zs = transform(ATI, mm)
+                    # the bytes e of an output row's vector: tile v * nl + e // 4, column e % 4; the
+                    # tiles' rows rl0 .. rl0 + nseg - 1 of the block each a segment of the vector
+                    te = add(gen.splat(b.trunc(t_first, I32), 4 * nl), gen.cv([e // 4 for e in range(4 * nl)]))
+                    rle = b.udiv(te, gen.cv([tw] * (4 * nl)))
+                    cole = add(b.shl(b.sub(te, b.mul(rle, gen.cv([tw] * (4 * nl)))), gen.cv([2] * (4 * nl))),
+                               gen.cv([e % 4 for e in range(4 * nl)]))  # fmt: skip
+                    colok = b.icmp_signed("<", cole, gen.cv([ow] * (4 * nl)))
+                    rl0 = b.udiv(t_first, c(tw))
+                    segs = []
+                    for sg in range(nseg):
+                        rs_ = add(rl0, sg)
+                        m_ = b.and_(colok, b.icmp_unsigned("==", rle, gen.splat(b.trunc(rs_, I32), 4 * nl)))
+                        segs.append((rs_, m_, b.icmp_signed("<", rs_, nrows)))
+                    for i in range(4):
+                        accs = [b.add(b.ashr(b.mul(zs[i][j], inv9), six), bias) for j in range(4)]
+                        stores = []
+                        for rs_, m_, in_blk in segs:
+                            ohv = add(b.mul(add(t0, rs_), c(4)), i)
+                            ok = b.and_(in_blk, b.icmp_signed("<", ohv, c(oh)))
+                            mask = b.and_(m_, gen.splat(ok, 4 * nl))
+                            off = add(b.mul(ohv, c(ow)), b.mul(t_first, c(4)), b.mul(rs_, c(-4 * tw)))
+                            stores.append((off, mask))
+                        rs: list[Any] = []
+                        if rbase is not None:
+                            rv = gen.cv([0] * (4 * nl), I8)
+                            for off, mask in stores:
+                                rv = gen.masked_load(rbase, off, mask, rv)
+                            rs = [b.shuffle_vector(rv, rv, gen.cv([4 * t + j for t in range(nl)])) for j in range(4)]
 
-                    def vec(v: Any, _: list[Any]) -> None:
-                        col = add(b.mul(rl, c(tw)), b.mul(v, c(nl)))
-                        mb = b.gep(mrow, [b.mul(col, c(4))])
-                        mm = [[gen.load(mb, (6 * a + bb) * mr * vcols * 4, v32) for bb in range(6)]
-                              for a in range(6)]  # fmt: skip
-                        zs = transform(ATI, mm)
-                        inv9 = gen.cv([INV9 - (1 << 32) if INV9 >= 1 << 31 else INV9] * nl)
-                        six = gen.cv([6] * nl)
-                        lim = b.trunc(b.sub(c(ow), b.mul(v, c(4 * nl))), I32)
-                        for i in range(4):
-                            accs = [b.add(b.ashr(b.mul(zs[i][j], inv9), six), bias) for j in range(4)]
-                            ohv = add(b.mul(tr, c(4)), i)
-                            li = b.select(b.icmp_signed("<", ohv, c(oh)), lim, ir.Constant(I32, 0))
-                            mask = b.icmp_signed("<", gen.iota(4 * nl), gen.splat(li, 4 * nl))
-                            off = add(b.mul(ohv, c(ow)), b.mul(v, c(4 * nl)))
-                            rs: list[Any] = []
-                            if rbase is not None:
-                                rv = gen.masked_load(rbase, off, mask, gen.cv([0] * (4 * nl), I8))
-                                rs = [b.shuffle_vector(rv, rv, gen.cv([4 * t + j for t in range(nl)]))
-                                      for j in range(4)]  # fmt: skip
+                        def exact(accs: list[Any] = accs, rs: list[Any] = rs) -> list[Any]:
+                            ys = []
+                            for j in range(4):
+                                y = gen.requant(accs[j], None, mu, sh, q, lut=False, raw=gen.res is not None)
+                                if gen.res is not None:
+                                    y = gen.add_residual(y, rs[j], am, rm, ash, q, consts=c32, lut=False)
+                                ys.append(y)
+                            return ys
 
-                            def exact(accs: list[Any] = accs, rs: list[Any] = rs) -> list[Any]:
-                                ys = []
-                                for j in range(4):
-                                    y = gen.requant(accs[j], None, mu, sh, q, lut=False, raw=gen.res is not None)
-                                    if gen.res is not None:
-                                        y = gen.add_residual(y, rs[j], am, rm, ash, q, consts=c32, lut=False)
-                                    ys.append(y)
-                                return ys
-
-                            if fc is not None and gen.fast1 is not None:
-                                ys = gen.fast_requant_residual(accs, rs, mu, sh, q, fc, exact)
-                            else:
-                                ys = exact()
-                            y01 = b.shuffle_vector(ys[0], ys[1], gen.iota(2 * nl))
-                            y23 = b.shuffle_vector(ys[2], ys[3], gen.iota(2 * nl))
-                            yrow = b.shuffle_vector(
-                                y01, y23, gen.cv([(e % 4) * nl + e // 4 for e in range(4 * nl)])
-                            )
-                            yrow = gen.apply_luts([yrow])[0]
+                        if fc is not None and gen.fast1 is not None:
+                            ys = gen.fast_requant_residual(accs, rs, mu, sh, q, fc, exact)
+                        else:
+                            ys = exact()
+                        y01 = b.shuffle_vector(ys[0], ys[1], gen.iota(2 * nl))
+                        y23 = b.shuffle_vector(ys[2], ys[3], gen.iota(2 * nl))
+                        yrow = b.shuffle_vector(y01, y23, gen.cv([(e % 4) * nl + e // 4 for e in range(4 * nl)]))
+                        yrow = gen.apply_luts([yrow])[0]
+                        for off, mask in stores:
                             gen.masked_store(yrow, obase, off, mask)
 
-                    gen.loop(0, twv, vec)
+                gen.loop(0, nvb, vec)
 
-                gen.loop(0, nrows, orow)
-
-            gen.loop(0, rows, chan)
+            if 'otrans' not in SKIP:
+                gen.loop(0, rows, chan)
 
         gen.loop(p_lo, p_hi, panel)
 
