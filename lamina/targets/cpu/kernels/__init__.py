@@ -52,6 +52,7 @@ from . import (  # noqa: F401
     quant_cast,  # (the f32 -> 8-bit per-tensor quantizing Cast without a division)
     softmax_f32,  # (the vectorized F32 softmax along any axis)
     winograd_f32,  # (F32 3x3 stride-1 convs as Winograd F(2x2, 3x3))
+    winograd_int8,  # (INT8 3x3 stride-1 convs as exact Winograd F(4x4, 3x3))
 )
 
 for _t in conv_f32.f32_templates():

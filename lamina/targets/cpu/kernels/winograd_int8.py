@@ -227,8 +227,13 @@ def _pack_weights(w: np.ndarray, cout: int, cin: int, mr: int, panels: int) -> n
 
 class WinogradInt8(LutFusion, Template):
     name = "winograd_int8"
-    priority = 11
+    #: over int8-conv and int8-conv-channels (11) where it matches
+    priority = 12
     residual = True
+
+    def __init__(self, force: bool = False):
+        #: run every op it can run exactly, whatever its size (the tests)
+        self.force = force
 
     #: the smallest layers it runs (measured against ``int8-conv``, ``benchmarks/cpu_int8_kernels.py``)
     MIN_CIN = 16
@@ -240,7 +245,8 @@ class WinogradInt8(LutFusion, Template):
         if r is None:
             return False
         geo, q = r
-        if geo.cin < self.MIN_CIN or geo.cout < self.MIN_COUT or geo.ow < self.MIN_OW:
+        small = geo.cin < self.MIN_CIN or geo.cout < self.MIN_COUT or geo.ow < self.MIN_OW
+        if small and not self.force:
             return False
         return bool(np.all(exact_bound(q, geo.cout) < BOUND))
 
