@@ -6,11 +6,12 @@ Each 4x4 block of output pixels (a *tile*) of output channel ``n`` is ``Y = Σ_c
 with ``d = q - zp_in`` (padding 0), computed in integer arithmetic modulo ``2**32``:
 
 * ``X' = B^T d B`` of the tile's 6x6 patch, int16 (``|X'| <= 100 max|d| <= 25500``);
-* ``W' = G' g G'^T`` with the integer ``G' = diag(4, 6, 6, 24, 24, 1) G`` (``|W'| <= 49 * 128``),
-  int16, packed at compile time;
+* ``W' = G' g G'^T`` with the integer ``G' = diag(24, 24, 24, 24, 24, 1) G`` (``|W'| <= 144 *
+  128``), int16, packed at compile time;
 * ``M = Σ_c W' X'`` per position ``xi`` of the 6x6, int32 wrapping, over pairs of channels:
-  ``vpdpwssd`` (VNNI) or ``vpmaddwd`` + ``vpaddd`` (a pair's sum is below ``2**29``: no overflow);
-* ``Z = A'^T M A'`` with the integer ``A'^T = A^T diag(6, 4, 4, 1, 1, 24)``: ``Z = 576 Y mod 2**32``,
+  ``vpdpwssd`` (VNNI) or ``vpmaddwd`` + ``vpaddd`` (a pair's sum is below ``2**30``: no overflow);
+* ``Z = A'^T M A'`` with the integer ``A'^T = A^T diag(1, 1, 1, 1, 1, 24)`` (shifts and adds, as
+  ``B^T``): ``Z = 576 Y mod 2**32``,
   so ``Z * 9**-1 = 64 Y mod 2**32`` and ``Y = (Z * 9**-1) >> 6`` (arithmetic) — exact whenever
   ``|Y| < 2**25``, which :meth:`WinogradInt8.matches` checks per output channel from the constant
   weights (``max|d| * Σ|w[n]| < 2**25``; else the direct ``int8-conv`` runs the op).
@@ -81,10 +82,10 @@ BT = np.array(
     ],
     np.int64,
 )
-#: the integer ``G' = diag(4, 6, 6, 24, 24, 1) G``
-GI = np.array([[1, 0, 0], [-1, -1, -1], [-1, 1, -1], [1, 2, 4], [1, -2, 4], [0, 0, 1]], np.int64)
-#: the integer ``A'^T = A^T diag(6, 4, 4, 1, 1, 24)``: ``A'^T (G' g G'^T . X') A' = 576 Y``
-ATI = np.array([[6, 4, 4, 1, 1, 0], [0, 4, -4, 2, -2, 0], [0, 4, 4, 4, 4, 0], [0, 4, -4, 8, -8, 24]], np.int64)
+#: the integer ``G' = diag(24, 24, 24, 24, 24, 1) G`` (rows of absolute sums 6, 12, 12, 7, 7, 1)
+GI = np.array([[6, 0, 0], [-4, -4, -4], [-4, 4, -4], [1, 2, 4], [1, -2, 4], [0, 0, 1]], np.int64)
+#: the integer ``A'^T = A^T diag(1, 1, 1, 1, 1, 24)``: ``A'^T (G' g G'^T . X') A' = 576 Y``
+ATI = np.array([[1, 1, 1, 1, 1, 0], [0, 1, -1, 2, -2, 0], [0, 1, 1, 4, 4, 0], [0, 1, -1, 8, -8, 24]], np.int64)
 INV9 = pow(9, -1, 1 << 32)
 #: ``|Y| < BOUND`` makes ``(Z * 9**-1) >> 6`` exact
 BOUND = 1 << 25
@@ -322,28 +323,42 @@ def _emit(gen: Gen, plan: KernelPlan, op: Any, geo: ConvGeom, q: QuantInfo, lay:
     def mul(a: Any, k: int) -> Any:
         return a * k if isinstance(a, int) else b.mul(a, c(k))
 
-    def lincomb(coefs: Any, vals: list[Any]) -> Any:
-        """``Σ coef * val`` of integer vectors (constant coefficients; wrapping)."""
-        acc = None
-        for k, v in zip(coefs, vals):
-            k = int(k)
-            if k == 0:
-                continue
-            n = v.type.count
-            ety = v.type.element
-            t = v if abs(k) == 1 else b.mul(v, ir.Constant(vt(ety, n), [abs(k)] * n))
-            if acc is None:
-                acc = t if k > 0 else b.sub(ir.Constant(vt(ety, n), [0] * n), t)
-            else:
-                acc = b.add(acc, t) if k > 0 else b.sub(acc, t)
-        assert acc is not None
-        return acc
+    def shl(v: Any, k: int) -> Any:
+        n = v.type.count
+        return b.shl(v, ir.Constant(vt(v.type.element, n), [k] * n))
 
-    def transform(mat: np.ndarray, vals: list[list[Any]]) -> list[list[Any]]:
-        """``mat @ vals @ mat^T`` of a square grid of vectors."""
-        rows = [[lincomb(mat[a], [vals[i][j] for i in range(len(vals))]) for j in range(len(vals[0]))]
-                for a in range(mat.shape[0])]  # fmt: skip
-        return [[lincomb(mat[bb], rows[a]) for bb in range(mat.shape[0])] for a in range(mat.shape[0])]
+    def bt(d: list[Any]) -> list[Any]:
+        """``B^T d`` of six vectors (the common terms once; :data:`BT`)."""
+        d42, d31 = b.sub(d[4], d[2]), b.sub(d[3], d[1])
+        s12, s34 = b.add(d[1], d[2]), b.add(d[3], d[4])
+        e12, e43 = b.sub(d[1], d[2]), b.sub(d[4], d[3])
+        t = shl(d31, 1)
+        return [
+            b.add(shl(b.sub(d[0], d[2]), 2), d42),  # 4 d0 - 5 d2 + d4
+            b.sub(s34, shl(s12, 2)),
+            b.add(e43, shl(e12, 2)),
+            b.add(d42, t),
+            b.sub(d42, t),
+            b.sub(b.add(shl(b.sub(d[1], d[3]), 2), d[5]), d[3]),  # 4 d1 - 5 d3 + d5
+        ]
+
+    def at(m: list[Any]) -> list[Any]:
+        """``A'^T m`` of six vectors (:data:`ATI`)."""
+        s12, e12 = b.add(m[1], m[2]), b.sub(m[1], m[2])
+        s34, e34 = b.add(m[3], m[4]), b.sub(m[3], m[4])
+        m5 = b.add(shl(m[5], 4), shl(m[5], 3))
+        return [
+            b.add(b.add(m[0], s12), s34),
+            b.add(e12, shl(e34, 1)),
+            b.add(s12, shl(s34, 2)),
+            b.add(b.add(e12, shl(e34, 3)), m5),
+        ]
+
+    def transform(f: Any, vals: list[list[Any]]) -> list[list[Any]]:
+        """``F vals F^T`` of a square grid of vectors (``f``: ``F`` applied to a column)."""
+        cols = [f([vals[i][j] for i in range(len(vals))]) for j in range(len(vals[0]))]
+        rows = [[cols[j][a] for j in range(len(cols))] for a in range(len(cols[0]))]
+        return [f(r) for r in rows]
 
     ext = (lambda v: b.sext(v, vt(I16, 4 * nl))) if q.in_signed else (lambda v: b.zext(v, vt(I16, 4 * nl)))
     first_off = ir.Constant(vt(ir.IntType(1), nl), [0] + [1] * (nl - 1))
@@ -417,7 +432,7 @@ def _emit(gen: Gen, plan: KernelPlan, op: Any, geo: ConvGeom, q: QuantInfo, lay:
             def vec(v: Any, _: list[Any]) -> None:
                 d = [[gen.load(pb_, mul(add(b.mul(v, c(nl)), (6 * i + j) * plane + 16), 4), v16, align=4 * nl)
                       for j in range(6)] for i in range(6)]  # fmt: skip
-                xs = transform(BT, d)
+                xs = transform(bt, d)
                 for a in range(6):
                     for bb in range(6):
                         off = mul(add(b.mul(cpi, c(vcols)), b.mul(v, c(nl)), (6 * a + bb) * cp_n * vcols), 4)
@@ -500,7 +515,7 @@ def _emit(gen: Gen, plan: KernelPlan, op: Any, geo: ConvGeom, q: QuantInfo, lay:
                     mb = b.gep(mrow, [b.mul(t_first, c(4))])
                     mm = [[gen.load(mb, (6 * a + bb) * mr * vcols * 4, v32, align=4 * nl) for bb in range(6)]
                           for a in range(6)]  # fmt: skip
-                    zs = transform(ATI, mm)
+                    zs = transform(at, mm)
                     # the bytes e of an output row's vector: tile v * nl + e // 4, column e % 4; the
                     # tiles' rows rl0 .. rl0 + nseg - 1 of the block each a segment of the vector
                     te = add(gen.splat(b.trunc(t_first, I32), 4 * nl), gen.cv([e // 4 for e in range(4 * nl)]))

@@ -175,7 +175,7 @@ def conv3(w: np.ndarray, x_signed: bool, zp: int, hw: tuple[int, int], mult: flo
 
 
 def test_int16_limits_and_the_bound() -> None:
-    """Weights of -128 (``|W'| = 49 * 128``, its largest) with inputs at their extremes give sums
+    """Weights of -128 (``|W'| = 144 * 128``, its largest) with inputs at their extremes give sums
     just below ``2**25`` (exact), or above it: the template declines, int8-conv runs the op."""
     rng = np.random.default_rng(1)
     cin = 114  # 255 * 128 * 9 * 114 = 33.49e6 < 2**25 = 33.55e6
@@ -184,7 +184,7 @@ def test_int16_limits_and_the_bound() -> None:
     o = conv3(w, False, 0, (9, 10))
     geo, q = _geometry(o)  # type: ignore[misc]
     assert exact_bound(q, 16).max() < BOUND and exact_bound(q, 16).max() > 0.99 * BOUND
-    assert np.abs(winograd_weights(w)).max() == 49 * 128
+    assert np.abs(winograd_weights(w)).max() == 144 * 128
     assert WinogradInt8().matches(o, HOST)
     for fill in ("max", "min"):
         check(o, _act(rng, (1, cin, 9, 10), False, fill), HOST, (1, 2))
