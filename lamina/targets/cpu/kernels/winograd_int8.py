@@ -435,7 +435,7 @@ def _emit(gen: Gen, plan: KernelPlan, op: Any, geo: ConvGeom, q: QuantInfo, lay:
                 xs = transform(bt, d)
                 for a in range(6):
                     for bb in range(6):
-                        off = mul(add(b.mul(cpi, c(vcols)), b.mul(v, c(nl)), (6 * a + bb) * cp_n * vcols), 4)
+                        off = mul(add(b.mul(cpi, c(36 * vcols)), b.mul(v, c(nl)), (6 * a + bb) * vcols), 4)
                         gen.store(xs[a][bb], vbuf, off, align=4 * nl)
 
             gen.loop(0, nvb, vec)
@@ -456,14 +456,14 @@ def _emit(gen: Gen, plan: KernelPlan, op: Any, geo: ConvGeom, q: QuantInfo, lay:
         def panel(p: Any, _: list[Any]) -> None:
             def gemm(xi: Any, _: list[Any]) -> None:
                 wbase = b.gep(wp, [b.mul(add(b.mul(xi, c(panels)), p), c(cp_n * mr * 4))])
-                vrow = b.gep(vbuf, [b.mul(xi, c(cp_n * vcols * 4))])
+                vrow = b.gep(vbuf, [b.mul(xi, c(vcols * 4))])
                 mrow = b.gep(mbuf, [b.mul(xi, c(mr * vcols * 4))])
 
                 def ctile(g: Any, nvt: int) -> None:
                     col0 = mul(g, nv * nl)
 
                     def kstep(k: Any, accs: list[Any]) -> list[Any]:
-                        vb = b.gep(vrow, [b.mul(add(b.mul(k, c(vcols)), col0), c(4))])
+                        vb = b.gep(vrow, [b.mul(add(b.mul(k, c(36 * vcols)), col0), c(4))])
                         vv = [gen.load(vb, j * nl * 4, v32) for j in range(nvt)]
                         wb = b.gep(wbase, [b.mul(k, c(mr * 4))])
                         accs = list(accs)
