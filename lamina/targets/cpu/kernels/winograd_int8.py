@@ -50,7 +50,6 @@ from .gemm_int8 import (
     I8,
     I16,
     I32,
-    I64,
     ConvGeom,
     Gen,
     Int8Conv,
@@ -85,7 +84,9 @@ BT = np.array(
 #: the integer ``G' = diag(24, 24, 24, 24, 24, 1) G`` (rows of absolute sums 6, 12, 12, 7, 7, 1)
 GI = np.array([[6, 0, 0], [-4, -4, -4], [-4, 4, -4], [1, 2, 4], [1, -2, 4], [0, 0, 1]], np.int64)
 #: the integer ``A'^T = A^T diag(1, 1, 1, 1, 1, 24)``: ``A'^T (G' g G'^T . X') A' = 576 Y``
-ATI = np.array([[1, 1, 1, 1, 1, 0], [0, 1, -1, 2, -2, 0], [0, 1, 1, 4, 4, 0], [0, 1, -1, 8, -8, 24]], np.int64)
+ATI = np.array(
+    [[1, 1, 1, 1, 1, 0], [0, 1, -1, 2, -2, 0], [0, 1, 1, 4, 4, 0], [0, 1, -1, 8, -8, 24]], np.int64
+)
 INV9 = pow(9, -1, 1 << 32)
 #: ``|Y| < BOUND`` makes ``(Z * 9**-1) >> 6`` exact
 BOUND = 1 << 25
@@ -94,6 +95,8 @@ BOUND = 1 << 25
 V_BYTES = 512 * 1024
 #: the block's tiles aimed at
 COLS = 128
+#: how far ahead of the GEMM its weights are prefetched (bytes)
+PREFETCH = 2048
 #: the most bytes of padded input rows packed before their transform
 P_BYTES = 16 * 1024
 SKIP: set[str] = set()
@@ -103,8 +106,11 @@ def winograd_weights(w: np.ndarray) -> np.ndarray:
     """``W'[xi][n][c]`` (``xi = 6a + b``, int16) of int8 weights ``w[n][c][3][3]``."""
     # G' g G'^T by its few nonzero terms, in int32 over whole [N][C] planes (fast at 256 x 256)
     wi = w.astype(np.int32)
-    t = [[sum(int(GI[a, k]) * wi[:, :, k, l] for k in range(3) if GI[a, k]) for l in range(3)] for a in range(6)]
-    u = np.stack([np.stack([sum(int(GI[bb, l]) * t[a][l] for l in range(3) if GI[bb, l]) for bb in range(6)])
+    t = [
+        [sum(int(GI[a, k]) * wi[:, :, k, j] for k in range(3) if GI[a, k]) for j in range(3)]
+        for a in range(6)
+    ]
+    u = np.stack([np.stack([sum(int(GI[bb, j]) * t[a][j] for j in range(3) if GI[bb, j]) for bb in range(6)])
                   for a in range(6)])  # fmt: skip
     assert np.abs(u).max(initial=0) <= 32767
     return np.ascontiguousarray(u.reshape(36, w.shape[0], w.shape[1]).astype(np.int16))
@@ -221,12 +227,13 @@ def _layout_nl(geo: ConvGeom, isa: Isa, nl: int) -> dict[str, Any]:
 
 
 def _pack_weights(w: np.ndarray, cout: int, cin: int, mr: int, panels: int) -> np.ndarray:
-    """``W'`` as the GEMM reads it: ``[36][panel][C/2][MR][2]`` int16 (zero rows and channels pad)."""
+    """``W'`` as the GEMM reads it: ``[panel][36][C/2][MR][2]`` int16 (zero rows and channels pad;
+    a panel's weights one sequential stream)."""
     u = winograd_weights(w.reshape(cout, cin, 3, 3))
     cp = -(-cin // 2)
     up = np.zeros((36, panels * mr, 2 * cp), np.int16)
     up[:, :cout, :cin] = u
-    up = up.reshape(36, panels, mr, cp, 2).transpose(0, 1, 3, 2, 4)
+    up = up.reshape(36, panels, mr, cp, 2).transpose(1, 0, 3, 2, 4)
     return np.ascontiguousarray(up).reshape(-1)
 
 
@@ -304,6 +311,7 @@ def _emit(gen: Gen, plan: KernelPlan, op: Any, geo: ConvGeom, q: QuantInfo, lay:
     gen.res32 = residual32(gen.res[2], q) if gen.res is not None else None
     _set_fast(gen, q, gen.isa)
     i32p = I32.as_pointer()
+    prefetch = gen.intrinsic("llvm.prefetch.p0", ir.VoidType(), [gen.bufs[0].type, I32, I32, I32])
     ct, mt, st_ = (b.bitcast(v, i32p) for v in (ct, mt, st_))
     rtab = b.bitcast(gen.res[1], i32p) if gen.res is not None else None
     base = b.gep(scr, [b.mul(gen.part, c(plan.scratch_bytes))])
@@ -448,18 +456,18 @@ def _emit(gen: Gen, plan: KernelPlan, op: Any, geo: ConvGeom, q: QuantInfo, lay:
         def chunk(k: Any, _: list[Any]) -> None:
             lo = b.mul(k, c(cpc))
             hi = gen.smin(add(lo, cpc), c(cp_n))
-            if 'pack' not in SKIP:
+            if "pack" not in SKIP:
                 gen.loop(lo, hi, pack)
-            if 'trans' not in SKIP:
+            if "trans" not in SKIP:
                 gen.loop(lo, hi, trans)
 
-        if 'itrans' not in SKIP:
+        if "itrans" not in SKIP:
             gen.loop(0, -(-cp_n // cpc), chunk)
 
         # 2. per panel: M = W' x V (36 GEMMs), then the output transform and the epilogue
         def panel(p: Any, _: list[Any]) -> None:
             def gemm(xi: Any, _: list[Any]) -> None:
-                wbase = b.gep(wp, [b.mul(add(b.mul(xi, c(panels)), p), c(cp_n * mr * 4))])
+                wbase = b.gep(wp, [b.mul(add(b.mul(p, c(36)), xi), c(cp_n * mr * 4))])
                 vrow = b.gep(vbuf, [b.mul(xi, c(vcols * 4))])
                 mrow = b.gep(mbuf, [b.mul(xi, c(mr * vcols * 4))])
 
@@ -470,6 +478,10 @@ def _emit(gen: Gen, plan: KernelPlan, op: Any, geo: ConvGeom, q: QuantInfo, lay:
                         vb = b.gep(vrow, [b.mul(add(b.mul(k, c(36 * vcols)), col0), c(4))])
                         vv = [gen.load(vb, j * nl * 4, v32) for j in range(nvt)]
                         wb = b.gep(wbase, [b.mul(k, c(mr * 4))])
+                        # the panel's weights stream from memory (8x the direct conv's bytes: not
+                        # always in cache): fetched PREFETCH bytes ahead
+                        b.call(prefetch, [b.gep(wb, [c(PREFETCH)]), ir.Constant(I32, 0), ir.Constant(I32, 3),
+                                          ir.Constant(I32, 1)])  # fmt: skip
                         accs = list(accs)
                         for m in range(mr):
                             wv = gen.splat(gen.load(wb, m * 4, I32, align=4), nl)
@@ -489,7 +501,7 @@ def _emit(gen: Gen, plan: KernelPlan, op: Any, geo: ConvGeom, q: QuantInfo, lay:
                 if lay["nvec"] % nv:
                     ctile(full, lay["nvec"] % nv)
 
-            if 'gemm' not in SKIP:
+            if "gemm" not in SKIP:
                 gen.loop(0, 36, gemm)
             rows = gen.smin(c(mr), b.sub(c(cout), b.mul(p, c(mr))))
 
@@ -522,7 +534,9 @@ def _emit(gen: Gen, plan: KernelPlan, op: Any, geo: ConvGeom, q: QuantInfo, lay:
                     zs = transform(at, mm)
                     # the bytes e of an output row's vector: tile v * nl + e // 4, column e % 4; the
                     # tiles' rows rl0 .. rl0 + nseg - 1 of the block each a segment of the vector
-                    te = add(gen.splat(b.trunc(t_first, I32), 4 * nl), gen.cv([e // 4 for e in range(4 * nl)]))
+                    te = add(
+                        gen.splat(b.trunc(t_first, I32), 4 * nl), gen.cv([e // 4 for e in range(4 * nl)])
+                    )
                     rle = b.udiv(te, gen.cv([tw] * (4 * nl)))
                     cole = add(b.shl(b.sub(te, b.mul(rle, gen.cv([tw] * (4 * nl)))), gen.cv([2] * (4 * nl))),
                                gen.cv([e % 4 for e in range(4 * nl)]))  # fmt: skip
@@ -547,7 +561,10 @@ def _emit(gen: Gen, plan: KernelPlan, op: Any, geo: ConvGeom, q: QuantInfo, lay:
                             rv = gen.cv([0] * (4 * nl), I8)
                             for off, mask in stores:
                                 rv = gen.masked_load(rbase, off, mask, rv)
-                            rs = [b.shuffle_vector(rv, rv, gen.cv([4 * t + j for t in range(nl)])) for j in range(4)]
+                            rs = [
+                                b.shuffle_vector(rv, rv, gen.cv([4 * t + j for t in range(nl)]))
+                                for j in range(4)
+                            ]
 
                         def exact(accs: list[Any] = accs, rs: list[Any] = rs) -> list[Any]:
                             ys = []
@@ -564,14 +581,16 @@ def _emit(gen: Gen, plan: KernelPlan, op: Any, geo: ConvGeom, q: QuantInfo, lay:
                             ys = exact()
                         y01 = b.shuffle_vector(ys[0], ys[1], gen.iota(2 * nl))
                         y23 = b.shuffle_vector(ys[2], ys[3], gen.iota(2 * nl))
-                        yrow = b.shuffle_vector(y01, y23, gen.cv([(e % 4) * nl + e // 4 for e in range(4 * nl)]))
+                        yrow = b.shuffle_vector(
+                            y01, y23, gen.cv([(e % 4) * nl + e // 4 for e in range(4 * nl)])
+                        )
                         yrow = gen.apply_luts([yrow])[0]
                         for off, mask in stores:
                             gen.masked_store(yrow, obase, off, mask)
 
                 gen.loop(0, nvb, vec)
 
-            if 'otrans' not in SKIP:
+            if "otrans" not in SKIP:
                 gen.loop(0, rows, chan)
 
         gen.loop(p_lo, p_hi, panel)
