@@ -99,7 +99,6 @@ COLS = 128
 PREFETCH = 2048
 #: the most bytes of padded input rows packed before their transform
 P_BYTES = 16 * 1024
-SKIP: set[str] = set()
 
 
 def winograd_weights(w: np.ndarray) -> np.ndarray:
@@ -377,6 +376,7 @@ def _emit(gen: Gen, plan: KernelPlan, op: Any, geo: ConvGeom, q: QuantInfo, lay:
     plane = lay["plane"]
     inv9 = gen.cv([INV9 - (1 << 32) if INV9 >= 1 << 31 else INV9] * nl)
     six = gen.cv([6] * nl)
+    iota8 = gen.iota(4 * nl, I8)
     zp_byte = ((q.zp_in + 128) & 0xFF) - 128
     zfill = gen.cv([zp_byte] * (4 * nl), I8)
     zp16 = gen.cv([q.zp_in] * (4 * nl), I16)
@@ -456,13 +456,10 @@ def _emit(gen: Gen, plan: KernelPlan, op: Any, geo: ConvGeom, q: QuantInfo, lay:
         def chunk(k: Any, _: list[Any]) -> None:
             lo = b.mul(k, c(cpc))
             hi = gen.smin(add(lo, cpc), c(cp_n))
-            if "pack" not in SKIP:
-                gen.loop(lo, hi, pack)
-            if "trans" not in SKIP:
-                gen.loop(lo, hi, trans)
+            gen.loop(lo, hi, pack)
+            gen.loop(lo, hi, trans)
 
-        if "itrans" not in SKIP:
-            gen.loop(0, -(-cp_n // cpc), chunk)
+        gen.loop(0, -(-cp_n // cpc), chunk)
 
         # 2. per panel: M = W' x V (36 GEMMs), then the output transform and the epilogue
         def panel(p: Any, _: list[Any]) -> None:
@@ -501,8 +498,7 @@ def _emit(gen: Gen, plan: KernelPlan, op: Any, geo: ConvGeom, q: QuantInfo, lay:
                 if lay["nvec"] % nv:
                     ctile(full, lay["nvec"] % nv)
 
-            if "gemm" not in SKIP:
-                gen.loop(0, 36, gemm)
+            gen.loop(0, 36, gemm)
             rows = gen.smin(c(mr), b.sub(c(cout), b.mul(p, c(mr))))
 
             def chan(m: Any, _: list[Any]) -> None:
@@ -533,27 +529,27 @@ def _emit(gen: Gen, plan: KernelPlan, op: Any, geo: ConvGeom, q: QuantInfo, lay:
                           for a in range(6)]  # fmt: skip
                     zs = transform(at, mm)
                     # the bytes e of an output row's vector: tile v * nl + e // 4, column e % 4; the
-                    # tiles' rows rl0 .. rl0 + nseg - 1 of the block each a segment of the vector
-                    te = add(
-                        gen.splat(b.trunc(t_first, I32), 4 * nl), gen.cv([e // 4 for e in range(4 * nl)])
-                    )
-                    rle = b.udiv(te, gen.cv([tw] * (4 * nl)))
-                    cole = add(b.shl(b.sub(te, b.mul(rle, gen.cv([tw] * (4 * nl)))), gen.cv([2] * (4 * nl))),
-                               gen.cv([e % 4 for e in range(4 * nl)]))  # fmt: skip
-                    colok = b.icmp_signed("<", cole, gen.cv([ow] * (4 * nl)))
+                    # tiles' rows rl0 .. rl0 + nseg - 1 of the block each a run of the vector, bytes
+                    # [e0, e0 + OW) of it (e0 = 4 (rs TW - v nl)), as far as the vector spans
                     rl0 = b.udiv(t_first, c(tw))
                     segs = []
                     for sg in range(nseg):
                         rs_ = add(rl0, sg)
-                        m_ = b.and_(colok, b.icmp_unsigned("==", rle, gen.splat(b.trunc(rs_, I32), 4 * nl)))
-                        segs.append((rs_, m_, b.icmp_signed("<", rs_, nrows)))
+                        e0 = b.mul(b.sub(b.mul(rs_, c(tw)), t_first), c(4))
+                        lo_ = gen.smax(e0, c(0))
+                        hi_ = gen.smin(add(e0, ow), c(4 * nl))
+                        segs.append((rs_, lo_, hi_, b.icmp_signed("<", rs_, nrows)))
                     for i in range(4):
                         accs = [b.add(b.ashr(b.mul(zs[i][j], inv9), six), bias) for j in range(4)]
                         stores = []
-                        for rs_, m_, in_blk in segs:
+                        for rs_, lo_, hi_, in_blk in segs:
                             ohv = add(b.mul(add(t0, rs_), c(4)), i)
                             ok = b.and_(in_blk, b.icmp_signed("<", ohv, c(oh)))
-                            mask = b.and_(m_, gen.splat(ok, 4 * nl))
+                            hi_i = b.trunc(b.select(ok, hi_, lo_), I8)
+                            mask = b.and_(
+                                b.icmp_signed(">=", iota8, gen.splat(b.trunc(lo_, I8), 4 * nl)),
+                                b.icmp_signed("<", iota8, gen.splat(hi_i, 4 * nl)),
+                            )
                             off = add(b.mul(ohv, c(ow)), b.mul(t_first, c(4)), b.mul(rs_, c(-4 * tw)))
                             stores.append((off, mask))
                         rs: list[Any] = []
@@ -590,8 +586,7 @@ def _emit(gen: Gen, plan: KernelPlan, op: Any, geo: ConvGeom, q: QuantInfo, lay:
 
                 gen.loop(0, nvb, vec)
 
-            if "otrans" not in SKIP:
-                gen.loop(0, rows, chan)
+            gen.loop(0, rows, chan)
 
         gen.loop(p_lo, p_hi, panel)
 
