@@ -493,3 +493,49 @@ def test_fast_forms_taken_where_ties_are_rare() -> None:
         q.mult[:] = 1 << 30
         q.shift[:] = 31
         assert fast_requant(q) is None
+
+
+@st.composite
+def pointwise_cases(draw: Any) -> tuple[Any, ...]:
+    """A 1x1 conv (stride 1 or 2: no unused columns, a channel's registers of a tile are one run of
+    its plane) over one or many channel tiles, with a fused Lut after a residual add or after the
+    conv, a position count with a tail (the position tiles outer, the channel tiles inner, the parts
+    splitting rows or channel tiles)."""
+    rng = np.random.default_rng(draw(st.integers(0, 2**31)))
+    s = draw(st.sampled_from([1, 1, 2]))
+    hw = (draw(st.integers(1, 11)), draw(st.integers(1, 23)))
+    cin = draw(st.sampled_from([4, 7, 16, 64, 132]))
+    cout = draw(st.integers(1, 40))
+    mode = draw(st.sampled_from(["sym", "asym", "u8"]))
+    relu = draw(st.sampled_from(["none", "relu"]))
+    o = conv_op(rng, draw(st.integers(1, 2)), cin, hw, cout, (1, 1), (s, s), (1, 1), [0] * 4, 1, mode, relu,
+                True, "small")  # fmt: skip
+    x = _act(rng, tuple(o.operands[0].type.shape), mode != "u8", "rand")
+    lut = draw(st.sampled_from(["signed", "unsigned"]))
+    if not draw(st.booleans()):
+        from test_gemm_int8 import with_lut
+
+        prod, lut_op = with_lut(o, rng, lut == "signed")
+        return prod, None, lut_op, x, None
+    mults = (int(rng.integers(2**28, 2**31)), int(rng.integers(2**28, 2**31)))
+    conv, add, lut_op = with_residual(
+        o, rng, True, 0, (True, 0), mults, draw(st.integers(-1, 2)), draw(st.booleans()), lut
+    )
+    r = _act(rng, tuple(conv.results[0].type.shape), True, "rand")
+    return conv, add, lut_op, x, r
+
+
+@SETTINGS
+@given(case=pointwise_cases())
+def test_pointwise_with_lut_bit_exact(case: tuple[Any, ...]) -> None:
+    """1x1 convs with a fused Lut (after a residual add or not) are bit-exact for 1, 2 and 3 parts,
+    on the host and on AVX2."""
+    conv, add, lut, x, r = case
+    for isa in (HOST, ISAS[1]):
+        if add is not None:
+            check_fused(Int8Conv(), conv, add, lut, x, r, isa, (1, 2, 3))
+        else:
+            ref = lut.execute([conv.execute(_inputs(conv, x))[0]])[0]
+            c = Compiled(Int8Conv(), conv, isa)
+            for n in (1, 2, 3):
+                np.testing.assert_array_equal(c([x], ref.shape, ref.dtype, n), ref)
