@@ -6,7 +6,8 @@ again — the same kernels: same layers, same calibration, same CPU — skips LL
 An entry's key is a SHA-256 of everything its output depends on: this format's version, llvmlite's
 version and LLVM's, the llvmlite library file (path, size and modification time), the target
 triple, CPU name and feature string, the data layout, the optimization settings
-(:data:`~.jit.PIPELINE`, :data:`~.jit.CODEGEN`) and every module's text, in order. Only IR that
+(:data:`~.jit.PIPELINE`, :data:`~.jit.CODEGEN`, and the hash of ``jit.py`` itself) and every
+module's text, in order. Only IR that
 compiled is stored, so a hit is byte for byte what compiling gives. An entry holds a magic, the
 SHA-256 of its payload and the payload; one that does not check (truncated, corrupt, unreadable,
 not an ELF object) is removed and ignored: the model is compiled again. Writes are atomic (a
@@ -82,7 +83,10 @@ class LlvmCache:
         except OSError:
             return None
         payload = raw[len(MAGIC) + 32 :]
-        if raw[: len(MAGIC)] != MAGIC or hashlib.sha256(payload).digest() != raw[len(MAGIC) : len(MAGIC) + 32]:
+        if (
+            raw[: len(MAGIC)] != MAGIC
+            or hashlib.sha256(payload).digest() != raw[len(MAGIC) : len(MAGIC) + 32]
+        ):
             self.drop(key, kind)
             return None
         with contextlib.suppress(OSError):

@@ -30,9 +30,9 @@ from lamina.ir.types import FunctionType, RankedTensorType
 
 from ..base import CompileOptions, CompileResult
 from ..container import Model, Section, SubnetDesc, TensorDesc
+from .cache import default_cache
 from .codegen import Program, generate
 from .dialect import KernelOp, YieldOp
-from .cache import default_cache
 from .jit import CpuSpec, compile_ir, host_spec
 from .kernels.generic_ref import tensor_operands
 from .lowering import assign_arena, convert_function, np_dtype

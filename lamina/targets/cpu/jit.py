@@ -11,7 +11,9 @@ called on numpy buffers."""
 from __future__ import annotations
 
 import ctypes
+import functools
 import threading
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -165,20 +167,39 @@ def compile_ir(ir_text: str | Sequence[str], spec: CpuSpec, cache: Any = None) -
     optimize(mod, tm)
     obj = tm.emit_object(mod)
     if cache is not None and okey is not None:
-        cache.put(okey, "obj", len(obj).to_bytes(8, "little") + obj + linked.encode("utf-8"))
+        text = zlib.compress(linked.encode("utf-8"), 1)
+        cache.put(okey, "obj", len(obj).to_bytes(8, "little") + obj + text)
         cache.prune()
     return obj, linked
 
 
 def object_key(cache: Any, texts: Sequence[str], spec: CpuSpec, layout: str) -> str:
     """The cache key of the machine code of ``texts`` linked in this order, for ``spec``: the
-    triple, CPU name and features, the data layout, :data:`PIPELINE` and :data:`CODEGEN` and each
-    module's text (the toolchain is in every key, :meth:`~.cache.LlvmCache.key`)."""
+    triple, CPU name and features, the data layout, :data:`PIPELINE` and :data:`CODEGEN`, the hash
+    of this file and each module's text (the toolchain is in every key,
+    :meth:`~.cache.LlvmCache.key`)."""
     import hashlib
 
-    ctx = [spec.triple, spec.cpu, spec.features, layout, repr(sorted(PIPELINE.items())), repr(sorted(CODEGEN.items()))]
+    ctx = [
+        spec.triple,
+        spec.cpu,
+        spec.features,
+        layout,
+        repr(sorted(PIPELINE.items())),
+        repr(sorted(CODEGEN.items())),
+        _source_digest(),
+    ]
     digests = b"".join(hashlib.sha256(t.encode("utf-8")).digest() for t in texts)
     return cache.key("obj", ctx, len(texts).to_bytes(8, "little") + digests)
+
+
+@functools.lru_cache(maxsize=1)
+def _source_digest() -> str:
+    """The hash of this file: any change to how IR is optimized or emitted makes other keys."""
+    import hashlib
+
+    with open(__file__, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
 
 
 def _cached(cache: Any, okey: str) -> tuple[bytes, str] | None:
@@ -190,9 +211,9 @@ def _cached(cache: Any, okey: str) -> tuple[bytes, str] | None:
         n = int.from_bytes(entry[:8], "little")
         if n > len(entry) - 8:
             raise LaminaError("truncated")
-        obj, linked = entry[8 : 8 + n], entry[8 + n :].decode("utf-8")
+        obj, linked = entry[8 : 8 + n], zlib.decompress(entry[8 + n :]).decode("utf-8")
         check_object(obj)
-    except (LaminaError, UnicodeDecodeError):
+    except (LaminaError, UnicodeDecodeError, zlib.error):
         cache.drop(okey, "obj")
         return None
     cache.hits += 1
