@@ -15,7 +15,9 @@ temporary file renamed); a cache that cannot be written (read-only, full) is ski
 directory is pruned to :data:`LIMIT_BYTES`, least recently used first, after each write.
 
 Where: ``$LAMINA_CACHE_DIR/cpu-llvm``, else ``$XDG_CACHE_HOME/lamina/cpu-llvm`` or
-``~/.cache/lamina/cpu-llvm``; ``LAMINA_CACHE=off`` (or ``0``, ``no``, ``false``) switches it off."""
+``~/.cache/lamina/cpu-llvm`` (none without a home directory); ``LAMINA_CACHE=off`` (or ``0``,
+``no``, ``false``) switches it off. The compiler (:mod:`.compiler`) and the runtime recompiling a
+file for a CPU lacking one of its recorded features (:mod:`.runtime`) use it."""
 
 from __future__ import annotations
 
@@ -150,6 +152,11 @@ def default_cache() -> LlvmCache | None:
         return None
     base = os.environ.get("LAMINA_CACHE_DIR")
     if not base:
-        xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        xdg = os.environ.get("XDG_CACHE_HOME")
+        if not xdg:
+            home = os.path.expanduser("~")
+            if not os.path.isabs(home):  # no home directory: no cache (never one in the current directory)
+                return None
+            xdg = os.path.join(home, ".cache")
         base = os.path.join(xdg, "lamina")
-    return LlvmCache(os.path.join(base, "cpu-llvm"))
+    return LlvmCache(os.path.join(os.path.abspath(base), "cpu-llvm"))

@@ -190,3 +190,46 @@ def test_compile_of_a_model_reports_the_hit(tmp_path: Path, monkeypatch: pytest.
         return {s.name: bytes(s.data) for s in r.model.sections}  # type: ignore[attr-defined]
 
     assert sections(runs[0]) == sections(runs[1]) == sections(runs[2])
+
+
+def test_recompiling_a_file_for_this_cpu_reads_the_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+    from dataclasses import replace
+
+    import numpy as np
+    from test_runtime import TOP
+
+    import lamina.runtime as rt
+    from lamina.ir.context import Context
+    from lamina.ir.parser import parse_module
+    from lamina.quant.deploy import deploy_module
+    from lamina.targets.base import CompileOptions
+    from lamina.targets.container import write_model
+    from lamina.targets.cpu import target
+
+    monkeypatch.setenv("LAMINA_CACHE_DIR", str(tmp_path / "c"))
+    monkeypatch.delenv("LAMINA_CACHE", raising=False)
+    if {"amx-tile", "amx-int8"} <= jit.host_spec().enabled:
+        pytest.skip("this CPU has AMX: no recorded feature is missing")
+    res = target().compile(
+        deploy_module(parse_module(TOP, Context()), "INT8"), CompileOptions(name="small", mode="INT8")
+    )
+    meta = json.loads(json.dumps(res.model.metadata))
+    meta["cpu"]["features"] += ",+amx-tile,+amx-int8"  # recorded features this CPU lacks
+    p = tmp_path / "m.lamina"
+    write_model(p, replace(res.model, metadata=meta))
+    calls = []
+    real = jit.optimize
+    monkeypatch.setattr(jit, "optimize", lambda mod, tm: (calls.append(1), real(mod, tm)))
+    x = {"x": np.random.default_rng(0).uniform(-2, 2, (1, 4, 8, 8)).astype(np.float32)}
+    outs, optimized = [], []
+    for _ in range(2):
+        n = len(calls)
+        m = rt.load(p)
+        assert m.recompiled
+        outs.append(next(iter(m.run(x).values())).tobytes())
+        optimized.append(len(calls) - n)
+    assert optimized[0] >= 1 and optimized[1] == 0  # the second load: from the cache
+    assert outs[0] == outs[1]
