@@ -10,13 +10,18 @@ cache), reading that ``.mlir`` and table. Printed per deploy: process CPU second
 ``api.deploy`` (imports excluded), wall seconds, and the compiler's own report line (kernel level /
 codegen / LLVM seconds, kernels). Best of ``--repeat``.
 
+Every deploy is cold: the CPU compiler's disk cache (``lamina/targets/cpu/cache.py``) is switched
+off (``LAMINA_CACHE=off``). ``--warm``: each deploy instead reads a cache that one untimed deploy of
+the same model by the same tree filled first (a fresh directory per tree, under ``--workdir``):
+what deploying the same model again costs.
+
 ``--profile FILE``: one more deploy of the first model under ``cProfile`` (this tree), stats written
 to FILE and the top functions by cumulative time printed.
 
 Usage::
 
     python benchmarks/cpu_compile_time.py [--models resnet50,yolo] [--modes F32,INT8] [--repeat 3]
-        [--trees before=/tmp/main_src,after=.] [--workdir DIR] [--profile out.prof]
+        [--trees before=/tmp/main_src,after=.] [--workdir DIR] [--warm] [--profile out.prof]
 """
 
 from __future__ import annotations
@@ -73,12 +78,15 @@ def prepare(name: str, mode: str, workdir: str) -> tuple[str, str]:
     return base + ".mlir", base + ".table"
 
 
-def deploy(tree: str, mlir: str, mode: str, table: str, out: str, prof: str = "-") -> dict:
+def deploy(tree: str, mlir: str, mode: str, table: str, out: str, prof: str = "-", cache: str = "") -> dict:
     root = os.path.abspath(tree)
+    env = {**os.environ, "PYTHONPATH": root, "LAMINA_CACHE": "on" if cache else "off"}
+    if cache:
+        env["LAMINA_CACHE_DIR"] = cache
     p = subprocess.run(
         [sys.executable, "-c", DEPLOY, root, mlir, mode, table, out, prof],
         check=True,
-        env={**os.environ, "PYTHONPATH": root},
+        env=env,
         cwd=root,
         capture_output=True,
         text=True,
@@ -97,6 +105,7 @@ def main() -> int:
     ap.add_argument("--trees", default=f"this={ROOT}", help="label=DIR,... source trees to time")
     ap.add_argument("--workdir", default="/tmp/lamina_compile_time")
     ap.add_argument("--profile", default="", help="cProfile one deploy of the first model to FILE")
+    ap.add_argument("--warm", action="store_true", help="deploys read a cache filled by one deploy first")
     args = ap.parse_args()
     os.makedirs(args.workdir, exist_ok=True)
     trees = dict(t.split("=", 1) for t in args.trees.split(","))
@@ -117,10 +126,19 @@ def main() -> int:
                 pstats.Stats(args.profile).sort_stats("cumulative").print_stats(45)
                 return 0
             best: dict[str, dict] = {}
+            caches = {label: "" for label in trees}
+            if args.warm:
+                import shutil
+
+                for label, tree in trees.items():
+                    caches[label] = os.path.join(args.workdir, f"cache_{label}")
+                    shutil.rmtree(caches[label], ignore_errors=True)
+                    out = os.path.join(args.workdir, f"{name}_{mode.lower()}_{label}.lamina")
+                    deploy(tree, mlir, mode, table, out, cache=caches[label])
             for _ in range(args.repeat):
                 for label, tree in trees.items():
                     out = os.path.join(args.workdir, f"{name}_{mode.lower()}_{label}.lamina")
-                    r = deploy(tree, mlir, mode, table, out)
+                    r = deploy(tree, mlir, mode, table, out, cache=caches[label])
                     print(f"{name} {mode} {label}: {r['cpu']:.2f} s CPU, {r['wall']:.2f} s wall; {r['report'][0]}",
                           flush=True)  # fmt: skip
                     if label not in best or r["cpu"] < best[label]["cpu"]:

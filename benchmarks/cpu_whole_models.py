@@ -49,6 +49,9 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path[:0] = [ROOT, os.path.join(ROOT, "tests", "models"), HERE]
+# the compile column is a cold compile: no machine code from the CPU compiler's disk cache
+# (lamina/targets/cpu/cache.py) unless LAMINA_CACHE is set
+os.environ.setdefault("LAMINA_CACHE", "off")
 
 LABELS = {
     "resnet18": "ResNet-18 1x3x224x224",

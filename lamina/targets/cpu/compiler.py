@@ -30,6 +30,7 @@ from lamina.ir.types import FunctionType, RankedTensorType
 
 from ..base import CompileOptions, CompileResult
 from ..container import Model, Section, SubnetDesc, TensorDesc
+from .cache import default_cache
 from .codegen import Program, generate
 from .dialect import KernelOp, YieldOp
 from .jit import CpuSpec, compile_ir, host_spec
@@ -70,7 +71,8 @@ def compile_module(module: Any, options: CompileOptions, spec: CpuSpec | None = 
     t1 = time.perf_counter()
     program = generate(func, spec.isa, plans, spec.triple)
     t2 = time.perf_counter()
-    obj, linked = compile_ir(program.modules, spec)
+    cache = default_cache()
+    obj, linked = compile_ir(program.modules, spec, cache)
     t3 = time.perf_counter()
     block = func.regions[0].blocks[0]
     ret = block.last_op
@@ -151,7 +153,7 @@ def compile_module(module: Any, options: CompileOptions, spec: CpuSpec | None = 
     total = time.perf_counter() - t0
     metadata["compile_seconds"] = round(total, 3)
     placement = {k.layer: "cpu" for k in program.kernels}
-    report = _report(program, stats, spec, (t1 - t0, t2 - t1, t3 - t2, total), model)
+    report = _report(program, stats, spec, (t1 - t0, t2 - t1, t3 - t2, total), model, cache)
     return CompileResult(model, placement, report)
 
 
@@ -232,14 +234,20 @@ def _version() -> str:
 
 
 def _report(
-    program: Program, stats: dict[str, int], spec: CpuSpec, times: tuple[float, ...], model: Model
+    program: Program,
+    stats: dict[str, int],
+    spec: CpuSpec,
+    times: tuple[float, ...],
+    model: Model,
+    cache: Any = None,
 ) -> list[str]:
     lower, gen, llvm_s, total = times
+    cached = f"; machine code from the cache {cache.root}" if cache is not None and cache.hits else ""
     kernels = [k for k in program.kernels if not k.alias]
     by_t = Counter(k.template for k in kernels)
     lines = [
         f"compiled for {spec.cpu} ({spec.isa.vector_bytes * 8}-bit vectors) in {total:.2f} s "
-        f"(kernel level {lower:.2f} s, codegen {gen:.2f} s, LLVM {llvm_s:.2f} s)",
+        f"(kernel level {lower:.2f} s, codegen {gen:.2f} s, LLVM {llvm_s:.2f} s{cached})",
         f"{len(kernels)} kernels ({stats['fused']} ops fused, {stats['aliases']} reshapes as views): "
         + ", ".join(f"{t} {n}" for t, n in by_t.most_common()),
         f"activation arena {program.arena_bytes} bytes, scratch {program.scratch_bytes} bytes per thread, "

@@ -11,7 +11,9 @@ called on numpy buffers."""
 from __future__ import annotations
 
 import ctypes
+import functools
 import threading
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -112,32 +114,46 @@ def spec_for(isa: str | Isa | None) -> CpuSpec:
     return narrowed(host, widths[isa])
 
 
+#: the target machine's settings (machine code at opt level 3, position-independent)
+CODEGEN = {"opt": 3, "reloc": "pic", "codemodel": "default"}
+#: the IR pipeline :func:`optimize` runs (LLVM's O3, the loop and SLP vectorizers on)
+PIPELINE = {"speed_level": 3, "loop_vectorization": True, "slp_vectorization": True}
+
+
 def target_machine(spec: CpuSpec) -> Any:
     _init()
     try:
         target = llvm.Target.from_triple(spec.triple)
     except RuntimeError as e:
         raise LaminaError(f"LLVM has no target for triple '{spec.triple}': {e}") from None
-    return target.create_target_machine(
-        cpu=spec.cpu, features=spec.features, opt=3, reloc="pic", codemodel="default"
-    )
+    return target.create_target_machine(cpu=spec.cpu, features=spec.features, **CODEGEN)
 
 
 def optimize(mod: Any, tm: Any) -> None:
-    """The O3 pipeline (loop vectorizer included) on a parsed module."""
-    pto = llvm.create_pipeline_tuning_options(speed_level=3)
-    pto.loop_vectorization = True
-    pto.slp_vectorization = True
+    """The O3 pipeline (loop vectorizer included) on a parsed module (:data:`PIPELINE`)."""
+    pto = llvm.create_pipeline_tuning_options(speed_level=PIPELINE["speed_level"])
+    pto.loop_vectorization = PIPELINE["loop_vectorization"]
+    pto.slp_vectorization = PIPELINE["slp_vectorization"]
     pb = llvm.create_pass_builder(tm, pto)
     pb.getModulePassManager().run(mod, pb)
 
 
-def compile_ir(ir_text: str | Sequence[str], spec: CpuSpec) -> tuple[bytes, str]:
+def compile_ir(ir_text: str | Sequence[str], spec: CpuSpec, cache: Any = None) -> tuple[bytes, str]:
     """LLVM IR (one module's text, or several linked into one) → (machine code for ``spec``, the
-    linked IR before optimization: what a file keeps to recompile for another CPU)."""
+    linked IR before optimization: what a file keeps to recompile for another CPU).
+
+    ``cache`` (:class:`~.cache.LlvmCache`): the result is looked up by the hash of every module's
+    text and the CPU and settings (:func:`object_key`), and stored there when compiled. Only IR
+    that compiled is stored, so a hit is what compiling would give, byte for byte."""
     _init()
     texts = [ir_text] if isinstance(ir_text, str) else list(ir_text)
     tm = target_machine(spec)
+    okey = None
+    if cache is not None:
+        okey = object_key(cache, texts, spec, str(tm.target_data))
+        hit = _cached(cache, okey)
+        if hit is not None:
+            return hit
     try:
         mod = llvm.parse_assembly(texts[0])
         for t in texts[1:]:
@@ -149,7 +165,59 @@ def compile_ir(ir_text: str | Sequence[str], spec: CpuSpec) -> tuple[bytes, str]
         raise LaminaError(f"the LLVM IR is invalid: {e}") from None
     linked = str(mod)
     optimize(mod, tm)
-    return tm.emit_object(mod), linked
+    obj = tm.emit_object(mod)
+    if cache is not None and okey is not None:
+        text = zlib.compress(linked.encode("utf-8"), 1)
+        cache.put(okey, "obj", len(obj).to_bytes(8, "little") + obj + text)
+        cache.prune()
+    return obj, linked
+
+
+def object_key(cache: Any, texts: Sequence[str], spec: CpuSpec, layout: str) -> str:
+    """The cache key of the machine code of ``texts`` linked in this order, for ``spec``: the
+    triple, CPU name and features, the data layout, :data:`PIPELINE` and :data:`CODEGEN`, the hash
+    of this file and each module's text (the toolchain is in every key,
+    :meth:`~.cache.LlvmCache.key`)."""
+    import hashlib
+
+    ctx = [
+        spec.triple,
+        spec.cpu,
+        spec.features,
+        layout,
+        repr(sorted(PIPELINE.items())),
+        repr(sorted(CODEGEN.items())),
+        _source_digest(),
+    ]
+    digests = b"".join(hashlib.sha256(t.encode("utf-8")).digest() for t in texts)
+    return cache.key("obj", ctx, len(texts).to_bytes(8, "little") + digests)
+
+
+@functools.lru_cache(maxsize=1)
+def _source_digest() -> str:
+    """The hash of this file: any change to how IR is optimized or emitted makes other keys."""
+    import hashlib
+
+    with open(__file__, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def _cached(cache: Any, okey: str) -> tuple[bytes, str] | None:
+    """The cached (machine code, linked IR), or None (absent, or an entry that does not check)."""
+    entry = cache.get(okey, "obj")
+    if entry is None:
+        return None
+    try:
+        n = int.from_bytes(entry[:8], "little")
+        if n > len(entry) - 8:
+            raise LaminaError("truncated")
+        obj, linked = entry[8 : 8 + n], zlib.decompress(entry[8 + n :]).decode("utf-8")
+        check_object(obj)
+    except (LaminaError, UnicodeDecodeError, zlib.error):
+        cache.drop(okey, "obj")
+        return None
+    cache.hits += 1
+    return obj, linked
 
 
 def check_object(obj: bytes) -> None:

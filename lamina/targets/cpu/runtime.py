@@ -23,6 +23,7 @@ from lamina.support.errors import LaminaError
 from ..base import CompiledModel, _numpy_dtype
 from ..container import Model
 from ..profile import CommandRecord
+from .cache import default_cache
 from .jit import CpuSpec, LoadedCode, compile_ir, host_spec
 
 __all__ = ["CpuModel", "load_cpu_model"]
@@ -80,7 +81,7 @@ class CpuModel(CompiledModel):
             except UnicodeDecodeError:
                 raise LaminaError(f"'{path}': section 'llvm_ir' is not UTF-8") from None
             try:
-                obj, _ = compile_ir(text, self.host)
+                obj, _ = compile_ir(text, self.host, default_cache())  # loaded again here: no LLVM
             except LaminaError as e:
                 raise LaminaError(f"'{path}': recompiling its LLVM IR for this CPU failed: {e}") from None
             self.code = LoadedCode(obj, self.host)
