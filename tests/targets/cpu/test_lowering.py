@@ -160,7 +160,8 @@ def test_int8_residual_block_bit_exact(case: int, isa: str, asym: bool, tmp_path
     want_ops = ["tpu.Conv", "tpu.Add"] + (["tpu.Lut"] if tail in ("relu", "silu") else [])
     assert fused == [want_ops], fused
     fused_kernel = next(k for k in kernels if len(k["ops"]) > 1)
-    assert fused_kernel["template"].startswith("int8-conv")
+    # (the 3x3 stride-1 conv of a plain block is winograd_int8's where its sums stay below 2**25)
+    assert fused_kernel["template"].startswith("int8-conv") or fused_kernel["template"] == "winograd_int8"
 
 
 @pytest.mark.parametrize("isa", ["host", "avx2"])

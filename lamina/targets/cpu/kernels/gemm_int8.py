@@ -838,18 +838,28 @@ class Gen:
         )
 
 
-def _choose_tile(rows: int, cols: int, nl: int, regs: int, mr_max: int, nv_max: int) -> tuple[int, int]:
+def _choose_tile(
+    rows: int,
+    cols: int,
+    nl: int,
+    regs: int,
+    mr_max: int,
+    nv_max: int,
+    load_weight: float = 0.5,
+    min_accs: int = 1,
+) -> tuple[int, int]:
     """Register tile ``(MR, NV)``: ``MR`` rows x ``NV`` vectors of ``nl`` columns, ``MR*NV + NV`` of
-    the ``regs`` vector registers, chosen to minimise the padded work weighted by the load cost."""
+    the ``regs`` vector registers and at least ``min_accs`` accumulators where possible, chosen to
+    minimise the padded work weighted by the load cost (``load_weight`` per load and dot)."""
+    fits = [(mr, nv) for nv in range(1, nv_max + 1) for mr in range(1, mr_max + 1) if mr * nv + nv <= regs]
+    if any(mr * nv >= min_accs for mr, nv in fits):
+        fits = [(mr, nv) for mr, nv in fits if mr * nv >= min_accs]
     best: tuple[float, int, int] = (math.inf, 1, 1)
-    for nv in range(1, nv_max + 1):
-        for mr in range(1, mr_max + 1):
-            if mr * nv + nv > regs:
-                continue
-            work = math.ceil(rows / mr) * mr * math.ceil(cols / (nv * nl)) * nv * nl
-            cost = work * (1.0 + 0.5 * (mr + nv) / (mr * nv))
-            if cost < best[0] - 1e-9:
-                best = (cost, mr, nv)
+    for mr, nv in fits:
+        work = math.ceil(rows / mr) * mr * math.ceil(cols / (nv * nl)) * nv * nl
+        cost = work * (1.0 + load_weight * (mr + nv) / (mr * nv))
+        if cost < best[0] - 1e-9:
+            best = (cost, mr, nv)
     return best[1], best[2]
 
 
@@ -1577,6 +1587,20 @@ class Int8Conv(LutFusion, Template):
         return self.ir_key(op, isa)
 
     def _tile(self, geo: ConvGeom, isa: Isa, op: Any = None) -> tuple[int, int]:
+        """The register tile: :meth:`_base_tile`, but on small images (at most 400 positions: 14x14,
+        7x7) the one of least padded work with at least 8 accumulators, loads weighted 0.1 — a
+        register of 16 positions leaves fewer computed-but-unused positions there (ResNet-50's
+        14x14 1x1 convs: 8 x 1 instead of 8 x 2, 208 positions computed instead of 224 — 5 % less
+        time in the model)."""
+        if geo.oh * geo.wph > 400:
+            return self._base_tile(geo, isa, op)
+        return self._base_tile(geo, isa, op, 0.1, 8)
+
+    def _base_tile(
+        self, geo: ConvGeom, isa: Isa, op: Any = None, load_weight: float = 0.5, min_accs: int = 1
+    ) -> tuple[int, int]:
+        """The register tile of :func:`_choose_tile` over the registers the conv leaves (the
+        estimate :class:`Int8ConvChannels` compares with)."""
         nl = lanes(isa)
         regs = 30 if isa.vector_bytes == 64 else 14
         short = -(-geo.cig // 4) * len(geo.taps) <= 32
@@ -1586,7 +1610,7 @@ class Int8Conv(LutFusion, Template):
             regs = 16
         if not vnni(isa):
             regs = regs // 2
-        return _choose_tile(geo.cog, geo.oh * geo.wph, nl, regs, 8, 4)
+        return _choose_tile(geo.cog, geo.oh * geo.wph, nl, regs, 8, 4, load_weight, min_accs)
 
     def plan(self, op: Any, symbol: str, isa: Isa) -> KernelPlan:
         r = self._geo(op)
@@ -1780,7 +1804,7 @@ class Int8ConvChannels(Int8Conv):
 
     def _better(self, geo: ConvGeom, isa: Isa) -> bool:
         nl = lanes(isa)
-        mr, nv = Int8Conv._tile(self, geo, isa)
+        mr, nv = Int8Conv._base_tile(self, geo, isa)
         qtl = nv * nl
         q = geo.oh * geo.wph
         pos = geo.oh * geo.ow

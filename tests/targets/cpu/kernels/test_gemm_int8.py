@@ -217,6 +217,31 @@ def test_channel_lanes_taken_where_it_pays() -> None:
     assert not Int8ConvChannels().matches(large, HOST)
 
 
+def test_small_images_take_the_tile_of_least_padding() -> None:
+    """At most 400 positions (14x14): the pixel-lane tile computes the fewest unused positions with
+    at least 8 accumulators (8 channels x 1 register: 208 positions for 196), where the general
+    choice (loads weighted more) takes 8 x 2 (224); larger images keep the general choice; every
+    forced ISA gets a tile that fits its registers."""
+    from lamina.targets.cpu.kernels.gemm_int8 import conv_geom
+
+    rng = np.random.default_rng(1)
+    small = conv_op(
+        rng, 1, 256, (14, 14), 1024, (1, 1), (1, 1), (1, 1), [0] * 4, 1, "u8", "none", True, "small"
+    )
+    large = conv_op(
+        rng, 1, 64, (28, 28), 128, (1, 1), (1, 1), (1, 1), [0] * 4, 1, "u8", "none", True, "small"
+    )
+    g_small, g_large = conv_geom(small), conv_geom(large)
+    wide = Isa(64, frozenset({"avx512f", "avx512bw", "avx512vnni"}))
+    assert Int8Conv()._tile(g_small, wide) == (8, 1)
+    assert Int8Conv()._base_tile(g_small, wide) == (8, 2)
+    assert Int8Conv()._tile(g_large, wide) == Int8Conv()._base_tile(g_large, wide)
+    for isa in ISAS:
+        mr, nv = Int8Conv()._tile(g_small, isa)
+        regs = (30 if isa.vector_bytes == 64 else 14) // (1 if vnni(isa) else 2)
+        assert mr * nv + nv <= regs and mr * nv >= min(8, regs - 1)
+
+
 @SETTINGS
 @given(case=conv_cases(depthwise=True))
 def test_depthwise_bit_exact(case: tuple[Any, np.ndarray]) -> None:

@@ -253,3 +253,19 @@ def test_code_key_shared() -> None:
     pa, pb = FORCED.plan(a, "a", HOST), FORCED.plan(b, "b", HOST)
     assert FORCED.code_key(a, pa, HOST) == FORCED.code_key(b, pb, HOST)
     assert not np.array_equal(pa.weights["w"], pb.weights["w"])
+
+
+def test_large_blocks() -> None:
+    """Blocks of many vectors (the 4 x 6 register tile on 16 lanes), several blocks, a partial last
+    one, 2 and 3 parts (blocks split; panels split on one block)."""
+    from lamina.targets.cpu.kernels.winograd_int8 import _layout
+
+    rng = np.random.default_rng(8)
+    for hw, cout in (((58, 61), 24), ((23, 70), 13)):
+        o = conv_op(
+            rng, 1, 19, hw, cout, (3, 3), (1, 1), (1, 1), [1, 1, 1, 1], 1, "asym", "relu", True, "small"
+        )
+        lay = _layout(_geometry(o)[0], HOST)  # type: ignore[index]
+        if HOST.vector_bytes == 64 and HOST.has("avx512vnni"):
+            assert (lay["mr"], lay["nv"]) == (4, 6) and lay["nvec"] >= 6, lay
+        check(o, _act(rng, (1, 19, *hw), True, "rand"), HOST, (1, 2, 3))
