@@ -173,3 +173,66 @@ def test_keys_by_content_unless_declared() -> None:
     assert code_key(o, a, pa.plan, isa) != code_key(o, b, pb.plan, isa)
     # another ISA, another key
     assert code_key(fast, a, pa.plan, Isa(32, isa.features)) != keys[0]
+
+
+def residual_blocks(
+    rng: np.random.Generator, res_ranges: tuple[float, float], c: int = 16, hw: int = 8
+) -> str:
+    """``x -> r1 -> (y1 = conv r1) + r1 -> r2 -> (y2 = conv r2) + r2``: two convs with a fused residual
+    add, alike but for their weights and the residual's range (``res_ranges``: r1's and r2's)."""
+    s = (1, c, hw, hw)
+    ranges = {"x": (-2.0, 2.0), "r1": (-res_ranges[0], res_ranges[0]), "y1": (-3.0, 3.0), "a1": (-6.0, 6.0)}
+    ranges |= {"r2": (-res_ranges[1], res_ranges[1]), "y2": (-3.0, 3.0), "a2": (-6.0, 6.0)}
+    T = {k: _t(s, *v) for k, v in ranges.items()}
+    T["in"] = T["x"]
+    wt = f"tensor<{c}x{c}x3x3xf32>"
+    lines = [
+        f'  %in = "top.Input"(%x) : ({T["x"]}) -> {T["x"]} loc("x")',
+        '  %none = "top.None"() : () -> none',
+    ]
+
+    def conv(name: str, src: str) -> None:
+        lines.append(_weight(f"w_{name}", rng.normal(0, 0.1, (c, c, 3, 3)).astype(np.float32)))
+        lines.append(
+            f'  %{name} = "top.Conv"(%{src}, %w_{name}, %none) <{{pads = array<i64: 1, 1, 1, 1>}}> : ({T[src]}, {wt}, none) -> {T[name]} loc("{name}")'
+        )
+
+    conv("r1", "in")
+    conv("y1", "r1")
+    lines.append(f'  %a1 = "top.Add"(%y1, %r1) : ({T["y1"]}, {T["r1"]}) -> {T["a1"]} loc("a1")')
+    conv("r2", "a1")
+    conv("y2", "r2")
+    lines.append(f'  %a2 = "top.Add"(%y2, %r2) : ({T["y2"]}, {T["r2"]}) -> {T["a2"]} loc("a2")')
+    lines.append(f"  return %a2 : {T['a2']}")
+    return f"func.func @main(%x: {T['x']}) -> {T['a2']} {{\n" + "\n".join(lines) + "\n}\n"
+
+
+@pytest.mark.parametrize("isa", ["host", "avx2"])
+def test_residual_scale_alone_shares_the_function(isa: str, tmp_path: Any) -> None:
+    """Two fused residual convs whose residuals differ only in scale (the INT8 conv templates' own key
+    holds what the code reads of it; the scales are in the ``ra`` buffer): one function, its IR
+    checked against the second's (``check_keys``), and the outputs bit for bit the interpreter's."""
+    text = residual_blocks(np.random.default_rng(5), (4.0, 4.4))
+    tpu = deploy_module(parse_module(text, Context()), "INT8")
+    spec = spec_for(isa)
+    work, plans, _ = lower_to_kernels(tpu, spec, exact=True)
+    program = generate(_main(work), spec.isa, plans, spec.triple, check_keys=True)
+    fused = [k for k in program.kernels if k.layer in ("a1", "a2")]
+    assert len(fused) == 2 and fused[0].template == fused[1].template
+    assert fused[0].function == fused[1].function == fused[0].symbol, [(k.layer, k.function) for k in fused]
+    from lamina.targets.cpu.dialect import KernelOp
+
+    ops = {
+        str(k.symbol): k.computes()[0]
+        for k in _main(work).regions[0].blocks[0].ops
+        if isinstance(k, KernelOp)
+    }
+    keys = [code_key(plans[k.symbol].template, ops[k.symbol], plans[k.symbol].plan, spec.isa) for k in fused]
+    assert keys[0] == keys[1]  # not emitted twice
+    x = {"x": np.random.default_rng(1).uniform(-2, 2, (1, 16, 8, 8)).astype(np.float32)}
+    want = next(iter(run_tpu_module(tpu, x).values()))
+    res = target(isa=isa).compile(tpu, CompileOptions(name="res", mode="INT8"))
+    path = tmp_path / "res.lamina"
+    write_model(path, res.model)
+    got = next(iter(rt.load(path, threads=1).run(x).values()))
+    assert np.array_equal(got, want), f"max |d| {np.abs(got - want).max()}"
