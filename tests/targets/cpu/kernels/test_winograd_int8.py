@@ -269,3 +269,19 @@ def test_large_blocks() -> None:
         if HOST.vector_bytes == 64 and HOST.has("avx512vnni"):
             assert (lay["mr"], lay["nv"]) == (4, 6) and lay["nvec"] >= 6, lay
         check(o, _act(rng, (1, 19, *hw), True, "rand"), HOST, (1, 2, 3))
+
+
+@pytest.mark.parametrize("zp", [1, 100, 200, 255])
+def test_uint8_zero_points(zp: int) -> None:
+    """uint8 inputs of any zero point (``d = q - zp`` from ``-255`` to ``255``; padding reads zp),
+    random and extreme inputs, per-channel multipliers, bias; with a fused Lut for one of them."""
+    rng = np.random.default_rng(zp)
+    w = rng.integers(-60, 61, (21, 17, 3, 3)).astype(np.int8)
+    for hw, fill in (((13, 22), "rand"), ((9, 11), "min"), ((10, 17), "max")):
+        o = conv3(w, False, zp, hw, mult=3e-5)
+        assert FORCED.matches(o, HOST) and WinogradInt8().matches(o, HOST)
+        check(o, _act(rng, (1, 17, *hw), False, fill), HOST, (1, 2, 3))
+    prod, lut = with_lut(conv3(w, False, zp, (12, 20), mult=3e-5), rng, False)
+    x = _act(rng, (1, 17, 12, 20), False, "rand")
+    ref = lut.execute([prod.execute(_inputs(prod, x))[0]])[0]
+    np.testing.assert_array_equal(Compiled(FORCED, prod, HOST)([x], ref.shape, ref.dtype, 2), ref)
