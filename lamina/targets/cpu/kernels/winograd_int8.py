@@ -1,6 +1,6 @@
 """Exact INT8 Winograd F(4x4, 3x3) for the INT8 3x3 stride-1 convolutions of the CPU target
-(``winograd_int8``, priority 11: over ``int8-conv`` where :meth:`WinogradInt8.matches` says it
-wins), bit-exact with ``tpu.Conv``'s ``execute``.
+(``winograd_int8``, priority 12: over ``int8-conv`` and ``int8-conv-channels`` where
+:meth:`WinogradInt8.matches` takes the op), bit-exact with ``tpu.Conv``'s ``execute``.
 
 Each 4x4 block of output pixels (a *tile*) of output channel ``n`` is ``Y = Σ_c Σ_taps d[c] w[n,c]``
 with ``d = q - zp_in`` (padding 0), computed in integer arithmetic modulo ``2**32``:
@@ -11,29 +11,31 @@ with ``d = q - zp_in`` (padding 0), computed in integer arithmetic modulo ``2**3
 * ``M = Σ_c W' X'`` per position ``xi`` of the 6x6, int32 wrapping, over pairs of channels:
   ``vpdpwssd`` (VNNI) or ``vpmaddwd`` + ``vpaddd`` (a pair's sum is below ``2**30``: no overflow);
 * ``Z = A'^T M A'`` with the integer ``A'^T = A^T diag(1, 1, 1, 1, 1, 24)`` (shifts and adds, as
-  ``B^T``): ``Z = 576 Y mod 2**32``,
-  so ``Z * 9**-1 = 64 Y mod 2**32`` and ``Y = (Z * 9**-1) >> 6`` (arithmetic) — exact whenever
-  ``|Y| < 2**25``, which :meth:`WinogradInt8.matches` checks per output channel from the constant
-  weights (``max|d| * Σ|w[n]| < 2**25``; else the direct ``int8-conv`` runs the op).
+  ``B^T``): ``Z = 576 Y mod 2**32``, so ``Z * 9**-1 = 64 Y mod 2**32`` and ``Y = (Z * 9**-1) >> 6``
+  (arithmetic) — exact whenever ``|Y| < 2**25``, which :meth:`WinogradInt8.matches` checks per
+  output channel from the constant weights (``max|d| * Σ|w[n]| < 2**25``; else the direct
+  kernels run the op).
 
 The contract's accumulator is then ``Y + bias`` (int32 wrap) and the epilogue is the direct
 kernel's (``gemm_int8.Gen``: requant, zero point, clamps / ReLU, a fused residual ``tpu.Add`` and
-``tpu.Lut``).
+``tpu.Lut``, the same int32 and float forms).
 
-**Schedule.** Blocks of ``R`` rows of tiles (``TW = ceil(OW / 4)`` tiles a row); the parts split the
-(image, block) pairs or, where that costs more, every block's panels of ``MR`` output channels
-(each part transforming the block's input). Per block, in the part's scratch:
+**Schedule.** Blocks of ``R`` rows of tiles (``TW = ceil(OW / 4)`` tiles a row, the block's tiles
+``t = r * TW + tw`` in vectors of ``nl`` lanes across tile rows); the parts split the (image,
+block) pairs or, where that costs more, every block's panels of ``MR`` output channels (each part
+transforming the block's input). Per block, in the part's scratch:
 
-1. per pair of input channels: ``P``, the block's ``4R + 2`` input rows as int16 ``d`` pairs (one
-   int32 lane: the two channels), each row split by column phase mod 4 — a patch column ``j`` of
-   ``nl`` consecutive tiles is then one vector load — then ``V[xi][c/2][t] = X'`` for the block's
-   tiles ``t = r * TW + tw`` (lanes along tiles; the lanes past a tile row's end are overwritten by
-   the next row or land in slack);
+1. per pair of input channels (in chunks of :data:`P_BYTES`): ``P[i][j][t]``, the 36 patch planes
+   of the block's tiles as int16 ``d`` pairs (one int32 lane: the two channels; each input row
+   loaded with masks, split by column phase mod 4, the planes ``j = 4, 5`` stored once more one
+   tile left) — a patch element of ``nl`` consecutive tiles is one aligned load —, then
+   ``V[c/2][xi][t] = X'``;
 2. per panel: ``M[xi] = W'[xi] x V[xi]`` (36 GEMMs of ``MR`` x ``NV`` vector register tiles over
-   ``C/2`` channel pairs, the weights broadcast pairs) into a per-part buffer, then per channel and
-   vector of tiles the output transform, the epilogue on the 4x4 values of the ``nl`` tiles, each
-   output row's four columns interleaved into ``4 nl`` consecutive bytes, a store masked at the
-   row's end (and rows past the output).
+   ``C/2`` channel pairs, the weights' pairs broadcast, ``W'`` per panel one stream prefetched
+   :data:`PREFETCH` bytes ahead) into a per-part buffer, then per channel and vector of tiles the
+   output transform, the epilogue on the 16 values of each tile, each output row's four columns
+   interleaved into ``4 nl`` bytes, stored by segments (one per tile row the vector spans, masked
+   by two scalar bounds: the row's columns, rows past the output).
 
 3x3, stride 1, dilation 1, one group, pads at most 1 each side; 8-bit storage, as ``int8-conv``."""
 
@@ -250,17 +252,20 @@ class WinogradInt8(LutFusion, Template):
         #: run every op it can run exactly, whatever its size (the tests)
         self.force = force
 
-    #: the smallest layers it runs (measured against ``int8-conv``, ``benchmarks/cpu_int8_kernels.py``)
-    MIN_CIN = 16
-    MIN_COUT = 16
-    MIN_OW = 8
+    #: the smallest layers it runs, measured against the direct kernels (one thread, Zen 4): 32
+    #: channels lost (0.96x at 56x56, 0.90x at 28x28), 48 won (1.17x, 1.31x); maps of fewer than 16
+    #: tiles lost (12x12 and 10x10: 9 tiles, 0.93x / 0.70x; 8x8 and 7x7: 4), 14x14 and 16x16 won
+    MIN_CIN = 48
+    MIN_COUT = 48
+    MIN_TILES = 16
 
     def matches(self, op: Any, isa: Isa) -> bool:
         r = _geometry(op)
         if r is None:
             return False
         geo, q = r
-        small = geo.cin < self.MIN_CIN or geo.cout < self.MIN_COUT or geo.ow < self.MIN_OW
+        tiles = -(-geo.oh // 4) * -(-geo.ow // 4)
+        small = geo.cin < self.MIN_CIN or geo.cout < self.MIN_COUT or tiles < self.MIN_TILES
         if small and not self.force:
             return False
         return bool(np.all(exact_bound(q, geo.cout) < BOUND))

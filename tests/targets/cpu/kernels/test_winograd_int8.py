@@ -192,14 +192,14 @@ def test_int16_limits_and_the_bound() -> None:
     q = _geometry(o)[1]  # type: ignore[index]
     assert exact_bound(q, 16).max() < BOUND and exact_bound(q, 16).max() > 0.99 * BOUND
     assert np.abs(winograd_weights(w)).max() == 144 * 128
-    assert WinogradInt8().matches(o, HOST)
+    assert FORCED.matches(o, HOST)
     for fill in ("max", "min"):
         check(o, _act(rng, (1, cin, 9, 10), False, fill), HOST, (1, 2))
     x = np.where(rng.random((1, cin, 9, 10)) < 0.5, 0, 255).astype(np.uint8)
     check(o, x, HOST, (1,))
     # one more channel: past the bound (and an int8 input of zero point 127: max|d| = 255 too)
     w2 = np.full((16, cin + 1, 3, 3), -128, np.int8)
-    assert not WinogradInt8().matches(conv3(w2, False, 0, (9, 10)), HOST)
+    assert not FORCED.matches(conv3(w2, False, 0, (9, 10)), HOST)
     assert not FORCED.matches(conv3(w2, True, 127, (9, 10)), HOST)
     assert select(conv3(w2, False, 0, (9, 10)), HOST).name != "winograd_int8"
     # a single channel over it declines the whole op
@@ -236,6 +236,10 @@ def test_selected_for_resnet_layers() -> None:
         w = np.clip(rng.normal(0, 20, (cin, cin, 3, 3)), -127, 127).astype(np.int8)
         o = conv3(w, False, 0, (hw, hw))
         assert (select(o, HOST).name == "winograd_int8") == want, (cin, hw)
+    # below the measured sizes: 32 channels, 12x12 (9 tiles); forced it runs them
+    for cin, hw in ((32, 28), (64, 12)):
+        o = conv3(np.clip(rng.normal(0, 20, (cin, cin, 3, 3)), -127, 127).astype(np.int8), False, 0, (hw, hw))
+        assert not WinogradInt8().matches(o, HOST) and FORCED.matches(o, HOST)
     o = conv_op(rng, 1, 32, (16, 16), 32, (3, 3), (2, 2), (1, 1), [1] * 4, 1, "sym", "relu", True, "small")
     assert not FORCED.matches(o, HOST)
     o = conv_op(rng, 1, 32, (16, 16), 32, (3, 3), (1, 1), (2, 2), [2] * 4, 1, "sym", "relu", True, "small")
@@ -269,3 +273,19 @@ def test_large_blocks() -> None:
         if HOST.vector_bytes == 64 and HOST.has("avx512vnni"):
             assert (lay["mr"], lay["nv"]) == (4, 6) and lay["nvec"] >= 6, lay
         check(o, _act(rng, (1, 19, *hw), True, "rand"), HOST, (1, 2, 3))
+
+
+@pytest.mark.parametrize("zp", [1, 100, 200, 255])
+def test_uint8_zero_points(zp: int) -> None:
+    """uint8 inputs of any zero point (``d = q - zp`` from ``-255`` to ``255``; padding reads zp),
+    random and extreme inputs, per-channel multipliers, bias; with a fused Lut for one of them."""
+    rng = np.random.default_rng(zp)
+    w = rng.integers(-60, 61, (21, 17, 3, 3)).astype(np.int8)
+    for hw, fill in (((13, 22), "rand"), ((9, 11), "min"), ((10, 17), "max")):
+        o = conv3(w, False, zp, hw, mult=3e-5)
+        assert FORCED.matches(o, HOST)
+        check(o, _act(rng, (1, 17, *hw), False, fill), HOST, (1, 2, 3))
+    prod, lut = with_lut(conv3(w, False, zp, (12, 20), mult=3e-5), rng, False)
+    x = _act(rng, (1, 17, 12, 20), False, "rand")
+    ref = lut.execute([prod.execute(_inputs(prod, x))[0]])[0]
+    np.testing.assert_array_equal(Compiled(FORCED, prod, HOST)([x], ref.shape, ref.dtype, 2), ref)
