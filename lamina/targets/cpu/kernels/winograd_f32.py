@@ -132,6 +132,7 @@ def _layout(geo: dict[str, Any], isa: Isa) -> dict[str, Any]:
 class WinogradF32(Template):
     name = "winograd_f32"
     priority = 11
+    code_reads_constants = False  # the transformed weights and bias are buffers (kernels/codekey.py)
 
     #: the smallest layers measured faster than conv_f32 (YOLO's and ResNet-18's 3x3 stride-1 layers,
     #: ``benchmarks/cpu_yolo_kernels.py``, Zen 4): 16 channels at 160x160 1.5x, 20x20 1.6-2x
