@@ -697,6 +697,24 @@ class Gen:
         y = b.select(b.fcmp_ordered(">", y, hi), hi, y)
         return y, unc
 
+    def residual_consts(self, rtab: Any, co: Any, cout: int, n: int) -> tuple[Any, ...]:
+        """The fused residual add's constants for output channel ``co`` (i64) on ``n`` lanes,
+        ``(c32, fast, am, rm, ash)``: the int32 form's (:meth:`res32_consts`, and its float fast
+        form's, :meth:`res_fast_consts`), or the i64 form's three per-channel table entries
+        ``rtab[j * cout + co]``; None where a form does not apply."""
+        c32 = fc = am = rm = ash = None
+        if self.res32 is not None:
+            c32 = self.res32_consts(n)
+            if self.fast2 is not None:
+                fc = self.res_fast_consts(n)
+        else:
+            b = self.b
+            am, rm, ash = (
+                self.splat(b.load(b.gep(rtab, [co if j == 0 else b.add(co, self.c(j * cout))])), n)
+                for j in range(3)
+            )
+        return c32, fc, am, rm, ash
+
     def res_fast_consts(self, n: int) -> tuple[Any, ...]:
         """:func:`fast_residual`'s ``g1, g2, C`` (float) and ``F``, mask (int32) splat over ``n``
         lanes, from entries 8..12 of the add's table (load them before the stores)."""
@@ -1721,15 +1739,7 @@ class Int8Conv(LutFusion, Template):
                             am = rm = ash = c32 = fc = None
                             if gen.res is not None and rtab is not None:
                                 rbase = b.gep(gen.res[0], [plane])
-                                if gen.res32 is not None:
-                                    c32 = gen.res32_consts(nl)
-                                    if gen.fast2 is not None:
-                                        fc = gen.res_fast_consts(nl)
-                                else:  # the i64 form's per-channel tables
-                                    am, rm, ash = (
-                                        gen.splat(b.load(b.gep(rtab, [b.add(co, gen.c(j * geo.cout))])), nl)
-                                        for j in range(3)
-                                    )
+                                c32, fc, am, rm, ash = gen.residual_consts(rtab, co, geo.cout, nl)
                             rs = []
                             if gen.res is not None:
                                 for v in range(nv):

@@ -521,14 +521,7 @@ def _emit(gen: Gen, plan: KernelPlan, op: Any, geo: ConvGeom, q: QuantInfo, lay:
                 rbase = None
                 if gen.res is not None and rtab is not None:
                     rbase = b.gep(gen.res[0], [plane])
-                    if gen.res32 is not None:
-                        c32 = gen.res32_consts(nl)
-                        if gen.fast2 is not None:
-                            fc = gen.res_fast_consts(nl)
-                    else:
-                        am, rm, ash = (
-                            gen.splat(b.load(b.gep(rtab, [add(co, j * cout)])), nl) for j in range(3)
-                        )
+                    c32, fc, am, rm, ash = gen.residual_consts(rtab, co, cout, nl)
                 mrow = b.gep(mbuf, [b.mul(m, c(vcols * 4))])
 
                 def vec(v: Any, _: list[Any]) -> None:
