@@ -114,6 +114,37 @@ def tile_for(isa: Isa) -> Tile:
     return Tile(4, 4, 2)
 
 
+def units_or_panels(
+    b: ir.IRBuilder, nparts: Any, units: int, panels: int, overhead: float, share: Callable[[int], Any]
+) -> tuple[Any, Any, Any, Any]:
+    """A part's units ``[u_lo, u_hi)`` of ``units`` and panels ``[p_lo, p_hi)`` of ``panels`` (i64
+    values; ``share(n)`` gives the part's balanced ``[lo, hi)`` of ``n``). Each unit's work is
+    ``panels`` panels plus ``overhead`` panels' worth every part taking the unit repeats (e.g.
+    transforming its input): the units split between the parts (every part taking all panels)
+    unless splitting every unit's panels costs less — where there are fewer units than parts, or an
+    odd few (Winograd's one block of ResNet-50's 14x14 layers: two threads took as long as one).
+    Used by :class:`Fn` and by the INT8 builder's Winograd (:mod:`.winograd_int8`)."""
+
+    def c(v: int) -> ir.Constant:
+        return ir.Constant(I64, v)
+
+    scale = 16  # fixed point for the overhead
+    ov = round(overhead * scale)
+    per_u = b.udiv(b.add(c(units), b.sub(nparts, c(1))), nparts)
+    per_p = b.udiv(b.add(c(panels), b.sub(nparts, c(1))), nparts)
+    cost_u = b.mul(per_u, c(panels * scale + ov))
+    cost_p = b.mul(c(units), b.add(b.mul(per_p, c(scale)), c(ov)))
+    by_p = b.icmp_signed("<", cost_p, cost_u)
+    u_lo, u_hi = share(units)
+    p_lo, p_hi = share(panels)
+    return (
+        b.select(by_p, c(0), u_lo),
+        b.select(by_p, c(units), u_hi),
+        b.select(by_p, p_lo, c(0)),
+        b.select(by_p, p_hi, c(panels)),
+    )
+
+
 class Fn:
     """One kernel function ``void @symbol(ptr bufs, i64 part, i64 nparts)`` being built, with
     helpers that fold Python ints and build counted loops."""
@@ -177,29 +208,10 @@ class Fn:
         return lo, hi
 
     def share_units_or_panels(self, units: int, panels: int, overhead: float) -> tuple[Int, Int, Int, Int]:
-        """This part's units ``[u_lo, u_hi)`` of ``units`` and panels ``[p_lo, p_hi)`` of ``panels``
-        (each unit's work: ``panels`` panels plus ``overhead`` panels' worth of work every part
-        taking the unit repeats, e.g. transforming its input): the units split between the parts
-        (every part taking all panels) unless splitting every unit's panels costs less — where
-        there are fewer units than parts, or an odd few (Winograd's one block of ResNet-50's 14x14
-        layers: two threads took as long as one)."""
-        b = self.b
-        np_ = self.nparts
-        c = self.c
-        scale = 16  # fixed point for the overhead
-        ov = round(overhead * scale)
-        per_u = self.udiv(self.add(c(units), self.sub(np_, c(1))), np_)
-        per_p = self.udiv(self.add(c(panels), self.sub(np_, c(1))), np_)
-        cost_u = self.mul(per_u, c(panels * scale + ov))
-        cost_p = self.mul(c(units), self.add(self.mul(per_p, c(scale)), c(ov)))
-        by_p = b.icmp_signed("<", cost_p, cost_u)
-        u_lo, u_hi = self.share(units)
-        p_lo, p_hi = self.share(panels)
-        return (
-            b.select(by_p, c(0), c(u_lo)),
-            b.select(by_p, c(units), c(u_hi)),
-            b.select(by_p, c(p_lo), c(0)),
-            b.select(by_p, c(p_hi), c(panels)),
+        """This part's units ``[u_lo, u_hi)`` of ``units`` and panels ``[p_lo, p_hi)`` of ``panels``:
+        :func:`units_or_panels` with this function's balanced shares."""
+        return units_or_panels(
+            self.b, self.nparts, units, panels, overhead, lambda n: tuple(self.c(v) for v in self.share(n))
         )
 
     # ---- memory ----

@@ -47,6 +47,7 @@ import numpy as np
 from llvmlite import ir
 
 from .abi import Isa, KernelPlan, Template
+from .gemm_f32 import units_or_panels
 from .gemm_int8 import (
     BUFFERS,
     I8,
@@ -593,32 +594,9 @@ def _emit(gen: Gen, plan: KernelPlan, op: Any, geo: ConvGeom, q: QuantInfo, lay:
         gen.loop(p_lo, p_hi, panel)
 
     units = geo.batch * nblk
-    lo, hi, p_lo, p_hi = _share(gen, units, panels, 1.0)
+    lo, hi, p_lo, p_hi = units_or_panels(b, gen.nparts, units, panels, 1.0, gen.part_range)
     gen.loop(lo, hi, block)
     b.ret_void()
-
-
-def _share(gen: Gen, units: int, panels: int, overhead: float) -> tuple[Any, Any, Any, Any]:
-    """This part's units ``[u_lo, u_hi)`` and panels ``[p_lo, p_hi)`` (as
-    ``gemm_f32.Fn.share_units_or_panels``): the units split between the parts unless splitting every
-    unit's panels costs less (each part then repeating the unit's ``overhead`` panels of work)."""
-    b, c = gen.b, gen.c
-    np_ = gen.nparts
-    scale = 16
-    ov = round(overhead * scale)
-    per_u = b.udiv(b.add(c(units), b.sub(np_, c(1))), np_)
-    per_p = b.udiv(b.add(c(panels), b.sub(np_, c(1))), np_)
-    cost_u = b.mul(per_u, c(panels * scale + ov))
-    cost_p = b.mul(c(units), b.add(b.mul(per_p, c(scale)), c(ov)))
-    by_p = b.icmp_signed("<", cost_p, cost_u)
-    u_lo, u_hi = gen.part_range(units)
-    p_lo, p_hi = gen.part_range(panels)
-    return (
-        b.select(by_p, c(0), u_lo),
-        b.select(by_p, c(units), u_hi),
-        b.select(by_p, p_lo, c(0)),
-        b.select(by_p, p_hi, c(panels)),
-    )
 
 
 #: this module's templates (registered by :mod:`lamina.targets.cpu.kernels`)

@@ -217,6 +217,14 @@ def test_residual_narrower_isa(isa: Isa, case: tuple[Any, ...]) -> None:
     check_fused(Int8Conv(), conv, add, lut, x, r, isa, (1, 2))
 
 
+def _conv_out_info(lo: int, hi: int, zp: int, signed: bool) -> Any:
+    """The QuantInfo a residual form reads: the conv's output bounds, zero point and signedness."""
+    from lamina.targets.cpu.kernels.gemm_int8 import QuantInfo
+
+    z = np.zeros(1, np.int64)
+    return QuantInfo(True, 0, lo, hi, zp, z, z, np.zeros(1, np.int8), None, signed)
+
+
 def _contract_add(y: np.ndarray, r: np.ndarray, ra: Any, m1: int, m2: int, s: int) -> np.ndarray:
     from lamina.dialects.tpu.quantize import rounding_rshift
 
@@ -245,22 +253,11 @@ def test_residual32_formula_over_every_byte_pair(seed: int) -> None:
         else:
             m1, m2 = (int(v) for v in rng.integers(0, 2**31, 2) >> rng.integers(0, 24, 2))
         c = 1
-        from lamina.targets.cpu.kernels.gemm_int8 import QuantInfo, ResidualAdd
+        from lamina.targets.cpu.kernels.gemm_int8 import ResidualAdd
 
         ra = ResidualAdd(0, zp_y, zp_r, r_signed, -128, 127, zp_o, True, ((m1,) * c, (m2,) * c, (s,) * c))
         lo, hi = (-128, 127) if y_signed else (0, 255)
-        q = QuantInfo(
-            True,
-            0,
-            lo,
-            hi,
-            zp_y,
-            np.zeros(1, np.int64),
-            np.zeros(1, np.int64),
-            np.zeros(1, np.int8),
-            None,
-            y_signed,
-        )
+        q = _conv_out_info(lo, hi, zp_y, y_signed)
         r32 = residual32(ra, q)
         if r32 is None:
             continue
@@ -406,7 +403,7 @@ def lanes_of(isa: Isa) -> int:
 def test_fast_residual_certain_lanes_exact_over_every_byte_pair(isa: Isa, seed: int) -> None:
     """Every lane :meth:`Gen.fast_residual` calls certain is the contract's add, over every pair of
     bytes, for calibration-like, random and tie-heavy (multiples of ``2**(S-3)``) factors."""
-    from lamina.targets.cpu.kernels.gemm_int8 import I8, I32, QuantInfo, ResidualAdd, fast_residual_form, vt
+    from lamina.targets.cpu.kernels.gemm_int8 import I8, I32, ResidualAdd, fast_residual_form, vt
 
     rng = np.random.default_rng(100 + seed)
     taken = 0
@@ -427,18 +424,7 @@ def test_fast_residual_certain_lanes_exact_over_every_byte_pair(isa: Isa, seed: 
             m1, m2 = (int(v) << (s - 3) for v in rng.integers(0, 16, 2))
         ra = ResidualAdd(0, zp_y, zp_r, r_signed, -128, 127, zp_o, True, ((m1,), (m2,), (s,)))
         lo, hi = (-128, 127) if y_signed else (0, 255)
-        q = QuantInfo(
-            True,
-            0,
-            lo,
-            hi,
-            zp_y,
-            np.zeros(1, np.int64),
-            np.zeros(1, np.int64),
-            np.zeros(1, np.int8),
-            None,
-            y_signed,
-        )
+        q = _conv_out_info(lo, hi, zp_y, y_signed)
         f2 = fast_residual_form(ra, q)  # (tie-heavy factors included: the kernels keep them exact)
         if f2 is None:
             continue
