@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "npu"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from int8_harness import Compiled
-from test_gemm_int8 import HOST, ISA_IDS, ISAS, _act, _inputs, check, conv_op, with_lut
+from test_gemm_int8 import HOST, ISA_IDS, ISAS, _act, _inputs, check, conv_op, draw_conv, with_lut
 
 from lamina.targets.cpu.kernels import select
 from lamina.targets.cpu.kernels.abi import Isa
@@ -32,29 +32,18 @@ SETTINGS = settings(max_examples=10, deadline=None, derandomize=True, suppress_h
 
 @st.composite
 def stem_cases(draw: Any) -> tuple[Any, np.ndarray]:
+    """``conv_cases``' draws over the stem's ranges: few input channels, kernels up to 7, images
+    up to 40 — the convs the im2col template takes."""
     nd = draw(st.sampled_from([2, 2, 2, 1]))
     cin = draw(st.sampled_from([1, 2, 3, 3, 5, 6]))
     cout = draw(st.integers(1, 40))
     k = tuple(draw(st.integers(1, 7)) for _ in range(nd))
     d = tuple(draw(st.integers(1, 2)) for _ in range(nd))
     s = tuple(draw(st.integers(1, 3)) for _ in range(nd))
-    pads = [draw(st.integers(0, k[i % nd])) for i in range(2 * nd)]
     hw = tuple(draw(st.integers(1, 40)) for _ in range(nd))
-    for i in range(nd):
-        assume(hw[i] + pads[i] + pads[i + nd] >= (k[i] - 1) * d[i] + 1)
-    n = draw(st.integers(1, 2))
-    mode = draw(st.sampled_from(["sym", "asym", "asym+", "u8"]))
-    relu = draw(st.sampled_from(["none", "relu", "limit"]))
-    per_channel = draw(st.booleans())
-    bias = draw(st.sampled_from(["none", "small", "huge"]))
-    fill = draw(st.sampled_from(["rand", "rand", "min", "max"]))
-    wfill = draw(st.sampled_from(["rand", "rand", "min", "max"]))
-    rng = np.random.default_rng(draw(st.integers(0, 2**31)))
-    o = conv_op(
-        rng, n, cin, hw, cout, k, s, d, pads, 1, mode, relu, per_channel, bias, wfill, big=fill != "rand"
-    )
+    o, x = draw_conv(draw, nd, 1, cin, cout, k, d, s, hw)
     assume(Int8ConvIm2col().matches(o, HOST))
-    return o, _act(rng, (n, cin, *hw), mode != "u8", fill)
+    return o, x
 
 
 @SETTINGS

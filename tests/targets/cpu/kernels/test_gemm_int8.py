@@ -160,17 +160,21 @@ def conv_op(
     return op("tpu.Conv", operands, out_t, ", ".join(attrs))
 
 
-@st.composite
-def conv_cases(draw: Any, depthwise: bool, channel_block: int = 1) -> tuple[Any, np.ndarray]:
-    nd = draw(st.sampled_from([2, 2, 2, 1]))
-    g = draw(st.integers(1, 4)) if not depthwise else draw(st.integers(1, 9))
-    cin = g if depthwise else g * draw(st.integers(1, 9))
-    cout = g if depthwise else g * channel_block * draw(st.integers(1, 11 if channel_block == 1 else 3))
-    k = tuple(draw(st.integers(1, 5)) for _ in range(nd))
-    d = tuple(draw(st.integers(1, 3)) for _ in range(nd))
-    s = tuple(draw(st.integers(1, 3)) for _ in range(nd))
+def draw_conv(
+    draw: Any,
+    nd: int,
+    g: int,
+    cin: int,
+    cout: int,
+    k: tuple[int, ...],
+    d: tuple[int, ...],
+    s: tuple[int, ...],
+    hw: tuple[int, ...],
+) -> tuple[Any, np.ndarray]:
+    """A conv of the given geometry with drawn pads (the input at least one dilated kernel wide),
+    batch, input mode, relu, per-channel or per-tensor requant, bias and extreme fills, and its
+    input: what every INT8 conv template's property test draws (``conv_cases``, ``stem_cases``)."""
     pads = [draw(st.integers(0, k[i % nd])) for i in range(2 * nd)]
-    hw = tuple(draw(st.integers(1, 19)) for _ in range(nd))
     for i in range(nd):
         assume(hw[i] + pads[i] + pads[i + nd] >= (k[i] - 1) * d[i] + 1)
     n = draw(st.integers(1, 2))
@@ -185,6 +189,19 @@ def conv_cases(draw: Any, depthwise: bool, channel_block: int = 1) -> tuple[Any,
         rng, n, cin, hw, cout, k, s, d, pads, g, mode, relu, per_channel, bias, wfill, big=fill != "rand"
     )
     return o, _act(rng, (n, cin, *hw), mode != "u8", fill)
+
+
+@st.composite
+def conv_cases(draw: Any, depthwise: bool, channel_block: int = 1) -> tuple[Any, np.ndarray]:
+    nd = draw(st.sampled_from([2, 2, 2, 1]))
+    g = draw(st.integers(1, 4)) if not depthwise else draw(st.integers(1, 9))
+    cin = g if depthwise else g * draw(st.integers(1, 9))
+    cout = g if depthwise else g * channel_block * draw(st.integers(1, 11 if channel_block == 1 else 3))
+    k = tuple(draw(st.integers(1, 5)) for _ in range(nd))
+    d = tuple(draw(st.integers(1, 3)) for _ in range(nd))
+    s = tuple(draw(st.integers(1, 3)) for _ in range(nd))
+    hw = tuple(draw(st.integers(1, 19)) for _ in range(nd))
+    return draw_conv(draw, nd, g, cin, cout, k, d, s, hw)
 
 
 @SETTINGS
