@@ -121,6 +121,24 @@ class Compiled:
         )
         return out
 
+    def expect(
+        self,
+        ins: list[np.ndarray],
+        ref: np.ndarray,
+        nparts: Sequence[int] = (1, 2, 3),
+        others: Sequence[tuple[Any, np.ndarray]] = (),
+    ) -> None:
+        """Run on each of ``nparts`` parts and require ``ref`` bit for bit (the first differing
+        element and the count in the message)."""
+        for n in nparts:
+            y = self(ins, ref.shape, ref.dtype, n, others)
+            if not np.array_equal(y, ref):
+                bad = np.argwhere(y != ref)
+                raise AssertionError(
+                    f"nparts={n}: {len(bad)}/{y.size} differ, first at {bad[0].tolist()}: "
+                    f"{y[tuple(bad[0])]} != {ref[tuple(bad[0])]}"
+                )
+
 
 def _aligned(a: np.ndarray) -> np.ndarray:
     a = np.ascontiguousarray(a)

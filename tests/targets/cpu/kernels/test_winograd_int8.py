@@ -52,14 +52,7 @@ def check(
     assert FORCED.matches(o, isa)
     ref = o.execute(_inputs(o, x))[0]
     c = Compiled(FORCED, o, isa, ir_passes=ir_passes)
-    for n in nparts:
-        y = c([x], ref.shape, ref.dtype, n)
-        if not np.array_equal(y, ref):
-            bad = np.argwhere(y != ref)
-            raise AssertionError(
-                f"nparts={n}: {len(bad)}/{y.size} differ, first at {bad[0].tolist()}: "
-                f"{y[tuple(bad[0])]} != {ref[tuple(bad[0])]}"
-            )
+    c.expect([x], ref, nparts)
     return c
 
 
