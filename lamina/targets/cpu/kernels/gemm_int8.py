@@ -988,6 +988,9 @@ def _emit_pack(
     nph = len(geo.phases)
     row_bytes = wph * inter
     xor = gen.cv([off] * 64, I8) if off else None
+    # AVX-512 BW: every row as whole chunks of 16 positions, the padding and the columns past the
+    # input read as masked-off lanes (rows narrower than a chunk — 14x14, 7x7 — were byte by byte)
+    masked = gen.isa.vector_bytes == 64 and gen.isa.has("avx512bw")
 
     def row_ptrs(gi: Any, cg: Any, nchan: int, ir_: Any) -> list[Any]:
         ptrs = []
@@ -1040,42 +1043,45 @@ def _emit_pack(
                 with b.if_else(inside) as (then, other):
                     with then:
                         ptrs = row_ptrs(gi, cg, nchan, ir_)
-                        # padding columns
-                        for j in list(range(0, j_lo)) + list(range(j_hi, wph)):
-                            gen.store(gen.cv([padu] * inter, I8), drow, j * inter)
-                        for j in chunks:
-                            c0 = j * sw + bb - geo.pl
-                            vs = []
-                            for t in range(inter):
-                                if t < nchan:
-                                    v = gen.load(ptrs[t], c0, vt(I8, span))
-                                    if sw > 1:
-                                        v = b.shuffle_vector(v, v, gen.cv([jj * sw for jj in range(16)]))
+                        if masked:
+                            _pack_row_masked(gen, geo, ptrs, drow, bb, inter, nchan, padu, off)
+                        else:
+                            # padding columns
+                            for j in list(range(0, j_lo)) + list(range(j_hi, wph)):
+                                gen.store(gen.cv([padu] * inter, I8), drow, j * inter)
+                            for j in chunks:
+                                c0 = j * sw + bb - geo.pl
+                                vs = []
+                                for t in range(inter):
+                                    if t < nchan:
+                                        v = gen.load(ptrs[t], c0, vt(I8, span))
+                                        if sw > 1:
+                                            v = b.shuffle_vector(v, v, gen.cv([jj * sw for jj in range(16)]))
+                                    else:
+                                        v = gen.cv([padu ^ off] * 16, I8)
+                                    vs.append(v)
+                                if inter == 1:
+                                    out = vs[0]
                                 else:
-                                    v = gen.cv([padu ^ off] * 16, I8)
-                                vs.append(v)
-                            if inter == 1:
-                                out = vs[0]
-                            else:
-                                lo2 = b.shuffle_vector(vs[0], vs[1], gen.iota(32))
-                                hi2 = b.shuffle_vector(vs[2], vs[3], gen.iota(32))
-                                cat = b.shuffle_vector(lo2, hi2, gen.iota(64))
-                                out = b.shuffle_vector(
-                                    cat, cat, gen.cv([t * 16 + jj for jj in range(16) for t in range(4)])
-                                )
-                            if xor is not None:
-                                out = b.xor(out, gen.cv([off] * (16 * inter), I8))
-                            gen.store(out, drow, j * inter)
-                        for j in scalar_js:
-                            c0 = j * sw + bb - geo.pl
-                            for t in range(inter):
-                                if t < nchan:
-                                    v = b.load(b.gep(ptrs[t], [gen.c(c0)]))
-                                    if off:
-                                        v = b.xor(v, gen.c(off, I8))
-                                else:
-                                    v = gen.c(padu, I8)
-                                b.store(v, b.gep(drow, [gen.c(j * inter + t)]))
+                                    lo2 = b.shuffle_vector(vs[0], vs[1], gen.iota(32))
+                                    hi2 = b.shuffle_vector(vs[2], vs[3], gen.iota(32))
+                                    cat = b.shuffle_vector(lo2, hi2, gen.iota(64))
+                                    out = b.shuffle_vector(
+                                        cat, cat, gen.cv([t * 16 + jj for jj in range(16) for t in range(4)])
+                                    )
+                                if xor is not None:
+                                    out = b.xor(out, gen.cv([off] * (16 * inter), I8))
+                                gen.store(out, drow, j * inter)
+                            for j in scalar_js:
+                                c0 = j * sw + bb - geo.pl
+                                for t in range(inter):
+                                    if t < nchan:
+                                        v = b.load(b.gep(ptrs[t], [gen.c(c0)]))
+                                        if off:
+                                            v = b.xor(v, gen.c(off, I8))
+                                    else:
+                                        v = gen.c(padu, I8)
+                                    b.store(v, b.gep(drow, [gen.c(j * inter + t)]))
                     with other:
                         fill = gen.cv([padu] * 64, I8)
                         nfull = row_bytes // 64
@@ -1094,6 +1100,54 @@ def _emit_pack(
             pack_group(gi, gen.c(full), cig % inter)
 
     gen.loop(0, geo.groups, group_body)
+
+
+def _pack_row_masked(
+    gen: Gen, geo: ConvGeom, ptrs: list[Any], drow: Any, bb: int, inter: int, nchan: int, padu: int, off: int
+) -> None:
+    """One packed phase row (column phase ``bb``) of ``_emit_pack`` in chunks of 16 positions, each
+    a load of ``16 * sw`` input bytes per channel (``ptrs``: the channels' input rows) masked to the
+    columns inside the input — the others read the padding byte —, interleaved, offset and stored
+    whole; the last chunk overlaps the one before it, or (a row under 16 positions) is stored
+    masked to the row. No byte outside the input rows or the packed row is accessed."""
+    b = gen.b
+    sw, wph, iw = geo.sw, geo.wph, geo.iw
+    span = 16 * sw
+    pad_in = gen.cv([padu ^ off] * span, I8)
+    starts = list(range(0, wph - 15, 16)) if wph >= 16 else [0]
+    if wph >= 16 and starts[-1] + 16 < wph:
+        starts.append(wph - 16)
+    for j in starts:
+        c0 = j * sw + bb - geo.pl
+        # the lanes read: those of a position (every sw-th), inside the input row
+        lanes_ok = [s % sw == 0 and 0 <= c0 + s < iw for s in range(span)]
+        vs = []
+        for t in range(inter):
+            if t >= nchan or not any(lanes_ok):
+                vs.append(gen.cv([padu ^ off] * 16, I8))
+                continue
+            if all(0 <= c0 + s < iw for s in range(span)):
+                v = gen.load(ptrs[t], c0, vt(I8, span))
+            else:
+                mask = ir.Constant(vt(I1, span), [int(m) for m in lanes_ok])
+                v = gen.masked_load(ptrs[t], c0, mask, pad_in)
+            if sw > 1:
+                v = b.shuffle_vector(v, v, gen.cv([jj * sw for jj in range(16)]))
+            vs.append(v)
+        if inter == 1:
+            out = vs[0]
+        else:
+            lo2 = b.shuffle_vector(vs[0], vs[1], gen.iota(32))
+            hi2 = b.shuffle_vector(vs[2], vs[3], gen.iota(32))
+            cat = b.shuffle_vector(lo2, hi2, gen.iota(64))
+            out = b.shuffle_vector(cat, cat, gen.cv([t * 16 + jj for jj in range(16) for t in range(4)]))
+        if off:
+            out = b.xor(out, gen.cv([off] * (16 * inter), I8))
+        if j + 16 <= wph:
+            gen.store(out, drow, j * inter)
+        else:
+            keep = ir.Constant(vt(I1, 16 * inter), [int(i < wph * inter) for i in range(16 * inter)])
+            gen.masked_store(out, drow, j * inter, keep)
 
 
 def _part_pack_rows(gen: Gen, geo: ConvGeom, nrows: Any, ra: int) -> Any:
