@@ -536,12 +536,12 @@ class Gen:
             neg = b.icmp_signed("<", a, zero)
             r = self.mulshift(b.select(neg, b.sub(zero, a), a), mult, shift)
             y = self.smax(b.select(neg, b.sub(zero, r), r), self.cv([lo] * n))
-        y = self.smin(y, self.cv([hi] * n))
         if raw:
-            return y
+            return self.smin(y, self.cv([hi] * n))
+        # y >= lo here: the stored value clamp(y + zp, q.lo, q.hi), saturating where it can be
         if q.zp_out:
             y = b.add(y, self.cv([q.zp_out] * n))
-        return b.trunc(y, vt(I8, n))
+        return self.sat8(y, q.lo, q.hi, above_lo=True)
 
     def add_residual(
         self,
@@ -672,9 +672,13 @@ class Gen:
         of a tie, or out of range) are flagged."""
         b = self.b
         n = v.type.count
+        z, t = self._fast_round(v, shift, mask)
+        return z, b.icmp_unsigned("==", t, self.cv([0] * n))
+
+    def _fast_round(self, v: Any, shift: Any, mask: Any) -> tuple[Any, Any]:
+        """:meth:`fast_round` with the test's value: ``(U >> F, U & mask)`` (uncertain where 0)."""
         u = self.cvt_rne(v)
-        unc = b.icmp_unsigned("==", b.and_(u, mask), self.cv([0] * n))
-        return b.ashr(u, shift), unc
+        return self.b.ashr(u, shift), self.b.and_(u, mask)
 
     def fast_requant(self, acc: Any, mult: Any, shift: Any, q: QuantInfo, form: FastForm) -> tuple[Any, Any]:
         """:func:`fast_requant`'s form of :meth:`requant` (after the folded constant): ``(y,
@@ -683,6 +687,13 @@ class Gen:
         * f'' + K'')``, ``f'' = fl(m) * 2**-S``, ``K'' = zp + H / 2**F``; ``floor(v)`` is certain
         where ``v - floor(v) >= P / 2**F`` (``U mod 2**F >= P``; the fraction of a float is
         exact, and 0 from ``|v| >= 2**23`` on: uncertain)."""
+        y, frac = self._fast_requant(acc, mult, shift, q, form)
+        n = acc.type.count
+        return y, self.b.fcmp_ordered("<", frac, ir.Constant(vt(F32, n), [form.p / 2**form.f] * n))
+
+    def _fast_requant(self, acc: Any, mult: Any, shift: Any, q: QuantInfo, form: FastForm) -> tuple[Any, Any]:
+        """:meth:`fast_requant` with the test's value: ``(y, v - floor(v))`` (uncertain below
+        ``P / 2**F``)."""
         b = self.b
         n = acc.type.count
         f32 = vt(F32, n)
@@ -691,11 +702,10 @@ class Gen:
         k = ir.Constant(f32, [float(q.zp_out + form.h / 2**form.f)] * n)
         v = self.fma(b.sitofp(acc, f32), fm, k)
         fl = b.call(self.intrinsic(f"llvm.floor.v{n}f32", f32, [f32]), [v])
-        unc = b.fcmp_ordered("<", b.fsub(v, fl), ir.Constant(f32, [form.p / 2**form.f] * n))
         lo, hi = ir.Constant(f32, [float(q.lo)] * n), ir.Constant(f32, [float(q.hi)] * n)
         y = b.select(b.fcmp_ordered("<", fl, lo), lo, fl)
         y = b.select(b.fcmp_ordered(">", y, hi), hi, y)
-        return y, unc
+        return y, b.fsub(v, fl)
 
     def residual_consts(self, rtab: Any, co: Any, cout: int, n: int) -> tuple[Any, ...]:
         """The fused residual add's constants for output channel ``co`` (i64) on ``n`` lanes,
@@ -727,6 +737,11 @@ class Gen:
     def fast_residual(self, y: Any, r: Any, q: QuantInfo, consts: tuple[Any, ...]) -> tuple[Any, Any]:
         """:func:`fast_residual`'s form of :meth:`add_residual`: ``y`` the conv's stored value (int32
         lanes, in ``[q.lo, q.hi]``), ``r`` the residual's bytes; ``(bytes, uncertain)``."""
+        z, t = self._fast_residual(y, r, q, consts)
+        return z, self.b.icmp_unsigned("==", t, self.cv([0] * y.type.count))
+
+    def _fast_residual(self, y: Any, r: Any, q: QuantInfo, consts: tuple[Any, ...]) -> tuple[Any, Any]:
+        """:meth:`fast_residual` with the test's value (:meth:`_fast_round`: uncertain where 0)."""
         assert self.res is not None
         ra = self.res[2]
         b = self.b
@@ -736,9 +751,30 @@ class Gen:
         rv = b.sext(r, vt(I32, n)) if ra.res_signed else b.zext(r, vt(I32, n))
         yf = y if isinstance(y.type.element, ir.FloatType) else b.sitofp(y, f32)
         v = self.fma(yf, g1, self.fma(b.sitofp(rv, f32), g2, c))
-        z, unc = self.fast_round(v, sh, mask)
-        z = self.smin(self.smax(z, self.cv([ra.lo] * n)), self.cv([ra.hi] * n))
-        return b.trunc(z, vt(I8, n)), unc
+        z, t = self._fast_round(v, sh, mask)
+        return self.sat8(z, ra.lo, ra.hi), t
+
+    def sat8(self, y: Any, lo: int, hi: int, above_lo: bool = False) -> Any:
+        """``clamp(y, lo, hi)`` of int32 lanes as bytes (``-128 <= lo <= hi <= 255``; ``above_lo``:
+        ``y >= lo`` already). Where the upper bound is the byte's (127 signed, 255 unsigned) and the
+        lanes are 16 (AVX-512), the clamp at it is the saturating truncation (``vpmovsdb`` /
+        ``vpmovusdb``, unsigned once ``y >= 0``): one or two operations fewer."""
+        b = self.b
+        n = y.type.count
+        sat = None
+        if n == 16 and self.isa.vector_bytes == 64 and self.isa.has("avx512f"):
+            if hi == 127 and lo >= -128:
+                sat = "llvm.x86.avx512.mask.pmovs.db.512"
+            elif hi == 255 and lo >= 0:
+                sat = "llvm.x86.avx512.mask.pmovus.db.512"
+        if sat is None:
+            if not above_lo:
+                y = self.smax(y, self.cv([lo] * n))
+            return b.trunc(self.smin(y, self.cv([hi] * n)), vt(I8, n))
+        if not above_lo and not (hi == 127 and lo == -128):
+            y = self.smax(y, self.cv([lo] * n))
+        f = self.intrinsic(sat, vt(I8, 16), [vt(I32, 16), vt(I8, 16), I16])
+        return b.call(f, [y, self.cv([0] * 16, I8), ir.Constant(I16, -1)])
 
     def fast_requant_residual(
         self,
@@ -756,14 +792,26 @@ class Gen:
         store are dot products of packed bytes too, as rarely uncertain: not masked off."""
         assert len(accs) == len(rs) and self.fast1 is not None
         b = self.b
-        fz, unc = [], None
+        n = accs[0].type.count
+        form = self.fast1
+        # the two tests' values, their lane-wise minima over the registers (unsigned for the
+        # second), tested once: two operations a register instead of two compares and two ors
+        fz, frac, t = [], None, None
         for acc, r in zip(accs, rs):
-            y, u = self.fast_requant(acc, mult, shift, q, self.fast1)
-            z, u2 = self.fast_residual(y, r, q, consts)
-            u = b.or_(u, u2)
-            unc = u if unc is None else b.or_(unc, u)
+            y, f1 = self._fast_requant(acc, mult, shift, q, form)
+            z, t2 = self._fast_residual(y, r, q, consts)
+            frac = f1 if frac is None else self.fmin(frac, f1)
+            t = t2 if t is None else b.select(b.icmp_unsigned("<", t2, t), t2, t)
             fz.append(z)
+        unc = b.or_(
+            b.fcmp_ordered("<", frac, ir.Constant(vt(F32, n), [form.p / 2**form.f] * n)),
+            b.icmp_unsigned("==", t, self.cv([0] * n)),
+        )
         return self.unless_uncertain(unc, fz, exact)
+
+    def fmin(self, a: Any, x: Any) -> Any:
+        """Lane-wise minimum of two float vectors without NaNs."""
+        return self.b.select(self.b.fcmp_ordered("<", a, x), a, x)
 
     def unless_uncertain(self, unc: Any, fast: list[Any], exact: Callable[[], list[Any]]) -> list[Any]:
         """``fast``, or where any lane of ``unc`` is set ``exact()`` (emitted in a branch that is

@@ -525,3 +525,36 @@ def test_pointwise_with_lut_bit_exact(case: tuple[Any, ...]) -> None:
             c = Compiled(Int8Conv(), conv, isa)
             for n in (1, 2, 3):
                 np.testing.assert_array_equal(c([x], ref.shape, ref.dtype, n), ref)
+
+
+@pytest.mark.parametrize("isa", [HOST, Isa(32, HOST.features)], ids=["host", "v32"])
+@pytest.mark.parametrize(
+    "lo,hi", [(-128, 127), (0, 255), (-128, 100), (5, 127), (0, 127), (-20, 255), (3, 200)]
+)
+@pytest.mark.parametrize("above_lo", [False, True])
+def test_sat8_is_the_clamp(isa: Isa, lo: int, hi: int, above_lo: bool) -> None:
+    """:meth:`Gen.sat8` (the saturating truncations where the upper bound is a byte's) is
+    ``clamp(y, lo, hi)`` as bytes over random and extreme int32 lanes (``above_lo``: lanes at or
+    above ``lo``, as its callers promise)."""
+    from lamina.targets.cpu.kernels.gemm_int8 import I32, vt
+
+    def body(gen: Any, i: Any) -> None:
+        nl = gen.nl
+        off = gen.b.mul(i, gen.c(4 * nl))
+        y = gen.load(gen.bufs[0], off, vt(I32, nl))
+        gen.store(gen.b.sext(gen.sat8(y, lo, hi, above_lo), vt(I32, nl)), gen.bufs[1], off)
+
+    run = _fast_kernel(isa, body)
+    rng = np.random.default_rng((lo + 128) * 1000 + hi)
+    n = 4096
+    y = (rng.integers(-(2**31), 2**31, n) >> rng.integers(0, 31, n)).astype(np.int64)
+    y[:600] = np.arange(-300, 300)
+    y[600:604] = [-(2**31), 2**31 - 1, 2**16 + 5, -(2**16) + 7]
+    if above_lo:
+        y = np.maximum(y, lo)
+    out = np.zeros(n, np.int32)
+    run(y.astype(np.int32), out, np.zeros(1, np.int32), np.zeros(1, np.int32), np.zeros(1, np.int32),
+        nvec=n // lanes_of(isa))  # fmt: skip
+    want = np.clip(y, lo, hi).astype(np.int64)
+    got = out.astype(np.int64) & 0xFF
+    np.testing.assert_array_equal(got, want & 0xFF)
