@@ -691,14 +691,17 @@ class Gen:
         n = acc.type.count
         return y, self.b.fcmp_ordered("<", frac, ir.Constant(vt(F32, n), [form.p / 2**form.f] * n))
 
-    def _fast_requant(self, acc: Any, mult: Any, shift: Any, q: QuantInfo, form: FastForm) -> tuple[Any, Any]:
+    def _fast_requant(
+        self, acc: Any, mult: Any, shift: Any, q: QuantInfo, form: FastForm, fm: Any = None
+    ) -> tuple[Any, Any]:
         """:meth:`fast_requant` with the test's value: ``(y, v - floor(v))`` (uncertain below
-        ``P / 2**F``)."""
+        ``P / 2**F``); ``fm``: ``fl(m) * 2**-S`` as float lanes, else computed here."""
         b = self.b
         n = acc.type.count
         f32 = vt(F32, n)
-        p2 = b.bitcast(b.shl(b.sub(self.cv([127] * n), shift), self.cv([23] * n)), f32)
-        fm = b.fmul(b.sitofp(mult, f32), p2)
+        if fm is None:
+            p2 = b.bitcast(b.shl(b.sub(self.cv([127] * n), shift), self.cv([23] * n)), f32)
+            fm = b.fmul(b.sitofp(mult, f32), p2)
         k = ir.Constant(f32, [float(q.zp_out + form.h / 2**form.f)] * n)
         v = self.fma(b.sitofp(acc, f32), fm, k)
         fl = b.call(self.intrinsic(f"llvm.floor.v{n}f32", f32, [f32]), [v])
@@ -785,11 +788,14 @@ class Gen:
         q: QuantInfo,
         consts: tuple[Any, ...],
         exact: Callable[[], list[Any]],
+        fm: Any = None,
     ) -> list[Any]:
         """The fused residual's float fast form (:meth:`fast_requant` then :meth:`fast_residual`) of
         the accumulators ``accs`` with the residual bytes ``rs`` (one each), or ``exact()`` where
         any lane of any of them is uncertain (:meth:`unless_uncertain`). The lanes a tile does not
-        store are dot products of packed bytes too, as rarely uncertain: not masked off."""
+        store are dot products of packed bytes too, as rarely uncertain: not masked off. ``fm``:
+        the requant's float factor ``fl(m) * 2**-S`` loaded from a table (:func:`fast_factors`),
+        else computed from ``mult`` and ``shift``."""
         assert len(accs) == len(rs) and self.fast1 is not None
         b = self.b
         n = accs[0].type.count
@@ -798,7 +804,7 @@ class Gen:
         # second), tested once: two operations a register instead of two compares and two ors
         fz, frac, t = [], None, None
         for acc, r in zip(accs, rs):
-            y, f1 = self._fast_requant(acc, mult, shift, q, form)
+            y, f1 = self._fast_requant(acc, mult, shift, q, form, fm)
             z, t2 = self._fast_residual(y, r, q, consts)
             frac = f1 if frac is None else self.fmin(frac, f1)
             t = t2 if t is None else b.select(b.icmp_unsigned("<", t2, t), t2, t)
@@ -1656,7 +1662,35 @@ def _conv_plan(op: Any, symbol: str, geo: Any, q: Any, t: int, rows: int) -> Ker
     scratch = geo.groups * cig4 * len(geo.phases) * ra * geo.wph * 4 + 64
     macs = geo.batch * geo.cout * geo.oh * geo.ow * geo.cig * geo.kh * geo.kw
     nbytes = int(np.prod(op.operands[0].type.shape)) + int(np.prod(op.results[0].type.shape)) + wp.size
-    return _with_lut(op, symbol, list(BUFFERS), weights, scratch, macs, nbytes, q=q)
+    plan = _with_lut(op, symbol, list(BUFFERS), weights, scratch, macs, nbytes, q=q)
+    fm = fast_factors(op, q, geo.cout + t)
+    if fm is not None:
+        plan.weights["fm"] = fm
+        plan.buffers.append(("weight", "fm"))
+    return plan
+
+
+def fast_factors(op: Any, q: QuantInfo, pad_to: int) -> np.ndarray | None:
+    """Where a conv's fused residual add takes the float fast forms (:func:`fast_requant`,
+    :func:`fast_residual`), its requant's float factors ``fl(m) * 2**-S`` per output channel (exact:
+    a power of two times a float; padded with 0) — one table load a channel instead of four
+    operations (:meth:`Gen.fast_requant_residual`); else None."""
+    ra = residual_add(op)
+    if ra is None or residual32(ra, q) is None or fast_residual(ra, q) is None or fast_requant(q) is None:
+        return None
+    f = np.zeros(pad_to, np.float32)
+    f[: q.mult.size] = (
+        q.mult.astype(np.float32).astype(np.float64) * np.exp2(-q.shift.astype(np.float64))
+    ).astype(np.float32)
+    return f.view(np.int32)
+
+
+def _fm_table(gen: Gen, plan: KernelPlan) -> Any:
+    """The plan's table of :func:`fast_factors` (as ``i32*``) where the kernel takes the fast forms,
+    else None."""
+    if gen.fast1 is None or ("weight", "fm") not in plan.buffers:
+        return None
+    return gen.b.bitcast(gen.bufs[plan.buffers.index(("weight", "fm"))], I32.as_pointer())
 
 
 def _set_fast(gen: Gen, q: QuantInfo, isa: Isa) -> None:
@@ -1756,6 +1790,7 @@ class Int8Conv(LutFusion, Template):
         mt = b.bitcast(mt, I32.as_pointer())
         st_ = b.bitcast(st_, I32.as_pointer())
         rtab = b.bitcast(gen.res[1], I32.as_pointer()) if gen.res is not None else None
+        fmt = _fm_table(gen, plan)
         cig4 = -(-geo.cig // 4)
         cot = -(-geo.cog // mr)
         ntap = len(geo.taps)
@@ -1869,8 +1904,11 @@ class Int8Conv(LutFusion, Template):
 
                             if fc is not None and gen.fast1 is not None:
                                 # the float fast form, the exact one for a row with an uncertain lane
+                                fm = None
+                                if fmt is not None:
+                                    fm = b.bitcast(gen.splat(b.load(b.gep(fmt, [co])), nl), vt(F32, nl))
                                 ys = gen.fast_requant_residual(
-                                    [accs[mm * nv + v] for v in range(nv)], rs[:nv], mu, sh, q, fc, exact
+                                    [accs[mm * nv + v] for v in range(nv)], rs[:nv], mu, sh, q, fc, exact, fm
                                 )
                             else:
                                 ys = exact()
@@ -1955,6 +1993,7 @@ class Int8ConvChannels(Int8Conv):
         gen.fast_shift = fast_shift(q)
         gen.res32 = residual32(gen.res[2], q) if gen.res is not None else None
         _set_fast(gen, q, isa)
+        fmt = _fm_table(gen, plan)
         cig4 = -(-geo.cig // 4)
         cot = -(-geo.cog // cw)
         ntap = len(geo.taps)
@@ -2076,6 +2115,17 @@ class Int8ConvChannels(Int8Conv):
 
                                     if fc is not None and gen.fast1 is not None and rs:
                                         # the float fast form; a tile with an uncertain lane: exact
+                                        fm = None
+                                        if fmt is not None:
+                                            fm = b.bitcast(
+                                                gen.load(
+                                                    b.bitcast(fmt, I8P),
+                                                    b.mul(b.add(ch0, gen.c(v * nl)), gen.c(4)),
+                                                    vt(I32, nl),
+                                                    4,
+                                                ),
+                                                vt(F32, nl),
+                                            )
                                         ys = gen.fast_requant_residual(
                                             [accs[rr * nv + v] for rr in range(mr)],
                                             rs[:mr],
@@ -2084,6 +2134,7 @@ class Int8ConvChannels(Int8Conv):
                                             q,
                                             fc,
                                             exact,
+                                            fm,
                                         )
                                     else:
                                         ys = exact()

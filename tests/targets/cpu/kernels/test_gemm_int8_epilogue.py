@@ -481,6 +481,29 @@ def test_fast_forms_taken_where_ties_are_rare() -> None:
         assert fast_requant(q) is None
 
 
+def test_fast_factors_table_where_the_fast_forms_run() -> None:
+    """Both conv templates' plans carry the requant's float factors ``fl(m) * 2**-S`` (the
+    ``fm`` weight, :func:`fast_factors`) exactly where the fused add takes the fast forms, equal to
+    the float32 product the kernel computed before; the fused results stay bit-exact."""
+    from lamina.targets.cpu.kernels.gemm_int8 import Int8ConvChannels, fast_factors
+
+    rng = np.random.default_rng(9)
+    o = conv_op(rng, 1, 8, (5, 9), 16, (1, 1), (1, 1), (1, 1), [0] * 4, 1, "sym", "none", True, "small")
+    x = _act(rng, tuple(o.operands[0].type.shape), True, "rand")
+    for mults, taken in (((1234567891, 987654321), True), ((1 << 30, 3 << 28), False)):
+        conv, add, _ = with_residual(o, rng, True, 0, (True, 0), mults, 0, False, None)
+        q = Int8Conv()._geo(conv)[1]  # type: ignore[index]
+        fm = fast_factors(conv, q, 16)
+        assert (fm is not None) == taken
+        r = _act(rng, tuple(conv.results[0].type.shape), True, "rand")
+        for tpl in (Int8Conv(), Int8ConvChannels(force=True)):
+            c = check_fused(tpl, conv, add, None, x, r, HOST, (1, 2))
+            assert (("weight", "fm") in c.plan.buffers) == taken
+        if fm is not None:
+            want = np.float32(q.mult.astype(np.float32)) * np.exp2(-q.shift).astype(np.float32)
+            np.testing.assert_array_equal(fm.view(np.float32)[:16], want.astype(np.float32))
+
+
 @st.composite
 def pointwise_cases(draw: Any) -> tuple[Any, ...]:
     """A 1x1 conv (stride 1 or 2: no unused columns, a channel's registers of a tile are one run of
