@@ -536,12 +536,12 @@ class Gen:
             neg = b.icmp_signed("<", a, zero)
             r = self.mulshift(b.select(neg, b.sub(zero, a), a), mult, shift)
             y = self.smax(b.select(neg, b.sub(zero, r), r), self.cv([lo] * n))
-        y = self.smin(y, self.cv([hi] * n))
         if raw:
-            return y
+            return self.smin(y, self.cv([hi] * n))
+        # y >= lo here: the stored value clamp(y + zp, q.lo, q.hi), saturating where it can be
         if q.zp_out:
             y = b.add(y, self.cv([q.zp_out] * n))
-        return b.trunc(y, vt(I8, n))
+        return self.sat8(y, q.lo, q.hi, above_lo=True)
 
     def add_residual(
         self,
@@ -672,9 +672,13 @@ class Gen:
         of a tie, or out of range) are flagged."""
         b = self.b
         n = v.type.count
+        z, t = self._fast_round(v, shift, mask)
+        return z, b.icmp_unsigned("==", t, self.cv([0] * n))
+
+    def _fast_round(self, v: Any, shift: Any, mask: Any) -> tuple[Any, Any]:
+        """:meth:`fast_round` with the test's value: ``(U >> F, U & mask)`` (uncertain where 0)."""
         u = self.cvt_rne(v)
-        unc = b.icmp_unsigned("==", b.and_(u, mask), self.cv([0] * n))
-        return b.ashr(u, shift), unc
+        return self.b.ashr(u, shift), self.b.and_(u, mask)
 
     def fast_requant(self, acc: Any, mult: Any, shift: Any, q: QuantInfo, form: FastForm) -> tuple[Any, Any]:
         """:func:`fast_requant`'s form of :meth:`requant` (after the folded constant): ``(y,
@@ -683,19 +687,28 @@ class Gen:
         * f'' + K'')``, ``f'' = fl(m) * 2**-S``, ``K'' = zp + H / 2**F``; ``floor(v)`` is certain
         where ``v - floor(v) >= P / 2**F`` (``U mod 2**F >= P``; the fraction of a float is
         exact, and 0 from ``|v| >= 2**23`` on: uncertain)."""
+        y, frac = self._fast_requant(acc, mult, shift, q, form)
+        n = acc.type.count
+        return y, self.b.fcmp_ordered("<", frac, ir.Constant(vt(F32, n), [form.p / 2**form.f] * n))
+
+    def _fast_requant(
+        self, acc: Any, mult: Any, shift: Any, q: QuantInfo, form: FastForm, fm: Any = None
+    ) -> tuple[Any, Any]:
+        """:meth:`fast_requant` with the test's value: ``(y, v - floor(v))`` (uncertain below
+        ``P / 2**F``); ``fm``: ``fl(m) * 2**-S`` as float lanes, else computed here."""
         b = self.b
         n = acc.type.count
         f32 = vt(F32, n)
-        p2 = b.bitcast(b.shl(b.sub(self.cv([127] * n), shift), self.cv([23] * n)), f32)
-        fm = b.fmul(b.sitofp(mult, f32), p2)
+        if fm is None:
+            p2 = b.bitcast(b.shl(b.sub(self.cv([127] * n), shift), self.cv([23] * n)), f32)
+            fm = b.fmul(b.sitofp(mult, f32), p2)
         k = ir.Constant(f32, [float(q.zp_out + form.h / 2**form.f)] * n)
         v = self.fma(b.sitofp(acc, f32), fm, k)
         fl = b.call(self.intrinsic(f"llvm.floor.v{n}f32", f32, [f32]), [v])
-        unc = b.fcmp_ordered("<", b.fsub(v, fl), ir.Constant(f32, [form.p / 2**form.f] * n))
         lo, hi = ir.Constant(f32, [float(q.lo)] * n), ir.Constant(f32, [float(q.hi)] * n)
         y = b.select(b.fcmp_ordered("<", fl, lo), lo, fl)
         y = b.select(b.fcmp_ordered(">", y, hi), hi, y)
-        return y, unc
+        return y, b.fsub(v, fl)
 
     def residual_consts(self, rtab: Any, co: Any, cout: int, n: int) -> tuple[Any, ...]:
         """The fused residual add's constants for output channel ``co`` (i64) on ``n`` lanes,
@@ -727,6 +740,11 @@ class Gen:
     def fast_residual(self, y: Any, r: Any, q: QuantInfo, consts: tuple[Any, ...]) -> tuple[Any, Any]:
         """:func:`fast_residual`'s form of :meth:`add_residual`: ``y`` the conv's stored value (int32
         lanes, in ``[q.lo, q.hi]``), ``r`` the residual's bytes; ``(bytes, uncertain)``."""
+        z, t = self._fast_residual(y, r, q, consts)
+        return z, self.b.icmp_unsigned("==", t, self.cv([0] * y.type.count))
+
+    def _fast_residual(self, y: Any, r: Any, q: QuantInfo, consts: tuple[Any, ...]) -> tuple[Any, Any]:
+        """:meth:`fast_residual` with the test's value (:meth:`_fast_round`: uncertain where 0)."""
         assert self.res is not None
         ra = self.res[2]
         b = self.b
@@ -736,9 +754,30 @@ class Gen:
         rv = b.sext(r, vt(I32, n)) if ra.res_signed else b.zext(r, vt(I32, n))
         yf = y if isinstance(y.type.element, ir.FloatType) else b.sitofp(y, f32)
         v = self.fma(yf, g1, self.fma(b.sitofp(rv, f32), g2, c))
-        z, unc = self.fast_round(v, sh, mask)
-        z = self.smin(self.smax(z, self.cv([ra.lo] * n)), self.cv([ra.hi] * n))
-        return b.trunc(z, vt(I8, n)), unc
+        z, t = self._fast_round(v, sh, mask)
+        return self.sat8(z, ra.lo, ra.hi), t
+
+    def sat8(self, y: Any, lo: int, hi: int, above_lo: bool = False) -> Any:
+        """``clamp(y, lo, hi)`` of int32 lanes as bytes (``-128 <= lo <= hi <= 255``; ``above_lo``:
+        ``y >= lo`` already). Where the upper bound is the byte's (127 signed, 255 unsigned) and the
+        lanes are 16 (AVX-512), the clamp at it is the saturating truncation (``vpmovsdb`` /
+        ``vpmovusdb``, unsigned once ``y >= 0``): one or two operations fewer."""
+        b = self.b
+        n = y.type.count
+        sat = None
+        if n == 16 and self.isa.vector_bytes == 64 and self.isa.has("avx512f"):
+            if hi == 127 and lo >= -128:
+                sat = "llvm.x86.avx512.mask.pmovs.db.512"
+            elif hi == 255 and lo >= 0:
+                sat = "llvm.x86.avx512.mask.pmovus.db.512"
+        if sat is None:
+            if not above_lo:
+                y = self.smax(y, self.cv([lo] * n))
+            return b.trunc(self.smin(y, self.cv([hi] * n)), vt(I8, n))
+        if not above_lo and not (hi == 127 and lo == -128):
+            y = self.smax(y, self.cv([lo] * n))
+        f = self.intrinsic(sat, vt(I8, 16), [vt(I32, 16), vt(I8, 16), I16])
+        return b.call(f, [y, self.cv([0] * 16, I8), ir.Constant(I16, -1)])
 
     def fast_requant_residual(
         self,
@@ -749,21 +788,36 @@ class Gen:
         q: QuantInfo,
         consts: tuple[Any, ...],
         exact: Callable[[], list[Any]],
+        fm: Any = None,
     ) -> list[Any]:
         """The fused residual's float fast form (:meth:`fast_requant` then :meth:`fast_residual`) of
         the accumulators ``accs`` with the residual bytes ``rs`` (one each), or ``exact()`` where
         any lane of any of them is uncertain (:meth:`unless_uncertain`). The lanes a tile does not
-        store are dot products of packed bytes too, as rarely uncertain: not masked off."""
+        store are dot products of packed bytes too, as rarely uncertain: not masked off. ``fm``:
+        the requant's float factor ``fl(m) * 2**-S`` loaded from a table (:func:`fast_factors`),
+        else computed from ``mult`` and ``shift``."""
         assert len(accs) == len(rs) and self.fast1 is not None
         b = self.b
-        fz, unc = [], None
+        n = accs[0].type.count
+        form = self.fast1
+        # the two tests' values, their lane-wise minima over the registers (unsigned for the
+        # second), tested once: two operations a register instead of two compares and two ors
+        fz, frac, t = [], None, None
         for acc, r in zip(accs, rs):
-            y, u = self.fast_requant(acc, mult, shift, q, self.fast1)
-            z, u2 = self.fast_residual(y, r, q, consts)
-            u = b.or_(u, u2)
-            unc = u if unc is None else b.or_(unc, u)
+            y, f1 = self._fast_requant(acc, mult, shift, q, form, fm)
+            z, t2 = self._fast_residual(y, r, q, consts)
+            frac = f1 if frac is None else self.fmin(frac, f1)
+            t = t2 if t is None else b.select(b.icmp_unsigned("<", t2, t), t2, t)
             fz.append(z)
+        unc = b.or_(
+            b.fcmp_ordered("<", frac, ir.Constant(vt(F32, n), [form.p / 2**form.f] * n)),
+            b.icmp_unsigned("==", t, self.cv([0] * n)),
+        )
         return self.unless_uncertain(unc, fz, exact)
+
+    def fmin(self, a: Any, x: Any) -> Any:
+        """Lane-wise minimum of two float vectors without NaNs."""
+        return self.b.select(self.b.fcmp_ordered("<", a, x), a, x)
 
     def unless_uncertain(self, unc: Any, fast: list[Any], exact: Callable[[], list[Any]]) -> list[Any]:
         """``fast``, or where any lane of ``unc`` is set ``exact()`` (emitted in a branch that is
@@ -988,6 +1042,9 @@ def _emit_pack(
     nph = len(geo.phases)
     row_bytes = wph * inter
     xor = gen.cv([off] * 64, I8) if off else None
+    # AVX-512 BW: every row as whole chunks of 16 positions, the padding and the columns past the
+    # input read as masked-off lanes (rows narrower than a chunk — 14x14, 7x7 — were byte by byte)
+    masked = gen.isa.vector_bytes == 64 and gen.isa.has("avx512bw")
 
     def row_ptrs(gi: Any, cg: Any, nchan: int, ir_: Any) -> list[Any]:
         ptrs = []
@@ -1040,42 +1097,45 @@ def _emit_pack(
                 with b.if_else(inside) as (then, other):
                     with then:
                         ptrs = row_ptrs(gi, cg, nchan, ir_)
-                        # padding columns
-                        for j in list(range(0, j_lo)) + list(range(j_hi, wph)):
-                            gen.store(gen.cv([padu] * inter, I8), drow, j * inter)
-                        for j in chunks:
-                            c0 = j * sw + bb - geo.pl
-                            vs = []
-                            for t in range(inter):
-                                if t < nchan:
-                                    v = gen.load(ptrs[t], c0, vt(I8, span))
-                                    if sw > 1:
-                                        v = b.shuffle_vector(v, v, gen.cv([jj * sw for jj in range(16)]))
+                        if masked:
+                            _pack_row_masked(gen, geo, ptrs, drow, bb, inter, nchan, padu, off)
+                        else:
+                            # padding columns
+                            for j in list(range(0, j_lo)) + list(range(j_hi, wph)):
+                                gen.store(gen.cv([padu] * inter, I8), drow, j * inter)
+                            for j in chunks:
+                                c0 = j * sw + bb - geo.pl
+                                vs = []
+                                for t in range(inter):
+                                    if t < nchan:
+                                        v = gen.load(ptrs[t], c0, vt(I8, span))
+                                        if sw > 1:
+                                            v = b.shuffle_vector(v, v, gen.cv([jj * sw for jj in range(16)]))
+                                    else:
+                                        v = gen.cv([padu ^ off] * 16, I8)
+                                    vs.append(v)
+                                if inter == 1:
+                                    out = vs[0]
                                 else:
-                                    v = gen.cv([padu ^ off] * 16, I8)
-                                vs.append(v)
-                            if inter == 1:
-                                out = vs[0]
-                            else:
-                                lo2 = b.shuffle_vector(vs[0], vs[1], gen.iota(32))
-                                hi2 = b.shuffle_vector(vs[2], vs[3], gen.iota(32))
-                                cat = b.shuffle_vector(lo2, hi2, gen.iota(64))
-                                out = b.shuffle_vector(
-                                    cat, cat, gen.cv([t * 16 + jj for jj in range(16) for t in range(4)])
-                                )
-                            if xor is not None:
-                                out = b.xor(out, gen.cv([off] * (16 * inter), I8))
-                            gen.store(out, drow, j * inter)
-                        for j in scalar_js:
-                            c0 = j * sw + bb - geo.pl
-                            for t in range(inter):
-                                if t < nchan:
-                                    v = b.load(b.gep(ptrs[t], [gen.c(c0)]))
-                                    if off:
-                                        v = b.xor(v, gen.c(off, I8))
-                                else:
-                                    v = gen.c(padu, I8)
-                                b.store(v, b.gep(drow, [gen.c(j * inter + t)]))
+                                    lo2 = b.shuffle_vector(vs[0], vs[1], gen.iota(32))
+                                    hi2 = b.shuffle_vector(vs[2], vs[3], gen.iota(32))
+                                    cat = b.shuffle_vector(lo2, hi2, gen.iota(64))
+                                    out = b.shuffle_vector(
+                                        cat, cat, gen.cv([t * 16 + jj for jj in range(16) for t in range(4)])
+                                    )
+                                if xor is not None:
+                                    out = b.xor(out, gen.cv([off] * (16 * inter), I8))
+                                gen.store(out, drow, j * inter)
+                            for j in scalar_js:
+                                c0 = j * sw + bb - geo.pl
+                                for t in range(inter):
+                                    if t < nchan:
+                                        v = b.load(b.gep(ptrs[t], [gen.c(c0)]))
+                                        if off:
+                                            v = b.xor(v, gen.c(off, I8))
+                                    else:
+                                        v = gen.c(padu, I8)
+                                    b.store(v, b.gep(drow, [gen.c(j * inter + t)]))
                     with other:
                         fill = gen.cv([padu] * 64, I8)
                         nfull = row_bytes // 64
@@ -1094,6 +1154,54 @@ def _emit_pack(
             pack_group(gi, gen.c(full), cig % inter)
 
     gen.loop(0, geo.groups, group_body)
+
+
+def _pack_row_masked(
+    gen: Gen, geo: ConvGeom, ptrs: list[Any], drow: Any, bb: int, inter: int, nchan: int, padu: int, off: int
+) -> None:
+    """One packed phase row (column phase ``bb``) of ``_emit_pack`` in chunks of 16 positions, each
+    a load of ``16 * sw`` input bytes per channel (``ptrs``: the channels' input rows) masked to the
+    columns inside the input — the others read the padding byte —, interleaved, offset and stored
+    whole; the last chunk overlaps the one before it, or (a row under 16 positions) is stored
+    masked to the row. No byte outside the input rows or the packed row is accessed."""
+    b = gen.b
+    sw, wph, iw = geo.sw, geo.wph, geo.iw
+    span = 16 * sw
+    pad_in = gen.cv([padu ^ off] * span, I8)
+    starts = list(range(0, wph - 15, 16)) if wph >= 16 else [0]
+    if wph >= 16 and starts[-1] + 16 < wph:
+        starts.append(wph - 16)
+    for j in starts:
+        c0 = j * sw + bb - geo.pl
+        # the lanes read: those of a position (every sw-th), inside the input row
+        lanes_ok = [s % sw == 0 and 0 <= c0 + s < iw for s in range(span)]
+        vs = []
+        for t in range(inter):
+            if t >= nchan or not any(lanes_ok):
+                vs.append(gen.cv([padu ^ off] * 16, I8))
+                continue
+            if all(0 <= c0 + s < iw for s in range(span)):
+                v = gen.load(ptrs[t], c0, vt(I8, span))
+            else:
+                mask = ir.Constant(vt(I1, span), [int(m) for m in lanes_ok])
+                v = gen.masked_load(ptrs[t], c0, mask, pad_in)
+            if sw > 1:
+                v = b.shuffle_vector(v, v, gen.cv([jj * sw for jj in range(16)]))
+            vs.append(v)
+        if inter == 1:
+            out = vs[0]
+        else:
+            lo2 = b.shuffle_vector(vs[0], vs[1], gen.iota(32))
+            hi2 = b.shuffle_vector(vs[2], vs[3], gen.iota(32))
+            cat = b.shuffle_vector(lo2, hi2, gen.iota(64))
+            out = b.shuffle_vector(cat, cat, gen.cv([t * 16 + jj for jj in range(16) for t in range(4)]))
+        if off:
+            out = b.xor(out, gen.cv([off] * (16 * inter), I8))
+        if j + 16 <= wph:
+            gen.store(out, drow, j * inter)
+        else:
+            keep = ir.Constant(vt(I1, 16 * inter), [int(i < wph * inter) for i in range(16 * inter)])
+            gen.masked_store(out, drow, j * inter, keep)
 
 
 def _part_pack_rows(gen: Gen, geo: ConvGeom, nrows: Any, ra: int) -> Any:
@@ -1554,7 +1662,35 @@ def _conv_plan(op: Any, symbol: str, geo: Any, q: Any, t: int, rows: int) -> Ker
     scratch = geo.groups * cig4 * len(geo.phases) * ra * geo.wph * 4 + 64
     macs = geo.batch * geo.cout * geo.oh * geo.ow * geo.cig * geo.kh * geo.kw
     nbytes = int(np.prod(op.operands[0].type.shape)) + int(np.prod(op.results[0].type.shape)) + wp.size
-    return _with_lut(op, symbol, list(BUFFERS), weights, scratch, macs, nbytes, q=q)
+    plan = _with_lut(op, symbol, list(BUFFERS), weights, scratch, macs, nbytes, q=q)
+    fm = fast_factors(op, q, geo.cout + t)
+    if fm is not None:
+        plan.weights["fm"] = fm
+        plan.buffers.append(("weight", "fm"))
+    return plan
+
+
+def fast_factors(op: Any, q: QuantInfo, pad_to: int) -> np.ndarray | None:
+    """Where a conv's fused residual add takes the float fast forms (:func:`fast_requant`,
+    :func:`fast_residual`), its requant's float factors ``fl(m) * 2**-S`` per output channel (exact:
+    a power of two times a float; padded with 0) — one table load a channel instead of four
+    operations (:meth:`Gen.fast_requant_residual`); else None."""
+    ra = residual_add(op)
+    if ra is None or residual32(ra, q) is None or fast_residual(ra, q) is None or fast_requant(q) is None:
+        return None
+    f = np.zeros(pad_to, np.float32)
+    f[: q.mult.size] = (
+        q.mult.astype(np.float32).astype(np.float64) * np.exp2(-q.shift.astype(np.float64))
+    ).astype(np.float32)
+    return f.view(np.int32)
+
+
+def _fm_table(gen: Gen, plan: KernelPlan) -> Any:
+    """The plan's table of :func:`fast_factors` (as ``i32*``) where the kernel takes the fast forms,
+    else None."""
+    if gen.fast1 is None or ("weight", "fm") not in plan.buffers:
+        return None
+    return gen.b.bitcast(gen.bufs[plan.buffers.index(("weight", "fm"))], I32.as_pointer())
 
 
 def _set_fast(gen: Gen, q: QuantInfo, isa: Isa) -> None:
@@ -1654,6 +1790,7 @@ class Int8Conv(LutFusion, Template):
         mt = b.bitcast(mt, I32.as_pointer())
         st_ = b.bitcast(st_, I32.as_pointer())
         rtab = b.bitcast(gen.res[1], I32.as_pointer()) if gen.res is not None else None
+        fmt = _fm_table(gen, plan)
         cig4 = -(-geo.cig // 4)
         cot = -(-geo.cog // mr)
         ntap = len(geo.taps)
@@ -1767,8 +1904,11 @@ class Int8Conv(LutFusion, Template):
 
                             if fc is not None and gen.fast1 is not None:
                                 # the float fast form, the exact one for a row with an uncertain lane
+                                fm = None
+                                if fmt is not None:
+                                    fm = b.bitcast(gen.splat(b.load(b.gep(fmt, [co])), nl), vt(F32, nl))
                                 ys = gen.fast_requant_residual(
-                                    [accs[mm * nv + v] for v in range(nv)], rs[:nv], mu, sh, q, fc, exact
+                                    [accs[mm * nv + v] for v in range(nv)], rs[:nv], mu, sh, q, fc, exact, fm
                                 )
                             else:
                                 ys = exact()
@@ -1853,6 +1993,7 @@ class Int8ConvChannels(Int8Conv):
         gen.fast_shift = fast_shift(q)
         gen.res32 = residual32(gen.res[2], q) if gen.res is not None else None
         _set_fast(gen, q, isa)
+        fmt = _fm_table(gen, plan)
         cig4 = -(-geo.cig // 4)
         cot = -(-geo.cog // cw)
         ntap = len(geo.taps)
@@ -1974,6 +2115,17 @@ class Int8ConvChannels(Int8Conv):
 
                                     if fc is not None and gen.fast1 is not None and rs:
                                         # the float fast form; a tile with an uncertain lane: exact
+                                        fm = None
+                                        if fmt is not None:
+                                            fm = b.bitcast(
+                                                gen.load(
+                                                    b.bitcast(fmt, I8P),
+                                                    b.mul(b.add(ch0, gen.c(v * nl)), gen.c(4)),
+                                                    vt(I32, nl),
+                                                    4,
+                                                ),
+                                                vt(F32, nl),
+                                            )
                                         ys = gen.fast_requant_residual(
                                             [accs[rr * nv + v] for rr in range(mr)],
                                             rs[:mr],
@@ -1982,6 +2134,7 @@ class Int8ConvChannels(Int8Conv):
                                             q,
                                             fc,
                                             exact,
+                                            fm,
                                         )
                                     else:
                                         ys = exact()

@@ -322,6 +322,35 @@ def test_conv_resnet_like(cin: int, hw: int, cout: int, k: int, s: int, p: int) 
         check(Int8Conv(), o, _act(rng, (1, cin, hw, hw), mode != "u8", "rand"), HOST)
 
 
+@pytest.mark.parametrize("isa", [HOST, ISAS[1], ISAS[3]], ids=["host", "avx2", "avx512-novnni"])
+@pytest.mark.parametrize(
+    "hw,k,s,p",
+    [
+        (7, 1, 1, 0),  # rows narrower than a chunk of 16 positions: one masked chunk
+        (14, 1, 1, 0),
+        (14, 1, 2, 0),  # 1x1/2 down conv: 16 positions from 32 input bytes, the row's end masked
+        (15, 3, 1, 1),  # padded row of 17: the last chunk overlaps
+        (16, 1, 1, 0),  # exactly one chunk
+        (17, 3, 2, 2),
+        (28, 1, 2, 0),
+        (31, 5, 3, 2),
+        (33, 3, 1, 1),
+    ],
+)
+def test_conv_pack_row_widths(isa: Isa, hw: int, k: int, s: int, p: int) -> None:
+    """The input pack over row widths below, at and past a chunk of 16 positions (AVX-512 BW: whole
+    chunks, masked at the padding and the input's end; else vector chunks and bytes), strides 1-3,
+    pads, a channel group of four left incomplete: both conv templates, bit for bit."""
+    rng = np.random.default_rng(hw * 31 + k * 7 + s)
+    for mode, cin in (("u8", 13), ("asym", 8)):
+        o = conv_op(
+            rng, 2, cin, (hw, hw), 32, (k, k), (s, s), (1, 1), [p] * 4, 1, mode, "relu", True, "small"
+        )
+        x = _act(rng, (2, cin, hw, hw), mode != "u8", "rand")
+        check(Int8Conv(), o, x, isa, (1, 2))
+        check(Int8ConvChannels(force=True), o, x, isa, (1, 3))
+
+
 # ---- matmul ------------------------------------------------------------------------------------
 
 

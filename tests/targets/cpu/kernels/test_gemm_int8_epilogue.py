@@ -474,6 +474,29 @@ def test_fast_forms_taken_where_ties_are_rare() -> None:
         assert fast_requant(q) is None
 
 
+def test_fast_factors_table_where_the_fast_forms_run() -> None:
+    """Both conv templates' plans carry the requant's float factors ``fl(m) * 2**-S`` (the
+    ``fm`` weight, :func:`fast_factors`) exactly where the fused add takes the fast forms, equal to
+    the float32 product the kernel computed before; the fused results stay bit-exact."""
+    from lamina.targets.cpu.kernels.gemm_int8 import Int8ConvChannels, fast_factors
+
+    rng = np.random.default_rng(9)
+    o = conv_op(rng, 1, 8, (5, 9), 16, (1, 1), (1, 1), (1, 1), [0] * 4, 1, "sym", "none", True, "small")
+    x = _act(rng, tuple(o.operands[0].type.shape), True, "rand")
+    for mults, taken in (((1234567891, 987654321), True), ((1 << 30, 3 << 28), False)):
+        conv, add, _ = with_residual(o, rng, True, 0, (True, 0), mults, 0, False, None)
+        q = Int8Conv()._geo(conv)[1]  # type: ignore[index]
+        fm = fast_factors(conv, q, 16)
+        assert (fm is not None) == taken
+        r = _act(rng, tuple(conv.results[0].type.shape), True, "rand")
+        for tpl in (Int8Conv(), Int8ConvChannels(force=True)):
+            c = check_fused(tpl, conv, add, None, x, r, HOST, (1, 2))
+            assert (("weight", "fm") in c.plan.buffers) == taken
+        if fm is not None:
+            want = np.float32(q.mult.astype(np.float32)) * np.exp2(-q.shift).astype(np.float32)
+            np.testing.assert_array_equal(fm.view(np.float32)[:16], want.astype(np.float32))
+
+
 @st.composite
 def pointwise_cases(draw: Any) -> tuple[Any, ...]:
     """A 1x1 conv (stride 1 or 2: no unused columns, a channel's registers of a tile are one run of
@@ -518,3 +541,36 @@ def test_pointwise_with_lut_bit_exact(case: tuple[Any, ...]) -> None:
             c = Compiled(Int8Conv(), conv, isa)
             for n in (1, 2, 3):
                 np.testing.assert_array_equal(c([x], ref.shape, ref.dtype, n), ref)
+
+
+@pytest.mark.parametrize("isa", [HOST, Isa(32, HOST.features)], ids=["host", "v32"])
+@pytest.mark.parametrize(
+    "lo,hi", [(-128, 127), (0, 255), (-128, 100), (5, 127), (0, 127), (-20, 255), (3, 200)]
+)
+@pytest.mark.parametrize("above_lo", [False, True])
+def test_sat8_is_the_clamp(isa: Isa, lo: int, hi: int, above_lo: bool) -> None:
+    """:meth:`Gen.sat8` (the saturating truncations where the upper bound is a byte's) is
+    ``clamp(y, lo, hi)`` as bytes over random and extreme int32 lanes (``above_lo``: lanes at or
+    above ``lo``, as its callers promise)."""
+    from lamina.targets.cpu.kernels.gemm_int8 import I32, vt
+
+    def body(gen: Any, i: Any) -> None:
+        nl = gen.nl
+        off = gen.b.mul(i, gen.c(4 * nl))
+        y = gen.load(gen.bufs[0], off, vt(I32, nl))
+        gen.store(gen.b.sext(gen.sat8(y, lo, hi, above_lo), vt(I32, nl)), gen.bufs[1], off)
+
+    run = _fast_kernel(isa, body)
+    rng = np.random.default_rng((lo + 128) * 1000 + hi)
+    n = 4096
+    y = (rng.integers(-(2**31), 2**31, n) >> rng.integers(0, 31, n)).astype(np.int64)
+    y[:600] = np.arange(-300, 300)
+    y[600:604] = [-(2**31), 2**31 - 1, 2**16 + 5, -(2**16) + 7]
+    if above_lo:
+        y = np.maximum(y, lo)
+    out = np.zeros(n, np.int32)
+    run(y.astype(np.int32), out, np.zeros(1, np.int32), np.zeros(1, np.int32), np.zeros(1, np.int32),
+        nvec=n // lanes_of(isa))  # fmt: skip
+    want = np.clip(y, lo, hi).astype(np.int64)
+    got = out.astype(np.int64) & 0xFF
+    np.testing.assert_array_equal(got, want & 0xFF)
