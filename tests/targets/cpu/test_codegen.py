@@ -236,3 +236,79 @@ def test_residual_scale_alone_shares_the_function(isa: str, tmp_path: Any) -> No
     write_model(path, res.model)
     got = next(iter(rt.load(path, threads=1).run(x).values()))
     assert np.array_equal(got, want), f"max |d| {np.abs(got - want).max()}"
+
+
+# ---- the parts shared between the threads (codegen._entry_module) --------------------------------------
+
+
+@pytest.fixture(scope="module")
+def blocks_int8(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """The residual blocks in INT8 (12x12 images), compiled for the host, and an input."""
+    text = residual_blocks(np.random.default_rng(5), (4.0, 4.4), hw=12)
+    tpu = deploy_module(parse_module(text, Context()), "INT8")
+    res = target().compile(tpu, CompileOptions(name="blocks", mode="INT8"))
+    path = tmp_path_factory.mktemp("share") / "blocks.lamina"
+    write_model(path, res.model)
+    x = np.random.default_rng(1).uniform(-2, 2, (1, 16, 12, 12)).astype(np.float32)
+    return path, x
+
+
+def _entry_runner(m: Any, x: np.ndarray) -> tuple[Any, np.ndarray]:
+    """``call(tid)``: the compiled ``model_run`` of ``m`` as thread ``tid`` of ``m.threads`` on the
+    input ``x`` (a ctypes call: the GIL released while it runs), and its output buffer (the stored
+    integers)."""
+    import ctypes
+
+    from lamina.targets.cpu.runtime import _numpy_dtype
+
+    xin = np.ascontiguousarray(x.astype(_numpy_dtype(m.model.inputs[0].dtype)))
+    out = np.zeros(tuple(m.model.outputs[0].shape), _numpy_dtype(m.model.outputs[0].dtype))
+    io = (ctypes.c_void_p * 2)(xin.ctypes.data, out.ctypes.data)
+    fty = ctypes.CFUNCTYPE(
+        None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64
+    )
+    entry = fty(m._entry)
+
+    def call(tid: int, keep: Any = (xin, io)) -> None:
+        entry(m._arena.ctypes.data, m._weights_addr, ctypes.addressof(keep[1]), tid, m.threads)
+
+    return call, out
+
+
+@pytest.mark.parametrize("n", [2, 3, 4])
+def test_a_free_thread_runs_the_parts_of_a_late_one(blocks_int8: Any, n: int) -> None:
+    """Every part of every kernel is run by whichever thread claims it first: one thread started
+    alone writes every byte of the output (it then waits at the run's last barrier for the others,
+    which find every part claimed) — the bits of all threads started together and of one thread,
+    whichever thread comes first, run after run (the claims are reset at the end of each run)."""
+    import threading
+    import time
+
+    path, x = blocks_int8
+    m = rt.load(path, threads=n)
+    call, out = _entry_runner(m, x)
+    together = [threading.Thread(target=call, args=(t,), daemon=True) for t in range(n)]
+    for t in together:
+        t.start()
+    for t in together:
+        t.join(timeout=20)
+    ref = out.copy()
+    one = next(iter(rt.load(path, threads=1).run({"x": x}).values()))
+    assert np.array_equal(next(iter(m.run({"x": x}).values())), one) and ref.any()
+    for first in [0, n - 1, 1, 0]:
+        out.view(np.uint8)[...] = ~ref.view(np.uint8)  # every byte differs until written
+        ts = [threading.Thread(target=call, args=(t,), daemon=True) for t in range(n)]
+        ts[first].start()
+        deadline = time.monotonic() + 20
+        while not np.array_equal(out, ref):
+            assert time.monotonic() < deadline, f"thread {first} alone did not finish the run"
+            time.sleep(0.005)
+        assert ts[first].is_alive()  # at the last barrier, waiting for the others
+        for t in range(n):
+            if t != first:
+                ts[t].start()
+        for t in ts:
+            t.join(timeout=20)
+            assert not t.is_alive()
+        assert np.array_equal(out, ref)
+    assert np.array_equal(next(iter(m.run({"x": x}).values())), one)
