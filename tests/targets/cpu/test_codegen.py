@@ -10,6 +10,7 @@ output's scale in F32."""
 
 from __future__ import annotations
 
+import platform
 from typing import Any
 
 import numpy as np
@@ -312,3 +313,98 @@ def test_a_free_thread_runs_the_parts_of_a_late_one(blocks_int8: Any, n: int) ->
             assert not t.is_alive()
         assert np.array_equal(out, ref)
     assert np.array_equal(next(iter(m.run({"x": x}).values())), one)
+
+
+def _counting_kernel() -> str:
+    """``k_count(bufs, part, nparts)``: ``own = bufs[0]``, ``prev = bufs[1]`` (or null),
+    ``bad = bufs[2]`` (i64 words). Waits a while (longer on some parts), then, when ``prev`` is
+    given, checks that every part ``q < nparts`` of the previous kernel has run once more than
+    this part (``prev[q] == own[part] + 1``, else ``bad += 1``), then ``own[part] += 1``."""
+    import llvmlite.ir as ir
+
+    i64, i8p = ir.IntType(64), ir.IntType(8).as_pointer()
+    p64 = i64.as_pointer()
+    m = ir.Module("kc")
+    f = ir.Function(m, ir.FunctionType(ir.VoidType(), [i8p.as_pointer(), i64, i64]), "k_count")
+    bufs, part, n = f.args
+    b = ir.IRBuilder(f.append_basic_block("entry"))
+    pause = ir.Function(m, ir.FunctionType(ir.VoidType(), []), "llvm.x86.sse2.pause")
+
+    def c(v: int) -> ir.Constant:
+        return ir.Constant(i64, v)
+
+    def loop(stop: Any, body: Any) -> None:
+        pre = b.block
+        hdr, bod, out = (f.append_basic_block(s) for s in ("h", "b", "o"))
+        b.branch(hdr)
+        b.position_at_end(hdr)
+        i = b.phi(i64)
+        i.add_incoming(c(0), pre)
+        b.cbranch(b.icmp_signed("<", i, stop), bod, out)
+        b.position_at_end(bod)
+        body(i)
+        i.add_incoming(b.add(i, c(1)), b.block)
+        b.branch(hdr)
+        b.position_at_end(out)
+
+    own, prev, bad = (b.bitcast(b.load(b.gep(bufs, [c(j)])), p64) for j in range(3))
+    mine = b.load_atomic(b.gep(own, [part]), "monotonic", 8)
+    loop(b.mul(c(300), b.add(b.urem(part, c(3)), c(1))), lambda i: b.call(pause, []))
+    with b.if_then(b.icmp_unsigned("!=", b.ptrtoint(prev, i64), c(0))):
+
+        def check(q: Any) -> None:
+            pv = b.load_atomic(b.gep(prev, [q]), "acquire", 8)
+            with b.if_then(b.icmp_unsigned("!=", pv, b.add(mine, c(1)))):
+                b.atomic_rmw("add", bad, c(1), "seq_cst")
+
+        loop(n, check)
+    b.atomic_rmw("add", b.gep(own, [part]), c(1), "seq_cst")
+    b.ret_void()
+    return str(m)
+
+
+@pytest.fixture(scope="module")
+def counting_entry() -> Any:
+    """A model of four counting kernels in three segments — k0 | k1 (reads k0), k2 | k3 (reads
+    k2) —, entry and kernels compiled for the host: ``(code, entry, kernels)``."""
+    from lamina.targets.cpu.codegen import KernelInfo, _entry_module
+    from lamina.targets.cpu.jit import LoadedCode, compile_ir, host_spec
+
+    words = 128  # counts per kernel: parts of up to 128 threads
+    prev = {1: 0, 3: 2}
+    infos = []
+    for k in range(4):
+        bufs = [("arena", k * words * 8), ("arena", prev[k] * words * 8) if k in prev else ("null", 0)]
+        bufs.append(("arena", 4 * words * 8))
+        infos.append(KernelInfo(k, f"k{k}", "t", f"k{k}", [], bufs, k in prev, function="k_count"))
+    spec = host_spec()
+    obj, _ = compile_ir(
+        [_entry_module(infos, 8 * (4 * words + 8), False, triple=spec.triple), _counting_kernel()], spec
+    )
+    code = LoadedCode(obj, spec)
+    return code, code.function("model_run"), words
+
+
+@pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="the kernel spins with x86 pause")
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 66])
+def test_every_part_runs_once_after_the_segment_before(counting_entry: Any, n: int) -> None:
+    """Run after run (back to back, and after the pool's workers fell asleep), on 1-4 threads and
+    on 66 (parts from 64 up are their own thread's): every part ``p < n`` of every kernel ran
+    exactly once per run, no other part ran, and no part of a kernel after a segment boundary ran
+    before every part of the kernel before it had (the kernels check it themselves)."""
+    import time
+
+    from lamina.targets.cpu.threads import Pool
+
+    _, entry, words = counting_entry
+    arena = np.zeros(4 * words + 8, np.int64)
+    pool = Pool(n)
+    runs = 40 if n <= 4 else 3
+    for r in range(runs):
+        pool.run(entry, arena.ctypes.data, 0, 0)
+        if r % 10 == 9:
+            time.sleep(0.003)  # past the idle spin: the workers sleep
+    pool.close()
+    counts = arena[: 4 * words].reshape(4, words)
+    assert (counts[:, :n] == runs).all(), counts[:, :n]
+    assert not counts[:, n:].any() and arena[4 * words] == 0
