@@ -24,6 +24,7 @@ too. A template whose ``emit`` raises is replaced by the next matching one (repo
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -615,7 +616,10 @@ def _sharing_functions(
 
 
 def _barrier_function(
-    m: ir.Module, define: bool, triple: str = "x86_64-unknown-linux-gnu", reset: list[ir.GlobalVariable] = ()
+    m: ir.Module,
+    define: bool,
+    triple: str = "x86_64-unknown-linux-gnu",
+    reset: Sequence[ir.GlobalVariable] = (),
 ) -> ir.Function:
     """``void @lamina_barrier(i64 nthreads)``: count arrivals; the last one resets the count and
     zeroes the ``reset`` globals (the run's part claims and segment counts), bumps the generation
