@@ -5,8 +5,10 @@ On a shared, loaded machine two runs of ``cpu_whole_models.py`` minutes apart di
 change's effect. This script compiles each model with both trees (``--before``, ``--after``: source
 directories, e.g. ``git archive <commit> | tar -x -C DIR``; each compiles in a subprocess with its
 own ``PYTHONPATH``), then loads both ``.lamina`` files with *this* tree's ``lamina.runtime`` and
-times them interleaved with onnxruntime on the same input: the calling thread's CPU time
-(``time.thread_time``, one thread each), best of ``--rounds`` rounds of 2 runs. It prints each
+times them interleaved with onnxruntime on the same input, for each of ``--threads`` (default 1):
+one thread, the calling thread's CPU time (``time.thread_time``); more, the wall time (each engine's
+round after a 50 ms pause, as ``cpu_whole_models.py``: on a shared machine the neighbours count);
+best of ``--rounds`` rounds of 2 runs. It prints each
 engine's time, the ratios to onnxruntime, after / before, the kernel counts and whether the two
 files' outputs are identical bit for bit. Models, inputs, calibration (3 samples, ``max``) and
 onnxruntime's INT8 QDQ model as ``cpu_whole_models.py``'s. numpy does no timed work
@@ -15,7 +17,7 @@ onnxruntime's INT8 QDQ model as ``cpu_whole_models.py``'s. numpy does no timed w
 Usage::
 
     python benchmarks/cpu_ab_models.py --before /tmp/main_src --after . \\
-        [--models resnet18,resnet50,yolo] [--modes F32,INT8] [--rounds 8] [--workdir DIR]
+        [--models resnet18,resnet50,yolo] [--modes F32,INT8] [--threads 1,2] [--rounds 8] [--workdir DIR]
 """
 
 from __future__ import annotations
@@ -53,7 +55,7 @@ def build(src: str, name: str, mode: str, out: str) -> None:
     subprocess.run([sys.executable, "-c", BUILD, os.path.abspath(src), name, mode, out], check=True, env=env)
 
 
-def compare(name: str, mode: str, d: str, rounds: int) -> str:
+def compare(name: str, mode: str, d: str, rounds: int, threads: int = 1) -> str:
     import cpu_whole_models as cw
 
     import lamina.runtime as rt
@@ -64,9 +66,11 @@ def compare(name: str, mode: str, d: str, rounds: int) -> str:
     ort_path = path
     if mode == "INT8":
         ort_path = cw.ort_int8(path, feeds, os.path.join(d, f"{name}_qdq.onnx"))
-    sess = cw.ort_session(ort_path, 1)
+    sess = cw.ort_session(ort_path, threads)
     x = feeds[0]
-    ms = {k: rt.load(os.path.join(d, f"{k}_{name}_{mode}.lamina"), threads=1) for k in ("before", "after")}
+    ms = {
+        k: rt.load(os.path.join(d, f"{k}_{name}_{mode}.lamina"), threads=threads) for k in ("before", "after")
+    }
     outs = {k: m.run(x) for k, m in ms.items()}
     same = all(
         np.array_equal(np.asarray(outs["before"][o]), np.asarray(outs["after"][o]))
@@ -80,18 +84,14 @@ def compare(name: str, mode: str, d: str, rounds: int) -> str:
     for f in engines.values():
         f()
         f()
-    best = dict.fromkeys(engines, float("inf"))
-    for _ in range(rounds):
-        for k, f in engines.items():
-            t0 = time.thread_time()
-            f()
-            f()
-            best[k] = min(best[k], (time.thread_time() - t0) / 2)
-    b, a, o = best["before"], best["after"], best["ort"]
+    t = cw.timed(engines, threads, rounds, 2)
+    col = 0 if threads == 1 else 1  # calling-thread CPU on one thread, wall on more
+    b, a, o = (t[k][col] for k in ("before", "after", "ort"))
+    what = "CPU" if threads == 1 else "wall"
     return (
-        f"{name} {mode}: before {b * 1e3:.2f} ms ({b / o:.3f}x ORT), after {a * 1e3:.2f} ms ({a / o:.3f}x ORT), "
-        f"ORT {o * 1e3:.2f} ms; after/before {a / b:.3f}; kernels {len(ms['before'].kernels)} -> "
-        f"{len(ms['after'].kernels)}; outputs identical: {same}; load {os.getloadavg()[0]:.1f}"
+        f"{name} {mode} {threads}T ({what}): before {b * 1e3:.2f} ms ({b / o:.3f}x ORT), after {a * 1e3:.2f} ms "
+        f"({a / o:.3f}x ORT), ORT {o * 1e3:.2f} ms; after/before {a / b:.3f}; kernels {len(ms['before'].kernels)} "
+        f"-> {len(ms['after'].kernels)}; outputs identical: {same}; load {os.getloadavg()[0]:.1f}"
     )
 
 
@@ -101,6 +101,7 @@ def main() -> int:
     ap.add_argument("--after", default=ROOT, help="source tree compiled as 'after' (default: this one)")
     ap.add_argument("--models", default="resnet18,resnet50,yolo")
     ap.add_argument("--modes", default="F32,INT8")
+    ap.add_argument("--threads", default="1", help="thread counts, e.g. 1,2")
     ap.add_argument("--rounds", type=int, default=8)
     ap.add_argument("--workdir", default=None, help="where the compiled files go (default: a temporary one)")
     args = ap.parse_args()
@@ -111,7 +112,8 @@ def main() -> int:
         for mode in args.modes.split(","):
             for key, src in (("before", args.before), ("after", args.after)):
                 build(src, name, mode, os.path.join(d, f"{key}_{name}_{mode}.lamina"))
-            print(compare(name, mode, d, args.rounds), flush=True)
+            for n in (int(v) for v in args.threads.split(",")):
+                print(compare(name, mode, d, args.rounds, n), flush=True)
     return 0
 
 

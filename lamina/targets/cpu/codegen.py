@@ -1,15 +1,20 @@
 """Code generation for the kernel level: every ``cpu.kernel`` emitted by its template, the weights
 packed into one section, and the whole-model entry points.
 
-``void @model_run(i8* arena, i8* weights, i8** io, i64 tid, i64 nthreads)`` calls every kernel in
-order with ``(part=tid, nparts=nthreads)``, each with its buffer pointers (arena + offset, weights +
-offset, ``io[slot]`` for a model input/output, the scratch region at the arena's end); between
-dependent kernels the threads meet at a barrier (an atomic counter and generation: a thread spins
-briefly, then sleeps on the generation with ``futex``; the last to arrive wakes them). Kernels that
-read nothing the kernels since the last barrier write, and write nothing they read or write, run
-without one. ``@model_run_prof`` is the same with ``i64* times`` as a sixth argument: each thread
-stores ``clock_gettime(CLOCK_MONOTONIC)`` nanoseconds before and after each of its kernel calls at
-``times[2 * (tid * kernels + k)]`` (the profile).
+``void @model_run(i8* arena, i8* weights, i8** io, i64 tid, i64 nthreads)`` goes over every kernel
+in order, each with its buffer pointers (arena + offset, weights + offset, ``io[slot]`` for a model
+input/output, the scratch region at the arena's end), and runs the parts ``(part, nparts=nthreads)``
+of it that it claims (``@lamina_parts``): its own part ``tid`` first, then any part no thread has
+claimed yet — a thread that comes late (woken late, preempted by another process) finds its parts
+done by the others instead of holding them up. Kernels are grouped in segments: a kernel that reads
+what a kernel of its segment writes, or writes what such a kernel reads or writes, starts the next
+one, and no thread claims a part of it before every part of the previous segment is done (a count
+per segment: ``@lamina_wait`` spins briefly, then sleeps on it with ``futex``; the thread finishing
+the segment wakes the sleepers). The run ends at a barrier of all the threads (an atomic counter
+and generation, the same spin then sleep), where the last to arrive resets the claims and counts.
+``@model_run_prof`` is the same with ``i64* times`` as a sixth argument: each thread stores
+``clock_gettime(CLOCK_MONOTONIC)`` nanoseconds before and after each kernel (the parts it ran of it)
+at ``times[2 * (tid * kernels + k)]`` (the profile).
 
 Each template emits into a module of its own; the modules are linked (:func:`~.jit.compile_ir`).
 A kernel whose code key (:func:`~.kernels.codekey.code_key`, known from its template, op, plan and
@@ -19,6 +24,7 @@ too. A template whose ``emit`` raises is replaced by the next matching one (repo
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -362,6 +368,21 @@ def _value_buffers(info: KernelInfo, k: KernelOp, outputs: bool) -> list[tuple[s
 # ---- the entry points ---------------------------------------------------------------------------------
 
 
+def _segments(infos: list[KernelInfo]) -> tuple[list[int], list[int]]:
+    """Each kernel's segment (the kernels between two barriers; -1 for an alias) and each
+    segment's number of kernels."""
+    seg_of, counts = [], [0]
+    for info in infos:
+        if info.alias:
+            seg_of.append(-1)
+            continue
+        if info.barrier and counts[-1]:
+            counts.append(0)
+        seg_of.append(len(counts) - 1)
+        counts[-1] += 1
+    return seg_of, counts
+
+
 def _entry_module(
     infos: list[KernelInfo],
     scratch_base: int,
@@ -374,7 +395,12 @@ def _entry_module(
     args = [I8P, I8P, I8P.as_pointer(), I64, I64] + ([I64.as_pointer()] if profile else [])
     fn = ir.Function(m, ir.FunctionType(VOID, args), "model_run_prof" if profile else "model_run")
     arena, weights, io, tid, nthreads = fn.args[:5]
-    barrier = _barrier_function(m, define_globals, triple)
+    seg_of, counts = _segments(infos)
+    claims = _global(m, "lamina_claims", ir.ArrayType(I64, max(len(infos), 1)), define_globals)
+    done = _global(m, "lamina_done", ir.ArrayType(I32, len(counts)), define_globals)
+    sleepers = _global(m, "lamina_wait_sleepers", I32, define_globals)
+    barrier = _barrier_function(m, define_globals, triple, reset=[claims, done])
+    parts, wait = _sharing_functions(m, define_globals, triple, sleepers)
     host = ir.GlobalVariable(m, HOST_TYPE.as_pointer(), HOST_CALLBACK)
     if define_globals:
         host.initializer = ir.Constant(HOST_TYPE.as_pointer(), None)
@@ -388,11 +414,18 @@ def _entry_module(
     scratch = b.gep(arena, [const(scratch_base)])
     decl: dict[str, ir.Function] = {}
     nk = len(infos)
+    i0 = ir.Constant(I32, 0)
+
+    def done_at(s: int) -> Any:
+        return b.gep(done, [i0, ir.Constant(I32, s)])
+
     for info in infos:
         if info.alias:
             continue
-        if info.barrier:
-            b.call(barrier, [nthreads])
+        s = seg_of[info.index]
+        if info.barrier and s > 0:
+            # the previous segment's parts all done (by whichever threads ran them)
+            b.call(wait, [nthreads, done_at(s - 1), b.trunc(b.mul(nthreads, const(counts[s - 1])), I32)])
         for j, (space, off) in enumerate(info.buffers):
             if space == "arena":
                 p = b.gep(arena, [const(off)])
@@ -409,23 +442,188 @@ def _entry_module(
         if f is None:
             f = decl[info.function] = ir.Function(m, kty, info.function)
             f.attributes.add("noinline")
+        call = [
+            f,
+            arrp,
+            tid,
+            nthreads,
+            b.gep(claims, [i0, ir.Constant(I32, info.index)]),
+            done_at(s),
+            b.trunc(b.mul(nthreads, const(counts[s])), I32),
+        ]
         if profile:
             assert clock is not None
             times = fn.args[5]
             slot = b.mul(b.add(b.mul(tid, const(nk)), const(info.index)), const(2))
             b.store(b.call(clock, []), b.gep(times, [slot]))
-            b.call(f, [arrp, tid, nthreads])
+            b.call(parts, call)
             b.store(b.call(clock, []), b.gep(times, [b.add(slot, const(1))]))
         else:
-            b.call(f, [arrp, tid, nthreads])
+            b.call(parts, call)
     b.call(barrier, [nthreads])  # every thread is done before the caller reads the outputs
     b.ret_void()
     return str(m)
 
 
-def _barrier_function(m: ir.Module, define: bool, triple: str = "x86_64-unknown-linux-gnu") -> ir.Function:
-    """``void @lamina_barrier(i64 nthreads)``: count arrivals; the last one resets the count, bumps
-    the generation and wakes the sleepers (the ``futex`` call only when one sleeps, counted in
+def _global(m: ir.Module, name: str, ty: ir.Type, define: bool) -> ir.GlobalVariable:
+    g = ir.GlobalVariable(m, ty, name)
+    if define:
+        g.initializer = ir.Constant(ty, None)
+        g.align = 64
+    else:
+        g.linkage = "external"
+    return g
+
+
+def _futex(triple: str) -> tuple[int | None, bool]:
+    """The futex syscall's number on ``triple`` (None: none) and whether it is x86 (``pause``)."""
+    arch = triple.split("-", 1)[0]
+    return (FUTEX_SYSCALL.get(arch) if "linux" in triple else None), arch in ("x86_64", "i686", "i386")
+
+
+def _decl(m: ir.Module, name: str, ty: ir.FunctionType) -> ir.Function:
+    """The module's function ``name``, declared with ``ty`` unless it is already."""
+    f = m.globals.get(name)
+    return f if isinstance(f, ir.Function) else ir.Function(m, ty, name)
+
+
+SYSCALL_TY = ir.FunctionType(I64, [I64], var_arg=True)
+
+
+def _sharing_functions(
+    m: ir.Module, define: bool, triple: str, sleepers: ir.GlobalVariable
+) -> tuple[ir.Function, ir.Function]:
+    """``void @lamina_parts(kernel, bufs, tid, n, i64* claims, i32* done, i32 total)``: run the
+    parts of one kernel this thread claims — its own part ``tid`` first, then any other part no
+    thread has claimed yet (``claims``: a bit per part below 64, set by the thread that runs it;
+    parts from 64 up are their own thread's) —, adding one to the segment's ``done`` count per
+    part (the ``futex`` wake when it reaches ``total`` and a thread sleeps). One thread calls the
+    kernel's part 0 of 1 directly. ``void @lamina_wait(n, i32* done, i32 total)``: return once
+    ``done`` reaches ``total`` (spin ``SPIN`` pauses, then sleep on the word)."""
+    kty = ir.FunctionType(VOID, [I8P.as_pointer(), I64, I64])
+    pty = ir.FunctionType(
+        VOID, [kty.as_pointer(), I8P.as_pointer(), I64, I64, I64.as_pointer(), I32.as_pointer(), I32]
+    )
+    parts = ir.Function(m, pty, "lamina_parts")
+    wait = ir.Function(m, ir.FunctionType(VOID, [I64, I32.as_pointer(), I32]), "lamina_wait")
+    for f in (parts, wait):
+        f.attributes.add("noinline")
+    if not define:
+        return parts, wait
+    futex, x86 = _futex(triple)
+    syscall = _decl(m, "syscall", SYSCALL_TY)
+    sched_yield = _decl(m, "sched_yield", ir.FunctionType(I32, []))
+    ctz = ir.Function(m, ir.FunctionType(I64, [I64, ir.IntType(1)]), "llvm.cttz.i64")
+
+    # lamina_parts
+    kfn, bufs, tid, n, claims, done, total = parts.args
+    b = ir.IRBuilder(parts.append_basic_block("entry"))
+    alone = parts.append_basic_block("alone")
+    shared = parts.append_basic_block("shared")
+    b.cbranch(b.icmp_signed("<=", n, const(1)), alone, shared)
+    b.position_at_end(alone)
+    b.call(kfn, [bufs, tid, n])
+    b.ret_void()
+
+    def finished() -> None:
+        now = b.add(b.atomic_rmw("add", done, ir.Constant(I32, 1), "seq_cst"), ir.Constant(I32, 1))
+        with b.if_then(b.icmp_unsigned("==", now, total)):
+            if futex is not None:
+                asleep = b.icmp_unsigned("!=", b.load_atomic(sleepers, "seq_cst", 4), ir.Constant(I32, 0))
+                with b.if_then(asleep):
+                    b.call(
+                        syscall,
+                        [
+                            const(futex),
+                            b.bitcast(done, I8P),
+                            const(FUTEX_WAKE_PRIVATE),
+                            ir.Constant(I32, 0x7FFFFFFF),
+                        ],
+                    )
+
+    b.position_at_end(shared)
+    full = b.select(
+        b.icmp_signed("<", n, const(64)), b.sub(b.shl(const(1), n), const(1)), ir.Constant(I64, -1)
+    )
+    owned = b.icmp_signed(">=", tid, const(64))
+    with b.if_else(owned) as (mine, claimable):
+        with mine:  # parts from 64 up: never claimed by another thread
+            b.call(kfn, [bufs, tid, n])
+            finished()
+        with claimable:
+            bit = b.shl(const(1), tid)
+            old = b.atomic_rmw("or", claims, bit, "acq_rel")
+            with b.if_then(b.icmp_unsigned("==", b.and_(old, bit), const(0))):
+                b.call(kfn, [bufs, tid, n])
+                finished()
+    steal = parts.append_basic_block("steal")
+    take = parts.append_basic_block("take")
+    out = parts.append_basic_block("out")
+    b.branch(steal)
+    b.position_at_end(steal)
+    free = b.and_(b.xor(b.load_atomic(claims, "monotonic", 8), const(-1)), full)
+    b.cbranch(b.icmp_unsigned("==", free, const(0)), out, take)
+    b.position_at_end(take)
+    p = b.call(ctz, [free, ir.Constant(ir.IntType(1), 1)])
+    bit = b.shl(const(1), p)
+    old = b.atomic_rmw("or", claims, bit, "acq_rel")
+    with b.if_then(b.icmp_unsigned("==", b.and_(old, bit), const(0))):
+        b.call(kfn, [bufs, p, n])
+        finished()
+    b.branch(steal)
+    b.position_at_end(out)
+    b.ret_void()
+
+    # lamina_wait
+    n, word, total = wait.args
+    b = ir.IRBuilder(wait.append_basic_block("entry"))
+    pre = b.block
+    ret = wait.append_basic_block("ret")
+    spin = wait.append_basic_block("spin")
+    spin_more = wait.append_basic_block("spin_more")
+    sleep = wait.append_basic_block("sleep")
+    b.cbranch(b.icmp_signed("<=", n, const(1)), ret, spin)
+    b.position_at_end(spin)
+    i = b.phi(I64)
+    i.add_incoming(const(0), pre)
+    cur = b.load_atomic(word, "acquire", 4)
+    b.cbranch(b.icmp_unsigned(">=", cur, total), ret, spin_more)
+    b.position_at_end(spin_more)
+    if x86:
+        b.call(_decl(m, "llvm.x86.sse2.pause", ir.FunctionType(VOID, [])), [])
+    nxt = b.add(i, const(1))
+    i.add_incoming(nxt, spin_more)
+    b.cbranch(b.icmp_signed("<", nxt, const(SPIN)), spin, sleep)
+    b.position_at_end(sleep)
+    if futex is not None:
+        # a sleeper counted before its last look (seq_cst both sides: the thread finishing the
+        # segment sees the count, or this load sees its part); futex returns at once if the
+        # word moved since
+        b.atomic_rmw("add", sleepers, ir.Constant(I32, 1), "seq_cst")
+        v = b.load_atomic(word, "seq_cst", 4)
+        with b.if_then(b.icmp_unsigned("<", v, total)):
+            b.call(
+                syscall,
+                [const(futex), b.bitcast(word, I8P), const(FUTEX_WAIT_PRIVATE), v, ir.Constant(I8P, None)],
+            )
+        b.atomic_rmw("sub", sleepers, ir.Constant(I32, 1), "seq_cst")
+    else:
+        b.call(sched_yield, [])
+    b.cbranch(b.icmp_unsigned(">=", b.load_atomic(word, "acquire", 4), total), ret, sleep)
+    b.position_at_end(ret)
+    b.ret_void()
+    return parts, wait
+
+
+def _barrier_function(
+    m: ir.Module,
+    define: bool,
+    triple: str = "x86_64-unknown-linux-gnu",
+    reset: Sequence[ir.GlobalVariable] = (),
+) -> ir.Function:
+    """``void @lamina_barrier(i64 nthreads)``: count arrivals; the last one resets the count and
+    zeroes the ``reset`` globals (the run's part claims and segment counts), bumps the generation
+    and wakes the sleepers (the ``futex`` call only when one sleeps, counted in
     ``lamina_barrier_sleepers``: no syscall where the threads meet within the spin); the others
     spin ``SPIN`` times, then ``futex``-wait on the generation."""
     fty = ir.FunctionType(VOID, [I64])
@@ -440,10 +638,9 @@ def _barrier_function(m: ir.Module, define: bool, triple: str = "x86_64-unknown-
     for g in (count, gen, sleepers):
         g.initializer = ir.Constant(I32, 0)
         g.align = 64
-    arch = triple.split("-", 1)[0]
-    futex = FUTEX_SYSCALL.get(arch) if "linux" in triple else None
-    syscall = ir.Function(m, ir.FunctionType(I64, [I64], var_arg=True), "syscall")
-    sched_yield = ir.Function(m, ir.FunctionType(I32, []), "sched_yield")
+    futex, x86 = _futex(triple)
+    syscall = _decl(m, "syscall", SYSCALL_TY)
+    sched_yield = _decl(m, "sched_yield", ir.FunctionType(I32, []))
     (n,) = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     one = b.icmp_signed("<=", n, const(1))
@@ -460,6 +657,8 @@ def _barrier_function(m: ir.Module, define: bool, triple: str = "x86_64-unknown-
     wait = fn.append_basic_block("wait")
     b.cbranch(last, wake, wait)
     b.position_at_end(wake)
+    for g in reset:
+        _zero(b, g)
     b.store_atomic(ir.Constant(I32, 0), count, "release", 4)
     b.atomic_rmw("add", gen, ir.Constant(I32, 1), "seq_cst")
     genp = b.bitcast(gen, I8P)
@@ -483,8 +682,8 @@ def _barrier_function(m: ir.Module, define: bool, triple: str = "x86_64-unknown-
     spin_more = fn.append_basic_block("spin_more")
     b.cbranch(changed, done, spin_more)
     b.position_at_end(spin_more)
-    if arch in ("x86_64", "i686", "i386"):
-        b.call(ir.Function(m, ir.FunctionType(VOID, []), "llvm.x86.sse2.pause"), [])
+    if x86:
+        b.call(_decl(m, "llvm.x86.sse2.pause", ir.FunctionType(VOID, [])), [])
     nxt = b.add(i, const(1))
     i.add_incoming(nxt, spin_more)
     b.cbranch(b.icmp_signed("<", nxt, const(SPIN)), spin, sleep)
@@ -512,6 +711,28 @@ def _barrier_function(m: ir.Module, define: bool, triple: str = "x86_64-unknown-
     b.position_at_end(done)
     b.ret_void()
     return fn
+
+
+def _zero(b: ir.IRBuilder, g: ir.GlobalVariable) -> None:
+    """Store zeros over the global ``g`` (an integer or an array of integers), word by word in a
+    loop (monotonic atomic stores: other threads read these words with atomics)."""
+    ty = g.value_type
+    ety, count = (ty.element, ty.count) if isinstance(ty, ir.ArrayType) else (ty, 1)
+    width = ety.width // 8
+    fn = b.block.function
+    pre = b.block
+    body = fn.append_basic_block("zero")
+    after = fn.append_basic_block("zeroed")
+    b.branch(body)
+    b.position_at_end(body)
+    i = b.phi(I32)
+    i.add_incoming(ir.Constant(I32, 0), pre)
+    p = b.gep(g, [ir.Constant(I32, 0), i]) if isinstance(ty, ir.ArrayType) else g
+    b.store_atomic(ir.Constant(ety, 0), p, "monotonic", width)
+    nxt = b.add(i, ir.Constant(I32, 1))
+    i.add_incoming(nxt, body)
+    b.cbranch(b.icmp_unsigned("<", nxt, ir.Constant(I32, count)), body, after)
+    b.position_at_end(after)
 
 
 def _clock_function(m: ir.Module) -> ir.Function:

@@ -11,8 +11,8 @@ inputs and outputs::
 ``arena``: 64-byte aligned, ``<name>_arena_bytes(nthreads)`` bytes, one per concurrent run; ``io``:
 the model's input buffers then its output buffers (row-major, in the storage types the header
 names: a quantized tensor as its integers, with its scale and zero point). One thread calls
-``<name>_run(arena, io, 0, 1)``; ``n`` threads each call it with their ``tid`` at once (they meet at
-the model's barriers). A model with ops left to the reference executor (which needs Python) is
+``<name>_run(arena, io, 0, 1)``; ``n`` threads each call it with their ``tid`` at once (they share the kernels' parts
+and wait for each other where the model's kernels depend on each other). A model with ops left to the reference executor (which needs Python) is
 refused, naming them."""
 
 from __future__ import annotations

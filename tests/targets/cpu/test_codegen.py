@@ -10,6 +10,7 @@ output's scale in F32."""
 
 from __future__ import annotations
 
+import platform
 from typing import Any
 
 import numpy as np
@@ -236,3 +237,174 @@ def test_residual_scale_alone_shares_the_function(isa: str, tmp_path: Any) -> No
     write_model(path, res.model)
     got = next(iter(rt.load(path, threads=1).run(x).values()))
     assert np.array_equal(got, want), f"max |d| {np.abs(got - want).max()}"
+
+
+# ---- the parts shared between the threads (codegen._entry_module) --------------------------------------
+
+
+@pytest.fixture(scope="module")
+def blocks_int8(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """The residual blocks in INT8 (12x12 images), compiled for the host, and an input."""
+    text = residual_blocks(np.random.default_rng(5), (4.0, 4.4), hw=12)
+    tpu = deploy_module(parse_module(text, Context()), "INT8")
+    res = target().compile(tpu, CompileOptions(name="blocks", mode="INT8"))
+    path = tmp_path_factory.mktemp("share") / "blocks.lamina"
+    write_model(path, res.model)
+    x = np.random.default_rng(1).uniform(-2, 2, (1, 16, 12, 12)).astype(np.float32)
+    return path, x
+
+
+def _entry_runner(m: Any, x: np.ndarray) -> tuple[Any, np.ndarray]:
+    """``call(tid)``: the compiled ``model_run`` of ``m`` as thread ``tid`` of ``m.threads`` on the
+    input ``x`` (a ctypes call: the GIL released while it runs), and its output buffer (the stored
+    integers)."""
+    import ctypes
+
+    from lamina.targets.cpu.runtime import _numpy_dtype
+
+    xin = np.ascontiguousarray(x.astype(_numpy_dtype(m.model.inputs[0].dtype)))
+    out = np.zeros(tuple(m.model.outputs[0].shape), _numpy_dtype(m.model.outputs[0].dtype))
+    io = (ctypes.c_void_p * 2)(xin.ctypes.data, out.ctypes.data)
+    fty = ctypes.CFUNCTYPE(
+        None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64
+    )
+    entry = fty(m._entry)
+
+    def call(tid: int, keep: Any = (xin, io)) -> None:
+        entry(m._arena.ctypes.data, m._weights_addr, ctypes.addressof(keep[1]), tid, m.threads)
+
+    return call, out
+
+
+@pytest.mark.parametrize("n", [2, 3, 4])
+def test_a_free_thread_runs_the_parts_of_a_late_one(blocks_int8: Any, n: int) -> None:
+    """Every part of every kernel is run by whichever thread claims it first: one thread started
+    alone writes every byte of the output (it then waits at the run's last barrier for the others,
+    which find every part claimed) — the bits of all threads started together and of one thread,
+    whichever thread comes first, run after run (the claims are reset at the end of each run)."""
+    import threading
+    import time
+
+    path, x = blocks_int8
+    m = rt.load(path, threads=n)
+    call, out = _entry_runner(m, x)
+    together = [threading.Thread(target=call, args=(t,), daemon=True) for t in range(n)]
+    for t in together:
+        t.start()
+    for t in together:
+        t.join(timeout=20)
+    ref = out.copy()
+    one = next(iter(rt.load(path, threads=1).run({"x": x}).values()))
+    assert np.array_equal(next(iter(m.run({"x": x}).values())), one) and ref.any()
+    for first in [0, n - 1, 1, 0]:
+        out.view(np.uint8)[...] = ~ref.view(np.uint8)  # every byte differs until written
+        ts = [threading.Thread(target=call, args=(t,), daemon=True) for t in range(n)]
+        ts[first].start()
+        deadline = time.monotonic() + 20
+        while not np.array_equal(out, ref):
+            assert time.monotonic() < deadline, f"thread {first} alone did not finish the run"
+            time.sleep(0.005)
+        assert ts[first].is_alive()  # at the last barrier, waiting for the others
+        for t in range(n):
+            if t != first:
+                ts[t].start()
+        for t in ts:
+            t.join(timeout=20)
+            assert not t.is_alive()
+        assert np.array_equal(out, ref)
+    assert np.array_equal(next(iter(m.run({"x": x}).values())), one)
+
+
+def _counting_kernel() -> str:
+    """``k_count(bufs, part, nparts)``: ``own = bufs[0]``, ``prev = bufs[1]`` (or null),
+    ``bad = bufs[2]`` (i64 words). Waits a while (longer on some parts), then, when ``prev`` is
+    given, checks that every part ``q < nparts`` of the previous kernel has run once more than
+    this part (``prev[q] == own[part] + 1``, else ``bad += 1``), then ``own[part] += 1``."""
+    import llvmlite.ir as ir
+
+    i64, i8p = ir.IntType(64), ir.IntType(8).as_pointer()
+    p64 = i64.as_pointer()
+    m = ir.Module("kc")
+    f = ir.Function(m, ir.FunctionType(ir.VoidType(), [i8p.as_pointer(), i64, i64]), "k_count")
+    bufs, part, n = f.args
+    b = ir.IRBuilder(f.append_basic_block("entry"))
+    pause = ir.Function(m, ir.FunctionType(ir.VoidType(), []), "llvm.x86.sse2.pause")
+
+    def c(v: int) -> ir.Constant:
+        return ir.Constant(i64, v)
+
+    def loop(stop: Any, body: Any) -> None:
+        pre = b.block
+        hdr, bod, out = (f.append_basic_block(s) for s in ("h", "b", "o"))
+        b.branch(hdr)
+        b.position_at_end(hdr)
+        i = b.phi(i64)
+        i.add_incoming(c(0), pre)
+        b.cbranch(b.icmp_signed("<", i, stop), bod, out)
+        b.position_at_end(bod)
+        body(i)
+        i.add_incoming(b.add(i, c(1)), b.block)
+        b.branch(hdr)
+        b.position_at_end(out)
+
+    own, prev, bad = (b.bitcast(b.load(b.gep(bufs, [c(j)])), p64) for j in range(3))
+    mine = b.load_atomic(b.gep(own, [part]), "monotonic", 8)
+    loop(b.mul(c(300), b.add(b.urem(part, c(3)), c(1))), lambda i: b.call(pause, []))
+    with b.if_then(b.icmp_unsigned("!=", b.ptrtoint(prev, i64), c(0))):
+
+        def check(q: Any) -> None:
+            pv = b.load_atomic(b.gep(prev, [q]), "acquire", 8)
+            with b.if_then(b.icmp_unsigned("!=", pv, b.add(mine, c(1)))):
+                b.atomic_rmw("add", bad, c(1), "seq_cst")
+
+        loop(n, check)
+    b.atomic_rmw("add", b.gep(own, [part]), c(1), "seq_cst")
+    b.ret_void()
+    return str(m)
+
+
+@pytest.fixture(scope="module")
+def counting_entry() -> Any:
+    """A model of four counting kernels in three segments — k0 | k1 (reads k0), k2 | k3 (reads
+    k2) —, entry and kernels compiled for the host: ``(code, entry, kernels)``."""
+    from lamina.targets.cpu.codegen import KernelInfo, _entry_module
+    from lamina.targets.cpu.jit import LoadedCode, compile_ir, host_spec
+
+    words = 128  # counts per kernel: parts of up to 128 threads
+    prev = {1: 0, 3: 2}
+    infos = []
+    for k in range(4):
+        bufs = [("arena", k * words * 8), ("arena", prev[k] * words * 8) if k in prev else ("null", 0)]
+        bufs.append(("arena", 4 * words * 8))
+        infos.append(KernelInfo(k, f"k{k}", "t", f"k{k}", [], bufs, k in prev, function="k_count"))
+    spec = host_spec()
+    obj, _ = compile_ir(
+        [_entry_module(infos, 8 * (4 * words + 8), False, triple=spec.triple), _counting_kernel()], spec
+    )
+    code = LoadedCode(obj, spec)
+    return code, code.function("model_run"), words
+
+
+@pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="the kernel spins with x86 pause")
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 66])
+def test_every_part_runs_once_after_the_segment_before(counting_entry: Any, n: int) -> None:
+    """Run after run (back to back, and after the pool's workers fell asleep), on 1-4 threads and
+    on 66 (parts from 64 up are their own thread's): every part ``p < n`` of every kernel ran
+    exactly once per run, no other part ran, and no part of a kernel after a segment boundary ran
+    before every part of the kernel before it had (the kernels check it themselves)."""
+    import time
+
+    from lamina.targets.cpu.threads import Pool
+
+    _, entry, words = counting_entry
+    arena = np.zeros(4 * words + 8, np.int64)
+    pool = Pool(n)
+    runs = 40 if n <= 4 else 3
+    for r in range(runs):
+        pool.run(entry, arena.ctypes.data, 0, 0)
+        if r % 10 == 9:
+            time.sleep(0.003)  # past the idle spin: the workers sleep
+    pool.close()
+    counts = arena[: 4 * words].reshape(4, words)
+    assert (counts[:, :n] == runs).all(), counts[:, :n]
+    assert not counts[:, n:].any() and arena[4 * words] == 0

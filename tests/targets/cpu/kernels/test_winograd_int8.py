@@ -268,6 +268,23 @@ def test_large_blocks() -> None:
         check(o, _act(rng, (1, 19, *hw), True, "rand"), HOST, (1, 2, 3))
 
 
+@pytest.mark.parametrize("hw", [(56, 56), (26, 82), (41, 89)])
+def test_partial_last_block(hw: tuple[int, int]) -> None:
+    """A last block of fewer vectors than the others, whose GEMM runs only the register tiles that
+    hold them (on AVX-512 VNNI: 56x56 blocks of 8 and 5 vectors, the remainder tile skipped; 26x82
+    on 8 lanes, 16 and 3 vectors: one tile of the six; 41x89, 13 and 3: one of three), on 1-4 parts
+    (blocks split, or every block's panels)."""
+    from lamina.targets.cpu.kernels.winograd_int8 import _layout
+
+    rng = np.random.default_rng(hw[0])
+    o = conv_op(rng, 1, 19, hw, 13, (3, 3), (1, 1), (1, 1), [1, 1, 1, 1], 1, "asym", "relu", True, "small")
+    lay = _layout(_geometry(o)[0], HOST)  # type: ignore[index]
+    last = -(-((lay["th"] - (lay["nblk"] - 1) * lay["r"]) * lay["tw"]) // lay["nl"])
+    if HOST.vector_bytes == 64 and HOST.has("avx512vnni"):
+        assert lay["nblk"] == 2 and last <= lay["nv"] < lay["nvec"], lay
+    check(o, _act(rng, (1, 19, *hw), True, "rand"), HOST, (1, 2, 3, 4))
+
+
 @pytest.mark.parametrize("zp", [1, 100, 200, 255])
 def test_uint8_zero_points(zp: int) -> None:
     """uint8 inputs of any zero point (``d = q - zp`` from ``-255`` to ``255``; padding reads zp),
