@@ -1940,107 +1940,139 @@ class Int8ConvChannels(Int8Conv):
                             return accs
 
                         accs = gen.loop(0, cig4, kstep, [tabs[v][0] for _ in range(mr) for v in range(nv)])
-                        for v in range(nv):
 
-                            def epi_v(v: int = v) -> None:
-                                _, mu, sh = tabs[v]
-                                cf = None  # folded into the accumulators' start
-                                at = b.add(
-                                    b.mul(
-                                        b.add(b.mul(n, gen.c(geo.cout)), b.add(ch0, gen.c(v * nl))),
-                                        gen.c(plane_out),
-                                    ),
-                                    b.add(pbase, p0),
-                                )
-                                obase = b.gep(out, [at])
-                                rbase = b.gep(gen.res[0], [at]) if gen.res is not None else None
-                                am, rm, ash = rtabs[v] if rtabs else (None, None, None)
+                        def epi_v(vo: Any, mu: Any, sh: Any, rt3: Any, acc: list[Any]) -> None:
+                            """The epilogue of the channels ``ch0 + vo`` (one register: ``nl``) of
+                            the tile's ``mr`` positions, accumulators ``acc``."""
+                            cf = None  # folded into the accumulators' start
+                            at = b.add(
+                                b.mul(
+                                    b.add(b.mul(n, gen.c(geo.cout)), b.add(ch0, vo)),
+                                    gen.c(plane_out),
+                                ),
+                                b.add(pbase, p0),
+                            )
+                            obase = b.gep(out, [at])
+                            rbase = b.gep(gen.res[0], [at]) if gen.res is not None else None
+                            am, rm, ash = rt3 if rt3 is not None else (None, None, None)
 
-                                def full() -> None:
-                                    # the channels' runs of mr positions, transposed in registers: one
-                                    # load / store of mr bytes per channel, masked to the positions
-                                    # the part computes (the last tile's)
-                                    left = b.trunc(b.sub(npos, p0), I32)
-                                    run_mask = b.icmp_signed("<", gen.iota(mr), gen.splat(left, mr))
-                                    c32 = gen.res32_consts(nl) if gen.res32 is not None else None
-                                    fc = gen.res_fast_consts(nl) if gen.fast2 is not None else None
-                                    rs: list[Any] = []
-                                    if rbase is not None:
-                                        runs = [
-                                            gen.masked_load(
-                                                rbase, c * plane_out, run_mask, gen.cv([0] * mr, I8)
-                                            )
-                                            for c in range(nl)
-                                        ]
-                                        rs = _transpose(gen, runs, nl, mr)
+                            def full() -> None:
+                                # the channels' runs of mr positions, transposed in registers: one
+                                # load / store of mr bytes per channel, masked to the positions
+                                # the part computes (the last tile's)
+                                left = b.trunc(b.sub(npos, p0), I32)
+                                run_mask = b.icmp_signed("<", gen.iota(mr), gen.splat(left, mr))
+                                c32 = gen.res32_consts(nl) if gen.res32 is not None else None
+                                fc = gen.res_fast_consts(nl) if gen.fast2 is not None else None
+                                rs: list[Any] = []
+                                if rbase is not None:
+                                    runs = [
+                                        gen.masked_load(rbase, c * plane_out, run_mask, gen.cv([0] * mr, I8))
+                                        for c in range(nl)
+                                    ]
+                                    rs = _transpose(gen, runs, nl, mr)
 
-                                    def exact() -> list[Any]:
-                                        ys = [
-                                            gen.requant(
-                                                accs[rr * nv + v],
-                                                cf,
-                                                mu,
-                                                sh,
-                                                q,
-                                                lut=False,
-                                                raw=rbase is not None,
-                                            )
-                                            for rr in range(mr)
-                                        ]
-                                        if rbase is not None:
-                                            ys = [
-                                                gen.add_residual(y, r, am, rm, ash, q, consts=c32, lut=False)
-                                                for y, r in zip(ys, rs)
-                                            ]
-                                        return ys
-
-                                    if fc is not None and gen.fast1 is not None and rs:
-                                        # the float fast form; a tile with an uncertain lane: exact
-                                        ys = gen.fast_requant_residual(
-                                            [accs[rr * nv + v] for rr in range(mr)],
-                                            rs[:mr],
+                                def exact() -> list[Any]:
+                                    ys = [
+                                        gen.requant(
+                                            acc[rr],
+                                            cf,
                                             mu,
                                             sh,
                                             q,
-                                            fc,
-                                            exact,
+                                            lut=False,
+                                            raw=rbase is not None,
                                         )
-                                    else:
-                                        ys = exact()
-                                    ys = gen.apply_luts(ys)
-                                    for c, run in enumerate(_transpose(gen, ys, mr, nl)):
-                                        gen.masked_store(run, obase, c * plane_out, run_mask)
-
-                                def tail() -> None:
-                                    for rr in range(mr):
-                                        gen.when(
-                                            b.icmp_signed("<", b.add(p0, gen.c(rr)), npos),
-                                            functools.partial(epi_r, rr),
-                                        )
-
-                                def epi_r(rr: int) -> None:
-                                    y = gen.requant(accs[rr * nv + v], cf, mu, sh, q)
+                                        for rr in range(mr)
+                                    ]
                                     if rbase is not None:
-                                        r = gen.cv([0] * nl, I8)
-                                        for lane in range(nl):
-                                            e = b.load(b.gep(rbase, [gen.c(lane * plane_out + rr)]))
-                                            r = b.insert_element(r, e, gen.c(lane, I32))
-                                        y = gen.add_residual(y, r, am, rm, ash, q)
+                                        ys = [
+                                            gen.add_residual(y, r, am, rm, ash, q, consts=c32, lut=False)
+                                            for y, r in zip(ys, rs)
+                                        ]
+                                    return ys
+
+                                if fc is not None and gen.fast1 is not None and rs:
+                                    # the float fast form; a tile with an uncertain lane: exact
+                                    ys = gen.fast_requant_residual(
+                                        [acc[rr] for rr in range(mr)],
+                                        rs[:mr],
+                                        mu,
+                                        sh,
+                                        q,
+                                        fc,
+                                        exact,
+                                    )
+                                else:
+                                    ys = exact()
+                                ys = gen.apply_luts(ys)
+                                for c, run in enumerate(_transpose(gen, ys, mr, nl)):
+                                    gen.masked_store(run, obase, c * plane_out, run_mask)
+
+                            def tail() -> None:
+                                for rr in range(mr):
+                                    gen.when(
+                                        b.icmp_signed("<", b.add(p0, gen.c(rr)), npos),
+                                        functools.partial(epi_r, rr),
+                                    )
+
+                            def epi_r(rr: int) -> None:
+                                y = gen.requant(acc[rr], cf, mu, sh, q)
+                                if rbase is not None:
+                                    r = gen.cv([0] * nl, I8)
                                     for lane in range(nl):
-                                        e = b.extract_element(y, gen.c(lane, I32))
-                                        b.store(e, b.gep(obase, [gen.c(lane * plane_out + rr)]))
+                                        e = b.load(b.gep(rbase, [gen.c(lane * plane_out + rr)]))
+                                        r = b.insert_element(r, e, gen.c(lane, I32))
+                                    y = gen.add_residual(y, r, am, rm, ash, q)
+                                for lane in range(nl):
+                                    e = b.extract_element(y, gen.c(lane, I32))
+                                    b.store(e, b.gep(obase, [gen.c(lane * plane_out + rr)]))
 
-                                if mr >= 2:
-                                    full()
-                                else:  # one position a tile: byte stores (a one-lane masked store
-                                    tail()  # is a 4-byte write with LLVM 22)
+                            if mr >= 2:
+                                full()
+                            else:  # one position a tile: byte stores (a one-lane masked store
+                                tail()  # is a 4-byte write with LLVM 22)
 
+                        def channels_of(v: Any) -> None:
                             if geo.cog % cw:
                                 gen.when(
-                                    b.icmp_signed("<", b.add(col0, gen.c(v * nl)), gen.c(geo.cog)), epi_v
+                                    b.icmp_signed("<", b.add(col0, v[0]), gen.c(geo.cog)), lambda: epi_v(*v)
                                 )
                             else:
-                                epi_v()
+                                epi_v(*v)
+
+                        if nv == 1:
+                            channels_of((gen.c(0), tabs[0][1], tabs[0][2], rtabs[0] if rtabs else None, accs))
+                        else:
+                            # the epilogue once in the IR, looped over the tile's nv registers of
+                            # channels, the accumulators through a stack array (allocated in the
+                            # entry block): LLVM optimizes one copy instead of nv
+                            here = b.block
+                            b.position_at_start(gen.fn.entry_basic_block)
+                            slots = b.alloca(ir.ArrayType(accs[0].type, mr * nv))
+                            b.position_at_end(here)
+                            for j, a in enumerate(accs):
+                                b.store(a, b.gep(slots, [gen.c(0, I32), gen.c(j, I32)]))
+
+                            def register(v_i: Any, _: list[Any]) -> None:
+                                vo = b.mul(v_i, gen.c(nl))
+                                o4 = b.mul(b.add(ch0, vo), gen.c(4))
+                                mu, sh = (gen.load(tb, o4, vt(I32, nl), 4) for tb in (mt, st_))
+                                rt3 = None
+                                if rtabs:
+                                    rt3 = tuple(
+                                        gen.load(
+                                            gen.res[1], b.add(o4, gen.c(4 * j * geo.cout)), vt(I32, nl), 4
+                                        )
+                                        for j in range(3)
+                                    )
+                                acc = [
+                                    b.load(b.gep(slots, [gen.c(0, I32), b.add(gen.c(rr * nv), v_i)]))
+                                    for rr in range(mr)
+                                ]
+                                channels_of((vo, mu, sh, rt3, acc))
+
+                            gen.loop(0, nv, register)
 
                     gen.loop(0, npt, ptile)
 
