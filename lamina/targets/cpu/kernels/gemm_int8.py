@@ -2059,11 +2059,10 @@ class Int8ConvChannels(Int8Conv):
                                 o4 = b.mul(b.add(ch0, vo), gen.c(4))
                                 mu, sh = (gen.load(tb, o4, vt(I32, nl), 4) for tb in (mt, st_))
                                 rt3 = None
-                                if rtabs:
+                                if rtabs and gen.res is not None:
+                                    rt_ = gen.res[1]
                                     rt3 = tuple(
-                                        gen.load(
-                                            gen.res[1], b.add(o4, gen.c(4 * j * geo.cout)), vt(I32, nl), 4
-                                        )
+                                        gen.load(rt_, b.add(o4, gen.c(4 * j * geo.cout)), vt(I32, nl), 4)
                                         for j in range(3)
                                     )
                                 acc = [
