@@ -8,7 +8,9 @@ Each model is imported (``api.transform``) and, for INT8, calibrated (3 random s
 subprocess with ``PYTHONPATH`` set to the tree timed (nothing carried between deploys: no warm
 cache), reading that ``.mlir`` and table. Printed per deploy: process CPU seconds around
 ``api.deploy`` (imports excluded), wall seconds, and the compiler's own report line (kernel level /
-codegen / LLVM seconds, kernels). Best of ``--repeat``.
+codegen / LLVM seconds, kernels). Best of ``--repeat`` (CPU and wall each: the compiler runs LLVM
+on the CPUs the process may use, so the wall time a user waits is below the CPU time when a core
+is free; on a machine shared with others' jobs both are noisy).
 
 Every deploy is cold: the CPU compiler's disk cache (``lamina/targets/cpu/cache.py``) is switched
 off (``LAMINA_CACHE=off``). ``--warm``: each deploy instead reads a cache that one untimed deploy of
@@ -126,6 +128,7 @@ def main() -> int:
                 pstats.Stats(args.profile).sort_stats("cumulative").print_stats(45)
                 return 0
             best: dict[str, dict] = {}
+            walls: dict[str, list[float]] = {}
             caches = {label: "" for label in trees}
             if args.warm:
                 import shutil
@@ -141,18 +144,20 @@ def main() -> int:
                     r = deploy(tree, mlir, mode, table, out, cache=caches[label])
                     print(f"{name} {mode} {label}: {r['cpu']:.2f} s CPU, {r['wall']:.2f} s wall; {r['report'][0]}",
                           flush=True)  # fmt: skip
+                    walls.setdefault(label, []).append(r["wall"])
                     if label not in best or r["cpu"] < best[label]["cpu"]:
                         best[label] = r
+            for label in best:
+                best[label]["best_wall"] = min(walls[label])
             table_rows.append((name, mode, best))
     print(f"# end load avg {os.getloadavg()}")
     labels = list(trees)
-    print("\n| model | mode | " + " | ".join(f"{lb} s (CPU)" for lb in labels) + " | kernels |")
+    print("\n| model | mode | " + " | ".join(f"{lb} s CPU / wall" for lb in labels) + " | kernels |")
     print("|---|---|" + "---:|" * len(labels) + "---|")
     for name, mode, best in table_rows:
         kern = best[labels[-1]]["report"][1].split(" (")[0]
-        print(
-            f"| {name} | {mode} | " + " | ".join(f"{best[lb]['cpu']:.2f}" for lb in labels) + f" | {kern} |"
-        )
+        cells = [f"{best[lb]['cpu']:.2f} / {best[lb]['best_wall']:.2f}" for lb in labels]
+        print(f"| {name} | {mode} | " + " | ".join(cells) + f" | {kern} |")
     return 0
 
 

@@ -1,18 +1,19 @@
-"""A disk cache of the CPU compiler's LLVM step, across processes: a model's machine code (and its
-linked IR) by the hashes of its LLVM modules (:func:`~.jit.compile_ir`). Deploying the same model
-again — the same kernels: same layers, same calibration, same CPU — skips LLVM (ResNet-50 INT8:
-~7 of its ~11 CPU seconds); anything else compiles as before.
+"""A disk cache of the CPU compiler's LLVM step, across processes: each LLVM module's machine code
+by the hash of its text (:class:`~.jit.ModuleCompiler`). Deploying the same model again — the same
+kernels: same layers, same calibration, same CPU — skips LLVM (ResNet-50 INT8: ~7 of its ~11 CPU
+seconds); a model sharing some kernels with one compiled before skips them; anything else compiles
+as before.
 
 An entry's key is a SHA-256 of everything its output depends on: this format's version, llvmlite's
 version and LLVM's, the llvmlite library file (path, size and modification time), the target
 triple, CPU name and feature string, the data layout, the optimization settings
-(:data:`~.jit.PIPELINE`, :data:`~.jit.CODEGEN`, and the hash of ``jit.py`` itself) and every
-module's text, in order. Only IR that
-compiled is stored, so a hit is byte for byte what compiling gives. An entry holds a magic, the
+(:data:`~.jit.PIPELINE`, :data:`~.jit.CODEGEN`, and the hash of ``jit.py`` itself) and the
+module's text. Only IR that compiled is stored, so a hit is byte for byte what compiling gives
+(a module's object depends on its text alone). An entry holds a magic, the
 SHA-256 of its payload and the payload; one that does not check (truncated, corrupt, unreadable,
-not an ELF object) is removed and ignored: the model is compiled again. Writes are atomic (a
+not an ELF object) is removed and ignored: the module is compiled again. Writes are atomic (a
 temporary file renamed); a cache that cannot be written (read-only, full) is skipped silently. The
-directory is pruned to :data:`LIMIT_BYTES`, least recently used first, after each write.
+directory is pruned to :data:`LIMIT_BYTES`, least recently used first, after a compile that wrote.
 
 Where: ``$LAMINA_CACHE_DIR/cpu-llvm``, else ``$XDG_CACHE_HOME/lamina/cpu-llvm`` or
 ``~/.cache/lamina/cpu-llvm`` (none without a home directory); ``LAMINA_CACHE=off`` (or ``0``,
@@ -29,7 +30,7 @@ from collections.abc import Iterable
 
 __all__ = ["LIMIT_BYTES", "LlvmCache", "default_cache"]
 
-MAGIC = b"LMCC0001"
+MAGIC = b"LMCC0002"  # 0002: an entry is one module's object (0001: a linked model's, with its IR)
 #: the cache's size bound; the oldest entries (by modification time) are removed past it
 LIMIT_BYTES = 512 << 20
 #: temporary files of an interrupted write older than this (seconds) are removed by pruning

@@ -16,7 +16,8 @@ and generation, the same spin then sleep), where the last to arrive resets the c
 ``clock_gettime(CLOCK_MONOTONIC)`` nanoseconds before and after each kernel (the parts it ran of it)
 at ``times[2 * (tid * kernels + k)]`` (the profile).
 
-Each template emits into a module of its own; the modules are linked (:func:`~.jit.compile_ir`).
+Each template emits into a module of its own, compiled on its own (:class:`~.jit.ModuleCompiler`:
+``sink`` hands each module over as soon as it is emitted, so LLVM runs beside the emission).
 A kernel whose code key (:func:`~.kernels.codekey.code_key`, known from its template, op, plan and
 ISA before emission) is an earlier kernel's calls that kernel's function: it is not emitted at all.
 The others are emitted, and one whose IR (its name elided) is an earlier one's shares that function
@@ -24,7 +25,7 @@ too. A template whose ``emit`` raises is replaced by the next matching one (repo
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -154,10 +155,12 @@ def generate(
     plans: Plans,
     triple: str = "x86_64-unknown-linux-gnu",
     check_keys: bool = False,
+    sink: Callable[[str], Any] | None = None,
 ) -> Program:
     """Emit the kernels of a converted, arena-assigned function and its entry points for ``triple``
     (the barrier's futex call and spin hint depend on it). ``check_keys`` (the tests): emit the
-    kernels whose code key is an earlier one's too, and fail unless their IR is that kernel's."""
+    kernels whose code key is an earlier one's too, and fail unless their IR is that kernel's.
+    ``sink``: called with each module's text as it is added to ``Program.modules``."""
     block = func.regions[0].blocks[0]
     kernels = [o for o in block.ops if isinstance(o, KernelOp)]
     ret = block.last_op
@@ -177,6 +180,12 @@ def generate(
     weights = _Weights()
     infos: list[KernelInfo] = []
     modules: list[str] = []
+
+    def add_module(text: str) -> None:
+        modules.append(text)
+        if sink is not None:
+            sink(text)
+
     reference: dict[int, Operation] = {}
     scratch = 0
     same_code: dict[str, str] = {}  # a kernel's IR with its name elided -> the function emitted for it
@@ -227,7 +236,7 @@ def generate(
             else:
                 function = same_code.setdefault(text, symbol)
                 if function == symbol:
-                    modules.append(mod_text)
+                    add_module(mod_text)
                     if check_keys:
                         text_of[symbol] = text
             by_key.setdefault(key, function)
@@ -292,8 +301,8 @@ def generate(
             reference[idx] = k
     _barriers(infos, kernels)
     scratch_base = (arena + ALIGN - 1) // ALIGN * ALIGN
-    modules.append(_entry_module(infos, scratch_base, profile=False, triple=triple))
-    modules.append(_entry_module(infos, scratch_base, profile=True, define_globals=False, triple=triple))
+    add_module(_entry_module(infos, scratch_base, profile=False, triple=triple))
+    add_module(_entry_module(infos, scratch_base, profile=True, define_globals=False, triple=triple))
     return Program(infos, weights.data(), scratch_base, scratch, modules, reference)
 
 

@@ -4,11 +4,12 @@
    kernel level (``cpu.kernel`` ops, :mod:`.dialect`);
 2. code generation (:mod:`.codegen`): each kernel's LLVM function by its template, the packed
    weights, the entry points;
-3. LLVM (:mod:`.jit`): the linked IR optimized at O3 and emitted as machine code for the CPU name
-   and feature string (the host's by default);
+3. LLVM (:mod:`.jit`): each module optimized at O3 and emitted as machine code for the CPU name
+   and feature string (the host's by default), on worker threads while codegen emits the next;
 4. the container: target ``cpu``, chip the CPU name; sections ``weights`` (packed), ``object``
-   (the machine code), ``llvm_ir`` (the linked IR before optimization, recompiled when loaded on a
-   CPU lacking a recorded feature), ``cpu_subnet`` ``reference`` (the ops run by the reference
+   (the machine code: one object per module, :mod:`.objects`), ``llvm_ir`` (the modules before
+   optimization, recompiled when loaded on a CPU lacking a recorded feature), ``cpu_subnet``
+   ``reference`` (the ops run by the reference
    executor, one function ``@k<index>`` per kernel); ``metadata["cpu"]`` the triple, features,
    arena and scratch sizes, where each output is read; ``metadata["kernels"]`` each kernel's
    template, layer, buffers and counts.
@@ -33,9 +34,10 @@ from ..container import Model, Section, SubnetDesc, TensorDesc
 from .cache import default_cache
 from .codegen import Program, generate
 from .dialect import KernelOp, YieldOp
-from .jit import CpuSpec, compile_ir, host_spec
+from .jit import CpuSpec, ModuleCompiler, host_spec
 from .kernels.generic_ref import tensor_operands
 from .lowering import assign_arena, convert_function, np_dtype
+from .objects import pack_ir, pack_objects
 
 __all__ = ["compile_module", "lower_to_kernels"]
 
@@ -69,10 +71,11 @@ def compile_module(module: Any, options: CompileOptions, spec: CpuSpec | None = 
     work, plans, stats = lower_to_kernels(module, spec, exact=options.mode == "INT8")
     func = _main(work)
     t1 = time.perf_counter()
-    program = generate(func, spec.isa, plans, spec.triple)
-    t2 = time.perf_counter()
     cache = default_cache()
-    obj, linked = compile_ir(program.modules, spec, cache)
+    with ModuleCompiler(spec, cache) as llvm_jobs:
+        program = generate(func, spec.isa, plans, spec.triple, sink=llvm_jobs.submit)
+        t2 = time.perf_counter()
+        objs = llvm_jobs.finish()
     t3 = time.perf_counter()
     block = func.regions[0].blocks[0]
     ret = block.last_op
@@ -105,8 +108,8 @@ def compile_module(module: Any, options: CompileOptions, spec: CpuSpec | None = 
     weights = program.weights + b"".join(a.tobytes() for a in extra_weights)
     sections = [
         Section("weights", "weights", weights, align=4096),
-        Section("object", "object", obj),
-        Section("llvm_ir", "llvm_ir", linked.encode("utf-8")),
+        Section("object", "object", pack_objects(objs)),
+        Section("llvm_ir", "llvm_ir", pack_ir(program.modules).encode("utf-8")),
     ]
     reference_meta: dict[str, Any] = {}
     if program.reference:
@@ -153,7 +156,7 @@ def compile_module(module: Any, options: CompileOptions, spec: CpuSpec | None = 
     total = time.perf_counter() - t0
     metadata["compile_seconds"] = round(total, 3)
     placement = {k.layer: "cpu" for k in program.kernels}
-    report = _report(program, stats, spec, (t1 - t0, t2 - t1, t3 - t2, total), model, cache)
+    report = _report(program, stats, spec, (t1 - t0, t2 - t1, t3 - t2, total), model, llvm_jobs)
     return CompileResult(model, placement, report)
 
 
@@ -239,15 +242,22 @@ def _report(
     spec: CpuSpec,
     times: tuple[float, ...],
     model: Model,
-    cache: Any = None,
+    llvm_jobs: ModuleCompiler,
 ) -> list[str]:
     lower, gen, llvm_s, total = times
-    cached = f"; machine code from the cache {cache.root}" if cache is not None and cache.hits else ""
+    n = len(llvm_jobs.texts)
+    cache = llvm_jobs.cache
+    cached = (
+        f"; {llvm_jobs.hits} of {n} modules' machine code from the cache {cache.root}"
+        if cache is not None and llvm_jobs.hits
+        else ""
+    )
     kernels = [k for k in program.kernels if not k.alias]
     by_t = Counter(k.template for k in kernels)
     lines = [
         f"compiled for {spec.cpu} ({spec.isa.vector_bytes * 8}-bit vectors) in {total:.2f} s "
-        f"(kernel level {lower:.2f} s, codegen {gen:.2f} s, LLVM {llvm_s:.2f} s{cached})",
+        f"(kernel level {lower:.2f} s, codegen {gen:.2f} s, LLVM {llvm_s:.2f} s after it: "
+        f"{n} modules, {llvm_jobs.cpu_seconds:.2f} CPU s on {llvm_jobs.jobs} threads{cached})",
         f"{len(kernels)} kernels ({stats['fused']} ops fused, {stats['aliases']} reshapes as views): "
         + ", ".join(f"{t} {n}" for t, n in by_t.most_common()),
         f"activation arena {program.arena_bytes} bytes, scratch {program.scratch_bytes} bytes per thread, "

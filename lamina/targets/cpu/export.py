@@ -1,7 +1,7 @@
 """``model_deploy --export_lib``: a compiled CPU model as a C-ABI shared library and its header,
 usable without Python where a system C compiler/linker (``cc``) is present.
 
-``<prefix>.so`` holds the model's machine code (the file's ``object`` section), its packed weights
+``<prefix>.so`` holds the model's machine code (the objects of the file's ``object`` section), its packed weights
 (embedded read-only, 4096-aligned) and two functions; ``<prefix>.h`` declares them and describes the
 inputs and outputs::
 
@@ -24,8 +24,10 @@ import subprocess
 import tempfile
 from typing import Any
 
-from lamina.support.errors import ToolError
+from lamina.support.errors import LaminaError, ToolError
 from lamina.support.fileio import atomic_output
+
+from .objects import unpack_objects
 
 __all__ = ["export_library"]
 
@@ -108,12 +110,19 @@ def export_library(model: Any, prefix: str) -> tuple[str, str]:
     cpu = model.metadata["cpu"]
     arena, scratch = int(cpu["arena_bytes"]), int(cpu["scratch_bytes"])
     obj = next(s for s in model.sections if s.kind == "object")
+    try:
+        objs = unpack_objects(obj.data)
+    except LaminaError as e:
+        raise ToolError(f"--export_lib: section '{obj.name}': {e}") from None
     wsec = next((s for s in model.sections if s.kind == "weights"), None)
     so_path, h_path = prefix + ".so", prefix + ".h"
     header = _header(model, name)
     with tempfile.TemporaryDirectory(prefix="lamina-lib-") as d:
-        with open(os.path.join(d, "model.o"), "wb") as f:
-            f.write(bytes(obj.data))
+        obj_paths = []
+        for i, o in enumerate(objs):
+            obj_paths.append(os.path.join(d, f"model{i}.o"))
+            with open(obj_paths[-1], "wb") as f:
+                f.write(o)
         wpath = os.path.join(d, "weights.bin")
         with open(wpath, "wb") as f:
             f.write(bytes(wsec.data) if wsec is not None and wsec.size else b"\0" * 64)
@@ -143,7 +152,7 @@ void {name}_run(void *arena, void **io, int64_t tid, int64_t nthreads) {{
                 "-o",
                 tmp,
                 os.path.join(d, "lib.c"),
-                os.path.join(d, "model.o"),
+                *obj_paths,
                 f"-Wl,--version-script={vs}",
                 "-lm",
             ]

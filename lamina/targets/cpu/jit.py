@@ -2,6 +2,13 @@
 the :class:`~.kernels.abi.Isa` the templates see), optimizing and emitting machine code for it, and
 loading machine code into the process (:class:`LoadedCode`, MCJIT).
 
+A model's modules (one per emitted kernel, and the entry points) are compiled each on its own by
+:class:`ModuleCompiler` — one object per module, on :func:`compile_jobs` worker threads, while the
+caller may still be emitting the next modules: LLVM runs with the GIL released and without
+llvmlite's process-wide lock (each module in an LLVM context of its own, each thread its own
+target machine), so on two cores two modules are optimized at once. The entry point calls the
+kernels by symbol; MCJIT (or the C linker, ``--export_lib``) resolves the calls across the objects.
+
 Machine code is always made for a named CPU and its feature string (the host's by default) at opt
 level 3 — never the generic x86-64 CPU with 512-bit vectors, whose vector FMAs become library calls.
 A narrower ISA (``Isa(32, ...)``: AVX2) is the host CPU with the wider features switched off.
@@ -12,8 +19,10 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import heapq
+import os
 import threading
-import zlib
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -28,7 +37,10 @@ from .kernels.abi import Isa
 __all__ = [
     "CpuSpec",
     "LoadedCode",
+    "ModuleCompiler",
     "compile_ir",
+    "compile_jobs",
+    "compile_modules",
     "host_spec",
     "narrowed",
     "optimize",
@@ -129,31 +141,53 @@ def target_machine(spec: CpuSpec) -> Any:
     return target.create_target_machine(cpu=spec.cpu, features=spec.features, **CODEGEN)
 
 
-def optimize(mod: Any, tm: Any) -> None:
-    """The O3 pipeline (loop vectorizer included) on a parsed module (:data:`PIPELINE`)."""
+def _unlocked(name: str) -> Any:
+    """llvmlite's C function ``name`` without the process-wide lock llvmlite puts around every call
+    (there to guard LLVM's global context). Only for calls on objects of one thread: a module in its
+    own context, that thread's target machine and pass builder. ctypes releases the GIL during it."""
+    from llvmlite.binding import ffi
+
+    f = getattr(ffi.lib, name)
+    return getattr(f, "_cfn", f)
+
+
+def optimize(mod: Any, tm: Any, unlocked: bool = False) -> None:
+    """The O3 pipeline (loop vectorizer included) on a parsed module (:data:`PIPELINE`).
+    ``unlocked``: without llvmlite's lock (a module in a context of its own, ``tm`` this thread's)."""
     pto = llvm.create_pipeline_tuning_options(speed_level=PIPELINE["speed_level"])
     pto.loop_vectorization = PIPELINE["loop_vectorization"]
     pto.slp_vectorization = PIPELINE["slp_vectorization"]
-    pb = llvm.create_pass_builder(tm, pto)
-    pb.getModulePassManager().run(mod, pb)
+    pb = llvm.create_pass_builder(tm, pto)  # one per module: its analysis caches die with it
+    mpm = pb.getModulePassManager()
+    if unlocked:
+        _unlocked("LLVMPY_RunNewModulePassManager")(mpm, mod, pb)
+    else:
+        mpm.run(mod, pb)
 
 
-def compile_ir(ir_text: str | Sequence[str], spec: CpuSpec, cache: Any = None) -> tuple[bytes, str]:
+def emit_object(mod: Any, tm: Any, unlocked: bool = False) -> bytes:
+    """The machine code of an optimized module (``tm.emit_object``; ``unlocked`` as :func:`optimize`)."""
+    if not unlocked:
+        return bytes(tm.emit_object(mod))
+    from llvmlite.binding import ffi
+
+    with ffi.OutputString() as err:
+        mb = _unlocked("LLVMPY_TargetMachineEmitToMemory")(tm, mod, 1, err)
+        if not mb:
+            raise LaminaError(f"LLVM could not emit machine code: {err}")
+    try:
+        return ctypes.string_at(ffi.lib.LLVMPY_GetBufferStart(mb), ffi.lib.LLVMPY_GetBufferSize(mb))
+    finally:
+        ffi.lib.LLVMPY_DisposeMemoryBuffer(mb)
+
+
+def compile_ir(ir_text: str | Sequence[str], spec: CpuSpec) -> tuple[bytes, str]:
     """LLVM IR (one module's text, or several linked into one) → (machine code for ``spec``, the
-    linked IR before optimization: what a file keeps to recompile for another CPU).
-
-    ``cache`` (:class:`~.cache.LlvmCache`): the result is looked up by the hash of every module's
-    text and the CPU and settings (:func:`object_key`), and stored there when compiled. Only IR
-    that compiled is stored, so a hit is what compiling would give, byte for byte."""
+    linked IR before optimization), on the calling thread: one kernel (:func:`run_kernel`), the
+    thread pool's module. A model's modules go through :class:`ModuleCompiler`."""
     _init()
     texts = [ir_text] if isinstance(ir_text, str) else list(ir_text)
     tm = target_machine(spec)
-    okey = None
-    if cache is not None:
-        okey = object_key(cache, texts, spec, str(tm.target_data))
-        hit = _cached(cache, okey)
-        if hit is not None:
-            return hit
     try:
         mod = llvm.parse_assembly(texts[0])
         for t in texts[1:]:
@@ -165,12 +199,175 @@ def compile_ir(ir_text: str | Sequence[str], spec: CpuSpec, cache: Any = None) -
         raise LaminaError(f"the LLVM IR is invalid: {e}") from None
     linked = str(mod)
     optimize(mod, tm)
-    obj = tm.emit_object(mod)
-    if cache is not None and okey is not None:
-        text = zlib.compress(linked.encode("utf-8"), 1)
-        cache.put(okey, "obj", len(obj).to_bytes(8, "little") + obj + text)
-        cache.prune()
-    return obj, linked
+    return emit_object(mod, tm), linked
+
+
+def compile_jobs() -> int:
+    """The threads LLVM may use: ``$LAMINA_LLVM_JOBS`` (a positive integer) if set, else the CPUs this
+    process may run on (``os.sched_getaffinity``)."""
+    env = os.environ.get("LAMINA_LLVM_JOBS", "").strip()
+    if env:
+        if not env.isdigit() or int(env) < 1:
+            raise LaminaError(f"LAMINA_LLVM_JOBS must be a positive integer, got {env!r}")
+        return int(env)
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+class ModuleCompiler:
+    """Compile LLVM modules to one object each, for ``spec``, on ``jobs`` threads (default
+    :func:`compile_jobs`): while the caller is still submitting (emitting the next modules: its
+    core is busy), ``jobs - 1`` threads compile them; :meth:`finish` makes the caller the last of
+    the jobs until every module is compiled, and returns the objects in submission order. The
+    pending module with the most IR goes first (the last ones balance the threads). ``jobs=1``
+    compiles everything on the calling thread in :meth:`finish`.
+
+    ``cache`` (:class:`~.cache.LlvmCache`): each module's object is looked up by the hash of its
+    text and the CPU and settings (:func:`object_key`) and stored when compiled; a hit is byte for
+    byte what compiling gives (a module's object depends on its text alone). Invalid IR: a
+    :class:`LaminaError` from :meth:`finish`, nothing of it stored.
+
+    After :meth:`finish`: :attr:`cpu_seconds` the threads' CPU time in LLVM and the cache,
+    :attr:`hits` the modules taken from the cache. Use as a context manager (or call
+    :meth:`close`) so that the threads stop when the caller fails before :meth:`finish`."""
+
+    def __init__(self, spec: CpuSpec, cache: Any = None, jobs: int | None = None) -> None:
+        _init()
+        self.spec = spec
+        self.cache = cache
+        self.jobs = jobs if jobs is not None else compile_jobs()
+        if self.jobs < 1:
+            raise ValueError(f"jobs must be at least 1, got {self.jobs}")
+        self.layout = str(target_machine(spec).target_data)
+        self.texts: list[str] = []
+        self._objs: list[bytes | None] = []
+        self._errors: dict[int, BaseException] = {}
+        self._pending: list[tuple[int, int]] = []  # (-IR size, index): a heap
+        self._cv = threading.Condition()
+        self._threads: list[threading.Thread] = []
+        self._idle = 0
+        self._closed = False
+        self.cpu_seconds = 0.0
+        self.hits = 0
+        self._wrote = False
+
+    def submit(self, text: str) -> int:
+        """Queue one module's text; returns its index."""
+        with self._cv:
+            if self._closed:
+                raise RuntimeError("the module compiler is finished")
+            i = len(self.texts)
+            self.texts.append(text)
+            self._objs.append(None)
+            heapq.heappush(self._pending, (-len(text), i))
+            if self.jobs > 1:
+                if self._idle == 0 and len(self._threads) < self.jobs - 1:
+                    t = threading.Thread(
+                        target=self._worker, daemon=True, name=f"lamina-llvm-{len(self._threads)}"
+                    )
+                    self._threads.append(t)
+                    t.start()
+                self._cv.notify()
+        return i
+
+    def finish(self) -> list[bytes]:
+        """Wait for every module; their objects in submission order."""
+        with self._cv:
+            self._closed = True
+            self._cv.notify_all()
+        self._worker()  # the caller is the last of the jobs
+        for t in self._threads:
+            t.join()
+        if self._wrote:
+            self.cache.prune()
+        if self._errors:
+            e = self._errors[min(self._errors)]
+            raise e.with_traceback(None)
+        out = [o for o in self._objs if o is not None]
+        assert len(out) == len(self.texts)
+        return out
+
+    def close(self) -> None:
+        """Stop: the pending modules are dropped, the threads end after their current module."""
+        with self._cv:
+            self._closed = True
+            self._pending.clear()
+            self._cv.notify_all()
+        for t in self._threads:
+            t.join()
+
+    def __enter__(self) -> ModuleCompiler:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def _worker(self) -> None:
+        tm = target_machine(self.spec)  # this thread's
+        t0 = time.thread_time()
+        while True:
+            with self._cv:
+                while not self._pending and not self._closed:
+                    self._idle += 1
+                    self._cv.wait()
+                    self._idle -= 1
+                if not self._pending:
+                    break
+                _, i = heapq.heappop(self._pending)
+                text = self.texts[i]
+            try:
+                obj = self._one(text, tm)
+            except BaseException as e:  # re-raised by finish
+                with self._cv:
+                    self._errors[i] = e
+                    self._pending.clear()
+                break
+            self._objs[i] = obj
+        with self._cv:
+            self.cpu_seconds += time.thread_time() - t0
+
+    def _one(self, text: str, tm: Any) -> bytes:
+        okey = None
+        if self.cache is not None:
+            okey = object_key(self.cache, [text], self.spec, self.layout)
+            hit = _cached(self.cache, okey)
+            if hit is not None:
+                with self._cv:
+                    self.hits += 1
+                    self.cache.hits += 1
+                return hit
+        ctx = llvm.create_context()
+        try:
+            try:
+                mod = llvm.parse_assembly(text, context=ctx)
+                mod.triple = self.spec.triple
+                mod.data_layout = self.layout
+                mod.verify()
+            except RuntimeError as e:
+                raise LaminaError(f"the LLVM IR is invalid: {e}") from None
+            try:
+                optimize(mod, tm, unlocked=True)
+                obj = emit_object(mod, tm, unlocked=True)
+            finally:
+                mod.close()
+        finally:
+            ctx.close()
+        if self.cache is not None and okey is not None:
+            self.cache.put(okey, "obj", obj)
+            self._wrote = True
+        return obj
+
+
+def compile_modules(
+    texts: Sequence[str], spec: CpuSpec, cache: Any = None, jobs: int | None = None
+) -> list[bytes]:
+    """Each module's object (:class:`ModuleCompiler`), in order."""
+    with ModuleCompiler(spec, cache, jobs) as mc:
+        for t in texts:
+            mc.submit(t)
+        return mc.finish()
 
 
 def object_key(cache: Any, texts: Sequence[str], spec: CpuSpec, layout: str) -> str:
@@ -202,22 +399,17 @@ def _source_digest() -> str:
         return hashlib.sha256(f.read()).hexdigest()
 
 
-def _cached(cache: Any, okey: str) -> tuple[bytes, str] | None:
-    """The cached (machine code, linked IR), or None (absent, or an entry that does not check)."""
+def _cached(cache: Any, okey: str) -> bytes | None:
+    """The cached machine code, or None (absent, or an entry that is not a well-formed object)."""
     entry = cache.get(okey, "obj")
     if entry is None:
         return None
     try:
-        n = int.from_bytes(entry[:8], "little")
-        if n > len(entry) - 8:
-            raise LaminaError("truncated")
-        obj, linked = entry[8 : 8 + n], zlib.decompress(entry[8 + n :]).decode("utf-8")
-        check_object(obj)
-    except (LaminaError, UnicodeDecodeError, zlib.error):
+        check_object(entry)
+    except LaminaError:
         cache.drop(okey, "obj")
         return None
-    cache.hits += 1
-    return obj, linked
+    return entry
 
 
 def check_object(obj: bytes) -> None:
@@ -239,16 +431,68 @@ def check_object(obj: bytes) -> None:
             raise LaminaError(f"ELF section {i} lies outside the object")
 
 
-class LoadedCode:
-    """Machine code loaded into this process (MCJIT), with its functions' addresses by name."""
+def object_symbols(obj: bytes) -> tuple[set[str], set[str]]:
+    """The global symbols an ELF object (checked by :func:`check_object`) defines, and those it
+    needs from elsewhere (undefined, not weak)."""
+    import struct
 
-    def __init__(self, obj: bytes, spec: CpuSpec) -> None:
+    (shoff,) = struct.unpack_from("<Q", obj, 0x28)
+    (shnum,) = struct.unpack_from("<H", obj, 0x3C)
+    secs = [struct.unpack_from("<IIQQQQIIQQ", obj, shoff + 64 * i) for i in range(shnum)]
+    defined: set[str] = set()
+    needed: set[str] = set()
+    for sec in secs:
+        if sec[1] != 2:  # SHT_SYMTAB
+            continue
+        if sec[6] >= shnum:
+            raise LaminaError("the ELF symbol table's string table is not a section")
+        str_off, str_size = secs[sec[6]][4], secs[sec[6]][5]
+        for k in range(1, sec[5] // 24):
+            name, info, _, shndx, _, _ = struct.unpack_from("<IBBHQQ", obj, sec[4] + 24 * k)
+            bind = info >> 4
+            if bind not in (1, 2) or not name:  # STB_GLOBAL, STB_WEAK
+                continue
+            if name >= str_size:
+                raise LaminaError("an ELF symbol's name lies outside its string table")
+            raw = obj[str_off + name : str_off + str_size]
+            label = raw[: raw.find(b"\0") if b"\0" in raw else len(raw)].decode("utf-8", "replace")
+            if shndx != 0:
+                defined.add(label)
+            elif bind == 1:
+                needed.add(label)
+    return defined, needed
+
+
+class LoadedCode:
+    """Machine code (one object, or several whose symbols refer to each other) loaded into this
+    process (MCJIT), with its functions' addresses by name."""
+
+    def __init__(self, obj: bytes | Sequence[bytes], spec: CpuSpec) -> None:
         _init()
-        check_object(bytes(obj))
+        objs = [bytes(obj)] if isinstance(obj, (bytes, bytearray, memoryview)) else [bytes(o) for o in obj]
+        for i, o in enumerate(objs):
+            try:
+                check_object(o)
+            except LaminaError as e:
+                raise LaminaError(f"object {i} of {len(objs)}: {e}" if len(objs) > 1 else str(e)) from None
+        where: dict[str, int] = {}
+        needed: set[str] = set()
+        for i, o in enumerate(objs):
+            d, n = object_symbols(o)
+            needed |= n
+            for name in d:
+                if where.setdefault(name, i) != i:
+                    raise LaminaError(f"objects {where[name]} and {i} both define '{name}'")
         self.tm = target_machine(spec)
-        self.ee = llvm.create_mcjit_compiler(llvm.parse_assembly(""), self.tm)
+        self.ee = llvm.create_mcjit_compiler(llvm.parse_assembly(""), self.tm)  # the process's symbols too
+        missing = sorted(n for n in needed - where.keys() if not llvm.address_of_symbol(n))
+        if missing:  # MCJIT would leave the calls to address 0
+            raise LaminaError(
+                f"the object code needs {', '.join(repr(m) for m in missing[:5])}, defined nowhere"
+            )
         try:
-            self.ee.add_object_file(llvm.ObjectFileRef.from_data(bytes(obj)))
+            for o in objs:
+                self.ee.add_object_file(llvm.ObjectFileRef.from_data(o))
             self.ee.finalize_object()
         except RuntimeError as e:
             raise LaminaError(f"the object code does not load: {e}") from None

@@ -1,5 +1,5 @@
-"""Running a compiled CPU model: the file's machine code loaded into the process (recompiled from its
-LLVM IR when this CPU lacks a feature the code was compiled for), one activation arena, the weights
+"""Running a compiled CPU model: the file's machine code (its objects, :mod:`.objects`) loaded into
+the process (recompiled from its LLVM IR when this CPU lacks a feature the code was compiled for), one activation arena, the weights
 read in place from the mapped file, a persistent thread pool (:mod:`.threads`) whose threads all
 call the entry point ``model_run`` with their index, and the host callback through which the kernels
 left to the reference executor run their ``tpu`` op's ``execute`` on views of the arena.
@@ -24,7 +24,8 @@ from ..base import CompiledModel, _numpy_dtype
 from ..container import Model
 from ..profile import CommandRecord
 from .cache import default_cache
-from .jit import CpuSpec, LoadedCode, compile_ir, host_spec
+from .jit import CpuSpec, LoadedCode, compile_modules, host_spec
+from .objects import unpack_ir, unpack_objects
 
 __all__ = ["CpuModel", "load_cpu_model"]
 
@@ -81,15 +82,15 @@ class CpuModel(CompiledModel):
             except UnicodeDecodeError:
                 raise LaminaError(f"'{path}': section 'llvm_ir' is not UTF-8") from None
             try:
-                obj, _ = compile_ir(text, self.host, default_cache())  # loaded again here: no LLVM
+                objs = compile_modules(unpack_ir(text), self.host, default_cache())  # loaded again: no LLVM
             except LaminaError as e:
                 raise LaminaError(f"'{path}': recompiling its LLVM IR for this CPU failed: {e}") from None
-            self.code = LoadedCode(obj, self.host)
+            self.code = LoadedCode(objs, self.host)
         else:
             try:
-                self.code = LoadedCode(bytes(obj_sec.data), self.recorded)
+                self.code = LoadedCode(unpack_objects(obj_sec.data), self.recorded)
             except LaminaError as e:
-                raise LaminaError(f"'{path}': section 'object': {e}") from None
+                raise LaminaError(f"'{path}': section '{obj_sec.name}': {e}") from None
         try:
             self._entry = self.code.function("model_run")
             self._entry_prof = self.code.function("model_run_prof")

@@ -1,8 +1,8 @@
 """The disk cache of the CPU compiler's LLVM step (``lamina/targets/cpu/cache.py``, used by
-``jit.compile_ir``): a hit gives the bytes compiling gives; the key holds every module's text, their
-order, the CPU's features and the settings; entries that do not check (flipped byte, truncated,
-another magic, not an ELF object) are removed and the model compiled again; invalid IR is never
-stored; an unwritable cache is skipped; pruning keeps the size bound, least recently used first;
+``jit.ModuleCompiler``, one entry per module): a hit gives the bytes compiling gives; the key holds
+the module's text, the CPU's features and the settings; entries that do not check (flipped byte,
+truncated, another magic, not an ELF object) are removed and the module compiled again; invalid IR
+is never stored; an unwritable cache is skipped; pruning keeps the size bound, least recently used first;
 the environment switches it off or moves it; a whole compile of a small model through the
 target reports the hit and writes the same file."""
 
@@ -41,17 +41,24 @@ def _entries(c: LlvmCache) -> list[Path]:
     return sorted(p for p in Path(c.root).rglob("*.obj"))
 
 
+def _compile(texts: list[str], spec: jit.CpuSpec, c: LlvmCache | None = None) -> list[bytes]:
+    return jit.compile_modules(texts, spec, c, jobs=2)
+
+
 def test_hit_is_the_compiled_bytes(tmp_path: Path) -> None:
     spec = jit.host_spec()
     c = LlvmCache(str(tmp_path / "c"))
-    plain = jit.compile_ir(TEXTS, spec)
-    first = jit.compile_ir(TEXTS, spec, c)
-    assert c.hits == 0 and len(_entries(c)) == 1
-    second = jit.compile_ir(TEXTS, spec, c)
-    assert c.hits == 1
-    assert first == second == plain  # machine code and linked IR
-    code = jit.LoadedCode(second[0], spec)
+    plain = _compile(TEXTS, spec)
+    first = _compile(TEXTS, spec, c)
+    assert c.hits == 0 and len(_entries(c)) == 2  # one per module
+    second = _compile(TEXTS, spec, c)
+    assert c.hits == 2
+    assert first == second == plain
+    code = jit.LoadedCode(second, spec)
     assert code.function("f_a") and code.function("f_b")
+    # a module met before in another list: its entry
+    third = _compile([TEXTS[1], _module("f_c", 7)], spec, c)
+    assert c.hits == 3 and third[0] == plain[1] and len(_entries(c)) == 3
 
 
 def test_key_holds_texts_order_and_features(tmp_path: Path) -> None:
@@ -66,10 +73,10 @@ def test_key_holds_texts_order_and_features(tmp_path: Path) -> None:
     other = jit.CpuSpec(spec.triple, spec.cpu, spec.features + ",-fake")
     assert k != jit.object_key(c, TEXTS, other, layout)
     assert k != jit.object_key(c, TEXTS, jit.CpuSpec(spec.triple, "generic", spec.features), layout)
-    # a narrower ISA compiles to its own entry
-    jit.compile_ir(TEXTS, spec, c)
-    jit.compile_ir(TEXTS, jit.spec_for("sse"), c)
-    assert c.hits == 0 and len(_entries(c)) == 2
+    # a narrower ISA compiles to its own entries
+    _compile(TEXTS, spec, c)
+    _compile(TEXTS, jit.spec_for("sse"), c)
+    assert c.hits == 0 and len(_entries(c)) == 4
 
 
 def _corrupt_flip(p: Path) -> None:
@@ -90,36 +97,41 @@ def _corrupt_magic(p: Path) -> None:
 def test_corrupt_entry_is_removed_and_compiled_again(tmp_path: Path, corrupt: object) -> None:
     spec = jit.host_spec()
     c = LlvmCache(str(tmp_path / "c"))
-    want = jit.compile_ir(TEXTS, spec, c)
-    (p,) = _entries(c)
+    want = _compile(TEXTS, spec, c)
+    p = _entries(c)[0]
     corrupt(p)  # type: ignore[operator]
-    assert jit.compile_ir(TEXTS, spec, c) == want
-    assert c.hits == 0
-    assert len(_entries(c)) == 1  # written again, valid
-    assert jit.compile_ir(TEXTS, spec, c) == want and c.hits == 1
+    assert _compile(TEXTS, spec, c) == want
+    assert c.hits == 1  # the other module's entry
+    assert len(_entries(c)) == 2  # written again, valid
+    assert _compile(TEXTS, spec, c) == want and c.hits == 3
 
 
 def test_entry_that_is_not_an_object_is_ignored(tmp_path: Path) -> None:
     spec = jit.host_spec()
     c = LlvmCache(str(tmp_path / "c"))
-    key = jit.object_key(c, TEXTS, spec, str(jit.target_machine(spec).target_data))
+    key = jit.object_key(c, TEXTS[:1], spec, str(jit.target_machine(spec).target_data))
     junk = b"not an ELF object at all, but a payload whose digest checks"
-    c.put(key, "obj", (len(junk)).to_bytes(8, "little") + junk + b"linked")
-    c.put(key, "obj", (len(junk)).to_bytes(8, "little") + junk + b"linked")  # a rewrite is atomic
+    c.put(key, "obj", junk)
+    c.put(key, "obj", junk)  # a rewrite is atomic
     assert c.get(key, "obj") is not None
-    assert jit.compile_ir(TEXTS, spec, c) == jit.compile_ir(TEXTS, spec)
+    want = _compile(TEXTS[:1], spec)
+    assert _compile(TEXTS[:1], spec, c) == want
     assert c.hits == 0
-    n = (1 << 40).to_bytes(8, "little")  # a length past the entry
-    c.put(key, "obj", n + b"x")
-    assert jit.compile_ir(TEXTS, spec, c) == jit.compile_ir(TEXTS, spec) and c.hits == 0
+    c.put(key, "obj", want[0][:100])  # an ELF header whose sections lie past the entry
+    assert _compile(TEXTS[:1], spec, c) == want and c.hits == 0
 
 
 def test_invalid_ir_is_not_stored(tmp_path: Path) -> None:
     c = LlvmCache(str(tmp_path / "c"))
     bad = TEXTS[0].replace("ret i64", "ret i32")
+    spec = jit.host_spec()
     with pytest.raises(LaminaError, match="LLVM IR is invalid"):
-        jit.compile_ir([bad, TEXTS[1]], jit.host_spec(), c)
+        jit.compile_modules([bad], spec, c, jobs=1)
     assert _entries(c) == []
+    with pytest.raises(LaminaError, match="LLVM IR is invalid"):
+        _compile([bad, TEXTS[1]], spec, c)
+    bad_key = jit.object_key(c, [bad], spec, str(jit.target_machine(spec).target_data))
+    assert c.get(bad_key, "obj") is None
 
 
 def test_unwritable_cache_is_skipped(tmp_path: Path) -> None:
@@ -127,8 +139,8 @@ def test_unwritable_cache_is_skipped(tmp_path: Path) -> None:
     blocker.write_text("a file where the cache's directory would be")
     c = LlvmCache(str(blocker / "c"))
     spec = jit.host_spec()
-    assert jit.compile_ir(TEXTS, spec, c) == jit.compile_ir(TEXTS, spec)
-    assert jit.compile_ir(TEXTS, spec, c) == jit.compile_ir(TEXTS, spec) and c.hits == 0
+    assert _compile(TEXTS, spec, c) == _compile(TEXTS, spec)
+    assert _compile(TEXTS, spec, c) == _compile(TEXTS, spec) and c.hits == 0
 
 
 def test_prune_keeps_the_bound_least_recently_used_first(tmp_path: Path) -> None:
@@ -213,16 +225,18 @@ def test_recompiling_a_file_for_this_cpu_reads_the_cache(
     monkeypatch.delenv("LAMINA_CACHE", raising=False)
     if {"amx-tile", "amx-int8"} <= jit.host_spec().enabled:
         pytest.skip("this CPU has AMX: no recorded feature is missing")
+    monkeypatch.setenv("LAMINA_CACHE", "off")  # the compile leaves nothing in the cache
     res = target().compile(
         deploy_module(parse_module(TOP, Context()), "INT8"), CompileOptions(name="small", mode="INT8")
     )
+    monkeypatch.delenv("LAMINA_CACHE")
     meta = json.loads(json.dumps(res.model.metadata))
     meta["cpu"]["features"] += ",+amx-tile,+amx-int8"  # recorded features this CPU lacks
     p = tmp_path / "m.lamina"
     write_model(p, replace(res.model, metadata=meta))
     calls = []
     real = jit.optimize
-    monkeypatch.setattr(jit, "optimize", lambda mod, tm: (calls.append(1), real(mod, tm)))
+    monkeypatch.setattr(jit, "optimize", lambda mod, tm, **kw: (calls.append(1), real(mod, tm, **kw)))
     x = {"x": np.random.default_rng(0).uniform(-2, 2, (1, 4, 8, 8)).astype(np.float32)}
     outs, optimized = [], []
     for _ in range(2):
