@@ -245,10 +245,11 @@ def _report(
     llvm_jobs: ModuleCompiler,
 ) -> list[str]:
     lower, gen, llvm_s, total = times
-    n = len(llvm_jobs.texts)
+    nmod = len(llvm_jobs.texts)
+    threads = f"{llvm_jobs.jobs} thread" + ("s" if llvm_jobs.jobs > 1 else "")
     cache = llvm_jobs.cache
     cached = (
-        f"; {llvm_jobs.hits} of {n} modules' machine code from the cache {cache.root}"
+        f"; {llvm_jobs.hits} of {nmod} modules' machine code from the cache {cache.root}"
         if cache is not None and llvm_jobs.hits
         else ""
     )
@@ -257,7 +258,7 @@ def _report(
     lines = [
         f"compiled for {spec.cpu} ({spec.isa.vector_bytes * 8}-bit vectors) in {total:.2f} s "
         f"(kernel level {lower:.2f} s, codegen {gen:.2f} s, LLVM {llvm_s:.2f} s after it: "
-        f"{n} modules, {llvm_jobs.cpu_seconds:.2f} CPU s on {llvm_jobs.jobs} threads{cached})",
+        f"{nmod} modules, {llvm_jobs.cpu_seconds:.2f} CPU s on {threads}{cached})",
         f"{len(kernels)} kernels ({stats['fused']} ops fused, {stats['aliases']} reshapes as views): "
         + ", ".join(f"{t} {n}" for t, n in by_t.most_common()),
         f"activation arena {program.arena_bytes} bytes, scratch {program.scratch_bytes} bytes per thread, "
