@@ -499,6 +499,62 @@ def _decl(m: ir.Module, name: str, ty: ir.FunctionType) -> ir.Function:
 SYSCALL_TY = ir.FunctionType(I64, [I64], var_arg=True)
 
 
+def _wake(b: ir.IRBuilder, triple: str, word: Any, sleepers: Any) -> None:
+    """``futex``-wake every thread sleeping on ``word`` — the syscall only when ``sleepers`` counts
+    one (or one about to sleep: seq_cst, as :func:`_await` counts itself): none where the threads
+    meet within the spin. Nothing without futex (the waiters ``sched_yield``)."""
+    futex, _ = _futex(triple)
+    if futex is None:
+        return
+    syscall = _decl(b.module, "syscall", SYSCALL_TY)
+    asleep = b.icmp_unsigned("!=", b.load_atomic(sleepers, "seq_cst", 4), ir.Constant(I32, 0))
+    with b.if_then(asleep):
+        wake = [const(futex), b.bitcast(word, I8P), const(FUTEX_WAKE_PRIVATE), ir.Constant(I32, 0x7FFFFFFF)]
+        b.call(syscall, wake)
+
+
+def _await(
+    b: ir.IRBuilder, triple: str, word: Any, sleepers: Any, ready: Callable[[Any], Any], done: ir.Block
+) -> None:
+    """From the current block, branch to ``done`` once ``ready(value of the i32 word)`` holds: spin
+    ``SPIN`` ``pause``s, then sleep — count this thread in ``sleepers``, look again (seq_cst on both
+    sides: the thread that moves the word sees the count raised, or this load sees the new value),
+    ``futex``-wait while the word still holds the value seen (it returns at once if it moved
+    since), and look again; without futex, ``sched_yield`` between looks."""
+    futex, x86 = _futex(triple)
+    m, fn = b.module, b.block.function
+    pre = b.block
+    spin, spin_more = fn.append_basic_block("spin"), fn.append_basic_block("spin_more")
+    sleep, look = fn.append_basic_block("sleep"), fn.append_basic_block("look")
+    b.branch(spin)
+    b.position_at_end(spin)
+    i = b.phi(I64)
+    i.add_incoming(const(0), pre)
+    b.cbranch(ready(b.load_atomic(word, "acquire", 4)), done, spin_more)
+    b.position_at_end(spin_more)
+    if x86:
+        b.call(_decl(m, "llvm.x86.sse2.pause", ir.FunctionType(VOID, [])), [])
+    nxt = b.add(i, const(1))
+    i.add_incoming(nxt, spin_more)
+    b.cbranch(b.icmp_signed("<", nxt, const(SPIN)), spin, sleep)
+    b.position_at_end(sleep)
+    if futex is not None:
+        syscall = _decl(m, "syscall", SYSCALL_TY)
+        b.atomic_rmw("add", sleepers, ir.Constant(I32, 1), "seq_cst")
+        v = b.load_atomic(word, "seq_cst", 4)
+        with b.if_then(b.not_(ready(v))):
+            b.call(
+                syscall,
+                [const(futex), b.bitcast(word, I8P), const(FUTEX_WAIT_PRIVATE), v, ir.Constant(I8P, None)],
+            )
+        b.atomic_rmw("sub", sleepers, ir.Constant(I32, 1), "seq_cst")
+    else:
+        b.call(_decl(m, "sched_yield", ir.FunctionType(I32, [])), [])
+    b.branch(look)
+    b.position_at_end(look)
+    b.cbranch(ready(b.load_atomic(word, "acquire", 4)), done, sleep)
+
+
 def _sharing_functions(
     m: ir.Module, define: bool, triple: str, sleepers: ir.GlobalVariable
 ) -> tuple[ir.Function, ir.Function]:
@@ -519,9 +575,6 @@ def _sharing_functions(
         f.attributes.add("noinline")
     if not define:
         return parts, wait
-    futex, x86 = _futex(triple)
-    syscall = _decl(m, "syscall", SYSCALL_TY)
-    sched_yield = _decl(m, "sched_yield", ir.FunctionType(I32, []))
     ctz = ir.Function(m, ir.FunctionType(I64, [I64, ir.IntType(1)]), "llvm.cttz.i64")
 
     # lamina_parts
@@ -537,18 +590,7 @@ def _sharing_functions(
     def finished() -> None:
         now = b.add(b.atomic_rmw("add", done, ir.Constant(I32, 1), "seq_cst"), ir.Constant(I32, 1))
         with b.if_then(b.icmp_unsigned("==", now, total)):
-            if futex is not None:
-                asleep = b.icmp_unsigned("!=", b.load_atomic(sleepers, "seq_cst", 4), ir.Constant(I32, 0))
-                with b.if_then(asleep):
-                    b.call(
-                        syscall,
-                        [
-                            const(futex),
-                            b.bitcast(done, I8P),
-                            const(FUTEX_WAKE_PRIVATE),
-                            ir.Constant(I32, 0x7FFFFFFF),
-                        ],
-                    )
+            _wake(b, triple, done, sleepers)
 
     b.position_at_end(shared)
     full = b.select(
@@ -586,39 +628,11 @@ def _sharing_functions(
     # lamina_wait
     n, word, total = wait.args
     b = ir.IRBuilder(wait.append_basic_block("entry"))
-    pre = b.block
     ret = wait.append_basic_block("ret")
-    spin = wait.append_basic_block("spin")
-    spin_more = wait.append_basic_block("spin_more")
-    sleep = wait.append_basic_block("sleep")
+    spin = wait.append_basic_block("wait")
     b.cbranch(b.icmp_signed("<=", n, const(1)), ret, spin)
     b.position_at_end(spin)
-    i = b.phi(I64)
-    i.add_incoming(const(0), pre)
-    cur = b.load_atomic(word, "acquire", 4)
-    b.cbranch(b.icmp_unsigned(">=", cur, total), ret, spin_more)
-    b.position_at_end(spin_more)
-    if x86:
-        b.call(_decl(m, "llvm.x86.sse2.pause", ir.FunctionType(VOID, [])), [])
-    nxt = b.add(i, const(1))
-    i.add_incoming(nxt, spin_more)
-    b.cbranch(b.icmp_signed("<", nxt, const(SPIN)), spin, sleep)
-    b.position_at_end(sleep)
-    if futex is not None:
-        # a sleeper counted before its last look (seq_cst both sides: the thread finishing the
-        # segment sees the count, or this load sees its part); futex returns at once if the
-        # word moved since
-        b.atomic_rmw("add", sleepers, ir.Constant(I32, 1), "seq_cst")
-        v = b.load_atomic(word, "seq_cst", 4)
-        with b.if_then(b.icmp_unsigned("<", v, total)):
-            b.call(
-                syscall,
-                [const(futex), b.bitcast(word, I8P), const(FUTEX_WAIT_PRIVATE), v, ir.Constant(I8P, None)],
-            )
-        b.atomic_rmw("sub", sleepers, ir.Constant(I32, 1), "seq_cst")
-    else:
-        b.call(sched_yield, [])
-    b.cbranch(b.icmp_unsigned(">=", b.load_atomic(word, "acquire", 4), total), ret, sleep)
+    _await(b, triple, word, sleepers, lambda v: b.icmp_unsigned(">=", v, total), ret)
     b.position_at_end(ret)
     b.ret_void()
     return parts, wait
@@ -647,9 +661,6 @@ def _barrier_function(
     for g in (count, gen, sleepers):
         g.initializer = ir.Constant(I32, 0)
         g.align = 64
-    futex, x86 = _futex(triple)
-    syscall = _decl(m, "syscall", SYSCALL_TY)
-    sched_yield = _decl(m, "sched_yield", ir.FunctionType(I32, []))
     (n,) = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     one = b.icmp_signed("<=", n, const(1))
@@ -670,53 +681,11 @@ def _barrier_function(
         _zero(b, g)
     b.store_atomic(ir.Constant(I32, 0), count, "release", 4)
     b.atomic_rmw("add", gen, ir.Constant(I32, 1), "seq_cst")
-    genp = b.bitcast(gen, I8P)
-    if futex is not None:  # the wake syscall only when a thread sleeps (or is about to)
-        asleep = b.icmp_unsigned("!=", b.load_atomic(sleepers, "seq_cst", 4), ir.Constant(I32, 0))
-        with b.if_then(asleep):
-            b.call(syscall, [const(futex), genp, const(FUTEX_WAKE_PRIVATE), ir.Constant(I32, 0x7FFFFFFF)])
+    _wake(b, triple, gen, sleepers)
     b.ret_void()
-    # spin, then sleep
     b.position_at_end(wait)
-    spin = fn.append_basic_block("spin")
-    sleep = fn.append_basic_block("sleep")
     done = fn.append_basic_block("done")
-    pre = b.block
-    b.branch(spin)
-    b.position_at_end(spin)
-    i = b.phi(I64)
-    i.add_incoming(const(0), pre)
-    cur = b.load_atomic(gen, "acquire", 4)
-    changed = b.icmp_unsigned("!=", cur, g0)
-    spin_more = fn.append_basic_block("spin_more")
-    b.cbranch(changed, done, spin_more)
-    b.position_at_end(spin_more)
-    if x86:
-        b.call(_decl(m, "llvm.x86.sse2.pause", ir.FunctionType(VOID, [])), [])
-    nxt = b.add(i, const(1))
-    i.add_incoming(nxt, spin_more)
-    b.cbranch(b.icmp_signed("<", nxt, const(SPIN)), spin, sleep)
-    b.position_at_end(sleep)
-    cur2 = b.load_atomic(gen, "acquire", 4)
-    changed2 = b.icmp_unsigned("!=", cur2, g0)
-    do_wait = fn.append_basic_block("futex_wait")
-    b.cbranch(changed2, done, do_wait)
-    b.position_at_end(do_wait)
-    if futex is not None:
-        # count this thread a sleeper, look again (seq_cst on both sides: the last arrival sees
-        # the count raised, or this load sees its new generation), sleep until the generation
-        # changes (futex returns at once if it did since)
-        b.atomic_rmw("add", sleepers, ir.Constant(I32, 1), "seq_cst")
-        cur3 = b.load_atomic(gen, "seq_cst", 4)
-        with b.if_then(b.icmp_unsigned("==", cur3, g0)):
-            b.call(
-                syscall,
-                [const(futex), b.bitcast(gen, I8P), const(FUTEX_WAIT_PRIVATE), g0, ir.Constant(I8P, None)],
-            )
-        b.atomic_rmw("sub", sleepers, ir.Constant(I32, 1), "seq_cst")
-    else:
-        b.call(sched_yield, [])
-    b.branch(sleep)
+    _await(b, triple, gen, sleepers, lambda v: b.icmp_unsigned("!=", v, g0), done)
     b.position_at_end(done)
     b.ret_void()
     return fn

@@ -408,3 +408,29 @@ def test_every_part_runs_once_after_the_segment_before(counting_entry: Any, n: i
     counts = arena[: 4 * words].reshape(4, words)
     assert (counts[:, :n] == runs).all(), counts[:, :n]
     assert not counts[:, n:].any() and arena[4 * words] == 0
+
+
+@pytest.mark.parametrize(
+    "triple", ["x86_64-unknown-linux-gnu", "aarch64-unknown-linux-gnu", "x86_64-apple-darwin"]
+)
+def test_wait_functions_per_host(triple: str) -> None:
+    """The barrier, the part sharing and the segment wait verify in LLVM for every host kind:
+    ``futex`` wait / wake through ``syscall`` on Linux (``pause`` in the spin on x86 only); elsewhere
+    no syscall at all — the waiters ``sched_yield`` between looks."""
+    import llvmlite.binding as llvm
+    import llvmlite.ir as lir
+
+    from lamina.targets.cpu.codegen import _barrier_function, _sharing_functions
+
+    m = lir.Module("waits")
+    m.triple = triple
+    sleepers = lir.GlobalVariable(m, lir.IntType(32), "sleepers")
+    sleepers.initializer = lir.Constant(lir.IntType(32), 0)
+    _barrier_function(m, True, triple)
+    _sharing_functions(m, True, triple, sleepers)
+    text = str(m)
+    llvm.parse_assembly(text).verify()
+    linux = "linux" in triple
+    assert ('@"syscall"' in text) == linux
+    assert ('@"sched_yield"' in text) == (not linux)
+    assert ("llvm.x86.sse2.pause" in text) == triple.startswith("x86_64")
