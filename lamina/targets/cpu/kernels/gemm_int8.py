@@ -837,6 +837,23 @@ class Gen:
             out.append(ph)
         return out
 
+    def stack_array(self, vals: list[Any]) -> Any:
+        """``vals`` (one type) stored to a stack array allocated in the entry block, for a loop that
+        reads them back by a runtime index (:meth:`slot`): an epilogue emitted once and looped over
+        a tile's accumulators instead of unrolled (LLVM optimizes one copy)."""
+        b = self.b
+        here = b.block
+        b.position_at_start(self.fn.entry_basic_block)
+        slots = b.alloca(ir.ArrayType(vals[0].type, len(vals)))
+        b.position_at_end(here)
+        for j, a in enumerate(vals):
+            b.store(a, b.gep(slots, [self.c(0, I32), self.c(j, I32)]))
+        return slots
+
+    def slot(self, slots: Any, i: Any) -> Any:
+        """Element ``i`` (an i64 value) of a :meth:`stack_array`."""
+        return self.b.load(self.b.gep(slots, [self.c(0, I32), i]))
+
     def masked_load(self, base: Any, off: Any, mask: Any, passthru: Any) -> Any:
         """The lanes of ``<n x i8>`` at ``base + off`` where ``mask`` is set, ``passthru``'s elsewhere
         (no access to the others)."""
@@ -1922,20 +1939,12 @@ class Int8Conv(LutFusion, Template):
                         # accumulators through a stack array (allocated in the entry block): LLVM
                         # optimizes one copy instead of mr (ResNet-50 INT8: these kernels' IR 2-5x
                         # smaller, their LLVM time 2.66 -> 1.78 s; the layers as fast, measured)
-                        here = b.block
-                        b.position_at_start(gen.fn.entry_basic_block)
-                        slots = b.alloca(ir.ArrayType(accs[0].type, mr * nv))
-                        b.position_at_end(here)
-                        for j, a in enumerate(accs):
-                            b.store(a, b.gep(slots, [gen.c(0, I32), gen.c(j, I32)]))
+                        slots = gen.stack_array(accs)
 
                         def channel(m_i: Any, _: list[Any]) -> None:
                             col = b.add(b.mul(ct_i, gen.c(mr)), m_i)
                             co = b.add(b.mul(gi, gen.c(geo.cog)), col)
-                            acc = [
-                                b.load(b.gep(slots, [gen.c(0, I32), b.add(b.mul(m_i, gen.c(nv)), gen.c(v))]))
-                                for v in range(nv)
-                            ]
+                            acc = [gen.slot(slots, b.add(b.mul(m_i, gen.c(nv)), gen.c(v))) for v in range(nv)]
                             if geo.cog % mr:
                                 gen.when(b.icmp_signed("<", col, gen.c(geo.cog)), lambda: epi(co, acc))
                             else:
@@ -2200,12 +2209,7 @@ class Int8ConvChannels(Int8Conv):
                             # the epilogue once in the IR, looped over the tile's nv registers of
                             # channels, the accumulators through a stack array (allocated in the
                             # entry block): LLVM optimizes one copy instead of nv
-                            here = b.block
-                            b.position_at_start(gen.fn.entry_basic_block)
-                            slots = b.alloca(ir.ArrayType(accs[0].type, mr * nv))
-                            b.position_at_end(here)
-                            for j, a in enumerate(accs):
-                                b.store(a, b.gep(slots, [gen.c(0, I32), gen.c(j, I32)]))
+                            slots = gen.stack_array(accs)
 
                             def register(v_i: Any, _: list[Any]) -> None:
                                 vo = b.mul(v_i, gen.c(nl))
@@ -2218,10 +2222,7 @@ class Int8ConvChannels(Int8Conv):
                                         gen.load(rt_, b.add(o4, gen.c(4 * j * geo.cout)), vt(I32, nl), 4)
                                         for j in range(3)
                                     )
-                                acc = [
-                                    b.load(b.gep(slots, [gen.c(0, I32), b.add(gen.c(rr * nv), v_i)]))
-                                    for rr in range(mr)
-                                ]
+                                acc = [gen.slot(slots, b.add(gen.c(rr * nv), v_i)) for rr in range(mr)]
                                 channels_of((vo, mu, sh, rt3, acc))
 
                             gen.loop(0, nv, register)
