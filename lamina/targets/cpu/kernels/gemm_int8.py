@@ -1035,6 +1035,18 @@ def conv_geom(op: Any) -> ConvGeom | None:
     )
 
 
+def _interleave(gen: Gen, vs: list[Any]) -> Any:
+    """Four registers of 16 bytes (16 positions of one channel each) as one of 64, the four
+    channels' bytes of a position together (the pack's ``[pos][4]``); one register as it is."""
+    if len(vs) == 1:
+        return vs[0]
+    b = gen.b
+    lo2 = b.shuffle_vector(vs[0], vs[1], gen.iota(32))
+    hi2 = b.shuffle_vector(vs[2], vs[3], gen.iota(32))
+    cat = b.shuffle_vector(lo2, hi2, gen.iota(64))
+    return b.shuffle_vector(cat, cat, gen.cv([t * 16 + jj for jj in range(16) for t in range(4)]))
+
+
 def _emit_pack(
     gen: Gen,
     geo: ConvGeom,
@@ -1131,15 +1143,7 @@ def _emit_pack(
                                     else:
                                         v = gen.cv([padu ^ off] * 16, I8)
                                     vs.append(v)
-                                if inter == 1:
-                                    out = vs[0]
-                                else:
-                                    lo2 = b.shuffle_vector(vs[0], vs[1], gen.iota(32))
-                                    hi2 = b.shuffle_vector(vs[2], vs[3], gen.iota(32))
-                                    cat = b.shuffle_vector(lo2, hi2, gen.iota(64))
-                                    out = b.shuffle_vector(
-                                        cat, cat, gen.cv([t * 16 + jj for jj in range(16) for t in range(4)])
-                                    )
+                                out = _interleave(gen, vs)
                                 if xor is not None:
                                     out = b.xor(out, gen.cv([off] * (16 * inter), I8))
                                 gen.store(out, drow, j * inter)
@@ -1205,13 +1209,7 @@ def _pack_row_masked(
             if sw > 1:
                 v = b.shuffle_vector(v, v, gen.cv([jj * sw for jj in range(16)]))
             vs.append(v)
-        if inter == 1:
-            out = vs[0]
-        else:
-            lo2 = b.shuffle_vector(vs[0], vs[1], gen.iota(32))
-            hi2 = b.shuffle_vector(vs[2], vs[3], gen.iota(32))
-            cat = b.shuffle_vector(lo2, hi2, gen.iota(64))
-            out = b.shuffle_vector(cat, cat, gen.cv([t * 16 + jj for jj in range(16) for t in range(4)]))
+        out = _interleave(gen, vs)
         if off:
             out = b.xor(out, gen.cv([off] * (16 * inter), I8))
         if j + 16 <= wph:
