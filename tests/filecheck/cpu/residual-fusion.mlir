@@ -30,12 +30,13 @@
 // CHECK-NEXT: return %[[D]]
 
 // In INT8 mode: the same kernels (int8-conv-channels, int8-conv); the add's requant table is the weight "ra", the ReLU after
-// it is a tpu.Lut, also fused (its table "lut"); the output's dequantizing cast stays apart.
+// it is a tpu.Lut, also fused (its table "lut"); where the fused add's float fast form runs (the first add), its
+// per-channel requant factors are the weight "fm"; the output's dequantizing cast stays apart.
 // INT8:      "cpu.kernel"({{.*}}) <{symbol = "k2_conv", template = "int8-conv-channels"}>
 // INT8:        "tpu.Conv"({{.*}} {cpu.fused = 2 : i64}
 // INT8-NEXT:   "tpu.Add"
 // INT8-NEXT:   "tpu.Lut"
-// INT8:      }) {cpu.offsets = array<i64: {{[0-9]+}}>, cpu.weights = ["w", "c", "m", "s", "lut", "ra"]}
+// INT8:      }) {cpu.offsets = array<i64: {{[0-9]+}}>, cpu.weights = ["w", "c", "m", "s", "lut", "ra", "fm"]}
 // INT8:      "cpu.kernel"({{.*}}) <{symbol = "k5_conv", template = "int8-conv"}>
 // INT8:        "tpu.Conv"({{.*}} {cpu.fused = 2 : i64}
 // INT8-NEXT:   "tpu.Add"
