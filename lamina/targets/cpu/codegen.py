@@ -499,9 +499,9 @@ def _decl(m: ir.Module, name: str, ty: ir.FunctionType) -> ir.Function:
 SYSCALL_TY = ir.FunctionType(I64, [I64], var_arg=True)
 
 
-def _wake(b: ir.IRBuilder, triple: str, word: Any, sleepers: Any) -> None:
+def wake_sleepers(b: ir.IRBuilder, triple: str, word: Any, sleepers: Any) -> None:
     """``futex``-wake every thread sleeping on ``word`` — the syscall only when ``sleepers`` counts
-    one (or one about to sleep: seq_cst, as :func:`_await` counts itself): none where the threads
+    one (or one about to sleep: seq_cst, as :func:`await_word` counts itself): none where the threads
     meet within the spin. Nothing without futex (the waiters ``sched_yield``)."""
     futex, _ = _futex(triple)
     if futex is None:
@@ -513,11 +513,17 @@ def _wake(b: ir.IRBuilder, triple: str, word: Any, sleepers: Any) -> None:
         b.call(syscall, wake)
 
 
-def _await(
-    b: ir.IRBuilder, triple: str, word: Any, sleepers: Any, ready: Callable[[Any], Any], done: ir.Block
+def await_word(
+    b: ir.IRBuilder,
+    triple: str,
+    word: Any,
+    sleepers: Any,
+    ready: Callable[[Any], Any],
+    done: ir.Block,
+    spins: int = SPIN,
 ) -> None:
     """From the current block, branch to ``done`` once ``ready(value of the i32 word)`` holds: spin
-    ``SPIN`` ``pause``s, then sleep — count this thread in ``sleepers``, look again (seq_cst on both
+    ``spins`` ``pause``s, then sleep — count this thread in ``sleepers``, look again (seq_cst on both
     sides: the thread that moves the word sees the count raised, or this load sees the new value),
     ``futex``-wait while the word still holds the value seen (it returns at once if it moved
     since), and look again; without futex, ``sched_yield`` between looks."""
@@ -536,7 +542,7 @@ def _await(
         b.call(_decl(m, "llvm.x86.sse2.pause", ir.FunctionType(VOID, [])), [])
     nxt = b.add(i, const(1))
     i.add_incoming(nxt, spin_more)
-    b.cbranch(b.icmp_signed("<", nxt, const(SPIN)), spin, sleep)
+    b.cbranch(b.icmp_signed("<", nxt, const(spins)), spin, sleep)
     b.position_at_end(sleep)
     if futex is not None:
         syscall = _decl(m, "syscall", SYSCALL_TY)
@@ -590,7 +596,7 @@ def _sharing_functions(
     def finished() -> None:
         now = b.add(b.atomic_rmw("add", done, ir.Constant(I32, 1), "seq_cst"), ir.Constant(I32, 1))
         with b.if_then(b.icmp_unsigned("==", now, total)):
-            _wake(b, triple, done, sleepers)
+            wake_sleepers(b, triple, done, sleepers)
 
     b.position_at_end(shared)
     full = b.select(
@@ -632,7 +638,7 @@ def _sharing_functions(
     spin = wait.append_basic_block("wait")
     b.cbranch(b.icmp_signed("<=", n, const(1)), ret, spin)
     b.position_at_end(spin)
-    _await(b, triple, word, sleepers, lambda v: b.icmp_unsigned(">=", v, total), ret)
+    await_word(b, triple, word, sleepers, lambda v: b.icmp_unsigned(">=", v, total), ret)
     b.position_at_end(ret)
     b.ret_void()
     return parts, wait
@@ -681,11 +687,11 @@ def _barrier_function(
         _zero(b, g)
     b.store_atomic(ir.Constant(I32, 0), count, "release", 4)
     b.atomic_rmw("add", gen, ir.Constant(I32, 1), "seq_cst")
-    _wake(b, triple, gen, sleepers)
+    wake_sleepers(b, triple, gen, sleepers)
     b.ret_void()
     b.position_at_end(wait)
     done = fn.append_basic_block("done")
-    _await(b, triple, gen, sleepers, lambda v: b.icmp_unsigned("!=", v, g0), done)
+    await_word(b, triple, gen, sleepers, lambda v: b.icmp_unsigned("!=", v, g0), done)
     b.position_at_end(done)
     b.ret_void()
     return fn

@@ -21,7 +21,7 @@ from typing import Any
 
 import llvmlite.ir as ir
 
-from .codegen import FUTEX_SYSCALL, FUTEX_WAIT_PRIVATE, FUTEX_WAKE_PRIVATE
+from .codegen import await_word, wake_sleepers
 
 __all__ = ["IDLE_SPIN", "Pool", "native"]
 
@@ -42,14 +42,8 @@ VOID = ir.VoidType()
 def pool_module(triple: str) -> str:
     """The pool's LLVM IR for ``triple``: ``lamina_pool_worker(ctl, tid)``, ``lamina_pool_run(ctl)``
     and ``lamina_pool_close(ctl)``."""
-    arch = triple.split("-", 1)[0]
-    futex = FUTEX_SYSCALL.get(arch) if "linux" in triple else None
-    x86 = arch in ("x86_64", "i686", "i386")
     m = ir.Module("lamina_pool")
     m.triple = triple
-    syscall = ir.Function(m, ir.FunctionType(I64, [I64], var_arg=True), "syscall")
-    sched_yield = ir.Function(m, ir.FunctionType(I32, []), "sched_yield")
-    pause = ir.Function(m, ir.FunctionType(VOID, []), "llvm.x86.sse2.pause") if x86 else None
     entry_ty = ir.FunctionType(VOID, [I8P, I8P, I8P.as_pointer(), I64, I64])
     prof_ty = ir.FunctionType(VOID, [I8P, I8P, I8P.as_pointer(), I64, I64, I64.as_pointer()])
 
@@ -62,56 +56,12 @@ def pool_module(triple: str) -> str:
     def field(b: ir.IRBuilder, ctl: Any, off: int, ty: ir.Type) -> Any:
         return b.bitcast(b.gep(ctl, [c64(off)]), ty.as_pointer())
 
-    def wait(b: ir.IRBuilder, word: Any, expected: Any) -> None:
-        if futex is not None:
-            b.call(
-                syscall,
-                [c64(futex), b.bitcast(word, I8P), c64(FUTEX_WAIT_PRIVATE), expected, ir.Constant(I8P, None)],
-            )
-        else:
-            b.call(sched_yield, [])
-
-    def wake(b: ir.IRBuilder, word: Any, n: int) -> None:
-        if futex is not None:
-            b.call(syscall, [c64(futex), b.bitcast(word, I8P), c64(FUTEX_WAKE_PRIVATE), c32(n)])
-
     def spin_then_sleep(fn: ir.Function, b: ir.IRBuilder, ready: Any, sleeper: Any, word: Any) -> None:
-        """Wait until ``ready(b, v)`` (an i1) holds for a fresh load ``v`` of the i32 ``word``:
-        ``IDLE_SPIN`` pauses, then sleep on ``word`` with the i32 counter ``sleeper`` raised around
-        the sleep (seq_cst on both sides: the waker sees the counter raised, or the sleeper's own
-        load sees the new value and it does not sleep; ``futex`` returns at once if the word moved
-        since). Leaves ``b`` after the wait."""
-        pre = b.block
-        hdr = fn.append_basic_block("wait")
-        spin = fn.append_basic_block("spin")
-        pause_bb = fn.append_basic_block("pause")
-        sleep = fn.append_basic_block("sleep")
-        futex_bb = fn.append_basic_block("futex")
-        woken = fn.append_basic_block("woken")
+        """Wait until ``ready(v)`` holds for a fresh load ``v`` of the i32 ``word``
+        (:func:`.codegen.await_word`: ``IDLE_SPIN`` pauses, then asleep on ``word`` counted in the
+        i32 ``sleeper``); leaves ``b`` after the wait."""
         done = fn.append_basic_block("ready")
-        b.branch(hdr)
-        b.position_at_end(hdr)
-        i = b.phi(I64)
-        i.add_incoming(c64(0), pre)
-        b.cbranch(ready(b, b.load_atomic(word, "acquire", 4)), done, spin)
-        b.position_at_end(spin)
-        b.cbranch(b.icmp_signed("<", i, c64(IDLE_SPIN)), pause_bb, sleep)
-        b.position_at_end(pause_bb)
-        if pause is not None:
-            b.call(pause, [])
-        i.add_incoming(b.add(i, c64(1)), pause_bb)
-        b.branch(hdr)
-        b.position_at_end(sleep)
-        b.atomic_rmw("add", sleeper, c32(1), "seq_cst")
-        v = b.load_atomic(word, "seq_cst", 4)
-        b.cbranch(ready(b, v), woken, futex_bb)
-        b.position_at_end(futex_bb)
-        wait(b, word, v)
-        b.branch(woken)
-        b.position_at_end(woken)
-        b.atomic_rmw("sub", sleeper, c32(1), "seq_cst")
-        i.add_incoming(c64(IDLE_SPIN), woken)  # a spurious wake sleeps again at once
-        b.branch(hdr)
+        await_word(b, triple, word, sleeper, ready, done, IDLE_SPIN)
         b.position_at_end(done)
 
     def call_entry(b: ir.IRBuilder, ctl: Any, tid: Any) -> None:
@@ -141,7 +91,7 @@ def pool_module(triple: str) -> str:
     b.position_at_end(loop)
     seen = b.phi(I32)
     seen.add_incoming(c32(0), start)
-    spin_then_sleep(fn, b, lambda bb, v: bb.icmp_unsigned("!=", v, seen), field(b, ctl, SLEEPERS, I32), gen)
+    spin_then_sleep(fn, b, lambda v: b.icmp_unsigned("!=", v, seen), field(b, ctl, SLEEPERS, I32), gen)
     now = b.load_atomic(gen, "acquire", 4)
     closed = b.load_atomic(field(b, ctl, CLOSED, I32), "acquire", 4)
     run = fn.append_basic_block("run")
@@ -153,10 +103,8 @@ def pool_module(triple: str) -> str:
     call_entry(b, ctl, tid)
     left = field(b, ctl, LEFT, I32)
     was = b.atomic_rmw("sub", left, c32(1), "seq_cst")
-    with b.if_then(b.icmp_unsigned("==", was, c32(1))):
-        sleeps = b.load_atomic(field(b, ctl, CALLER_SLEEPS, I32), "seq_cst", 4)
-        with b.if_then(b.icmp_unsigned("!=", sleeps, c32(0))):
-            wake(b, left, 1)
+    with b.if_then(b.icmp_unsigned("==", was, c32(1))):  # the last worker: wake the caller if asleep
+        wake_sleepers(b, triple, left, field(b, ctl, CALLER_SLEEPS, I32))
     seen.add_incoming(now, b.block)
     b.branch(loop)
 
@@ -169,12 +117,10 @@ def pool_module(triple: str) -> str:
     n = b.load(field(b, ctl, NTHREADS, I64))
     b.store_atomic(b.trunc(b.sub(n, c64(1)), I32), left, "release", 4)
     b.atomic_rmw("add", gen, c32(1), "seq_cst")
-    sleepers = b.load_atomic(field(b, ctl, SLEEPERS, I32), "seq_cst", 4)
-    with b.if_then(b.icmp_unsigned("!=", sleepers, c32(0))):
-        wake(b, gen, 0x7FFFFFFF)
+    wake_sleepers(b, triple, gen, field(b, ctl, SLEEPERS, I32))
     call_entry(b, ctl, c64(0))
     caller_sleeps = field(b, ctl, CALLER_SLEEPS, I32)
-    spin_then_sleep(fn, b, lambda bb, v: bb.icmp_unsigned("==", v, c32(0)), caller_sleeps, left)
+    spin_then_sleep(fn, b, lambda v: b.icmp_unsigned("==", v, c32(0)), caller_sleeps, left)
     b.ret_void()
 
     # void lamina_pool_close(i8* ctl): the workers return
@@ -183,7 +129,7 @@ def pool_module(triple: str) -> str:
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     b.store_atomic(c32(1), field(b, ctl, CLOSED, I32), "release", 4)
     b.atomic_rmw("add", field(b, ctl, GEN, I32), c32(1), "seq_cst")
-    wake(b, field(b, ctl, GEN, I32), 0x7FFFFFFF)
+    wake_sleepers(b, triple, field(b, ctl, GEN, I32), field(b, ctl, SLEEPERS, I32))
     b.ret_void()
     return str(m)
 

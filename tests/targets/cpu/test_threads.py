@@ -101,3 +101,21 @@ def test_closed_pool_threads_exit_when_dropped(entries: Any) -> None:
     for t in threads:
         t.join(timeout=5)
         assert not t.is_alive()
+
+
+@pytest.mark.parametrize(
+    "triple", ["x86_64-unknown-linux-gnu", "aarch64-unknown-linux-gnu", "x86_64-apple-darwin"]
+)
+def test_pool_module_per_host(triple: str) -> None:
+    """The pool's module verifies in LLVM for every host kind: ``futex`` through ``syscall`` on
+    Linux, ``sched_yield`` between looks elsewhere, ``pause`` in the spin on x86 only."""
+    import llvmlite.binding as llvm
+
+    from lamina.targets.cpu.threads import pool_module
+
+    text = pool_module(triple)
+    llvm.parse_assembly(text).verify()
+    linux = "linux" in triple
+    assert ('@"syscall"' in text) == linux
+    assert ('@"sched_yield"' in text) == (not linux)
+    assert ("llvm.x86.sse2.pause" in text) == triple.startswith("x86_64")
